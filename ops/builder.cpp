@@ -1,0 +1,309 @@
+#include "ops/builder.hpp"
+
+namespace runnel {
+namespace {
+
+constexpr int64_t default_graph_seed = 87654321; // TensorFlow's DEFAULT_GRAPH_SEED
+
+output one(graph& g, std::string_view op, std::string_view name, std::vector<endpoint> in,
+           attr_map attrs = {}) {
+  return g.build(op, name, in, std::move(attrs))[0];
+}
+
+graph& same_graph(output a, output b) {
+  if (&a.owner() != &b.owner())
+    throw error(invalid_argument("'" + a.name() + "' and '" + b.name() +
+                                 "' belong to different graphs"));
+  return a.owner();
+}
+
+output binary(std::string_view op, output a, output b, std::string_view name) {
+  return one(same_graph(a, b), op, name, {a.ep(), b.ep()});
+}
+
+output unary(std::string_view op, output x, std::string_view name) {
+  return one(x.owner(), op, name, {x.ep()});
+}
+
+output int_vector(graph& g, const std::vector<int64_t>& v, std::string_view name) {
+  std::vector<int32_t> v32(v.begin(), v.end());
+  return constant(g, tensor::vector<int32_t>(v32), name);
+}
+
+output scalar_like(output like, double v) {
+  tensor t(like.type(), shape{});
+  dispatch(like.type(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, std::string>)
+      throw error(invalid_argument("cannot combine string tensor '" + like.name() +
+                                   "' with a number"));
+    else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>)
+      *t.data<T>() = T(float(v));
+    else
+      *t.data<T>() = T(v);
+  });
+  return constant(like.owner(), t);
+}
+
+std::pair<int64_t, int64_t> seeds(graph& g, int64_t op_seed) {
+  if (g.seed())
+    return {*g.seed(), op_seed ? op_seed : g.num_nodes() + 1};
+  if (op_seed)
+    return {default_graph_seed, op_seed};
+  return {0, 0};
+}
+
+output random_op(std::string_view op, graph& g, const shape& s, dtype t, int64_t seed,
+                 std::string_view name) {
+  if (!s.is_fully_defined())
+    throw error(invalid_argument(std::string(op) + ": shape " + s.to_string() +
+                                 " must be fully defined"));
+  auto [s1, s2] = seeds(g, seed);
+  auto scope = g.name_scope(name.empty() ? op : name);
+  auto dims = int_vector(g, s.dims(), "shape");
+  return one(g, op, op, {dims.ep()}, {{"dtype", t}, {"seed", s1}, {"seed2", s2}});
+}
+
+output reduction(std::string_view op, output x, std::vector<int64_t> axes, bool keep_dims,
+                 std::string_view name) {
+  graph& g = x.owner();
+  if (axes.empty()) {
+    if (!x.shape().has_known_rank())
+      throw error(invalid_argument(std::string(op) + " over all axes of '" + x.name() +
+                                   "' needs a known rank"));
+    for (int i = 0; i < x.shape().rank(); ++i)
+      axes.push_back(i);
+  }
+  auto ax = int_vector(g, axes, std::string(name.empty() ? op : name) + "/reduction_indices");
+  return one(g, op, name, {x.ep(), ax.ep()}, {{"keep_dims", keep_dims}});
+}
+
+} // namespace
+
+output constant(graph& g, const tensor& value, std::string_view name) {
+  if (!value.valid())
+    throw error(invalid_argument("constant: the tensor is empty"));
+  return one(g, "Const", name.empty() ? "Const" : name, {},
+             {{"value", value}, {"dtype", value.type()}});
+}
+
+output filled(graph& g, dtype t, const shape& s, double value, std::string_view name) {
+  tensor v(t, s);
+  dispatch(t, [&]<class T>() {
+    if constexpr (std::is_same_v<T, std::string>)
+      throw error(invalid_argument("filled: cannot fill strings with a number"));
+    else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>)
+      std::fill_n(v.data<T>(), v.num_elements(), T(float(value)));
+    else
+      std::fill_n(v.data<T>(), v.num_elements(), T(value));
+  });
+  return constant(g, v, name);
+}
+output zeros(graph& g, dtype t, const shape& s, std::string_view name) {
+  return filled(g, t, s, 0.0, name.empty() ? "zeros" : name);
+}
+output ones(graph& g, dtype t, const shape& s, std::string_view name) {
+  return filled(g, t, s, 1.0, name.empty() ? "ones" : name);
+}
+
+output placeholder(graph& g, dtype t, const shape& s, std::string_view name) {
+  return one(g, "Placeholder", name, {}, {{"dtype", t}, {"shape", s}});
+}
+
+graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name) {
+  graph_variable v;
+  v.ref = one(g, "VariableV2", name.empty() ? "Variable" : name, {}, {{"dtype", t}, {"shape", s}});
+  auto scope = g.name_scope(v.ref.node().name);
+  v.value = one(g, "Identity", "read", {v.ref.ep()});
+  g.add_to_collection("variables", v.ref.node_id());
+  return v;
+}
+
+graph_variable variable(graph& g, output initial_value, std::string_view name) {
+  if (!initial_value.shape().is_fully_defined())
+    throw error(invalid_argument("variable '" + std::string(name) + "': the initial value '" +
+                                 initial_value.name() + "' has shape " +
+                                 initial_value.shape().to_string() +
+                                 ", which must be fully defined"));
+  // The initializer must not inherit control dependencies from an enclosing scope.
+  auto no_deps = g.control_dependencies({});
+  graph_variable v = variable(g, initial_value.type(), initial_value.shape(), name);
+  auto scope = g.name_scope(v.ref.node().name);
+  v.initializer = one(g, "Assign", "Assign", {v.ref.ep(), initial_value.ep()});
+  g.add_to_collection("initializers", v.initializer.node_id());
+  return v;
+}
+
+output assign(const graph_variable& v, output value, std::string_view name) {
+  return one(same_graph(v.ref, value), "Assign", name, {v.ref.ep(), value.ep()});
+}
+output assign_add(const graph_variable& v, output value, std::string_view name) {
+  return one(same_graph(v.ref, value), "AssignAdd", name, {v.ref.ep(), value.ep()});
+}
+output assign_sub(const graph_variable& v, output value, std::string_view name) {
+  return one(same_graph(v.ref, value), "AssignSub", name, {v.ref.ep(), value.ep()});
+}
+
+operation group(graph& g, const std::vector<operation>& ops, std::string_view name) {
+  auto deps = g.control_dependencies(ops);
+  int id = g.add_op("NoOp", name.empty() ? "group_deps" : name, {}).value();
+  return operation(&g, id);
+}
+
+operation no_op(graph& g, std::string_view name) {
+  return operation(&g, g.add_op("NoOp", name, {}).value());
+}
+
+operation global_variables_initializer(graph& g) {
+  std::vector<operation> ops;
+  for (int id : g.collection("initializers"))
+    ops.emplace_back(&g, id);
+  return group(g, ops, "init");
+}
+
+output add(output a, output b, std::string_view name) { return binary("Add", a, b, name); }
+output sub(output a, output b, std::string_view name) { return binary("Sub", a, b, name); }
+output mul(output a, output b, std::string_view name) { return binary("Mul", a, b, name); }
+output div(output a, output b, std::string_view name) { return binary("Div", a, b, name); }
+output pow(output a, output b, std::string_view name) { return binary("Pow", a, b, name); }
+output maximum(output a, output b, std::string_view name) { return binary("Maximum", a, b, name); }
+output minimum(output a, output b, std::string_view name) { return binary("Minimum", a, b, name); }
+output greater(output a, output b, std::string_view name) { return binary("Greater", a, b, name); }
+output less(output a, output b, std::string_view name) { return binary("Less", a, b, name); }
+output equal(output a, output b, std::string_view name) { return binary("Equal", a, b, name); }
+output neg(output x, std::string_view name) { return unary("Neg", x, name); }
+output exp(output x, std::string_view name) { return unary("Exp", x, name); }
+output log(output x, std::string_view name) { return unary("Log", x, name); }
+output sqrt(output x, std::string_view name) { return unary("Sqrt", x, name); }
+output square(output x, std::string_view name) { return unary("Square", x, name); }
+output tanh(output x, std::string_view name) { return unary("Tanh", x, name); }
+output sigmoid(output x, std::string_view name) { return unary("Sigmoid", x, name); }
+output relu(output x, std::string_view name) { return unary("Relu", x, name); }
+output cast(output x, dtype to, std::string_view name) {
+  return one(x.owner(), "Cast", name, {x.ep()}, {{"DstT", to}});
+}
+output add_n(const std::vector<output>& xs, std::string_view name) {
+  if (xs.empty())
+    throw error(invalid_argument("add_n needs at least one input"));
+  std::vector<endpoint> in;
+  for (auto& x : xs)
+    in.push_back(x.ep());
+  return one(xs[0].owner(), "AddN", name, in, {{"N", int64_t(xs.size())}});
+}
+
+output operator+(output a, output b) { return add(a, b); }
+output operator-(output a, output b) { return sub(a, b); }
+output operator*(output a, output b) { return mul(a, b); }
+output operator/(output a, output b) { return div(a, b); }
+output operator-(output a) { return neg(a); }
+output operator+(output a, double b) { return add(a, scalar_like(a, b)); }
+output operator+(double a, output b) { return add(scalar_like(b, a), b); }
+output operator-(output a, double b) { return sub(a, scalar_like(a, b)); }
+output operator-(double a, output b) { return sub(scalar_like(b, a), b); }
+output operator*(output a, double b) { return mul(a, scalar_like(a, b)); }
+output operator*(double a, output b) { return mul(scalar_like(b, a), b); }
+output operator/(output a, double b) { return div(a, scalar_like(a, b)); }
+output operator/(double a, output b) { return div(scalar_like(b, a), b); }
+
+output matmul(output a, output b, matmul_attrs attrs, std::string_view name) {
+  return one(same_graph(a, b), "MatMul", name, {a.ep(), b.ep()},
+             {{"transpose_a", attrs.transpose_a}, {"transpose_b", attrs.transpose_b}});
+}
+
+output sum(output x, std::vector<int64_t> axes, bool keep_dims, std::string_view name) {
+  return reduction("Sum", x, std::move(axes), keep_dims, name);
+}
+output mean(output x, std::vector<int64_t> axes, bool keep_dims, std::string_view name) {
+  return reduction("Mean", x, std::move(axes), keep_dims, name);
+}
+output reduce_max(output x, std::vector<int64_t> axes, bool keep_dims, std::string_view name) {
+  return reduction("Max", x, std::move(axes), keep_dims, name);
+}
+output argmax(output x, int64_t axis, dtype output_type, std::string_view name) {
+  auto a = constant(x.owner(), tensor::scalar<int32_t>(int32_t(axis)), "dimension");
+  return one(x.owner(), "ArgMax", name, {x.ep(), a.ep()}, {{"output_type", output_type}});
+}
+
+output identity(output x, std::string_view name) { return unary("Identity", x, name); }
+output shape_of(output x, dtype out_type, std::string_view name) {
+  return one(x.owner(), "Shape", name, {x.ep()}, {{"out_type", out_type}});
+}
+output reshape(output x, std::vector<int64_t> new_shape, std::string_view name) {
+  return reshape(x, int_vector(x.owner(), new_shape, "shape"), name);
+}
+output reshape(output x, output new_shape, std::string_view name) {
+  return binary("Reshape", x, new_shape, name);
+}
+output transpose(output x, std::vector<int64_t> perm, std::string_view name) {
+  if (perm.empty()) {
+    if (!x.shape().has_known_rank())
+      throw error(invalid_argument("transpose of '" + x.name() +
+                                   "' without perm needs a known rank"));
+    for (int i = x.shape().rank() - 1; i >= 0; --i)
+      perm.push_back(i);
+  }
+  return binary("Transpose", x, int_vector(x.owner(), perm, "perm"), name);
+}
+output concat(const std::vector<output>& values, int64_t axis, std::string_view name) {
+  if (values.empty())
+    throw error(invalid_argument("concat needs at least one value"));
+  graph& g = values[0].owner();
+  std::vector<endpoint> in;
+  for (auto& v : values)
+    in.push_back(v.ep());
+  in.push_back(constant(g, tensor::scalar<int32_t>(int32_t(axis)), "axis").ep());
+  return one(g, "ConcatV2", name, in, {{"N", int64_t(values.size())}});
+}
+output fill(output dims, output value, std::string_view name) {
+  return binary("Fill", dims, value, name);
+}
+output zeros_like(output x, std::string_view name) { return unary("ZerosLike", x, name); }
+output ones_like(output x, std::string_view name) { return unary("OnesLike", x, name); }
+output gather(output params, output indices, int64_t axis, std::string_view name) {
+  graph& g = same_graph(params, indices);
+  auto a = constant(g, tensor::scalar<int32_t>(int32_t(axis)), "axis");
+  return one(g, "GatherV2", name, {params.ep(), indices.ep(), a.ep()});
+}
+output one_hot(output indices, int64_t depth, double on_value, double off_value, dtype t,
+               int64_t axis, std::string_view name) {
+  graph& g = indices.owner();
+  auto d = constant(g, tensor::scalar<int32_t>(int32_t(depth)), "depth");
+  auto on = filled(g, t, shape{}, on_value, "on_value");
+  auto off = filled(g, t, shape{}, off_value, "off_value");
+  return one(g, "OneHot", name, {indices.ep(), d.ep(), on.ep(), off.ep()}, {{"axis", axis}});
+}
+output print(output x, std::string message, std::string_view name) {
+  return one(x.owner(), "Print", name, {x.ep()}, {{"message", std::move(message)}});
+}
+
+output bias_add(output value, output bias, std::string_view name) {
+  return binary("BiasAdd", value, bias, name);
+}
+output softmax(output logits, std::string_view name) { return unary("Softmax", logits, name); }
+std::pair<output, output> softmax_cross_entropy_with_logits(output logits, output labels,
+                                                            std::string_view name) {
+  auto outs = same_graph(logits, labels)
+                  .build("SoftmaxCrossEntropyWithLogits", name, {logits.ep(), labels.ep()});
+  return {outs[0], outs[1]};
+}
+std::pair<output, output> sparse_softmax_cross_entropy_with_logits(output logits, output labels,
+                                                                   std::string_view name) {
+  auto outs = same_graph(logits, labels)
+                  .build("SparseSoftmaxCrossEntropyWithLogits", name, {logits.ep(), labels.ep()});
+  return {outs[0], outs[1]};
+}
+
+output random_uniform(graph& g, const shape& s, dtype t, int64_t seed, std::string_view name) {
+  return random_op("RandomUniform", g, s, t, seed, name);
+}
+output random_normal(graph& g, const shape& s, double stddev, dtype t, int64_t seed,
+                     std::string_view name) {
+  auto z = random_op("RandomStandardNormal", g, s, t, seed, name);
+  return stddev == 1.0 ? z : z * stddev;
+}
+output truncated_normal(graph& g, const shape& s, double stddev, dtype t, int64_t seed,
+                        std::string_view name) {
+  auto z = random_op("TruncatedNormal", g, s, t, seed, name);
+  return stddev == 1.0 ? z : z * stddev;
+}
+
+} // namespace runnel

@@ -1,0 +1,15 @@
+#include "ops/cpu/kernels.hpp"
+
+namespace runnel {
+
+void register_builtin_kernels(kernel_registry& reg) {
+  register_elementwise_kernels(reg);
+  register_matmul_kernels(reg);
+  register_reduction_kernels(reg);
+  register_array_kernels(reg);
+  register_nn_kernels(reg);
+  register_random_kernels(reg);
+  register_state_kernels(reg);
+}
+
+} // namespace runnel

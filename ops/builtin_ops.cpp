@@ -1,0 +1,583 @@
+// Definitions of the builtin ops: argument types, attributes and shape inference. Kernels live
+// in ops/cpu/ and are registered separately (ops/builtin_kernels.cpp).
+#include <algorithm>
+
+#include "ops/op_def.hpp"
+
+namespace runnel {
+namespace {
+
+const std::vector<dtype> real_types{dtype::f32, dtype::f64};
+const std::vector<dtype> number_types{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
+const std::vector<dtype> index_types{dtype::i32, dtype::i64};
+const std::vector<dtype> all_types{dtype::f16,  dtype::bf16, dtype::f32,     dtype::f64,
+                                   dtype::i8,   dtype::u8,   dtype::i32,     dtype::i64,
+                                   dtype::boolean, dtype::string};
+const std::vector<dtype> castable_types{dtype::f16, dtype::bf16, dtype::f32, dtype::f64, dtype::i8,
+                                        dtype::u8,  dtype::i32,  dtype::i64, dtype::boolean};
+
+void add(op_registry& reg, op_def def) { throw_if_error(reg.add(std::move(def))); }
+
+/// Reads a constant integer vector input for shape inference; nullopt if not constant.
+std::optional<std::vector<int64_t>> const_ints(const inference_context& c, int i) {
+  auto* t = c.input_constant(i);
+  if (!t)
+    return std::nullopt;
+  auto v = to_int64_vector(*t);
+  if (!v)
+    return std::nullopt;
+  return *v;
+}
+
+status normalize_axis(int64_t& axis, int rank, const std::string& what) {
+  if (axis < -rank || axis >= std::max(rank, 1))
+    return invalid_argument(what + " " + std::to_string(axis) + " is out of range for rank " +
+                            std::to_string(rank));
+  if (axis < 0)
+    axis += rank;
+  return {};
+}
+
+status reduction_shape(inference_context& c) {
+  auto& in = c.input_shape(0);
+  bool keep = c.attr<bool>("keep_dims");
+  auto axes = const_ints(c, 1);
+  if (!in.has_known_rank())
+    return {};
+  if (!axes) {
+    if (keep)
+      c.set_output(0, shape::unknown_dims(in.rank()));
+    return {};
+  }
+  std::vector<bool> reduce(static_cast<size_t>(in.rank()), false);
+  for (auto a : *axes) {
+    RUNNEL_RETURN_IF_ERROR(normalize_axis(a, in.rank(), "reduction axis"));
+    reduce[size_t(a)] = true;
+  }
+  std::vector<int64_t> out;
+  for (int i = 0; i < in.rank(); ++i) {
+    if (!reduce[size_t(i)])
+      out.push_back(in[i]);
+    else if (keep)
+      out.push_back(1);
+  }
+  c.set_output(0, shape(out));
+  return {};
+}
+
+op_def binary(std::string name, const std::vector<dtype>& types) {
+  return op_def(std::move(name))
+      .input("x", "T")
+      .input("y", "T")
+      .output("z", "T")
+      .type_attr("T", types)
+      .shape_fn(broadcast_binary_shape);
+}
+
+op_def comparison(std::string name, const std::vector<dtype>& types) {
+  return op_def(std::move(name))
+      .input("x", "T")
+      .input("y", "T")
+      .output("z", dtype::boolean)
+      .type_attr("T", types)
+      .shape_fn(broadcast_binary_shape);
+}
+
+op_def unary(std::string name, const std::vector<dtype>& types) {
+  return op_def(std::move(name))
+      .input("x", "T")
+      .output("y", "T")
+      .type_attr("T", types)
+      .shape_fn(same_shape_as_input(0));
+}
+
+/// Output shape from a constant shape-vector input `i` (unknown dims where not constant).
+status shape_from_input(inference_context& c, int i) {
+  if (auto dims = const_ints(c, i)) {
+    for (auto d : *dims)
+      if (d < 0)
+        return c.input_error(i, "holds a negative dimension " + std::to_string(d));
+    c.set_output(0, shape(*dims));
+  } else if (c.input_shape(i).rank() == 1 && c.input_shape(i)[0] >= 0) {
+    c.set_output(0, shape::unknown_dims(int(c.input_shape(i)[0])));
+  }
+  return {};
+}
+
+} // namespace
+
+void register_math_ops(op_registry& reg) {
+  for (auto n : {"Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow"})
+    add(reg, binary(n, number_types));
+  for (auto n : {"Greater", "Less"})
+    add(reg, comparison(n, number_types));
+  add(reg, comparison("Equal", {dtype::f32, dtype::f64, dtype::i32, dtype::i64, dtype::boolean,
+                                dtype::string}));
+  for (auto n : {"Neg", "Square"})
+    add(reg, unary(n, number_types));
+  for (auto n : {"Exp", "Log", "Sqrt", "Tanh", "Sigmoid"})
+    add(reg, unary(n, real_types));
+  add(reg, op_def("Cast")
+               .input("x", "SrcT")
+               .output("y", "DstT")
+               .type_attr("SrcT", castable_types)
+               .type_attr("DstT", castable_types)
+               .attr("Truncate", attr_type::boolean, false)
+               .shape_fn(same_shape_as_input(0)));
+  add(reg, op_def("AddN")
+               .input_list("inputs", "T", "N")
+               .output("sum", "T")
+               .type_attr("T", number_types)
+               .attr("N", attr_type::integer)
+               .shape_fn([](inference_context& c) -> status {
+                 if (c.num_inputs() < 1)
+                   return invalid_argument("AddN needs at least one input");
+                 shape s = c.input_shape(0);
+                 for (int i = 1; i < c.num_inputs(); ++i) {
+                   auto m = s.merge(c.input_shape(i));
+                   if (!m)
+                     return c.input_error(i, "has shape " + c.input_shape(i).to_string() +
+                                                 ", but input 0 has " + s.to_string() +
+                                                 " (AddN does not broadcast)");
+                   s = *m;
+                 }
+                 c.set_output(0, s);
+                 return {};
+               }));
+  add(reg, op_def("MatMul")
+               .input("a", "T")
+               .input("b", "T")
+               .output("product", "T")
+               .type_attr("T", real_types)
+               .attr("transpose_a", attr_type::boolean, false)
+               .attr("transpose_b", attr_type::boolean, false)
+               .shape_fn([](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(0, 2));
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 2));
+                 auto a = c.input_shape(0), b = c.input_shape(1);
+                 if (!a.has_known_rank())
+                   a = shape::unknown_dims(2);
+                 if (!b.has_known_rank())
+                   b = shape::unknown_dims(2);
+                 bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+                 int64_t m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1];
+                 int64_t kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
+                 if (ka >= 0 && kb >= 0 && ka != kb)
+                   return invalid_argument(
+                       "matrix size-incompatible: a is " + c.input_shape(0).to_string() +
+                       (ta ? " (transposed)" : "") + ", b is " + c.input_shape(1).to_string() +
+                       (tb ? " (transposed)" : "") + ": inner dimensions " + std::to_string(ka) +
+                       " and " + std::to_string(kb) + " differ");
+                 c.set_output(0, shape{m, n});
+                 return {};
+               }));
+  for (auto n : {"Sum", "Mean", "Max"})
+    add(reg, op_def(n)
+                 .input("input", "T")
+                 .input("reduction_indices", "Tidx")
+                 .output("output", "T")
+                 .type_attr("T", number_types)
+                 .type_attr("Tidx", index_types, dtype::i32)
+                 .attr("keep_dims", attr_type::boolean, false)
+                 .shape_fn(reduction_shape));
+  add(reg, op_def("ArgMax")
+               .input("input", "T")
+               .input("dimension", "Tidx")
+               .output("output", "output_type")
+               .type_attr("T", number_types)
+               .type_attr("Tidx", index_types, dtype::i32)
+               .type_attr("output_type", index_types, dtype::i64)
+               .shape_fn([](inference_context& c) -> status {
+                 auto& in = c.input_shape(0);
+                 auto axis = const_ints(c, 1);
+                 if (!in.has_known_rank())
+                   return {};
+                 if (!axis) {
+                   c.set_output(0, shape::unknown_dims(std::max(in.rank() - 1, 0)));
+                   return {};
+                 }
+                 if (axis->size() != 1)
+                   return c.input_error(1, "must be a scalar");
+                 int64_t a = (*axis)[0];
+                 RUNNEL_RETURN_IF_ERROR(normalize_axis(a, in.rank(), "dimension"));
+                 std::vector<int64_t> out;
+                 for (int i = 0; i < in.rank(); ++i)
+                   if (i != a)
+                     out.push_back(in[i]);
+                 c.set_output(0, shape(out));
+                 return {};
+               }));
+}
+
+void register_array_ops(op_registry& reg) {
+  add(reg, op_def("Const")
+               .output("output", "dtype")
+               .attr("value", attr_type::tensor)
+               .type_attr("dtype", all_types)
+               .shape_fn([](inference_context& c) -> status {
+                 auto& v = std::get<tensor>(c.attrs().at("value"));
+                 if (v.type() != c.attr<dtype>("dtype"))
+                   return invalid_argument("value has dtype " + std::string(name(v.type())) +
+                                           " but attribute dtype is " +
+                                           std::string(name(c.attr<dtype>("dtype"))));
+                 c.set_output(0, v.shape());
+                 return {};
+               }));
+  add(reg, op_def("Placeholder")
+               .output("output", "dtype")
+               .type_attr("dtype", all_types)
+               .attr("shape", attr_type::shape, shape::unknown())
+               .shape_fn([](inference_context& c) -> status {
+                 c.set_output(0, c.attr<shape>("shape"));
+                 return {};
+               }));
+  add(reg, unary("Identity", all_types));
+  add(reg, op_def("Shape")
+               .input("input", "T")
+               .output("output", "out_type")
+               .type_attr("T", all_types)
+               .type_attr("out_type", index_types, dtype::i32)
+               .shape_fn([](inference_context& c) -> status {
+                 c.set_output(0, shape{c.input_shape(0).rank()});
+                 return {};
+               }));
+  add(reg, op_def("Reshape")
+               .input("tensor", "T")
+               .input("shape", "Tshape")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .type_attr("Tshape", index_types, dtype::i32)
+               .shape_fn([](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 1));
+                 auto dims = const_ints(c, 1);
+                 if (!dims) {
+                   if (c.input_shape(1).rank() == 1 && c.input_shape(1)[0] >= 0)
+                     c.set_output(0, shape::unknown_dims(int(c.input_shape(1)[0])));
+                   return {};
+                 }
+                 int infer = -1;
+                 int64_t known = 1;
+                 for (size_t i = 0; i < dims->size(); ++i) {
+                   if ((*dims)[i] == -1) {
+                     if (infer >= 0)
+                       return invalid_argument("only one dimension of the new shape may be -1");
+                     infer = int(i);
+                   } else if ((*dims)[i] < 0) {
+                     return invalid_argument("new shape has a negative dimension " +
+                                             std::to_string((*dims)[i]));
+                   } else {
+                     known *= (*dims)[i];
+                   }
+                 }
+                 int64_t total = c.input_shape(0).num_elements();
+                 if (total >= 0) {
+                   if (infer >= 0) {
+                     if (known == 0 || total % known != 0)
+                       return invalid_argument("cannot reshape a tensor of shape " +
+                                               c.input_shape(0).to_string() + " (" +
+                                               std::to_string(total) + " elements) to " +
+                                               shape(*dims).to_string());
+                     (*dims)[size_t(infer)] = total / known;
+                   } else if (known != total) {
+                     return invalid_argument("cannot reshape a tensor of shape " +
+                                             c.input_shape(0).to_string() + " (" +
+                                             std::to_string(total) + " elements) to " +
+                                             shape(*dims).to_string() + " (" +
+                                             std::to_string(known) + " elements)");
+                   }
+                 }
+                 c.set_output(0, shape(*dims));
+                 return {};
+               }));
+  add(reg, op_def("Transpose")
+               .input("x", "T")
+               .input("perm", "Tperm")
+               .output("y", "T")
+               .type_attr("T", all_types)
+               .type_attr("Tperm", index_types, dtype::i32)
+               .shape_fn([](inference_context& c) -> status {
+                 auto& in = c.input_shape(0);
+                 auto perm = const_ints(c, 1);
+                 if (!perm || !in.has_known_rank()) {
+                   if (in.has_known_rank())
+                     c.set_output(0, shape::unknown_dims(in.rank()));
+                   return {};
+                 }
+                 if (int(perm->size()) != in.rank())
+                   return invalid_argument("perm has " + std::to_string(perm->size()) +
+                                           " entries but x has rank " +
+                                           std::to_string(in.rank()));
+                 std::vector<int64_t> out;
+                 std::vector<bool> used(perm->size(), false);
+                 for (auto p : *perm) {
+                   if (p < 0 || p >= in.rank() || used[size_t(p)])
+                     return invalid_argument("perm " + shape(*perm).to_string() +
+                                             " is not a permutation of 0.." +
+                                             std::to_string(in.rank() - 1));
+                   used[size_t(p)] = true;
+                   out.push_back(in[int(p)]);
+                 }
+                 c.set_output(0, shape(out));
+                 return {};
+               }));
+  add(reg, op_def("ConcatV2")
+               .input_list("values", "T", "N")
+               .input("axis", "Tidx")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .type_attr("Tidx", index_types, dtype::i32)
+               .attr("N", attr_type::integer)
+               .shape_fn([](inference_context& c) -> status {
+                 int n = c.num_inputs() - 1;
+                 if (n < 1)
+                   return invalid_argument("ConcatV2 needs at least one value");
+                 auto axis = const_ints(c, n);
+                 int rank = -1;
+                 for (int i = 0; i < n; ++i)
+                   if (c.input_shape(i).has_known_rank()) {
+                     if (rank >= 0 && c.input_shape(i).rank() != rank)
+                       return c.input_error(i, "has shape " + c.input_shape(i).to_string() +
+                                                   ", whose rank differs from input 0's " +
+                                                   c.input_shape(0).to_string());
+                     rank = c.input_shape(i).rank();
+                   }
+                 if (rank < 0)
+                   return {};
+                 if (rank == 0)
+                   return invalid_argument("cannot concatenate scalars; use Pack");
+                 if (!axis) {
+                   c.set_output(0, shape::unknown_dims(rank));
+                   return {};
+                 }
+                 int64_t a = (*axis)[0];
+                 RUNNEL_RETURN_IF_ERROR(normalize_axis(a, rank, "concat axis"));
+                 std::vector<int64_t> out = shape::unknown_dims(rank).dims();
+                 int64_t total = 0;
+                 for (int i = 0; i < n; ++i) {
+                   auto& s = c.input_shape(i);
+                   if (!s.has_known_rank()) {
+                     total = -1;
+                     continue;
+                   }
+                   for (int d = 0; d < rank; ++d) {
+                     if (d == a)
+                       continue;
+                     if (out[size_t(d)] < 0)
+                       out[size_t(d)] = s[d];
+                     else if (s[d] >= 0 && s[d] != out[size_t(d)])
+                       return c.input_error(i, "has shape " + s.to_string() +
+                                                   ", which differs from the others in "
+                                                   "dimension " + std::to_string(d));
+                   }
+                   total = (total < 0 || s[int(a)] < 0) ? -1 : total + s[int(a)];
+                 }
+                 out[size_t(a)] = total;
+                 c.set_output(0, shape(out));
+                 return {};
+               }));
+  add(reg, op_def("Fill")
+               .input("dims", "index_type")
+               .input("value", "T")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .type_attr("index_type", index_types, dtype::i32)
+               .shape_fn([](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(0, 1));
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 0));
+                 return shape_from_input(c, 0);
+               }));
+  add(reg, unary("ZerosLike", castable_types));
+  add(reg, unary("OnesLike", castable_types));
+  add(reg, op_def("GatherV2")
+               .input("params", "Tparams")
+               .input("indices", "Tindices")
+               .input("axis", "Taxis")
+               .output("output", "Tparams")
+               .type_attr("Tparams", all_types)
+               .type_attr("Tindices", index_types)
+               .type_attr("Taxis", index_types, dtype::i32)
+               .shape_fn([](inference_context& c) -> status {
+                 auto& p = c.input_shape(0);
+                 auto& idx = c.input_shape(1);
+                 auto axis = const_ints(c, 2);
+                 if (!p.has_known_rank() || !idx.has_known_rank() || !axis)
+                   return {};
+                 int64_t a = (*axis)[0];
+                 if (p.rank() < 1)
+                   return c.input_error(0, "must have rank at least 1");
+                 RUNNEL_RETURN_IF_ERROR(normalize_axis(a, p.rank(), "gather axis"));
+                 std::vector<int64_t> out(p.dims().begin(), p.dims().begin() + a);
+                 out.insert(out.end(), idx.dims().begin(), idx.dims().end());
+                 out.insert(out.end(), p.dims().begin() + a + 1, p.dims().end());
+                 c.set_output(0, shape(out));
+                 return {};
+               }));
+  add(reg, op_def("OneHot")
+               .input("indices", "TI")
+               .input("depth", dtype::i32)
+               .input("on_value", "T")
+               .input("off_value", "T")
+               .output("output", "T")
+               .type_attr("T", castable_types)
+               .type_attr("TI", {dtype::u8, dtype::i32, dtype::i64}, dtype::i64)
+               .attr("axis", attr_type::integer, int64_t(-1))
+               .shape_fn([](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 0));
+                 auto& idx = c.input_shape(0);
+                 if (!idx.has_known_rank())
+                   return {};
+                 int64_t axis = c.attr<int64_t>("axis");
+                 if (axis < -1 || axis > idx.rank())
+                   return invalid_argument("axis " + std::to_string(axis) +
+                                           " is out of range for indices of rank " +
+                                           std::to_string(idx.rank()));
+                 auto depth = const_ints(c, 1);
+                 if (depth && (*depth)[0] < 0)
+                   return invalid_argument("depth must be non-negative, got " +
+                                           std::to_string((*depth)[0]));
+                 std::vector<int64_t> out = idx.dims();
+                 out.insert(out.begin() + (axis == -1 ? idx.rank() : axis),
+                            depth ? (*depth)[0] : shape::unknown_dim);
+                 c.set_output(0, shape(out));
+                 return {};
+               }));
+  add(reg, op_def("NoOp"));
+  add(reg, op_def("Print")
+               .input("input", "T")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .attr("message", attr_type::string, std::string())
+               .attr("first_n", attr_type::integer, int64_t(-1))
+               .attr("summarize", attr_type::integer, int64_t(3))
+               .set_stateful()
+               .shape_fn(same_shape_as_input(0)));
+}
+
+void register_nn_ops(op_registry& reg) {
+  add(reg, unary("Relu", number_types));
+  add(reg, op_def("BiasAdd")
+               .input("value", "T")
+               .input("bias", "T")
+               .output("output", "T")
+               .type_attr("T", number_types)
+               .attr("data_format", attr_type::string, std::string("NHWC"))
+               .shape_fn([](inference_context& c) -> status {
+                 if (c.attr<std::string>("data_format") != "NHWC")
+                   return unimplemented("BiasAdd supports data_format NHWC only");
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank_at_least(0, 1));
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 1));
+                 auto& v = c.input_shape(0);
+                 auto& b = c.input_shape(1);
+                 if (v.has_known_rank() && b.has_known_rank() && v[v.rank() - 1] >= 0 && b[0] >= 0 &&
+                     v[v.rank() - 1] != b[0])
+                   return invalid_argument("bias has " + std::to_string(b[0]) +
+                                           " elements but the last dimension of value " +
+                                           v.to_string() + " is " +
+                                           std::to_string(v[v.rank() - 1]));
+                 c.set_output(0, v);
+                 return {};
+               }));
+  add(reg, op_def("Softmax")
+               .input("logits", "T")
+               .output("softmax", "T")
+               .type_attr("T", real_types)
+               .shape_fn([](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank_at_least(0, 1));
+                 c.set_output(0, c.input_shape(0));
+                 return {};
+               }));
+  add(reg, op_def("SoftmaxCrossEntropyWithLogits")
+               .input("features", "T")
+               .input("labels", "T")
+               .output("loss", "T")
+               .output("backprop", "T")
+               .type_attr("T", real_types)
+               .shape_fn([](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(0, 2));
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 2));
+                 auto m = c.input_shape(0).merge(c.input_shape(1));
+                 if (!m)
+                   return invalid_argument("logits " + c.input_shape(0).to_string() +
+                                           " and labels " + c.input_shape(1).to_string() +
+                                           " must have the same shape");
+                 shape s = m->has_known_rank() ? *m : shape::unknown_dims(2);
+                 c.set_output(0, shape{s[0]});
+                 c.set_output(1, s);
+                 return {};
+               }));
+  add(reg, op_def("SparseSoftmaxCrossEntropyWithLogits")
+               .input("features", "T")
+               .input("labels", "Tlabels")
+               .output("loss", "T")
+               .output("backprop", "T")
+               .type_attr("T", real_types)
+               .type_attr("Tlabels", index_types, dtype::i64)
+               .shape_fn([](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(0, 2));
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 1));
+                 shape f = c.input_shape(0).has_known_rank() ? c.input_shape(0)
+                                                              : shape::unknown_dims(2);
+                 auto& l = c.input_shape(1);
+                 if (l.has_known_rank() && l[0] >= 0 && f[0] >= 0 && l[0] != f[0])
+                   return invalid_argument("logits " + f.to_string() + " and labels " +
+                                           l.to_string() + " disagree on the batch size");
+                 c.set_output(0, shape{f[0] >= 0 ? f[0] : (l.has_known_rank() ? l[0] : -1)});
+                 c.set_output(1, f);
+                 return {};
+               }));
+}
+
+void register_random_ops(op_registry& reg) {
+  for (auto n : {"RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
+    add(reg, op_def(n)
+                 .input("shape", "T")
+                 .output("output", "dtype")
+                 .type_attr("T", index_types)
+                 .type_attr("dtype", real_types)
+                 .attr("seed", attr_type::integer, int64_t(0))
+                 .attr("seed2", attr_type::integer, int64_t(0))
+                 .set_stateful()
+                 .shape_fn([](inference_context& c) { return shape_from_input(c, 0); }));
+}
+
+void register_state_ops(op_registry& reg) {
+  add(reg, op_def("VariableV2")
+               .output("ref", "dtype")
+               .attr("shape", attr_type::shape)
+               .type_attr("dtype", castable_types)
+               .attr("container", attr_type::string, std::string())
+               .attr("shared_name", attr_type::string, std::string())
+               .set_stateful()
+               .shape_fn([](inference_context& c) -> status {
+                 c.set_output(0, c.attr<shape>("shape"));
+                 return {};
+               }));
+  auto assign_shape = [](inference_context& c) -> status {
+    bool validate = c.attrs().count("validate_shape") ? c.attr<bool>("validate_shape") : true;
+    if (validate && !c.input_shape(0).is_compatible_with(c.input_shape(1)))
+      return invalid_argument("the variable has shape " + c.input_shape(0).to_string() +
+                              " but the value has shape " + c.input_shape(1).to_string());
+    c.set_output(0, validate ? c.input_shape(0) : c.input_shape(1));
+    return {};
+  };
+  add(reg, op_def("Assign")
+               .input("ref", "T", /*is_ref=*/true)
+               .input("value", "T")
+               .output("output_ref", "T")
+               .type_attr("T", castable_types)
+               .attr("validate_shape", attr_type::boolean, true)
+               .attr("use_locking", attr_type::boolean, true)
+               .set_stateful()
+               .shape_fn(assign_shape));
+  for (auto n : {"AssignAdd", "AssignSub"})
+    add(reg, op_def(n)
+                 .input("ref", "T", /*is_ref=*/true)
+                 .input("value", "T")
+                 .output("output_ref", "T")
+                 .type_attr("T", number_types)
+                 .attr("use_locking", attr_type::boolean, false)
+                 .set_stateful()
+                 .shape_fn(assign_shape));
+}
+
+} // namespace runnel

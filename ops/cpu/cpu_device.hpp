@@ -1,0 +1,32 @@
+#pragma once
+// The CPU device's intra-op thread pool (an Eigen thread pool behind a small interface, so Eigen
+// stays out of this header).
+//
+//   cpu.parallel_for(n, /*grain=*/16384, [&](int64_t begin, int64_t end) { ... });
+//
+// parallel_for splits [0, n) into at most threads+1 chunks of at least `grain` items, runs one
+// chunk on the calling thread and waits for the rest. Small ranges run inline.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace runnel {
+
+class cpu_device {
+public:
+  /// `threads` = 0: one per core.
+  explicit cpu_device(int threads = 0);
+  ~cpu_device();
+  cpu_device(const cpu_device&) = delete;
+  cpu_device& operator=(const cpu_device&) = delete;
+
+  int num_threads() const;
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace runnel

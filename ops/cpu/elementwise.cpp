@@ -1,0 +1,411 @@
+// Element-wise kernels with NumPy broadcasting: arithmetic, comparisons, unary math, Cast, AddN.
+#include <algorithm>
+#include <array>
+
+#include "ops/cpu/kernels.hpp"
+
+namespace runnel {
+namespace {
+
+// Broadcasting plan: the output shape and, per output dimension, each input's stride (0 where
+// the input is broadcast). Adjacent dimensions that broadcast the same way are merged, so most
+// real cases become one or two loops.
+struct broadcast_plan {
+  std::vector<int64_t> dims;
+  std::vector<int64_t> stride_a, stride_b;
+  int64_t count = 1;
+};
+
+result<broadcast_plan> plan_broadcast(const shape& a, const shape& b) {
+  RUNNEL_ASSIGN_OR_RETURN(shape out, broadcast_shapes(a, b));
+  int r = out.rank();
+  broadcast_plan p;
+  std::vector<int64_t> sa(static_cast<size_t>(r)), sb(static_cast<size_t>(r));
+  int64_t acc_a = 1, acc_b = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    int ia = a.rank() - r + d, ib = b.rank() - r + d;
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    sa[size_t(d)] = (da == 1 && out[d] != 1) ? 0 : acc_a;
+    sb[size_t(d)] = (db == 1 && out[d] != 1) ? 0 : acc_b;
+    acc_a *= da;
+    acc_b *= db;
+  }
+  // Merge a dimension into the run inside it when both inputs step through them contiguously
+  // (or both broadcast), working outwards from the innermost dimension.
+  for (int d = r - 1; d >= 0; --d) {
+    int64_t n = out[d];
+    if (n == 1)
+      continue;
+    if (!p.dims.empty()) {
+      size_t k = 0; // innermost merged run is at the front while building from the inside
+      bool a_merge = (sa[size_t(d)] == 0 && p.stride_a[k] == 0) ||
+                     (sa[size_t(d)] != 0 && p.stride_a[k] != 0 &&
+                      sa[size_t(d)] == p.stride_a[k] * p.dims[k]);
+      bool b_merge = (sb[size_t(d)] == 0 && p.stride_b[k] == 0) ||
+                     (sb[size_t(d)] != 0 && p.stride_b[k] != 0 &&
+                      sb[size_t(d)] == p.stride_b[k] * p.dims[k]);
+      if (a_merge && b_merge) {
+        p.dims[k] *= n;
+        continue;
+      }
+    }
+    p.dims.insert(p.dims.begin(), n);
+    p.stride_a.insert(p.stride_a.begin(), sa[size_t(d)]);
+    p.stride_b.insert(p.stride_b.begin(), sb[size_t(d)]);
+  }
+  p.count = out.num_elements();
+  if (p.dims.empty() && p.count == 1) {
+    p.dims = {1};
+    p.stride_a = {0};
+    p.stride_b = {0};
+  }
+  return p;
+}
+
+// Runs out[i] = f(a[ia], b[ib]) over the plan; rows of the innermost dimension are the unit of
+// parallel work.
+template <class In, class Out, class F>
+void run_broadcast(cpu_device& cpu, const broadcast_plan& p, const In* a, const In* b, Out* out,
+                   F f) {
+  if (p.count == 0)
+    return;
+  int r = int(p.dims.size());
+  int64_t inner = p.dims[size_t(r - 1)];
+  int64_t ia = p.stride_a[size_t(r - 1)], ib = p.stride_b[size_t(r - 1)];
+  int64_t rows = p.count / inner;
+  auto run_rows = [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t oa = 0, ob = 0, rem = row;
+      for (int d = r - 2; d >= 0; --d) {
+        int64_t i = rem % p.dims[size_t(d)];
+        rem /= p.dims[size_t(d)];
+        oa += i * p.stride_a[size_t(d)];
+        ob += i * p.stride_b[size_t(d)];
+      }
+      const In* pa = a + oa;
+      const In* pb = b + ob;
+      Out* po = out + row * inner;
+      if (ia == 1 && ib == 1) {
+        for (int64_t j = 0; j < inner; ++j)
+          po[j] = f(pa[j], pb[j]);
+      } else if (ia == 1) {
+        In y = *pb;
+        for (int64_t j = 0; j < inner; ++j)
+          po[j] = f(pa[j], y);
+      } else if (ib == 1) {
+        In x = *pa;
+        for (int64_t j = 0; j < inner; ++j)
+          po[j] = f(x, pb[j]);
+      } else {
+        for (int64_t j = 0; j < inner; ++j)
+          po[j] = f(pa[j * ia], pb[j * ib]);
+      }
+    }
+  };
+  if (rows == 1) {
+    // One long row: split it.
+    cpu.parallel_for(inner, elementwise_grain, [&](int64_t begin, int64_t end) {
+      const In* pa = a + (ia ? begin : 0);
+      const In* pb = b + (ib ? begin : 0);
+      Out* po = out + begin;
+      int64_t n = end - begin;
+      if (ia && ib)
+        for (int64_t j = 0; j < n; ++j)
+          po[j] = f(pa[j], pb[j]);
+      else if (ia)
+        for (int64_t j = 0; j < n; ++j)
+          po[j] = f(pa[j], *pb);
+      else if (ib)
+        for (int64_t j = 0; j < n; ++j)
+          po[j] = f(*pa, pb[j]);
+      else
+        for (int64_t j = 0; j < n; ++j)
+          po[j] = f(*pa, *pb);
+    });
+    return;
+  }
+  cpu.parallel_for(rows, std::max<int64_t>(1, elementwise_grain / inner), run_rows);
+}
+
+enum class binary_kind { add, sub, mul, div, maximum, minimum, pow, greater, less, equal };
+
+template <class T> T int_pow(T base, T exp) {
+  T result = 1;
+  while (exp > 0) {
+    if (exp & 1)
+      result *= base;
+    base *= base;
+    exp >>= 1;
+  }
+  return result;
+}
+
+class binary_kernel : public kernel {
+public:
+  binary_kernel(binary_kind kind) : kind_(kind) {}
+
+  status compute(kernel_context& ctx) override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_broadcast(a.shape(), b.shape()));
+    RUNNEL_ASSIGN_OR_RETURN(shape out_shape, broadcast_shapes(a.shape(), b.shape()));
+    bool compare = kind_ >= binary_kind::greater;
+    if (a.type() == dtype::boolean || a.type() == dtype::string) {
+      if (kind_ != binary_kind::equal)
+        return unimplemented("unsupported dtype");
+      tensor& out = ctx.allocate_output(0, dtype::boolean, out_shape);
+      return dispatch(a.type(), [&]<class T>() -> status {
+        if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::string>)
+          run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<bool>(),
+                        [](const T& x, const T& y) { return x == y; });
+        return {};
+      });
+    }
+    return dispatch_number(a.type(), [&]<class T>() -> status {
+      if constexpr (std::is_integral_v<T>) {
+        if (kind_ == binary_kind::div) {
+          for (auto v : b.flat<T>())
+            if (v == 0)
+              return invalid_argument("integer division by zero");
+        }
+        if (kind_ == binary_kind::pow) {
+          for (auto v : b.flat<T>())
+            if (v < 0)
+              return invalid_argument("integers to negative integer powers are not allowed");
+        }
+      }
+      if (compare) {
+        tensor& out = ctx.allocate_output(0, dtype::boolean, out_shape);
+        auto* o = out.data<bool>();
+        switch (kind_) {
+          case binary_kind::greater:
+            run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), o,
+                          [](T x, T y) { return x > y; });
+            break;
+          case binary_kind::less:
+            run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), o,
+                          [](T x, T y) { return x < y; });
+            break;
+          default:
+            run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), o,
+                          [](T x, T y) { return x == y; });
+        }
+        return {};
+      }
+      tensor& out = (a.shape() == out_shape)   ? ctx.forward_or_allocate_output(0, 0, a.type(), out_shape)
+                    : (b.shape() == out_shape) ? ctx.forward_or_allocate_output(0, 1, a.type(), out_shape)
+                                               : ctx.allocate_output(0, a.type(), out_shape);
+      const T* x = a.data<T>();
+      const T* y = b.data<T>();
+      T* o = out.data<T>();
+      auto& cpu = ctx.cpu();
+      switch (kind_) {
+        case binary_kind::add: run_broadcast(cpu, plan, x, y, o, [](T p, T q) { return T(p + q); }); break;
+        case binary_kind::sub: run_broadcast(cpu, plan, x, y, o, [](T p, T q) { return T(p - q); }); break;
+        case binary_kind::mul: run_broadcast(cpu, plan, x, y, o, [](T p, T q) { return T(p * q); }); break;
+        case binary_kind::div: run_broadcast(cpu, plan, x, y, o, [](T p, T q) { return T(p / q); }); break;
+        case binary_kind::maximum:
+          run_broadcast(cpu, plan, x, y, o, [](T p, T q) {
+            if constexpr (std::is_floating_point_v<T>)
+              if (std::isnan(p) || std::isnan(q))
+                return std::numeric_limits<T>::quiet_NaN();
+            return p > q ? p : q;
+          });
+          break;
+        case binary_kind::minimum:
+          run_broadcast(cpu, plan, x, y, o, [](T p, T q) {
+            if constexpr (std::is_floating_point_v<T>)
+              if (std::isnan(p) || std::isnan(q))
+                return std::numeric_limits<T>::quiet_NaN();
+            return p < q ? p : q;
+          });
+          break;
+        case binary_kind::pow:
+          run_broadcast(cpu, plan, x, y, o, [](T p, T q) {
+            if constexpr (std::is_integral_v<T>)
+              return int_pow(p, q);
+            else
+              return T(std::pow(p, q));
+          });
+          break;
+        default: break;
+      }
+      return {};
+    });
+  }
+
+private:
+  binary_kind kind_;
+};
+
+enum class unary_kind { neg, exp, log, sqrt, square, tanh, sigmoid, relu };
+
+class unary_kernel : public kernel {
+public:
+  explicit unary_kernel(unary_kind kind) : kind_(kind) {}
+
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    tensor& y = ctx.forward_or_allocate_output(0, 0, x.type(), x.shape());
+    return dispatch_number(x.type(), [&]<class T>() -> status {
+      const T* in = x.data<T>();
+      T* out = y.data<T>();
+      auto run = [&](auto f) {
+        ctx.cpu().parallel_for(x.num_elements(), elementwise_grain / 4,
+                               [&](int64_t b, int64_t e) {
+                                 for (int64_t i = b; i < e; ++i)
+                                   out[i] = f(in[i]);
+                               });
+      };
+      switch (kind_) {
+        case unary_kind::neg: run([](T v) { return T(-v); }); break;
+        case unary_kind::square: run([](T v) { return T(v * v); }); break;
+        case unary_kind::relu: run([](T v) { return v > T(0) ? v : T(0); }); break;
+        case unary_kind::exp: run([](T v) { return T(std::exp(v)); }); break;
+        case unary_kind::log: run([](T v) { return T(std::log(v)); }); break;
+        case unary_kind::sqrt: run([](T v) { return T(std::sqrt(v)); }); break;
+        case unary_kind::tanh: run([](T v) { return T(std::tanh(v)); }); break;
+        case unary_kind::sigmoid:
+          run([](T v) { return T(T(1) / (T(1) + T(std::exp(-v)))); });
+          break;
+      }
+      return {};
+    });
+  }
+
+private:
+  unary_kind kind_;
+};
+
+template <class To, class From> To convert(const From& v) {
+  if constexpr (std::is_same_v<From, half> || std::is_same_v<From, bfloat16>)
+    return convert<To>(float(v));
+  else if constexpr (std::is_same_v<To, half> || std::is_same_v<To, bfloat16>)
+    return To(float(v));
+  else if constexpr (std::is_same_v<To, bool>)
+    return v != From(0);
+  else
+    return To(v);
+}
+
+class cast_kernel : public kernel {
+public:
+  explicit cast_kernel(const kernel_construction& c) : to_(c.attr<dtype>("DstT")) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    if (x.type() == to_) {
+      ctx.set_output(0, x);
+      return {};
+    }
+    tensor& y = ctx.allocate_output(0, to_, x.shape());
+    int64_t n = x.num_elements();
+    return dispatch(x.type(), [&]<class From>() -> status {
+      if constexpr (std::is_same_v<From, std::string>) {
+        return unimplemented("cannot cast strings");
+      } else {
+        return dispatch(to_, [&]<class To>() -> status {
+          if constexpr (std::is_same_v<To, std::string>) {
+            return unimplemented("cannot cast to string");
+          } else {
+            const From* in = x.data<From>();
+            To* out = y.data<To>();
+            for (int64_t i = 0; i < n; ++i)
+              out[i] = convert<To>(in[i]);
+            return {};
+          }
+        });
+      }
+    });
+  }
+
+private:
+  dtype to_;
+};
+
+class add_n_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& first = ctx.input(0);
+    for (int i = 1; i < ctx.num_inputs(); ++i)
+      if (!(ctx.input(i).shape() == first.shape()))
+        return invalid_argument("input " + std::to_string(i) + " has shape " +
+                                ctx.input(i).shape().to_string() + " but input 0 has " +
+                                first.shape().to_string() + " (AddN does not broadcast)");
+    tensor& out = ctx.allocate_output(0, first.type(), first.shape());
+    return dispatch_number(first.type(), [&]<class T>() -> status {
+      T* o = out.data<T>();
+      ctx.cpu().parallel_for(first.num_elements(), elementwise_grain, [&](int64_t b, int64_t e) {
+        const T* x0 = ctx.input(0).data<T>();
+        for (int64_t j = b; j < e; ++j)
+          o[j] = x0[j];
+        for (int i = 1; i < ctx.num_inputs(); ++i) {
+          const T* x = ctx.input(i).data<T>();
+          for (int64_t j = b; j < e; ++j)
+            o[j] += x[j];
+        }
+      });
+      return {};
+    });
+  }
+};
+
+class fill_like_kernel : public kernel {
+public:
+  explicit fill_like_kernel(double value) : value_(value) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    tensor& y = ctx.allocate_output(0, x.type(), x.shape());
+    return dispatch(x.type(), [&]<class T>() -> status {
+      if constexpr (std::is_same_v<T, std::string>) {
+        return unimplemented("strings");
+      } else {
+        T v = convert<T>(value_);
+        std::fill_n(y.data<T>(), y.num_elements(), v);
+        return {};
+      }
+    });
+  }
+
+private:
+  double value_;
+};
+
+} // namespace
+
+void register_elementwise_kernels(kernel_registry& reg) {
+  const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
+  const std::vector<std::pair<const char*, binary_kind>> binaries{
+      {"Add", binary_kind::add},         {"Sub", binary_kind::sub},
+      {"Mul", binary_kind::mul},         {"Div", binary_kind::div},
+      {"Maximum", binary_kind::maximum}, {"Minimum", binary_kind::minimum},
+      {"Pow", binary_kind::pow},         {"Greater", binary_kind::greater},
+      {"Less", binary_kind::less}};
+  for (auto [op, kind] : binaries)
+    reg.add(op, device_type::cpu, numbers, [kind](const kernel_construction&) {
+      return result<std::unique_ptr<kernel>>(std::make_unique<binary_kernel>(kind));
+    });
+  reg.add("Equal", device_type::cpu,
+          {dtype::f32, dtype::f64, dtype::i32, dtype::i64, dtype::boolean, dtype::string},
+          [](const kernel_construction&) {
+            return result<std::unique_ptr<kernel>>(
+                std::make_unique<binary_kernel>(binary_kind::equal));
+          });
+  const std::vector<std::pair<const char*, unary_kind>> unaries{
+      {"Neg", unary_kind::neg},   {"Exp", unary_kind::exp},         {"Log", unary_kind::log},
+      {"Sqrt", unary_kind::sqrt}, {"Square", unary_kind::square},   {"Tanh", unary_kind::tanh},
+      {"Sigmoid", unary_kind::sigmoid}, {"Relu", unary_kind::relu}};
+  for (auto [op, kind] : unaries)
+    reg.add(op, device_type::cpu, numbers, [kind](const kernel_construction&) {
+      return result<std::unique_ptr<kernel>>(std::make_unique<unary_kernel>(kind));
+    });
+  reg.add("Cast", device_type::cpu, {}, make_kernel<cast_kernel>);
+  reg.add("AddN", device_type::cpu, numbers, make_simple_kernel<add_n_kernel>);
+  reg.add("ZerosLike", device_type::cpu, {}, [](const kernel_construction&) {
+    return result<std::unique_ptr<kernel>>(std::make_unique<fill_like_kernel>(0.0));
+  });
+  reg.add("OnesLike", device_type::cpu, {}, [](const kernel_construction&) {
+    return result<std::unique_ptr<kernel>>(std::make_unique<fill_like_kernel>(1.0));
+  });
+}
+
+} // namespace runnel

@@ -1,0 +1,35 @@
+#pragma once
+// Registration entry points of the CPU kernel files and helpers they share.
+#include <cmath>
+#include <type_traits>
+
+#include "ops/cpu/cpu_device.hpp"
+#include "ops/kernel.hpp"
+
+namespace runnel {
+
+void register_elementwise_kernels(kernel_registry& reg);
+void register_matmul_kernels(kernel_registry& reg);
+void register_reduction_kernels(kernel_registry& reg);
+void register_array_kernels(kernel_registry& reg);
+void register_nn_kernels(kernel_registry& reg);
+void register_random_kernels(kernel_registry& reg);
+void register_state_kernels(kernel_registry& reg);
+
+/// Elements below which an element-wise loop stays on one thread.
+inline constexpr int64_t elementwise_grain = int64_t(1) << 15;
+
+/// The arithmetic types the numeric kernels are compiled for.
+template <class F> decltype(auto) dispatch_number(dtype t, F&& f) {
+  switch (t) {
+    case dtype::f64: return f.template operator()<double>();
+    case dtype::i32: return f.template operator()<int32_t>();
+    case dtype::i64: return f.template operator()<int64_t>();
+    default: return f.template operator()<float>();
+  }
+}
+
+/// Reads an axis argument (a scalar int tensor) and normalises it against `rank`.
+result<int64_t> read_axis(const tensor& t, int rank, const char* what);
+
+} // namespace runnel

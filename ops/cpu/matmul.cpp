@@ -1,0 +1,56 @@
+// MatMul through OpenBLAS (cblas_sgemm / cblas_dgemm), row-major.
+#include <cblas.h>
+
+#include "ops/cpu/kernels.hpp"
+
+namespace runnel {
+namespace {
+
+class matmul_kernel : public kernel {
+public:
+  explicit matmul_kernel(const kernel_construction& c)
+      : transpose_a_(c.attr<bool>("transpose_a")), transpose_b_(c.attr<bool>("transpose_b")) {}
+
+  status compute(kernel_context& ctx) override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    if (a.rank() != 2 || b.rank() != 2)
+      return invalid_argument("MatMul needs matrices, got shapes " + a.shape().to_string() +
+                              " and " + b.shape().to_string());
+    int64_t m = a.dim(transpose_a_ ? 1 : 0), k = a.dim(transpose_a_ ? 0 : 1);
+    int64_t kb = b.dim(transpose_b_ ? 1 : 0), n = b.dim(transpose_b_ ? 0 : 1);
+    if (k != kb)
+      return invalid_argument("matrix size-incompatible: In[0]: " + a.shape().to_string() +
+                              ", In[1]: " + b.shape().to_string());
+    tensor& out = ctx.allocate_output(0, a.type(), shape{m, n});
+    if (m == 0 || n == 0)
+      return {};
+    auto ta = transpose_a_ ? CblasTrans : CblasNoTrans;
+    auto tb = transpose_b_ ? CblasTrans : CblasNoTrans;
+    auto lda = blasint(a.dim(1)), ldb = blasint(b.dim(1));
+    if (k == 0) {
+      std::memset(out.raw_data(), 0, out.bytes());
+      return {};
+    }
+    if (a.type() == dtype::f32)
+      cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0f,
+                  a.data<float>(), lda, b.data<float>(), ldb, 0.0f, out.data<float>(),
+                  blasint(n));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0,
+                  a.data<double>(), lda, b.data<double>(), ldb, 0.0, out.data<double>(),
+                  blasint(n));
+    return {};
+  }
+
+private:
+  bool transpose_a_, transpose_b_;
+};
+
+} // namespace
+
+void register_matmul_kernels(kernel_registry& reg) {
+  reg.add("MatMul", device_type::cpu, {dtype::f32, dtype::f64}, make_kernel<matmul_kernel>);
+}
+
+} // namespace runnel

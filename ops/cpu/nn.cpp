@@ -1,0 +1,164 @@
+// Neural-network kernels: BiasAdd, Softmax, SoftmaxCrossEntropyWithLogits and its sparse form.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cpu/kernels.hpp"
+
+namespace runnel {
+namespace {
+
+class bias_add_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& v = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    if (v.rank() < 1 || b.rank() != 1 || b.dim(0) != v.dim(v.rank() - 1))
+      return invalid_argument("bias of shape " + b.shape().to_string() +
+                              " does not match the last dimension of value " +
+                              v.shape().to_string());
+    tensor& out = ctx.forward_or_allocate_output(0, 0, v.type(), v.shape());
+    int64_t c = b.dim(0), rows = c == 0 ? 0 : v.num_elements() / c;
+    return dispatch_number(v.type(), [&]<class T>() -> status {
+      const T* x = v.data<T>();
+      const T* bias = b.data<T>();
+      T* o = out.data<T>();
+      ctx.cpu().parallel_for(rows, std::max<int64_t>(1, elementwise_grain / std::max<int64_t>(c, 1)),
+                             [&](int64_t rb, int64_t re) {
+                               for (int64_t r = rb; r < re; ++r)
+                                 for (int64_t j = 0; j < c; ++j)
+                                   o[r * c + j] = x[r * c + j] + bias[j];
+                             });
+      return {};
+    });
+  }
+};
+
+/// log-sum-exp softmax of each row of [rows, cols]; writes probabilities.
+template <class T> void softmax_rows(const T* in, T* out, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x = in + r * cols;
+    T* y = out + r * cols;
+    T m = x[0];
+    for (int64_t j = 1; j < cols; ++j)
+      m = std::max(m, x[j]);
+    T sum = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      y[j] = std::exp(x[j] - m);
+      sum += y[j];
+    }
+    T inv = T(1) / sum;
+    for (int64_t j = 0; j < cols; ++j)
+      y[j] *= inv;
+  }
+}
+
+class softmax_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    if (x.rank() < 1)
+      return invalid_argument("logits must have rank at least 1");
+    tensor& y = ctx.allocate_output(0, x.type(), x.shape());
+    int64_t cols = x.dim(x.rank() - 1);
+    if (cols == 0)
+      return {};
+    int64_t rows = x.num_elements() / cols;
+    return dispatch_number(x.type(), [&]<class T>() -> status {
+      if constexpr (std::is_floating_point_v<T>) {
+        ctx.cpu().parallel_for(rows, std::max<int64_t>(1, 8192 / cols), [&](int64_t b, int64_t e) {
+          softmax_rows(x.data<T>() + b * cols, y.data<T>() + b * cols, e - b, cols);
+        });
+      }
+      return {};
+    });
+  }
+};
+
+class xent_kernel : public kernel {
+public:
+  explicit xent_kernel(bool sparse) : sparse_(sparse) {}
+
+  status compute(kernel_context& ctx) override {
+    const tensor& logits = ctx.input(0);
+    const tensor& labels = ctx.input(1);
+    if (logits.rank() != 2)
+      return invalid_argument("logits must be a matrix, got shape " +
+                              logits.shape().to_string());
+    int64_t rows = logits.dim(0), cols = logits.dim(1);
+    if (sparse_) {
+      if (labels.rank() != 1 || labels.dim(0) != rows)
+        return invalid_argument("labels of shape " + labels.shape().to_string() +
+                                " do not match logits of shape " + logits.shape().to_string());
+    } else if (!(labels.shape() == logits.shape())) {
+      return invalid_argument("logits and labels must have the same shape, got " +
+                              logits.shape().to_string() + " and " + labels.shape().to_string());
+    }
+    std::vector<int64_t> sparse_labels;
+    if (sparse_) {
+      RUNNEL_ASSIGN_OR_RETURN(sparse_labels, to_int64_vector(labels));
+      for (int64_t r = 0; r < rows; ++r)
+        if (sparse_labels[size_t(r)] < 0 || sparse_labels[size_t(r)] >= cols)
+          return invalid_argument("received a label value of " +
+                                  std::to_string(sparse_labels[size_t(r)]) + " in row " +
+                                  std::to_string(r) + ", which is outside the valid range [0, " +
+                                  std::to_string(cols) + ")");
+    }
+    tensor& loss = ctx.allocate_output(0, logits.type(), shape{rows});
+    tensor& backprop = ctx.allocate_output(1, logits.type(), shape{rows, cols});
+    return dispatch_number(logits.type(), [&]<class T>() -> status {
+      if constexpr (std::is_floating_point_v<T>) {
+        const T* x = logits.data<T>();
+        T* l = loss.data<T>();
+        T* g = backprop.data<T>();
+        softmax_rows(x, g, rows, cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* xr = x + r * cols;
+          T* gr = g + r * cols;
+          T m = xr[0];
+          for (int64_t j = 1; j < cols; ++j)
+            m = std::max(m, xr[j]);
+          T sum = 0;
+          for (int64_t j = 0; j < cols; ++j)
+            sum += std::exp(xr[j] - m);
+          T log_sum = std::log(sum) + m;
+          T acc = 0;
+          if (sparse_) {
+            int64_t k = sparse_labels[size_t(r)];
+            acc = log_sum - xr[k];
+            gr[k] -= T(1);
+          } else {
+            const T* yr = labels.data<T>() + r * cols;
+            for (int64_t j = 0; j < cols; ++j) {
+              if (yr[j] != T(0))
+                acc += yr[j] * (log_sum - xr[j]);
+              gr[j] -= yr[j];
+            }
+          }
+          l[r] = acc;
+        }
+      }
+      return {};
+    });
+  }
+
+private:
+  bool sparse_;
+};
+
+} // namespace
+
+void register_nn_kernels(kernel_registry& reg) {
+  reg.add("BiasAdd", device_type::cpu, {dtype::f32, dtype::f64, dtype::i32, dtype::i64},
+          make_simple_kernel<bias_add_kernel>);
+  reg.add("Softmax", device_type::cpu, {dtype::f32, dtype::f64}, make_simple_kernel<softmax_kernel>);
+  reg.add("SoftmaxCrossEntropyWithLogits", device_type::cpu, {dtype::f32, dtype::f64},
+          [](const kernel_construction&) {
+            return result<std::unique_ptr<kernel>>(std::make_unique<xent_kernel>(false));
+          });
+  reg.add("SparseSoftmaxCrossEntropyWithLogits", device_type::cpu, {dtype::f32, dtype::f64},
+          [](const kernel_construction&) {
+            return result<std::unique_ptr<kernel>>(std::make_unique<xent_kernel>(true));
+          });
+}
+
+} // namespace runnel

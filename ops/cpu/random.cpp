@@ -1,0 +1,80 @@
+// Random kernels. Seeds follow TensorFlow: `seed` is the graph-level seed, `seed2` the op's;
+// both zero means a fresh random seed. Each run draws new numbers, and the sequence over runs is
+// the same for the same seeds.
+#include <random>
+
+#include "ops/cpu/kernels.hpp"
+
+namespace runnel {
+namespace {
+
+enum class distribution { uniform, normal, truncated_normal };
+
+class random_kernel : public kernel {
+public:
+  random_kernel(const kernel_construction& c, distribution d)
+      : dist_(d), type_(c.attr<dtype>("dtype")) {
+    auto seed = uint64_t(c.attr<int64_t>("seed")), seed2 = uint64_t(c.attr<int64_t>("seed2"));
+    if (seed == 0 && seed2 == 0) {
+      std::random_device rd;
+      engine_.seed((uint64_t(rd()) << 32) | rd());
+    } else {
+      std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(seed2),
+                        uint32_t(seed2 >> 32)};
+      engine_.seed(seq);
+    }
+  }
+
+  status compute(kernel_context& ctx) override {
+    RUNNEL_ASSIGN_OR_RETURN(auto dims, to_int64_vector(ctx.input(0)));
+    for (auto d : dims)
+      if (d < 0)
+        return invalid_argument("shape holds a negative dimension " + std::to_string(d));
+    tensor& out = ctx.allocate_output(0, type_, shape(dims));
+    int64_t n = out.num_elements();
+    auto fill = [&](auto* p) {
+      using T = std::remove_pointer_t<decltype(p)>;
+      std::uniform_real_distribution<double> uniform(0.0, 1.0);
+      std::normal_distribution<double> normal(0.0, 1.0);
+      for (int64_t i = 0; i < n; ++i) {
+        double v;
+        switch (dist_) {
+          case distribution::uniform: v = uniform(engine_); break;
+          case distribution::normal: v = normal(engine_); break;
+          default:
+            do
+              v = normal(engine_);
+            while (v < -2.0 || v > 2.0);
+        }
+        p[i] = T(v);
+      }
+    };
+    if (type_ == dtype::f64)
+      fill(out.data<double>());
+    else
+      fill(out.data<float>());
+    return {};
+  }
+
+private:
+  distribution dist_;
+  dtype type_;
+  std::mt19937_64 engine_;
+};
+
+} // namespace
+
+void register_random_kernels(kernel_registry& reg) {
+  const std::vector<std::pair<const char*, distribution>> kinds{
+      {"RandomUniform", distribution::uniform},
+      {"RandomStandardNormal", distribution::normal},
+      {"TruncatedNormal", distribution::truncated_normal}};
+  for (auto [op, d] : kinds)
+    reg.add(op, device_type::cpu, {dtype::f32, dtype::f64},
+            [d = d](const kernel_construction& c) {
+              return result<std::unique_ptr<kernel>>(std::make_unique<random_kernel>(c, d));
+            },
+            "dtype");
+}
+
+} // namespace runnel

@@ -1,0 +1,213 @@
+// Reductions over axes: Sum, Mean, Max, ArgMax.
+#include <algorithm>
+#include <limits>
+
+#include "ops/cpu/kernels.hpp"
+
+namespace runnel {
+
+result<int64_t> read_axis(const tensor& t, int rank, const char* what) {
+  RUNNEL_ASSIGN_OR_RETURN(auto v, to_int64_vector(t));
+  if (v.size() != 1)
+    return invalid_argument(std::string(what) + " must be a scalar, got shape " +
+                            t.shape().to_string());
+  int64_t a = v[0];
+  if (a < -rank || a >= std::max(rank, 1))
+    return invalid_argument(std::string(what) + " " + std::to_string(a) +
+                            " is out of range for rank " + std::to_string(rank));
+  return a < 0 ? a + rank : a;
+}
+
+namespace {
+
+enum class reduce_kind { sum, mean, max };
+
+// Reduces the middle dimension of a [pre, red, post] view.
+template <class T>
+void reduce_middle(cpu_device& cpu, const T* in, T* out, int64_t pre, int64_t red, int64_t post,
+                   reduce_kind kind) {
+  auto combine = [kind](T a, T b) { return kind == reduce_kind::max ? (a > b ? a : b) : T(a + b); };
+  T init = kind == reduce_kind::max ? std::numeric_limits<T>::lowest() : T(0);
+  if (post == 1) {
+    cpu.parallel_for(pre, std::max<int64_t>(1, elementwise_grain / std::max<int64_t>(red, 1)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t p = b; p < e; ++p) {
+                         const T* row = in + p * red;
+                         T acc = init;
+                         if (kind == reduce_kind::max) {
+                           for (int64_t j = 0; j < red; ++j)
+                             acc = combine(acc, row[j]);
+                         } else {
+                           // Pairwise-ish: 4 accumulators keep float sums accurate and fast.
+                           T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+                           int64_t j = 0;
+                           for (; j + 4 <= red; j += 4) {
+                             s0 += row[j];
+                             s1 += row[j + 1];
+                             s2 += row[j + 2];
+                             s3 += row[j + 3];
+                           }
+                           for (; j < red; ++j)
+                             s0 += row[j];
+                           acc = T((s0 + s1) + (s2 + s3));
+                         }
+                         out[p] = acc;
+                       }
+                     });
+    return;
+  }
+  cpu.parallel_for(pre, 1, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      T* o = out + p * post;
+      std::fill_n(o, post, init);
+      for (int64_t j = 0; j < red; ++j) {
+        const T* row = in + (p * red + j) * post;
+        for (int64_t q = 0; q < post; ++q)
+          o[q] = combine(o[q], row[q]);
+      }
+    }
+  });
+}
+
+result<std::vector<bool>> reduction_axes(const tensor& axes_t, int rank) {
+  RUNNEL_ASSIGN_OR_RETURN(auto axes, to_int64_vector(axes_t));
+  std::vector<bool> reduce(size_t(rank), false);
+  for (auto a : axes) {
+    if (a < -rank || a >= rank)
+      return invalid_argument("reduction axis " + std::to_string(a) +
+                              " is out of range for an input of rank " + std::to_string(rank));
+    reduce[size_t(a < 0 ? a + rank : a)] = true;
+  }
+  return reduce;
+}
+
+class reduce_kernel : public kernel {
+public:
+  reduce_kernel(const kernel_construction& c, reduce_kind kind)
+      : kind_(kind), keep_dims_(c.attr<bool>("keep_dims")) {}
+
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    int rank = x.rank();
+    RUNNEL_ASSIGN_OR_RETURN(auto reduce, reduction_axes(ctx.input(1), rank));
+    std::vector<int64_t> out_dims, kept_dims;
+    int64_t count = 1;
+    for (int d = 0; d < rank; ++d) {
+      if (reduce[size_t(d)]) {
+        count *= x.dim(d);
+        if (keep_dims_)
+          out_dims.push_back(1);
+      } else {
+        out_dims.push_back(x.dim(d));
+      }
+    }
+    if (kind_ == reduce_kind::max && count == 0 && x.num_elements() == 0 && !out_dims.empty())
+      return invalid_argument("Max over an empty dimension of shape " + x.shape().to_string());
+    return dispatch_number(x.type(), [&]<class T>() -> status {
+      // Reduce one maximal run of adjacent reduced axes at a time, innermost first.
+      tensor cur = x;
+      std::vector<int64_t> dims = x.shape().dims();
+      std::vector<bool> red = reduce;
+      for (int d = int(dims.size()) - 1; d >= 0;) {
+        if (!red[size_t(d)]) {
+          --d;
+          continue;
+        }
+        int hi = d;
+        while (d >= 0 && red[size_t(d)])
+          --d;
+        int lo = d + 1;
+        int64_t pre = 1, mid = 1, post = 1;
+        for (int i = 0; i < lo; ++i)
+          pre *= dims[size_t(i)];
+        for (int i = lo; i <= hi; ++i)
+          mid *= dims[size_t(i)];
+        for (int i = hi + 1; i < int(dims.size()); ++i)
+          post *= dims[size_t(i)];
+        tensor next(x.type(), shape{pre * post});
+        reduce_middle<T>(ctx.cpu(), cur.data<T>(), next.data<T>(), pre, mid, post, kind_);
+        dims.erase(dims.begin() + lo, dims.begin() + hi + 1);
+        red.erase(red.begin() + lo, red.begin() + hi + 1);
+        cur = std::move(next);
+      }
+      if (kind_ == reduce_kind::mean && count > 0) {
+        T* p = cur.data<T>();
+        for (int64_t i = 0; i < cur.num_elements(); ++i)
+          p[i] = T(p[i] / T(count));
+      }
+      if (cur.shares_buffer_with(x))
+        cur = cur.copy();
+      RUNNEL_ASSIGN_OR_RETURN(tensor out, cur.reshaped(shape(out_dims)));
+      ctx.set_output(0, std::move(out));
+      return {};
+    });
+  }
+
+private:
+  reduce_kind kind_;
+  bool keep_dims_;
+};
+
+class argmax_kernel : public kernel {
+public:
+  explicit argmax_kernel(const kernel_construction& c) : out_type_(c.attr<dtype>("output_type")) {}
+
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    if (x.rank() == 0)
+      return invalid_argument("ArgMax needs an input of rank at least 1");
+    RUNNEL_ASSIGN_OR_RETURN(int64_t axis, read_axis(ctx.input(1), x.rank(), "dimension"));
+    int64_t red = x.dim(int(axis));
+    if (red == 0)
+      return invalid_argument("ArgMax over an empty dimension of shape " + x.shape().to_string());
+    int64_t pre = 1, post = 1;
+    std::vector<int64_t> out_dims;
+    for (int d = 0; d < x.rank(); ++d) {
+      if (d < axis)
+        pre *= x.dim(d);
+      if (d > axis)
+        post *= x.dim(d);
+      if (d != axis)
+        out_dims.push_back(x.dim(d));
+    }
+    tensor& out = ctx.allocate_output(0, out_type_, shape(out_dims));
+    return dispatch_number(x.type(), [&]<class T>() -> status {
+      const T* in = x.data<T>();
+      for (int64_t p = 0; p < pre; ++p)
+        for (int64_t q = 0; q < post; ++q) {
+          int64_t best = 0;
+          T best_v = in[p * red * post + q];
+          for (int64_t j = 1; j < red; ++j) {
+            T v = in[(p * red + j) * post + q];
+            if (v > best_v) {
+              best_v = v;
+              best = j;
+            }
+          }
+          if (out_type_ == dtype::i64)
+            out.data<int64_t>()[p * post + q] = best;
+          else
+            out.data<int32_t>()[p * post + q] = int32_t(best);
+        }
+      return {};
+    });
+  }
+
+private:
+  dtype out_type_;
+};
+
+} // namespace
+
+void register_reduction_kernels(kernel_registry& reg) {
+  const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
+  const std::vector<std::pair<const char*, reduce_kind>> kinds{
+      {"Sum", reduce_kind::sum}, {"Mean", reduce_kind::mean}, {"Max", reduce_kind::max}};
+  for (auto [op, kind] : kinds)
+    reg.add(op, device_type::cpu, numbers, [kind](const kernel_construction& c) {
+      return result<std::unique_ptr<kernel>>(std::make_unique<reduce_kernel>(c, kind));
+    });
+  reg.add("ArgMax", device_type::cpu, numbers, make_kernel<argmax_kernel>);
+}
+
+} // namespace runnel

@@ -1,0 +1,129 @@
+// Variable kernels. VariableV2 reads the variable's current buffer; Assign, AssignAdd and
+// AssignSub are asynchronous: they hand an update to the variable's executor (its resource
+// actor), which applies updates one at a time.
+#include "ops/cpu/kernels.hpp"
+#include "ops/variable.hpp"
+
+namespace runnel {
+namespace {
+
+/// The variable a node's ref input 0 names (following Identity-free edges to a VariableV2).
+result<std::shared_ptr<variable>> variable_of(const kernel_construction& c, const node& var_node) {
+  if (!c.resources)
+    return failed_precondition("no resource manager: variables need a runtime");
+  auto shared = get_attr<std::string>(var_node.attrs, "shared_name");
+  auto container = get_attr<std::string>(var_node.attrs, "container");
+  std::string name = shared.empty() ? var_node.name : shared;
+  if (!container.empty())
+    name = container + "/" + name;
+  return c.resources->find_or_create_variable(name, get_attr<dtype>(var_node.attrs, "dtype"),
+                                              get_attr<shape>(var_node.attrs, "shape"));
+}
+
+class variable_kernel : public kernel {
+public:
+  variable_kernel(std::shared_ptr<variable> v, bool value_needed)
+      : var_(std::move(v)), value_needed_(value_needed) {}
+  status compute(kernel_context& ctx) override {
+    if (!value_needed_)
+      return {}; // only ref consumers (initialisers, updates): nothing to read
+    RUNNEL_ASSIGN_OR_RETURN(tensor value, var_->read());
+    ctx.set_output(0, std::move(value));
+    return {};
+  }
+
+private:
+  std::shared_ptr<variable> var_;
+  bool value_needed_;
+};
+
+enum class assign_kind { assign, add, sub };
+
+class assign_kernel : public kernel {
+public:
+  assign_kernel(std::shared_ptr<variable> v, assign_kind kind, bool validate_shape)
+      : var_(std::move(v)), kind_(kind), validate_shape_(validate_shape) {}
+
+  bool is_async() const override { return true; }
+  status compute(kernel_context&) override {
+    return internal_error("Assign kernels are asynchronous");
+  }
+
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
+    tensor value = ctx.input(1);
+    auto* out = &ctx.output(0);
+    auto fn = [this, value](variable::state& s) -> status {
+      if (value.type() != var_->type())
+        return invalid_argument("value has dtype " + std::string(name(value.type())) +
+                                " but variable " + var_->name() + " is " +
+                                std::string(name(var_->type())));
+      if (kind_ == assign_kind::assign) {
+        if (validate_shape_ && !var_->declared_shape().is_compatible_with(value.shape()))
+          return invalid_argument("cannot assign a value of shape " + value.shape().to_string() +
+                                  " to variable " + var_->name() + " of shape " +
+                                  var_->declared_shape().to_string());
+        s.value = value; // shares the value's buffer; later in-place updates copy first
+        s.initialized = true;
+        return {};
+      }
+      if (!s.initialized)
+        return failed_precondition("attempting to use uninitialized value " + var_->name());
+      if (!(s.value.shape() == value.shape()))
+        return invalid_argument("cannot update variable " + var_->name() + " of shape " +
+                                s.value.shape().to_string() + " with a value of shape " +
+                                value.shape().to_string());
+      make_writable(s);
+      return dispatch_number(value.type(), [&]<class T>() -> status {
+        T* dst = s.value.data<T>();
+        const T* src = value.data<T>();
+        int64_t n = value.num_elements();
+        if (kind_ == assign_kind::add)
+          for (int64_t i = 0; i < n; ++i)
+            dst[i] += src[i];
+        else
+          for (int64_t i = 0; i < n; ++i)
+            dst[i] -= src[i];
+        return {};
+      });
+    };
+    var_->update(std::move(fn), [out, done = std::move(done)](status st, tensor v) {
+      if (st.ok())
+        *out = std::move(v);
+      done(std::move(st));
+    });
+  }
+
+private:
+  std::shared_ptr<variable> var_;
+  assign_kind kind_;
+  bool validate_shape_;
+};
+
+result<std::unique_ptr<kernel>> make_assign(const kernel_construction& c, assign_kind kind) {
+  auto& var_node = c.graph.at(c.node.inputs[0].node);
+  RUNNEL_ASSIGN_OR_RETURN(auto v, variable_of(c, var_node));
+  bool validate = kind == assign_kind::assign ? c.attr<bool>("validate_shape") : true;
+  return std::unique_ptr<kernel>(std::make_unique<assign_kernel>(std::move(v), kind, validate));
+}
+
+} // namespace
+
+void register_state_kernels(kernel_registry& reg) {
+  reg.add("VariableV2", device_type::cpu, {},
+          [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
+            RUNNEL_ASSIGN_OR_RETURN(auto v, variable_of(c, c.node));
+            bool needed = !c.output_value_needed.empty() && c.output_value_needed[0];
+            return std::unique_ptr<kernel>(std::make_unique<variable_kernel>(std::move(v), needed));
+          });
+  reg.add("Assign", device_type::cpu, {}, [](const kernel_construction& c) {
+    return make_assign(c, assign_kind::assign);
+  });
+  reg.add("AssignAdd", device_type::cpu, {}, [](const kernel_construction& c) {
+    return make_assign(c, assign_kind::add);
+  });
+  reg.add("AssignSub", device_type::cpu, {}, [](const kernel_construction& c) {
+    return make_assign(c, assign_kind::sub);
+  });
+}
+
+} // namespace runnel

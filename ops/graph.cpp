@@ -1,0 +1,393 @@
+#include "ops/graph.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+namespace runnel {
+
+const node& output::node() const { return g_->at(e_.node); }
+std::string output::name() const { return g_->endpoint_name(e_); }
+dtype output::type() const { return node().output_types[size_t(e_.index)]; }
+const shape& output::shape() const { return node().output_shapes[size_t(e_.index)]; }
+const node& operation::node() const { return g_->at(node_); }
+const std::string& operation::name() const { return node().name; }
+
+node_def node::to_def(const graph& g) const {
+  node_def d{name, op, {}, device, attrs};
+  for (auto e : inputs)
+    d.inputs.push_back(g.endpoint_name(e));
+  for (int c : control_inputs)
+    d.inputs.push_back("^" + g.at(c).name);
+  if (!colocation.empty()) {
+    std::vector<std::string> cls;
+    for (auto& c : colocation)
+      cls.push_back("loc:@" + c);
+    d.attrs["_class"] = cls;
+  }
+  return d;
+}
+
+std::optional<int> graph::find(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  if (it == by_name_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+result<endpoint> graph::find_endpoint(std::string_view spec) const {
+  std::string_view node_name = spec;
+  int index = 0;
+  if (auto colon = spec.rfind(':'); colon != std::string_view::npos) {
+    auto digits = spec.substr(colon + 1);
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (ec != std::errc() || p != digits.data() + digits.size() || index < 0)
+      return invalid_argument("malformed tensor name '" + std::string(spec) +
+                              "': expected 'node' or 'node:index'");
+    node_name = spec.substr(0, colon);
+  }
+  auto id = find(node_name);
+  if (!id)
+    return not_found("no node named '" + std::string(node_name) + "' in the graph");
+  if (index >= at(*id).num_outputs())
+    return out_of_range("node '" + std::string(node_name) + "' (op " + at(*id).op + ") has " +
+                        std::to_string(at(*id).num_outputs()) + " outputs; '" +
+                        std::string(spec) + "' asks for output " + std::to_string(index));
+  return endpoint{*id, index};
+}
+
+std::string graph::endpoint_name(endpoint e) const {
+  auto& n = at(e.node).name;
+  return e.index == 0 ? n : n + ":" + std::to_string(e.index);
+}
+
+std::string graph::unique_name(std::string_view base) {
+  std::string prefix;
+  for (auto& s : scopes_)
+    prefix += s + "/";
+  std::string name = prefix + std::string(base);
+  if (!by_name_.count(name) && !name_counts_.count(name)) {
+    name_counts_[name] = 0;
+    return name;
+  }
+  int& count = name_counts_[name];
+  std::string candidate;
+  do {
+    candidate = name + "_" + std::to_string(++count);
+  } while (by_name_.count(candidate));
+  return candidate;
+}
+
+result<int> graph::add_node(const node_def& def) {
+  auto context = "node '" + def.name + "' (op " + def.op + ")";
+  if (def.name.empty())
+    return invalid_argument("a node of op " + def.op + " has an empty name");
+  if (by_name_.count(def.name))
+    return already_exists(context + ": a node with this name already exists");
+  node n;
+  n.name = def.name;
+  n.op = def.op;
+  n.device = def.device;
+  n.attrs = def.attrs;
+  for (auto& in : def.inputs) {
+    if (!in.empty() && in[0] == '^') {
+      auto id = find(std::string_view(in).substr(1));
+      if (!id)
+        return invalid_argument(context + ": control input '" + in +
+                                "' refers to a node that does not exist");
+      n.control_inputs.push_back(*id);
+    } else {
+      auto e = find_endpoint(in);
+      if (!e)
+        return invalid_argument(context + ": input '" + in + "': " + e.error().message());
+      n.inputs.push_back(*e);
+    }
+  }
+  if (auto it = n.attrs.find("_class"); it != n.attrs.end()) {
+    if (auto* v = std::get_if<std::vector<std::string>>(&it->second))
+      for (auto& c : *v)
+        n.colocation.push_back(c.rfind("loc:@", 0) == 0 ? c.substr(5) : c);
+    n.attrs.erase(it);
+  }
+  return finish_node(std::move(n));
+}
+
+result<int> graph::add_op(std::string_view op, std::string_view name_hint,
+                          const std::vector<endpoint>& inputs, attr_map attrs) {
+  node n;
+  n.name = unique_name(name_hint.empty() ? op : name_hint);
+  n.op = std::string(op);
+  n.inputs = inputs;
+  n.attrs = std::move(attrs);
+  n.device = device_;
+  n.control_inputs = control_deps_;
+  n.colocation = colocation_;
+  for (auto e : inputs)
+    if (e.node < 0 || e.node >= num_nodes())
+      return invalid_argument("node '" + n.name + "' (op " + n.op +
+                              "): an input refers to a node of another graph or no node");
+  return finish_node(std::move(n));
+}
+
+std::vector<output> graph::build(std::string_view op, std::string_view name_hint,
+                                 const std::vector<endpoint>& inputs, attr_map attrs) {
+  int id = add_op(op, name_hint, inputs, std::move(attrs)).value();
+  std::vector<output> outs;
+  for (int i = 0; i < at(id).num_outputs(); ++i)
+    outs.emplace_back(this, endpoint{id, i});
+  return outs;
+}
+
+result<int> graph::finish_node(node n) {
+  auto context = "node '" + n.name + "' (op " + n.op + ")";
+  auto fail = [&](const status& s) { return s.with_context(context); };
+  auto def_r = ops_->lookup(n.op);
+  if (!def_r)
+    return fail(def_r.error());
+  const op_def& def = *def_r.value();
+  n.def = &def;
+
+  // Drop internal attributes the op does not declare; reject unknown public ones.
+  for (auto it = n.attrs.begin(); it != n.attrs.end();) {
+    if (!def.find_attr_def(it->first)) {
+      if (it->first.empty() || it->first[0] != '_')
+        return fail(invalid_argument("unknown attribute '" + it->first + "' for op " + n.op));
+    }
+    ++it;
+  }
+
+  // Match inputs to argument definitions, inferring type and number attributes.
+  size_t k = 0;
+  for (size_t a = 0; a < def.inputs.size(); ++a) {
+    auto& arg = def.inputs[a];
+    int64_t count = 1;
+    if (!arg.number_attr.empty()) {
+      auto it = n.attrs.find(arg.number_attr);
+      if (it == n.attrs.end()) {
+        size_t after = def.inputs.size() - a - 1; // later args are single tensors
+        count = int64_t(n.inputs.size()) - int64_t(k) - int64_t(after);
+        if (count < 0)
+          count = 0;
+        n.attrs[arg.number_attr] = count;
+      } else if (auto* c = std::get_if<int64_t>(&it->second)) {
+        count = *c;
+      } else {
+        return fail(invalid_argument("attribute '" + arg.number_attr + "' must be an int"));
+      }
+    }
+    for (int64_t j = 0; j < count; ++j, ++k) {
+      if (k >= n.inputs.size())
+        return fail(invalid_argument("expects " +
+                                     std::string(def.inputs.size() == 1 ? "input " : "inputs ") +
+                                     "for argument '" + arg.name + "' but got only " +
+                                     std::to_string(n.inputs.size()) + " inputs"));
+      auto e = n.inputs[k];
+      auto& producer = at(e.node);
+      dtype t = producer.output_types[size_t(e.index)];
+      if (arg.is_ref && !producer.def->stateful)
+        return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
+                                     "') must be a variable, but comes from '" + producer.name +
+                                     "' (op " + producer.op + ")"));
+      if (arg.fixed != dtype::invalid) {
+        if (t != arg.fixed)
+          return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
+                                       "') must be " + std::string(name(arg.fixed)) + ", got " +
+                                       std::string(name(t)) + " from '" +
+                                       endpoint_name(e) + "'"));
+        continue;
+      }
+      auto it = n.attrs.find(arg.type_attr);
+      if (it == n.attrs.end()) {
+        n.attrs[arg.type_attr] = t;
+      } else if (auto* want = std::get_if<dtype>(&it->second); want && *want != t) {
+        return fail(invalid_argument(
+            "input " + std::to_string(k) + " ('" + arg.name + "') has dtype " +
+            std::string(name(t)) + " from '" + endpoint_name(e) + "', but " + arg.type_attr +
+            " is " + std::string(name(*want)) + " (all inputs of type " + arg.type_attr +
+            " must agree)"));
+      }
+    }
+  }
+  if (k != n.inputs.size())
+    return fail(invalid_argument("takes " + std::to_string(k) + " inputs, got " +
+                                 std::to_string(n.inputs.size())));
+
+  // Defaults, required attributes, attribute types and allowed dtypes.
+  for (auto& ad : def.attrs) {
+    auto it = n.attrs.find(ad.name);
+    if (it == n.attrs.end()) {
+      if (!ad.default_value)
+        return fail(invalid_argument("missing required attribute '" + ad.name + "' (" +
+                                     to_string(ad.type) + ")"));
+      it = n.attrs.emplace(ad.name, *ad.default_value).first;
+    }
+    if (ad.type == attr_type::real && std::holds_alternative<int64_t>(it->second))
+      it->second = double(std::get<int64_t>(it->second));
+    if (type_of(it->second) != ad.type)
+      return fail(invalid_argument("attribute '" + ad.name + "' must be " + to_string(ad.type) +
+                                   ", got " + to_string(type_of(it->second))));
+    if (ad.type == attr_type::type && !ad.allowed.empty()) {
+      dtype t = std::get<dtype>(it->second);
+      if (std::find(ad.allowed.begin(), ad.allowed.end(), t) == ad.allowed.end()) {
+        std::string allowed;
+        for (auto a : ad.allowed)
+          allowed += (allowed.empty() ? "" : ", ") + std::string(name(a));
+        return fail(invalid_argument("attribute '" + ad.name + "' is " + std::string(name(t)) +
+                                     ", which op " + n.op + " does not support (allowed: " +
+                                     allowed + ")"));
+      }
+    }
+  }
+
+  // Output dtypes.
+  for (auto& arg : def.outputs) {
+    int64_t count = arg.number_attr.empty() ? 1 : get_attr<int64_t>(n.attrs, arg.number_attr);
+    dtype t = arg.fixed != dtype::invalid ? arg.fixed : get_attr<dtype>(n.attrs, arg.type_attr);
+    for (int64_t j = 0; j < count; ++j)
+      n.output_types.push_back(t);
+  }
+
+  // Shapes.
+  std::vector<dtype> in_types;
+  std::vector<shape> in_shapes;
+  std::vector<const tensor*> in_consts;
+  for (auto e : n.inputs) {
+    auto& p = at(e.node);
+    in_types.push_back(p.output_types[size_t(e.index)]);
+    in_shapes.push_back(p.output_shapes[size_t(e.index)]);
+    const tensor* c = nullptr;
+    if (p.op == "Const")
+      c = &std::get<tensor>(p.attrs.at("value"));
+    in_consts.push_back(c);
+  }
+  inference_context ctx(n.name, def, n.attrs, std::move(in_types), std::move(in_shapes),
+                        std::move(in_consts), n.output_types.size());
+  if (def.infer_shapes) {
+    status s = def.infer_shapes(ctx);
+    if (!s.ok())
+      return fail(s);
+  }
+  n.output_shapes = ctx.output_shapes();
+
+  for (auto& c : n.colocation)
+    if (!find(c))
+      return fail(invalid_argument("colocated with '" + c + "', which does not exist"));
+
+  n.id = num_nodes();
+  by_name_[n.name] = n.id;
+  nodes_.push_back(std::move(n));
+  return nodes_.back().id;
+}
+
+status graph::add_control_edge(int from, int to) {
+  if (from < 0 || to < 0 || from >= num_nodes() || to >= num_nodes())
+    return invalid_argument("control edge between unknown nodes");
+  // A cycle exists if `from` is reachable from `to`.
+  std::vector<char> seen(static_cast<size_t>(num_nodes()), 0);
+  auto consumers = data_consumers();
+  std::vector<std::vector<int>> control_out(static_cast<size_t>(num_nodes()));
+  for (auto& n : nodes_)
+    for (int c : n.control_inputs)
+      control_out[size_t(c)].push_back(n.id);
+  std::vector<int> stack{to};
+  while (!stack.empty()) {
+    int v = stack.back();
+    stack.pop_back();
+    if (v == from)
+      return invalid_argument("a control edge from '" + at(from).name + "' to '" + at(to).name +
+                              "' would create a cycle");
+    if (seen[size_t(v)]++)
+      continue;
+    for (auto [c, slot] : consumers[size_t(v)])
+      stack.push_back(c);
+    for (int c : control_out[size_t(v)])
+      stack.push_back(c);
+  }
+  auto& ci = nodes_[size_t(to)].control_inputs;
+  if (std::find(ci.begin(), ci.end(), from) == ci.end())
+    ci.push_back(from);
+  return {};
+}
+
+graph::scope_guard graph::name_scope(std::string_view name) {
+  scopes_.emplace_back(name);
+  return scope_guard([this] { scopes_.pop_back(); });
+}
+
+graph::scope_guard graph::device(std::string_view device) {
+  auto previous = device_;
+  device_ = std::string(device);
+  return scope_guard([this, previous] { device_ = previous; });
+}
+
+graph::scope_guard graph::control_dependencies(std::vector<operation> ops) {
+  auto previous = control_deps_;
+  if (ops.empty())
+    control_deps_.clear(); // an empty list clears the enclosing dependencies, as in TensorFlow
+  for (auto& op : ops)
+    if (std::find(control_deps_.begin(), control_deps_.end(), op.node_id()) == control_deps_.end())
+      control_deps_.push_back(op.node_id());
+  return scope_guard([this, previous] { control_deps_ = previous; });
+}
+
+graph::scope_guard graph::colocate_with(operation op) {
+  auto previous = colocation_;
+  colocation_ = {op.name()};
+  return scope_guard([this, previous] { colocation_ = previous; });
+}
+
+const std::vector<int>& graph::collection(const std::string& name) const {
+  static const std::vector<int> empty;
+  auto it = collections_.find(name);
+  return it == collections_.end() ? empty : it->second;
+}
+
+std::vector<std::vector<std::pair<int, int>>> graph::data_consumers() const {
+  std::vector<std::vector<std::pair<int, int>>> out(nodes_.size());
+  for (auto& n : nodes_)
+    for (size_t s = 0; s < n.inputs.size(); ++s)
+      out[size_t(n.inputs[s].node)].emplace_back(n.id, int(s));
+  return out;
+}
+
+std::string graph::to_text() const {
+  std::ostringstream os;
+  for (auto& n : nodes_) {
+    os << n.name << " = " << n.op << "(";
+    bool first = true;
+    for (auto e : n.inputs) {
+      os << (first ? "" : ", ") << endpoint_name(e);
+      first = false;
+    }
+    for (int c : n.control_inputs) {
+      os << (first ? "" : ", ") << "^" << at(c).name;
+      first = false;
+    }
+    os << ")";
+    if (!n.attrs.empty()) {
+      os << " {";
+      bool f = true;
+      for (auto& [k, v] : n.attrs) {
+        os << (f ? "" : ", ") << k << "=" << attr_to_string(v);
+        f = false;
+      }
+      os << "}";
+    }
+    os << " ->";
+    for (size_t i = 0; i < n.output_types.size(); ++i)
+      os << (i ? ", " : " ") << name(n.output_types[i]) << n.output_shapes[i].to_string();
+    if (n.output_types.empty())
+      os << " ()";
+    if (!n.device.empty())
+      os << " @" << n.device;
+    if (!n.colocation.empty()) {
+      os << " colocate_with:";
+      for (auto& c : n.colocation)
+        os << " " << c;
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+} // namespace runnel

@@ -1,0 +1,197 @@
+#pragma once
+// The dataflow graph and the handles the builder API hands out.
+//
+//   graph g;
+//   auto x = placeholder(g, dtype::f32, shape{-1, 784}, "x");
+//   auto w = variable(g, random_normal(g, {784, 10}), "w");
+//   {
+//     auto scope = g.name_scope("logits");        // names become "logits/MatMul", ...
+//     auto y = softmax(matmul(x, w.value));
+//   }
+//
+// Nodes are stored in insertion order, which is a topological order: a node's inputs must exist
+// before it is added. Every node is checked when it is added (op, attributes, dtypes, shapes), and
+// errors name the node. The graph owns its nodes; `output` and `operation` are small handles
+// (graph pointer + node id) valid as long as the graph is.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ops/op_def.hpp"
+
+namespace runnel {
+
+class graph;
+
+/// Output `index` of node `node`.
+struct endpoint {
+  int node = -1;
+  int index = 0;
+  friend bool operator==(endpoint a, endpoint b) { return a.node == b.node && a.index == b.index; }
+  friend bool operator<(endpoint a, endpoint b) {
+    return a.node != b.node ? a.node < b.node : a.index < b.index;
+  }
+};
+
+/// A node as written in a GraphDef: inputs are "name:index" ("name" means index 0) and
+/// "^name" for control inputs.
+struct node_def {
+  std::string name;
+  std::string op;
+  std::vector<std::string> inputs;
+  std::string device;
+  attr_map attrs;
+};
+
+/// A node of the graph, with what was inferred when it was added.
+struct node {
+  int id = -1;
+  std::string name;
+  std::string op;
+  const op_def* def = nullptr;
+  std::vector<endpoint> inputs;
+  std::vector<int> control_inputs;
+  /// The device the user asked for (a full or partial spec), possibly empty.
+  std::string device;
+  attr_map attrs;
+  std::vector<dtype> output_types;
+  std::vector<shape> output_shapes;
+  /// Names of nodes this one must be placed with (from colocate_with; TensorFlow's "_class").
+  std::vector<std::string> colocation;
+
+  int num_outputs() const { return int(output_types.size()); }
+  /// This node as a node_def (inputs as names).
+  node_def to_def(const graph& g) const;
+};
+
+/// A tensor produced by a node: what builder functions take and return.
+class output {
+public:
+  output() = default;
+  output(graph* g, endpoint e) : g_(g), e_(e) {}
+  graph& owner() const { return *g_; }
+  endpoint ep() const { return e_; }
+  int node_id() const { return e_.node; }
+  int index() const { return e_.index; }
+  const runnel::node& node() const;
+  /// "name:index", or "name" for index 0.
+  std::string name() const;
+  dtype type() const;
+  const runnel::shape& shape() const;
+  bool valid() const { return g_ != nullptr; }
+
+private:
+  graph* g_ = nullptr;
+  endpoint e_;
+};
+
+/// A node used for its effect (a target), e.g. an initializer or an update.
+class operation {
+public:
+  operation() = default;
+  operation(graph* g, int node) : g_(g), node_(node) {}
+  operation(const output& o) : g_(&o.owner()), node_(o.node_id()) {}
+  graph& owner() const { return *g_; }
+  int node_id() const { return node_; }
+  const runnel::node& node() const;
+  const std::string& name() const;
+  bool valid() const { return g_ != nullptr; }
+
+private:
+  graph* g_ = nullptr;
+  int node_ = -1;
+};
+
+class graph {
+public:
+  explicit graph(const op_registry& ops = builtin_ops()) : ops_(&ops) {}
+  graph(const graph&) = delete;
+  graph& operator=(const graph&) = delete;
+  graph(graph&&) = default;
+  graph& operator=(graph&&) = default;
+
+  const op_registry& ops() const { return *ops_; }
+
+  /// Adds a node exactly as described (its name must be new; inputs must exist). Used by the
+  /// GraphDef loader. Errors name the node.
+  result<int> add_node(const node_def& def);
+
+  /// Adds a node through the builder: the name is `name_hint` (or the op name) under the current
+  /// name scope, made unique (`Add`, `Add_1`, ...); the current device, control dependencies and
+  /// colocation apply.
+  result<int> add_op(std::string_view op, std::string_view name_hint,
+                     const std::vector<endpoint>& inputs, attr_map attrs = {});
+  /// Like add_op, but throws runnel::error on failure and returns the node's outputs.
+  std::vector<output> build(std::string_view op, std::string_view name_hint,
+                            const std::vector<endpoint>& inputs, attr_map attrs = {});
+
+  /// Makes `to` wait for `from`; an edge that would close a cycle is an error.
+  status add_control_edge(int from, int to);
+
+  int num_nodes() const { return int(nodes_.size()); }
+  const runnel::node& at(int id) const { return nodes_[size_t(id)]; }
+  runnel::node& mutable_node(int id) { return nodes_[size_t(id)]; }
+  const std::vector<runnel::node>& nodes() const { return nodes_; }
+  std::optional<int> find(std::string_view name) const;
+  /// Parses "name", "name:2" into an endpoint of an existing node; errors name the string.
+  result<endpoint> find_endpoint(std::string_view spec) const;
+  /// The endpoint as "name" (index 0) or "name:index".
+  std::string endpoint_name(endpoint e) const;
+
+  // RAII scopes for the builder. Each returns a guard that restores the previous state.
+  class scope_guard {
+  public:
+    scope_guard(scope_guard&& o) noexcept : undo_(std::move(o.undo_)) { o.undo_ = nullptr; }
+    ~scope_guard() {
+      if (undo_)
+        undo_();
+    }
+    explicit scope_guard(std::function<void()> undo) : undo_(std::move(undo)) {}
+
+  private:
+    std::function<void()> undo_;
+  };
+  /// Nodes added inside get names prefixed with "scope/" (nested scopes stack).
+  [[nodiscard]] scope_guard name_scope(std::string_view name);
+  /// Nodes added inside request `device` (a full or partial device spec).
+  [[nodiscard]] scope_guard device(std::string_view device);
+  /// Nodes added inside run after `ops` (an empty list clears enclosing dependencies).
+  [[nodiscard]] scope_guard control_dependencies(std::vector<operation> ops);
+  /// Nodes added inside are placed with `op`.
+  [[nodiscard]] scope_guard colocate_with(operation op);
+
+  /// The graph-level random seed (TensorFlow's tf.set_random_seed); unset by default.
+  void set_seed(int64_t seed) { seed_ = seed; }
+  std::optional<int64_t> seed() const { return seed_; }
+
+  /// Named lists of nodes, e.g. "variables", "initializers".
+  void add_to_collection(const std::string& name, int node) { collections_[name].push_back(node); }
+  const std::vector<int>& collection(const std::string& name) const;
+
+  /// A readable dump, one node per line:
+  /// `logits = MatMul(x, w) {T=float32, transpose_a=false} -> float32[?,10] @/cpu:0`.
+  std::string to_text() const;
+
+  /// The consumers of every node's outputs: consumers()[node] = (consumer node, input slot).
+  std::vector<std::vector<std::pair<int, int>>> data_consumers() const;
+
+private:
+  std::string unique_name(std::string_view base);
+  result<int> finish_node(runnel::node n);
+
+  const op_registry* ops_;
+  std::vector<runnel::node> nodes_;
+  std::unordered_map<std::string, int> by_name_;
+  std::unordered_map<std::string, int> name_counts_;
+  std::vector<std::string> scopes_;
+  std::string device_;
+  std::vector<int> control_deps_;
+  std::vector<std::string> colocation_;
+  std::optional<int64_t> seed_;
+  std::map<std::string, std::vector<int>> collections_;
+};
+
+} // namespace runnel

@@ -1,0 +1,57 @@
+#include "ops/kernel.hpp"
+
+#include <algorithm>
+
+namespace runnel {
+
+const char* to_string(device_type t) { return t == device_type::cpu ? "CPU" : "GPU"; }
+
+tensor& kernel_context::forward_or_allocate_output(int i, int in, dtype t, const shape& s) {
+  const tensor& x = inputs_[size_t(in)];
+  if (x.type() == t && x.shape() == s && x.is_unique() && t != dtype::string) {
+    outputs_[size_t(i)] = x; // shares the buffer; the runtime drops its input reference after
+    return outputs_[size_t(i)];
+  }
+  return allocate_output(i, t, s);
+}
+
+void kernel_registry::add(const std::string& op, device_type device, std::vector<dtype> types,
+                          kernel_factory factory, std::string type_attr) {
+  kernels_[op].push_back({device, std::move(types), std::move(type_attr), std::move(factory)});
+}
+
+result<const kernel_factory*> kernel_registry::find(const node& n, device_type device) const {
+  auto it = kernels_.find(n.op);
+  std::string context = "node '" + n.name + "' (op " + n.op + ")";
+  if (it == kernels_.end())
+    return not_found(context + ": no kernel is registered for op " + n.op);
+  std::string type_desc;
+  for (auto& e : it->second) {
+    if (e.device != device)
+      continue;
+    if (e.types.empty())
+      return &e.factory;
+    auto a = n.attrs.find(e.type_attr);
+    if (a == n.attrs.end())
+      continue;
+    auto* t = std::get_if<dtype>(&a->second);
+    if (!t)
+      continue;
+    type_desc = e.type_attr + "=" + std::string(name(*t));
+    if (std::find(e.types.begin(), e.types.end(), *t) != e.types.end())
+      return &e.factory;
+  }
+  return not_found(context + ": no " + to_string(device) + " kernel for " +
+                   (type_desc.empty() ? "this node" : type_desc));
+}
+
+const kernel_registry& builtin_kernels() {
+  static const kernel_registry* reg = [] {
+    auto* r = new kernel_registry;
+    register_builtin_kernels(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+} // namespace runnel

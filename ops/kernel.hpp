@@ -1,0 +1,141 @@
+#pragma once
+// Kernels: the code that computes a node on one kind of device.
+//
+//   // ops/cpu/my_op.cpp
+//   class my_op_kernel : public kernel {
+//   public:
+//     status compute(kernel_context& ctx) override {
+//       const tensor& x = ctx.input(0);
+//       tensor& y = ctx.allocate_output(0, x.type(), x.shape());
+//       ...
+//       return {};
+//     }
+//   };
+//   reg.add("MyOp", device_type::cpu, {dtype::f32}, make_simple_kernel<my_op_kernel>);
+//
+// A kernel is constructed once per node per executor instance (attributes are read then, never in
+// the hot path) and then computes once per step. The runtime never runs one kernel object on two
+// threads at once. Kernels return errors as status values; the runtime adds the node's name and op.
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ops/graph.hpp"
+#include "ops/tensor.hpp"
+
+namespace runnel {
+
+enum class device_type { cpu, gpu };
+const char* to_string(device_type t);
+
+class cpu_device;
+class variable;
+
+/// Where stateful kernels find the state they read and update; the runtime implements it.
+class resource_manager {
+public:
+  virtual ~resource_manager() = default;
+  /// The variable called `name`, created (uninitialised) on first use.
+  virtual result<std::shared_ptr<variable>> find_or_create_variable(const std::string& name,
+                                                                    dtype type,
+                                                                    const shape& s) = 0;
+};
+
+/// What a kernel factory sees of the node it builds a kernel for.
+struct kernel_construction {
+  const runnel::node& node;
+  const runnel::graph& graph;
+  device_type device = device_type::cpu;
+  cpu_device* cpu = nullptr;
+  resource_manager* resources = nullptr;
+  /// For each output: whether some consumer reads its value (false when the only consumers are
+  /// ref inputs, e.g. the Assign that initialises a variable).
+  std::vector<bool> output_value_needed;
+
+  template <class T> T attr(std::string_view name) const { return get_attr<T>(node.attrs, name); }
+};
+
+/// Inputs and outputs of one computation of one node.
+class kernel_context {
+public:
+  kernel_context(std::span<const tensor> inputs, int num_outputs, cpu_device* cpu)
+      : inputs_(inputs), outputs_(size_t(num_outputs)), cpu_(cpu) {}
+
+  int num_inputs() const { return int(inputs_.size()); }
+  const tensor& input(int i) const { return inputs_[size_t(i)]; }
+  std::span<const tensor> inputs() const { return inputs_; }
+  cpu_device& cpu() const { return *cpu_; }
+
+  /// Allocates output `i`.
+  tensor& allocate_output(int i, dtype t, shape s) {
+    outputs_[size_t(i)] = tensor(t, std::move(s));
+    return outputs_[size_t(i)];
+  }
+  /// Output `i` reusing input `in`'s buffer when nobody else holds it, else a fresh allocation.
+  tensor& forward_or_allocate_output(int i, int in, dtype t, const shape& s);
+  void set_output(int i, tensor t) { outputs_[size_t(i)] = std::move(t); }
+  tensor& output(int i) { return outputs_[size_t(i)]; }
+  std::vector<tensor>& outputs() { return outputs_; }
+
+private:
+  std::span<const tensor> inputs_;
+  std::vector<tensor> outputs_;
+  cpu_device* cpu_;
+};
+
+class kernel {
+public:
+  virtual ~kernel() = default;
+  /// Computes synchronously.
+  virtual status compute(kernel_context& ctx) = 0;
+  /// Async kernels (variable updates) finish later, from another thread, by calling `done`.
+  virtual bool is_async() const { return false; }
+  virtual void compute_async(kernel_context& ctx, std::function<void(status)> done) {
+    done(compute(ctx));
+  }
+};
+
+using kernel_factory =
+    std::function<result<std::unique_ptr<kernel>>(const kernel_construction&)>;
+
+/// A factory for kernels whose constructor takes the kernel_construction.
+template <class K> result<std::unique_ptr<kernel>> make_kernel(const kernel_construction& c) {
+  return std::unique_ptr<kernel>(std::make_unique<K>(c));
+}
+/// A factory for kernels with a default constructor.
+template <class K> result<std::unique_ptr<kernel>> make_simple_kernel(const kernel_construction&) {
+  return std::unique_ptr<kernel>(std::make_unique<K>());
+}
+
+/// Kernels by (op, device type, dtype of the op's type attribute).
+class kernel_registry {
+public:
+  /// Registers `factory` for `op` on `device` when the node's attribute `type_attr` is one of
+  /// `types` (empty `types`: any node of that op).
+  void add(const std::string& op, device_type device, std::vector<dtype> types,
+           kernel_factory factory, std::string type_attr = "T");
+  /// The factory for `n` on `device`, or an error naming the node, op, dtype and device.
+  result<const kernel_factory*> find(const node& n, device_type device) const;
+  /// True when some kernel exists for `n` on `device`.
+  bool has_kernel(const node& n, device_type device) const { return find(n, device).ok(); }
+
+private:
+  struct entry {
+    device_type device;
+    std::vector<dtype> types;
+    std::string type_attr;
+    kernel_factory factory;
+  };
+  std::unordered_map<std::string, std::vector<entry>> kernels_;
+};
+
+/// Registers every builtin CPU kernel.
+void register_builtin_kernels(kernel_registry& reg);
+/// The registry of builtin kernels, built explicitly on first use.
+const kernel_registry& builtin_kernels();
+
+} // namespace runnel

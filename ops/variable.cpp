@@ -1,0 +1,31 @@
+#include "ops/variable.hpp"
+
+namespace runnel {
+
+result<tensor> variable::read() const {
+  std::lock_guard lock(mu_);
+  if (!state_.initialized)
+    return failed_precondition("attempting to use uninitialized value " + name_ +
+                               " (run its initializer, e.g. global_variables_initializer(), or "
+                               "restore it from a checkpoint first)");
+  return state_.value;
+}
+
+bool variable::initialized() const {
+  std::lock_guard lock(mu_);
+  return state_.initialized;
+}
+
+std::pair<status, tensor> variable::apply(const update_fn& fn) {
+  std::lock_guard lock(mu_);
+  status s = fn(state_);
+  return {s, s.ok() ? state_.value : tensor()};
+}
+
+void make_writable(variable::state& s) {
+  // The variable's own reference is one; any other means a reader holds the buffer.
+  if (!s.value.is_unique())
+    s.value = s.value.copy();
+}
+
+} // namespace runnel
