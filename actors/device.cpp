@@ -1,0 +1,114 @@
+// Device actors and variable actors.
+#include "actors/internal.hpp"
+
+namespace runnel {
+namespace {
+
+/// A variable whose updates run at its own actor, one at a time.
+class actor_variable : public variable, public std::enable_shared_from_this<actor_variable> {
+public:
+  actor_variable(std::string name, dtype type, shape s) : variable(std::move(name), type, std::move(s)) {}
+  ~actor_variable() override {
+    if (actor_)
+      caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+  }
+  void start(caf::actor_system& sys);
+  void update(update_fn fn, done_fn done) override {
+    auto req = std::make_shared<update_request>();
+    // The request keeps the variable alive until the actor has applied it.
+    req->fn = [self = shared_from_this(), fn = std::move(fn)](state& s) { return fn(s); };
+    req->done = std::move(done);
+    caf::anon_send(actor_, update_atom::value, std::move(req));
+  }
+  std::pair<status, tensor> run_update(const update_fn& fn) { return apply(fn); }
+
+private:
+  variable_actor actor_;
+};
+
+variable_actor::behavior_type variable_behavior(variable_actor::pointer, actor_variable* var) {
+  return {
+      [var](update_atom, update_request_ptr& req) {
+        auto [st, value] = var->run_update(req->fn);
+        req->done(std::move(st), std::move(value));
+      },
+  };
+}
+
+void actor_variable::start(caf::actor_system& sys) {
+  actor_ = sys.spawn(variable_behavior, this);
+}
+
+/// The device's resources, touched only from the device actor.
+class device_resources : public resource_manager {
+public:
+  explicit device_resources(caf::actor_system& sys) : sys_(sys) {}
+  result<std::shared_ptr<variable>> find_or_create_variable(const std::string& name, dtype type,
+                                                            const shape& s) override {
+    auto it = variables_.find(name);
+    if (it != variables_.end()) {
+      auto& v = it->second;
+      if (v->type() != type || !v->declared_shape().is_compatible_with(s))
+        return invalid_argument("variable " + name + " already exists as " +
+                                std::string(runnel::name(v->type())) +
+                                v->declared_shape().to_string() + "; it cannot be used as " +
+                                std::string(runnel::name(type)) + s.to_string());
+      return std::shared_ptr<variable>(v);
+    }
+    auto v = std::make_shared<actor_variable>(name, type, s);
+    v->start(sys_);
+    variables_.emplace(name, v);
+    return std::shared_ptr<variable>(v);
+  }
+  void clear() { variables_.clear(); }
+
+private:
+  caf::actor_system& sys_;
+  std::unordered_map<std::string, std::shared_ptr<actor_variable>> variables_;
+};
+
+struct device_state {
+  std::unique_ptr<device_resources> resources;
+};
+
+device_actor::behavior_type device_behavior(device_actor::stateful_pointer<device_state> self,
+                                            local_device* dev) {
+  self->state.resources = std::make_unique<device_resources>(self->system());
+  return {
+      [self, dev](spawn_atom, spawn_request_ptr& req) -> status {
+        auto& kernels = builtin_kernels();
+        std::vector<std::shared_ptr<node_setup>> setups;
+        for (size_t i = 0; i < req->node_ids.size(); ++i) {
+          const node& n = req->g->at(req->node_ids[i]);
+          kernel_construction c{n, *req->g, dev->type, dev->cpu.get(),
+                                self->state.resources.get(), req->output_value_needed[i]};
+          auto factory = kernels.find(n, dev->type);
+          if (!factory)
+            return factory.error().with_context("on device " + dev->name);
+          auto k = (**factory)(c);
+          if (!k)
+            return k.error().with_context("node '" + n.name + "' (op " + n.op + ")");
+          auto setup = std::make_shared<node_setup>();
+          setup->name = n.name;
+          setup->op = n.op;
+          setup->kern = std::move(k).value();
+          setup->cpu = dev->cpu.get();
+          setup->num_outputs = n.num_outputs();
+          setups.push_back(std::move(setup));
+        }
+        for (auto& s : setups)
+          req->actors.push_back(self->spawn(node_behavior, s));
+        req->setups = std::move(setups);
+        return {};
+      },
+      [self](clear_atom) { self->state.resources->clear(); },
+  };
+}
+
+} // namespace
+
+device_actor spawn_device_actor(caf::actor_system& sys, local_device& dev) {
+  return sys.spawn(device_behavior, &dev);
+}
+
+} // namespace runnel

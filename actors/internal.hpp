@@ -1,0 +1,172 @@
+#pragma once
+// Runtime internals shared by the actors/ sources: atoms, actor protocols, step state and the
+// per-node setup. Includes CAF; never include it from a public header.
+//
+// Ownership: the runtime owns the actor system and device actors. A device actor owns its
+// resources (variables, each served by a variable actor). A session's executor instance owns
+// handles to its node actors; node actors hold handles only to their consumers (a DAG, so no
+// cycles). A step_state is shared by the caller and every message of that step.
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <unordered_map>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/runtime.hpp"
+#include "ops/cpu/cpu_device.hpp"
+#include "ops/kernel.hpp"
+#include "ops/variable.hpp"
+
+namespace runnel {
+
+using input_atom = caf::atom_constant<caf::atom("input")>;
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using abort_atom = caf::atom_constant<caf::atom("abort")>;
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
+using update_atom = caf::atom_constant<caf::atom("update")>;
+using spawn_atom = caf::atom_constant<caf::atom("spawnnodes")>;
+using clear_atom = caf::atom_constant<caf::atom("clear")>;
+
+struct step_state;
+using step_ptr = std::shared_ptr<step_state>;
+struct async_call;
+using async_call_ptr = std::shared_ptr<async_call>;
+struct update_request;
+using update_request_ptr = std::shared_ptr<update_request>;
+struct spawn_request;
+using spawn_request_ptr = std::shared_ptr<spawn_request>;
+
+} // namespace runnel
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::tensor)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::step_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::async_call_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::update_request_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::spawn_request_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::status)
+
+namespace runnel {
+
+/// A node actor's protocol: inputs of a step, a start for source nodes, abort of a step, and the
+/// completion of an asynchronous kernel.
+using node_actor = caf::typed_actor<caf::reacts_to<input_atom, step_ptr, int32_t, tensor>,
+                                    caf::reacts_to<start_atom, step_ptr>,
+                                    caf::reacts_to<abort_atom, int64_t>,
+                                    caf::reacts_to<resume_atom, async_call_ptr>>;
+
+/// A variable actor applies updates to one variable, one at a time.
+using variable_actor = caf::typed_actor<caf::reacts_to<update_atom, update_request_ptr>>;
+
+/// A device actor spawns node actors for a partition and owns the device's resources.
+using device_actor =
+    caf::typed_actor<caf::replies_to<spawn_atom, spawn_request_ptr>::with<status>,
+                     caf::reacts_to<clear_atom>>;
+
+/// The actors of one executor instance, shared by its steps (for abort broadcasts).
+struct instance_actors {
+  std::vector<node_actor> nodes;
+};
+
+/// One step in flight: the countdown of nodes still to run, fetched tensors, the first error.
+struct step_state {
+  int64_t id = 0;
+  std::atomic<int> remaining{0};
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> finished{false};
+  std::atomic<uint32_t> done{0};
+  std::mutex error_mu;
+  status error;
+  std::vector<tensor> fetches;
+  std::shared_ptr<instance_actors> actors;
+  /// Runs once when the step finishes (success or abort), before waiters wake.
+  std::function<void(step_state&)> on_finish;
+
+  /// A node ran; the last one finishes the step.
+  void node_done() {
+    if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      finish();
+  }
+  /// Aborts the step with `s` (the first error wins) and tells every node actor to drop it.
+  void fail(status s);
+  void finish();
+  /// Blocks until finished: spins briefly (steps are often microseconds), then sleeps.
+  void wait();
+};
+
+/// Where an output goes: a node actor's input slot.
+struct consumer {
+  node_actor actor;
+  int32_t slot;
+};
+
+/// Everything a node actor needs, built by the session and fixed before the first step.
+struct node_setup {
+  std::string name;
+  std::string op;
+  std::unique_ptr<kernel> kern;
+  cpu_device* cpu = nullptr;
+  int num_inputs = 0;    ///< data inputs, slots [0, num_inputs)
+  int num_control = 0;   ///< control inputs, slots after the data inputs
+  std::vector<std::vector<consumer>> consumers; ///< per output
+  std::vector<consumer> control_consumers;
+  std::vector<std::vector<int>> fetch_slots; ///< per output: indices into step_state::fetches
+  int num_outputs = 0;
+
+  int total_inputs() const { return num_inputs + num_control; }
+  std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
+};
+
+/// A kernel computing asynchronously, with what it needs when it resumes.
+struct async_call {
+  step_ptr step;
+  std::vector<tensor> inputs;
+  std::unique_ptr<kernel_context> ctx;
+  status result;
+};
+
+/// An update for a variable actor.
+struct update_request {
+  variable::update_fn fn;
+  variable::done_fn done;
+};
+
+/// What a device actor is asked to spawn: nodes whose kernels it builds.
+struct spawn_request {
+  const graph* g = nullptr;
+  std::vector<int> node_ids;
+  std::vector<std::vector<bool>> output_value_needed; ///< per node, per output
+  std::vector<std::shared_ptr<node_setup>> setups;    ///< filled in: one per node
+  std::vector<node_actor> actors;                     ///< filled in: one per node
+};
+
+node_actor::behavior_type node_behavior(node_actor::pointer self,
+                                        std::shared_ptr<node_setup> setup);
+
+/// A local device: its actor, its thread pool and its name.
+struct local_device {
+  std::string name;
+  device_type type = device_type::cpu;
+  std::unique_ptr<cpu_device> cpu;
+  device_actor actor;
+};
+
+struct runtime::impl {
+  runtime_options options;
+  std::unique_ptr<caf::actor_system_config> config;
+  std::unique_ptr<caf::actor_system> system;
+  std::vector<local_device> devices;
+};
+
+/// Spawns the device actor for `dev`.
+device_actor spawn_device_actor(caf::actor_system& sys, local_device& dev);
+
+} // namespace runnel

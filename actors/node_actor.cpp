@@ -1,0 +1,167 @@
+// Node actors: one per graph node of an executor instance. A node fires when all inputs of a
+// step have arrived, runs its kernel, and sends each output to its consumers.
+#include <algorithm>
+#include <thread>
+
+#include "actors/internal.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace runnel {
+
+void step_state::fail(status s) {
+  {
+    std::lock_guard lock(error_mu);
+    if (aborted.load(std::memory_order_relaxed))
+      return;
+    error = std::move(s);
+    aborted.store(true, std::memory_order_release);
+  }
+  if (actors)
+    for (auto& a : actors->nodes)
+      caf::anon_send(a, abort_atom::value, id);
+  finish();
+}
+
+void step_state::finish() {
+  if (finished.exchange(true, std::memory_order_acq_rel))
+    return;
+  if (on_finish)
+    on_finish(*this);
+  done.store(1, std::memory_order_release);
+  done.notify_all();
+}
+
+void step_state::wait() {
+  for (int i = 0; i < 4000; ++i) {
+    if (done.load(std::memory_order_acquire))
+      return;
+#if defined(__x86_64__)
+    _mm_pause();
+#endif
+    if ((i & 63) == 63)
+      std::this_thread::yield();
+  }
+  while (!done.load(std::memory_order_acquire))
+    done.wait(0, std::memory_order_acquire);
+}
+
+namespace {
+
+struct pending_step {
+  int64_t id;
+  step_ptr step;
+  std::vector<tensor> inputs;
+  int arrived = 0;
+};
+
+struct node_state {
+  std::shared_ptr<node_setup> setup;
+  std::vector<pending_step> pending; // a handful of steps in flight: a vector beats a map
+};
+
+void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
+          std::vector<tensor>& outputs) {
+  for (int o = 0; o < s.num_outputs; ++o) {
+    auto& value = outputs[size_t(o)];
+    for (int f : s.fetch_slots[size_t(o)])
+      step->fetches[size_t(f)] = value;
+    auto& cs = s.consumers[size_t(o)];
+    for (size_t c = 0; c < cs.size(); ++c) {
+      if (c + 1 == cs.size())
+        self->send(cs[c].actor, input_atom::value, step, cs[c].slot, std::move(value));
+      else
+        self->send(cs[c].actor, input_atom::value, step, cs[c].slot, value);
+    }
+  }
+  for (auto& c : s.control_consumers)
+    self->send(c.actor, input_atom::value, step, c.slot, tensor());
+  step->node_done();
+}
+
+void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
+          std::vector<tensor> inputs) {
+  if (step->aborted.load(std::memory_order_acquire))
+    return;
+  std::span<const tensor> data(inputs.data(), size_t(s.num_inputs));
+  if (s.kern->is_async()) {
+    auto call = std::make_shared<async_call>();
+    call->step = step;
+    call->inputs = std::move(inputs);
+    call->ctx = std::make_unique<kernel_context>(
+        std::span<const tensor>(call->inputs.data(), size_t(s.num_inputs)), s.num_outputs, s.cpu);
+    node_actor handle = caf::actor_cast<node_actor>(self);
+    auto* ctx = call->ctx.get();
+    s.kern->compute_async(*ctx, [handle, call](status st) mutable {
+      call->result = std::move(st);
+      caf::anon_send(handle, resume_atom::value, std::move(call));
+    });
+    return;
+  }
+  kernel_context ctx(data, s.num_outputs, s.cpu);
+  status st = s.kern->compute(ctx);
+  inputs.clear(); // drop input references before emitting, so consumers may reuse buffers
+  if (!st.ok()) {
+    step->fail(st.with_context(s.describe()));
+    return;
+  }
+  emit(self, s, step, ctx.outputs());
+}
+
+} // namespace
+
+node_actor::behavior_type node_behavior(node_actor::pointer self,
+                                        std::shared_ptr<node_setup> setup) {
+  auto state = std::make_shared<node_state>();
+  state->setup = std::move(setup);
+  return {
+      [self, state](input_atom, step_ptr& step, int32_t slot, tensor& value) {
+        node_setup& s = *state->setup;
+        if (step->aborted.load(std::memory_order_acquire))
+          return;
+        int total = s.total_inputs();
+        if (total == 1) {
+          std::vector<tensor> inputs(1);
+          inputs[0] = std::move(value);
+          fire(self, s, step, std::move(inputs));
+          return;
+        }
+        auto& pending = state->pending;
+        auto it = std::find_if(pending.begin(), pending.end(),
+                               [&](const pending_step& p) { return p.id == step->id; });
+        if (it == pending.end()) {
+          pending.push_back({step->id, step, std::vector<tensor>(size_t(total)), 0});
+          it = pending.end() - 1;
+        }
+        it->inputs[size_t(slot)] = std::move(value);
+        if (++it->arrived == total) {
+          auto inputs = std::move(it->inputs);
+          pending.erase(it);
+          fire(self, s, step, std::move(inputs));
+        }
+      },
+      [self, state](start_atom, step_ptr& step) {
+        fire(self, *state->setup, step, {});
+      },
+      [state](abort_atom, int64_t id) {
+        auto& pending = state->pending;
+        pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                     [id](const pending_step& p) { return p.id == id; }),
+                      pending.end());
+      },
+      [self, state](resume_atom, async_call_ptr& call) {
+        node_setup& s = *state->setup;
+        if (!call->result.ok()) {
+          call->step->fail(call->result.with_context(s.describe()));
+          return;
+        }
+        if (call->step->aborted.load(std::memory_order_acquire))
+          return;
+        emit(self, s, call->step, call->ctx->outputs());
+      },
+  };
+}
+
+} // namespace runnel

@@ -1,0 +1,68 @@
+#include <sys/prctl.h>
+
+#include <thread>
+
+#include "actors/internal.hpp"
+
+namespace runnel {
+
+runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
+  auto& d = *impl_;
+  d.options = std::move(options);
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = d.options.scheduler_threads > 0 ? d.options.scheduler_threads : cores;
+  d.config = std::make_unique<caf::actor_system_config>();
+  d.config->set("scheduler.policy", caf::atom("stealing"));
+  d.config->set("scheduler.max-threads", size_t(threads));
+  d.config->set("scheduler.max-throughput", size_t(100));
+  // Idle workers poll briefly, then sleep on a condition variable that a new job from outside
+  // the scheduler (a session's feed) signals. The default 50 µs moderate sleeps would add up to
+  // 50 µs to every session::run; polling instead with short sleeps costs little CPU.
+  d.config->set("work-stealing.moderate-poll-attempts", size_t(200));
+  d.config->set("work-stealing.moderate-sleep-duration", caf::timespan(std::chrono::microseconds(2)));
+  d.config->set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));
+  // Worker threads inherit the creating thread's timer slack: make short sleeps short.
+  int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  d.system = std::make_unique<caf::actor_system>(*d.config);
+  if (old_slack > 0)
+    prctl(PR_SET_TIMERSLACK, (unsigned long)old_slack, 0, 0, 0);
+
+  int n = std::max(1, d.options.cpu_devices);
+  d.devices.resize(size_t(n));
+  for (int i = 0; i < n; ++i) {
+    auto& dev = d.devices[size_t(i)];
+    dev.name = "/job:" + d.options.job + "/replica:0/task:" + std::to_string(d.options.task) +
+               "/device:cpu:" + std::to_string(i);
+    dev.type = device_type::cpu;
+    int intra = d.options.intra_op_threads > 0 ? d.options.intra_op_threads
+                                               : std::max(1, cores / n);
+    dev.cpu = std::make_unique<cpu_device>(intra);
+    dev.actor = spawn_device_actor(*d.system, dev);
+  }
+}
+
+runtime::~runtime() {
+  {
+    caf::scoped_actor self(*impl_->system);
+    for (auto& dev : impl_->devices) {
+      // Drop the device's resources (variables stop their actors), then stop the device.
+      self->send(dev.actor, clear_atom::value);
+      self->send_exit(dev.actor, caf::exit_reason::user_shutdown);
+    }
+  }
+  for (auto& dev : impl_->devices)
+    dev.actor = nullptr;
+  impl_->system.reset(); // waits for every actor to finish
+}
+
+std::vector<std::string> runtime::devices() const {
+  std::vector<std::string> out;
+  for (auto& d : impl_->devices)
+    out.push_back(d.name);
+  return out;
+}
+
+const runtime_options& runtime::options() const { return impl_->options; }
+
+} // namespace runnel

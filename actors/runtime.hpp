@@ -1,0 +1,49 @@
+#pragma once
+// The runtime: the actor system and one device actor per local device.
+//
+//   runtime rt;                                  // one CPU device, one scheduler thread per core
+//   runtime rt2(runtime_options{.cpu_devices = 4});
+//   for (auto& d : rt.devices()) std::cout << d << "\n";
+//       // /job:localhost/replica:0/task:0/device:cpu:0
+//
+// A runtime owns its device actors and their resources (variables): state lives as long as the
+// runtime, across sessions. Sessions borrow the runtime and must be closed (or destroyed) before
+// it. CAF stays behind this header.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace runnel {
+
+struct runtime_options {
+  /// Virtual CPU devices (cpu:0 .. cpu:N-1), each its own device actor.
+  int cpu_devices = 1;
+  /// Actor scheduler threads; 0 = one per core.
+  int scheduler_threads = 0;
+  /// Intra-op threads per CPU device for large kernels; 0 = one per core.
+  int intra_op_threads = 0;
+  /// Job and task of this process in device names.
+  std::string job = "localhost";
+  int task = 0;
+};
+
+class runtime {
+public:
+  explicit runtime(runtime_options options = {});
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  /// Full names of the local devices, e.g. "/job:localhost/replica:0/task:0/device:cpu:0".
+  std::vector<std::string> devices() const;
+  const runtime_options& options() const;
+
+  struct impl;
+  impl& internals() { return *impl_; }
+
+private:
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace runnel

@@ -1,0 +1,404 @@
+#include "actors/session.hpp"
+
+#include <semaphore>
+#include <unordered_map>
+
+#include "actors/internal.hpp"
+
+namespace runnel {
+namespace {
+
+/// One instantiated signature: its node actors and how a step is started.
+struct instance {
+  std::shared_ptr<instance_actors> actors;
+  std::vector<std::vector<consumer>> feed_consumers; ///< per feed
+  std::vector<node_actor> sources;                   ///< nodes with no inputs at all
+  std::vector<int> fed_fetches;                      ///< per fetch: feed index, or -1
+  int num_nodes = 0;
+  std::unique_ptr<std::counting_semaphore<4096>> in_flight;
+};
+
+struct signature_hash {
+  size_t operator()(const std::vector<int64_t>& v) const {
+    size_t h = 1469598103934665603ull;
+    for (auto x : v)
+      h = (h ^ size_t(x)) * 1099511628211ull;
+    return h;
+  }
+};
+
+int64_t encode(endpoint e) { return (int64_t(e.node) << 16) | e.index; }
+
+/// Which local device a node's requested device names (the first CPU when it names none).
+result<size_t> pick_device(const runtime::impl& rt, const node& n) {
+  if (n.device.empty())
+    return size_t(0);
+  std::string spec = n.device;
+  for (auto& c : spec)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+  auto pos = spec.find("cpu:");
+  if (pos == std::string::npos) {
+    if (spec.find("gpu") != std::string::npos)
+      return invalid_argument("node '" + n.name + "' (op " + n.op + ") requests device '" +
+                              n.device + "', but this runtime has only CPU devices (" +
+                              rt.devices.front().name + " ...)");
+    return size_t(0);
+  }
+  auto idx_str = spec.substr(pos + 4);
+  if (idx_str.empty() || idx_str[0] == '*')
+    return size_t(0);
+  size_t idx = size_t(std::atoi(idx_str.c_str()));
+  if (idx >= rt.devices.size())
+    return invalid_argument("node '" + n.name + "' (op " + n.op + ") requests device '" +
+                            n.device + "', but this runtime has " +
+                            std::to_string(rt.devices.size()) + " CPU device(s)");
+  return idx;
+}
+
+} // namespace
+
+struct session::impl {
+  runtime::impl& rt;
+  const graph& g;
+  session_options options;
+  std::mutex mu; // guards instances_ and closed
+  std::unordered_map<std::vector<int64_t>, std::shared_ptr<instance>, signature_hash> instances;
+  bool closed = false;
+  std::atomic<int64_t> next_step{1};
+  std::mutex active_mu;
+  std::condition_variable active_cv;
+  int active = 0;
+
+  impl(runtime::impl& r, const graph& graph, session_options o) : rt(r), g(graph), options(o) {}
+
+  result<std::shared_ptr<instance>> build(const std::vector<endpoint>& feeds,
+                                          const std::vector<endpoint>& fetches,
+                                          const std::vector<int>& targets);
+  result<step_ptr> start(const feed_list& feeds, const std::vector<output>& fetches,
+                         const std::vector<operation>& targets,
+                         std::function<void(step_state&)> extra_finish);
+  void stop_instances();
+};
+
+result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoint>& feeds,
+                                                       const std::vector<endpoint>& fetches,
+                                                       const std::vector<int>& targets) {
+  int n = g.num_nodes();
+  auto is_fed = [&](endpoint e) {
+    return std::find(feeds.begin(), feeds.end(), e) != feeds.end();
+  };
+  // Prune: walk back from fetches and targets, stopping at fed tensors.
+  std::vector<char> needed(static_cast<size_t>(n), 0);
+  std::vector<int> stack;
+  for (auto e : fetches)
+    if (!is_fed(e))
+      stack.push_back(e.node);
+  for (int t : targets)
+    stack.push_back(t);
+  while (!stack.empty()) {
+    int v = stack.back();
+    stack.pop_back();
+    if (needed[size_t(v)])
+      continue;
+    needed[size_t(v)] = 1;
+    auto& nd = g.at(v);
+    for (auto e : nd.inputs)
+      if (!is_fed(e))
+        stack.push_back(e.node);
+    for (int c : nd.control_inputs)
+      stack.push_back(c);
+  }
+  // A needed placeholder must be fed.
+  for (int v = 0; v < n; ++v)
+    if (needed[size_t(v)] && g.at(v).op == "Placeholder") {
+      auto& p = g.at(v);
+      return invalid_argument("you must feed a value for placeholder '" + p.name +
+                              "' with dtype " + std::string(name(p.output_types[0])) +
+                              " and shape " + p.output_shapes[0].to_string());
+    }
+
+  // Which outputs are read by value (not only through ref inputs or not at all).
+  std::vector<std::vector<bool>> value_needed(static_cast<size_t>(n));
+  for (int v = 0; v < n; ++v)
+    value_needed[size_t(v)].assign(size_t(g.at(v).num_outputs()), false);
+  for (int v = 0; v < n; ++v) {
+    if (!needed[size_t(v)])
+      continue;
+    auto& nd = g.at(v);
+    size_t k = 0;
+    for (auto& arg : nd.def->inputs) {
+      int64_t count = arg.number_attr.empty() ? 1 : get_attr<int64_t>(nd.attrs, arg.number_attr);
+      for (int64_t j = 0; j < count; ++j, ++k)
+        if (!arg.is_ref)
+          value_needed[size_t(nd.inputs[k].node)][size_t(nd.inputs[k].index)] = true;
+    }
+  }
+  for (auto e : fetches)
+    value_needed[size_t(e.node)][size_t(e.index)] = true;
+
+  // Spawn node actors, device by device.
+  std::vector<std::vector<int>> by_device(rt.devices.size());
+  for (int v = 0; v < n; ++v)
+    if (needed[size_t(v)]) {
+      RUNNEL_ASSIGN_OR_RETURN(size_t d, pick_device(rt, g.at(v)));
+      by_device[d].push_back(v);
+    }
+  std::vector<std::shared_ptr<node_setup>> setups(static_cast<size_t>(n));
+  std::vector<node_actor> actors(static_cast<size_t>(n));
+  auto inst = std::make_shared<instance>();
+  inst->actors = std::make_shared<instance_actors>();
+  {
+    caf::scoped_actor self(*rt.system);
+    for (size_t d = 0; d < by_device.size(); ++d) {
+      if (by_device[d].empty())
+        continue;
+      auto req = std::make_shared<spawn_request>();
+      req->g = &g;
+      req->node_ids = by_device[d];
+      for (int v : by_device[d])
+        req->output_value_needed.push_back(value_needed[size_t(v)]);
+      status result = internal_error("no reply from device " + rt.devices[d].name);
+      self->request(rt.devices[d].actor, caf::infinite, spawn_atom::value, req)
+          .receive([&](status s) { result = std::move(s); },
+                   [&](caf::error& e) {
+                     result = internal_error("device " + rt.devices[d].name +
+                                             " failed: " + rt.system->render(e));
+                   });
+      if (!result.ok()) {
+        for (auto& a : req->actors)
+          self->send_exit(a, caf::exit_reason::user_shutdown);
+        for (auto& a : inst->actors->nodes)
+          self->send_exit(a, caf::exit_reason::user_shutdown);
+        return result;
+      }
+      for (size_t i = 0; i < by_device[d].size(); ++i) {
+        setups[size_t(by_device[d][i])] = req->setups[i];
+        actors[size_t(by_device[d][i])] = req->actors[i];
+        inst->actors->nodes.push_back(req->actors[i]);
+      }
+    }
+  }
+
+  // Wire consumers, control consumers and fetches (before any step runs).
+  for (int v = 0; v < n; ++v) {
+    if (!needed[size_t(v)])
+      continue;
+    auto& s = *setups[size_t(v)];
+    s.num_inputs = int(g.at(v).inputs.size());
+    s.num_control = int(g.at(v).control_inputs.size());
+    s.consumers.assign(size_t(s.num_outputs), {});
+    s.fetch_slots.assign(size_t(s.num_outputs), {});
+  }
+  inst->feed_consumers.assign(feeds.size(), {});
+  for (int v = 0; v < n; ++v) {
+    if (!needed[size_t(v)])
+      continue;
+    auto& nd = g.at(v);
+    for (size_t slot = 0; slot < nd.inputs.size(); ++slot) {
+      auto e = nd.inputs[slot];
+      consumer c{actors[size_t(v)], int32_t(slot)};
+      auto f = std::find(feeds.begin(), feeds.end(), e);
+      if (f != feeds.end())
+        inst->feed_consumers[size_t(f - feeds.begin())].push_back(c);
+      else
+        setups[size_t(e.node)]->consumers[size_t(e.index)].push_back(c);
+    }
+    for (size_t k = 0; k < nd.control_inputs.size(); ++k)
+      setups[size_t(nd.control_inputs[k])]->control_consumers.push_back(
+          {actors[size_t(v)], int32_t(nd.inputs.size() + k)});
+    if (nd.inputs.empty() && nd.control_inputs.empty())
+      inst->sources.push_back(actors[size_t(v)]);
+    inst->num_nodes++;
+  }
+  for (size_t f = 0; f < fetches.size(); ++f) {
+    auto it = std::find(feeds.begin(), feeds.end(), fetches[f]);
+    inst->fed_fetches.push_back(it == feeds.end() ? -1 : int(it - feeds.begin()));
+    if (it == feeds.end())
+      setups[size_t(fetches[f].node)]->fetch_slots[size_t(fetches[f].index)].push_back(int(f));
+  }
+  inst->in_flight = std::make_unique<std::counting_semaphore<4096>>(
+      std::clamp(options.max_in_flight_steps, 1, 4096));
+  return inst;
+}
+
+result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<output>& fetches,
+                                      const std::vector<operation>& targets,
+                                      std::function<void(step_state&)> extra_finish) {
+  std::vector<int64_t> key;
+  key.reserve(feeds.size() + fetches.size() + targets.size() + 3);
+  key.push_back(g.num_nodes());
+  std::vector<endpoint> feed_eps, fetch_eps;
+  std::vector<int> target_ids;
+  for (auto& [o, t] : feeds) {
+    if (&o.owner() != &g)
+      return invalid_argument("feed '" + o.name() + "' belongs to another graph");
+    auto& expected = o.shape();
+    if (t.type() != o.type() || !t.shape().is_compatible_with(expected))
+      return invalid_argument("feed '" + o.name() + "' expects a " + std::string(name(o.type())) +
+                              " tensor of shape " + expected.to_string() + ", got " +
+                              std::string(name(t.type())) + t.shape().to_string());
+    feed_eps.push_back(o.ep());
+    key.push_back(encode(o.ep()));
+  }
+  key.push_back(-1);
+  for (auto& o : fetches) {
+    if (&o.owner() != &g)
+      return invalid_argument("fetch '" + o.name() + "' belongs to another graph");
+    fetch_eps.push_back(o.ep());
+    key.push_back(encode(o.ep()));
+  }
+  key.push_back(-2);
+  for (auto& t : targets) {
+    if (&t.owner() != &g)
+      return invalid_argument("target '" + t.name() + "' belongs to another graph");
+    target_ids.push_back(t.node_id());
+    key.push_back(t.node_id());
+  }
+  for (size_t i = 0; i < feed_eps.size(); ++i)
+    for (size_t j = i + 1; j < feed_eps.size(); ++j)
+      if (feed_eps[i] == feed_eps[j])
+        return invalid_argument("'" + feeds[i].first.name() + "' is fed twice");
+
+  std::shared_ptr<instance> inst;
+  {
+    std::lock_guard lock(mu);
+    if (closed)
+      return cancelled("the session is closed");
+    auto it = instances.find(key);
+    if (it != instances.end()) {
+      inst = it->second;
+    } else {
+      RUNNEL_ASSIGN_OR_RETURN(inst, build(feed_eps, fetch_eps, target_ids));
+      instances.emplace(key, inst);
+    }
+    std::lock_guard active_lock(active_mu);
+    ++active;
+  }
+
+  inst->in_flight->acquire();
+  auto step = std::make_shared<step_state>();
+  step->id = next_step.fetch_add(1, std::memory_order_relaxed);
+  step->remaining.store(inst->num_nodes, std::memory_order_relaxed);
+  step->fetches.resize(fetches.size());
+  step->actors = inst->actors;
+  step->on_finish = [this, inst, extra = std::move(extra_finish)](step_state& s) {
+    s.actors.reset();
+    if (extra)
+      extra(s);
+    inst->in_flight->release();
+    std::lock_guard lock(active_mu);
+    if (--active == 0)
+      active_cv.notify_all();
+  };
+  for (size_t f = 0; f < fetches.size(); ++f)
+    if (inst->fed_fetches[f] >= 0)
+      step->fetches[f] = feeds[size_t(inst->fed_fetches[f])].second;
+  if (inst->num_nodes == 0) {
+    step->finish();
+    return step;
+  }
+  for (size_t i = 0; i < feeds.size(); ++i)
+    for (auto& c : inst->feed_consumers[i])
+      caf::anon_send(c.actor, input_atom::value, step, c.slot, feeds[i].second);
+  for (auto& a : inst->sources)
+    caf::anon_send(a, start_atom::value, step);
+  return step;
+}
+
+void session::impl::stop_instances() {
+  for (auto& [key, inst] : instances)
+    for (auto& a : inst->actors->nodes)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  instances.clear();
+}
+
+session::session(runtime& rt, const graph& g, session_options options)
+    : impl_(std::make_unique<impl>(rt.internals(), g, options)) {}
+
+session::~session() { close(); }
+
+result<std::vector<tensor>> session::run(const feed_list& feeds,
+                                         const std::vector<output>& fetches,
+                                         const std::vector<operation>& targets) {
+  RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr));
+  step->wait();
+  if (step->aborted.load(std::memory_order_acquire)) {
+    std::lock_guard lock(step->error_mu);
+    return step->error;
+  }
+  return std::move(step->fetches);
+}
+
+result<std::vector<tensor>> session::run(const named_feed_list& feeds,
+                                         const std::vector<std::string>& fetches,
+                                         const std::vector<std::string>& targets) {
+  // The graph is const here; outputs need a mutable pointer only to hand out handles.
+  auto& g = const_cast<graph&>(impl_->g);
+  feed_list f;
+  for (auto& [name, t] : feeds) {
+    auto e = g.find_endpoint(name);
+    if (!e)
+      return e.error().with_context("feed '" + name + "'");
+    f.emplace_back(output(&g, *e), t);
+  }
+  std::vector<output> outs;
+  for (auto& name : fetches) {
+    auto e = g.find_endpoint(name);
+    if (!e)
+      return e.error().with_context("fetch '" + name + "'");
+    outs.emplace_back(&g, *e);
+  }
+  std::vector<operation> ops;
+  for (auto& name : targets) {
+    auto id = g.find(name);
+    if (!id)
+      return not_found("target '" + name + "': no node named '" + name + "' in the graph");
+    ops.emplace_back(&g, *id);
+  }
+  return run(f, outs, ops);
+}
+
+std::future<result<std::vector<tensor>>> session::run_async(const feed_list& feeds,
+                                                            const std::vector<output>& fetches,
+                                                            const std::vector<operation>& targets) {
+  auto promise = std::make_shared<std::promise<result<std::vector<tensor>>>>();
+  auto future = promise->get_future();
+  auto started = impl_->start(feeds, fetches, targets, [promise](step_state& s) {
+    if (s.aborted.load(std::memory_order_acquire)) {
+      std::lock_guard lock(s.error_mu);
+      promise->set_value(s.error);
+    } else {
+      promise->set_value(std::move(s.fetches));
+    }
+  });
+  if (!started)
+    promise->set_value(started.error());
+  return future;
+}
+
+void session::close() {
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->closed)
+      return;
+    impl_->closed = true;
+  }
+  {
+    std::unique_lock lock(impl_->active_mu);
+    impl_->active_cv.wait(lock, [&] { return impl_->active == 0; });
+  }
+  std::lock_guard lock(impl_->mu);
+  impl_->stop_instances();
+}
+
+bool session::closed() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->closed;
+}
+
+size_t session::num_instances() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->instances.size();
+}
+
+} // namespace runnel

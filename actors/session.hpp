@@ -1,0 +1,78 @@
+#pragma once
+// Sessions run graphs on a runtime.
+//
+//   runtime rt;
+//   graph g;
+//   auto x = placeholder(g, dtype::f32, {-1, 2}, "x");
+//   auto y = matmul(x, constant(g, {{1.f}, {2.f}}));
+//   session s(rt, g);
+//   auto out = s.run({{x, tensor::from_values<float>({1, 2}, {3, 4})}}, {y});
+//   if (!out) std::cerr << out.error().to_string();   // errors name the node and op
+//   std::cout << out.value()[0];                       // float32[1,1] [[11]]
+//
+// The first run of a (feeds, fetches, targets) signature prunes the graph to what it needs and
+// instantiates it as node actors on the device actors; later runs reuse that instance. A node
+// fires when all its inputs for a step have arrived. Several steps may be in flight (bounded by
+// `max_in_flight_steps`); `run` may be called from many threads at once. A kernel error aborts
+// only its step. The graph must outlive the session and must not change while `run` executes.
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/runtime.hpp"
+#include "ops/graph.hpp"
+
+namespace runnel {
+
+struct session_options {
+  /// Steps of one signature that may run at once; further `run` calls wait.
+  int max_in_flight_steps = 8;
+};
+
+/// What a run feeds: a tensor for an output (usually a placeholder's).
+using feed_list = std::vector<std::pair<output, tensor>>;
+/// The same by name ("x" or "x:0").
+using named_feed_list = std::vector<std::pair<std::string, tensor>>;
+
+class session {
+public:
+  session(runtime& rt, const graph& g, session_options options = {});
+  ~session();
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+
+  /// Runs one step: computes `fetches` (in order) and runs `targets`, with `feeds` replacing
+  /// the values of the outputs they name.
+  result<std::vector<tensor>> run(const feed_list& feeds, const std::vector<output>& fetches,
+                                  const std::vector<operation>& targets = {});
+  /// Runs targets only.
+  status run(const std::vector<operation>& targets) {
+    auto r = run({}, {}, targets);
+    return r.error();
+  }
+  /// The same by tensor and node names.
+  result<std::vector<tensor>> run(const named_feed_list& feeds,
+                                  const std::vector<std::string>& fetches,
+                                  const std::vector<std::string>& targets = {});
+  /// Starts a step and returns at once; the future holds what `run` would return.
+  std::future<result<std::vector<tensor>>> run_async(const feed_list& feeds,
+                                                     const std::vector<output>& fetches,
+                                                     const std::vector<operation>& targets = {});
+
+  /// Waits for steps in flight, then stops every node actor. Later runs fail with `cancelled`.
+  void close();
+  bool closed() const;
+  /// Executor instances built so far (one per distinct signature).
+  size_t num_instances() const;
+
+  struct impl;
+
+private:
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace runnel
