@@ -1,0 +1,330 @@
+#include "net/graph_def.hpp"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "net/graph.capnp.h"
+#include "net/tensor_codec.hpp"
+
+namespace runnel {
+namespace {
+
+constexpr char magic[8] = {'R', 'N', 'L', 'G', 'R', 'A', 'P', 'H'};
+constexpr size_t header_size = 16;
+
+void write_attr(wire::Attr::Builder b, const std::string& key, const attr_value& v) {
+  b.setName(key);
+  auto val = b.initValue();
+  auto bytes = [](const std::string& s) {
+    return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s.data()), s.size());
+  };
+  struct visitor {
+    wire::Attr::Value::Builder& val;
+    decltype(bytes)& to_bytes;
+    void operator()(int64_t i) { val.setI(i); }
+    void operator()(double d) { val.setF(d); }
+    void operator()(bool x) { val.setB(x); }
+    void operator()(const std::string& s) { val.setS(to_bytes(s)); }
+    void operator()(dtype t) { val.setType(net::to_wire(t)); }
+    void operator()(const shape& s) { net::write_shape(val.initShape(), s); }
+    void operator()(const tensor& t) { net::write_tensor(val.initTensor(), t); }
+    void operator()(const std::vector<int64_t>& l) {
+      auto out = val.initListI(unsigned(l.size()));
+      for (unsigned i = 0; i < l.size(); ++i)
+        out.set(i, l[i]);
+    }
+    void operator()(const std::vector<double>& l) {
+      auto out = val.initListF(unsigned(l.size()));
+      for (unsigned i = 0; i < l.size(); ++i)
+        out.set(i, l[i]);
+    }
+    void operator()(const std::vector<dtype>& l) {
+      auto out = val.initListType(unsigned(l.size()));
+      for (unsigned i = 0; i < l.size(); ++i)
+        out.set(i, net::to_wire(l[i]));
+    }
+    void operator()(const std::vector<std::string>& l) {
+      auto out = val.initListS(unsigned(l.size()));
+      for (unsigned i = 0; i < l.size(); ++i)
+        out.set(i, to_bytes(l[i]));
+    }
+    void operator()(const std::vector<shape>& l) {
+      auto out = val.initListShape(unsigned(l.size()));
+      for (unsigned i = 0; i < l.size(); ++i)
+        net::write_shape(out[i], l[i]);
+    }
+  };
+  std::visit(visitor{val, bytes}, v);
+}
+
+result<attr_value> read_attr(wire::Attr::Value::Reader v) {
+  auto str = [](capnp::Data::Reader d) {
+    return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
+  };
+  switch (v.which()) {
+    case wire::Attr::Value::I: return attr_value(v.getI());
+    case wire::Attr::Value::F: return attr_value(v.getF());
+    case wire::Attr::Value::B: return attr_value(v.getB());
+    case wire::Attr::Value::S: return attr_value(str(v.getS()));
+    case wire::Attr::Value::TYPE: {
+      RUNNEL_ASSIGN_OR_RETURN(dtype t, net::from_wire(v.getType()));
+      return attr_value(t);
+    }
+    case wire::Attr::Value::SHAPE: {
+      RUNNEL_ASSIGN_OR_RETURN(shape s, net::read_shape(v.getShape()));
+      return attr_value(std::move(s));
+    }
+    case wire::Attr::Value::TENSOR: {
+      RUNNEL_ASSIGN_OR_RETURN(tensor t, net::read_tensor(v.getTensor()));
+      return attr_value(std::move(t));
+    }
+    case wire::Attr::Value::LIST_I: {
+      std::vector<int64_t> l;
+      for (auto x : v.getListI())
+        l.push_back(x);
+      return attr_value(std::move(l));
+    }
+    case wire::Attr::Value::LIST_F: {
+      std::vector<double> l;
+      for (auto x : v.getListF())
+        l.push_back(x);
+      return attr_value(std::move(l));
+    }
+    case wire::Attr::Value::LIST_TYPE: {
+      std::vector<dtype> l;
+      for (auto t : v.getListType()) {
+        RUNNEL_ASSIGN_OR_RETURN(dtype d, net::from_wire(t));
+        l.push_back(d);
+      }
+      return attr_value(std::move(l));
+    }
+    case wire::Attr::Value::LIST_S: {
+      std::vector<std::string> l;
+      for (auto s : v.getListS())
+        l.push_back(str(s));
+      return attr_value(std::move(l));
+    }
+    case wire::Attr::Value::LIST_SHAPE: {
+      std::vector<shape> l;
+      for (auto s : v.getListShape()) {
+        RUNNEL_ASSIGN_OR_RETURN(shape x, net::read_shape(s));
+        l.push_back(std::move(x));
+      }
+      return attr_value(std::move(l));
+    }
+  }
+  return invalid_argument("unknown attribute kind " + std::to_string(int(v.which())));
+}
+
+/// Orders node_defs so every node follows its inputs; names dangling inputs and cycles.
+result<std::vector<size_t>> topological_order(const std::vector<node_def>& defs) {
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < defs.size(); ++i)
+    if (!index.emplace(defs[i].name, i).second)
+      return invalid_argument("two nodes are named '" + defs[i].name + "'");
+  std::vector<std::vector<size_t>> deps(defs.size());
+  for (size_t i = 0; i < defs.size(); ++i)
+    for (auto& in : defs[i].inputs) {
+      std::string_view name = in;
+      if (!name.empty() && name[0] == '^')
+        name.remove_prefix(1);
+      else if (auto colon = name.rfind(':'); colon != std::string_view::npos)
+        name = name.substr(0, colon);
+      auto it = index.find(std::string(name));
+      if (it == index.end())
+        return invalid_argument("node '" + defs[i].name + "' (op " + defs[i].op + "): input '" +
+                                in + "' refers to node '" + std::string(name) +
+                                "', which is not in the graph");
+      deps[i].push_back(it->second);
+    }
+  // Iterative DFS: 0 = new, 1 = on the stack, 2 = done.
+  std::vector<int> mark(defs.size(), 0);
+  std::vector<size_t> order;
+  for (size_t root = 0; root < defs.size(); ++root) {
+    if (mark[root])
+      continue;
+    std::vector<std::pair<size_t, size_t>> stack{{root, 0}};
+    mark[root] = 1;
+    while (!stack.empty()) {
+      auto& [v, next] = stack.back();
+      if (next < deps[v].size()) {
+        size_t w = deps[v][next++];
+        if (mark[w] == 1) {
+          std::string cycle = defs[w].name;
+          for (auto it = stack.rbegin(); it != stack.rend() && it->first != w; ++it)
+            cycle = defs[it->first].name + " -> " + cycle;
+          return invalid_argument("the graph has a cycle: " + defs[w].name + " -> " + cycle);
+        }
+        if (mark[w] == 0) {
+          mark[w] = 1;
+          stack.emplace_back(w, 0);
+        }
+      } else {
+        mark[v] = 2;
+        order.push_back(v);
+        stack.pop_back();
+      }
+    }
+  }
+  return order;
+}
+
+result<graph> parse_message(const kj::ArrayPtr<const capnp::word> words, const op_registry& ops) {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = std::max<uint64_t>(words.size() * 4, 1 << 20);
+  capnp::FlatArrayMessageReader message(words, options);
+  auto root = message.getRoot<wire::GraphDef>();
+  std::vector<node_def> defs;
+  for (auto n : root.getNodes()) {
+    node_def d;
+    d.name = n.getName();
+    d.op = n.getOp();
+    d.device = n.getDevice();
+    for (auto in : n.getInputs())
+      d.inputs.emplace_back(in);
+    for (auto a : n.getAttrs()) {
+      auto v = read_attr(a.getValue());
+      if (!v)
+        return v.error().with_context("node '" + d.name + "' (op " + d.op + "): attribute '" +
+                                      std::string(a.getName().cStr()) + "'");
+      d.attrs.emplace(std::string(a.getName()), std::move(v).value());
+    }
+    defs.push_back(std::move(d));
+  }
+  RUNNEL_ASSIGN_OR_RETURN(auto order, topological_order(defs));
+  graph g(ops);
+  for (size_t i : order)
+    RUNNEL_RETURN_IF_ERROR(g.add_node(defs[i]).error());
+  for (auto c : root.getCollections())
+    for (auto name : c.getNodes()) {
+      auto id = g.find(name.cStr());
+      if (!id)
+        return invalid_argument("collection '" + std::string(c.getName()) + "' names node '" +
+                                std::string(name) + "', which is not in the graph");
+      g.add_to_collection(c.getName(), *id);
+    }
+  if (root.getHasSeed())
+    g.set_seed(root.getSeed());
+  return g;
+}
+
+} // namespace
+
+std::string serialize_graph(const graph& g) {
+  capnp::MallocMessageBuilder message;
+  auto root = message.initRoot<wire::GraphDef>();
+  auto nodes = root.initNodes(unsigned(g.num_nodes()));
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    node_def d = g.at(i).to_def(g);
+    auto b = nodes[unsigned(i)];
+    b.setName(d.name);
+    b.setOp(d.op);
+    b.setDevice(d.device);
+    auto inputs = b.initInputs(unsigned(d.inputs.size()));
+    for (unsigned k = 0; k < d.inputs.size(); ++k)
+      inputs.set(k, d.inputs[k]);
+    auto attrs = b.initAttrs(unsigned(d.attrs.size()));
+    unsigned k = 0;
+    for (auto& [key, v] : d.attrs)
+      write_attr(attrs[k++], key, v);
+  }
+  std::vector<std::string> names;
+  for (auto c : {"variables", "initializers"})
+    if (!g.collection(c).empty())
+      names.push_back(c);
+  auto cols = root.initCollections(unsigned(names.size()));
+  for (unsigned c = 0; c < names.size(); ++c) {
+    cols[c].setName(names[c]);
+    auto& ids = g.collection(names[c]);
+    auto list = cols[c].initNodes(unsigned(ids.size()));
+    for (unsigned k = 0; k < ids.size(); ++k)
+      list.set(k, g.at(ids[k]).name);
+  }
+  if (g.seed()) {
+    root.setHasSeed(true);
+    root.setSeed(*g.seed());
+  }
+  auto words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  std::string out(header_size, '\0');
+  std::memcpy(out.data(), magic, 8);
+  uint32_t version = graph_format_version;
+  std::memcpy(out.data() + 8, &version, 4);
+  out.append(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  return out;
+}
+
+result<graph> parse_graph(std::string_view bytes, const op_registry& ops,
+                          const std::string& source) {
+  auto fail = [&](status s) { return s.with_context(source); };
+  if (bytes.size() < header_size || std::memcmp(bytes.data(), magic, 8) != 0)
+    return fail(data_loss("not a Runnel graph file (the first 8 bytes are not \"RNLGRAPH\")"));
+  uint32_t version;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  if (version != graph_format_version)
+    return fail(unimplemented("graph format version " + std::to_string(version) +
+                              " is not supported (this build reads version " +
+                              std::to_string(graph_format_version) + ")"));
+  auto body = bytes.substr(header_size);
+  if (body.size() % sizeof(capnp::word) != 0)
+    return fail(data_loss("truncated: the message is " + std::to_string(body.size()) +
+                          " bytes, not a whole number of 8-byte words"));
+  auto words = kj::heapArray<capnp::word>(body.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), body.data(), body.size());
+  try {
+    auto g = parse_message(words.asPtr(), ops);
+    if (!g)
+      return fail(g.error());
+    return g;
+  } catch (const kj::Exception& e) {
+    return fail(data_loss("malformed graph message: " + std::string(e.getDescription().cStr())));
+  }
+}
+
+status save_graph(const graph& g, const std::string& path) {
+  std::string bytes = serialize_graph(g);
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return unavailable("writing " + tmp + " failed: " + std::strerror(err));
+    }
+    off += size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return unavailable("flushing " + tmp + " failed: " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return unavailable("renaming " + tmp + " to " + path + " failed: " + std::strerror(errno));
+  }
+  return {};
+}
+
+result<graph> load_graph(const std::string& path, const op_registry& ops) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return not_found("cannot open graph file " + path + ": " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_graph(ss.str(), ops, path);
+}
+
+} // namespace runnel
