@@ -119,6 +119,9 @@ struct node_setup {
   std::vector<std::vector<consumer>> consumers; ///< per output
   std::vector<consumer> control_consumers;
   std::vector<std::vector<int>> fetch_slots; ///< per output: indices into step_state::fetches
+  /// Per data input: the variable to read when the node fires (inputs fed by a VariableV2).
+  std::vector<std::shared_ptr<variable>> ref_reads;
+  bool has_ref_reads = false;
   int num_outputs = 0;
 
   int total_inputs() const { return num_inputs + num_control; }

@@ -85,6 +85,18 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
           std::vector<tensor> inputs) {
   if (step->aborted.load(std::memory_order_acquire))
     return;
+  if (s.has_ref_reads) {
+    for (size_t i = 0; i < s.ref_reads.size(); ++i) {
+      if (!s.ref_reads[i])
+        continue;
+      auto value = s.ref_reads[i]->read();
+      if (!value) {
+        step->fail(value.error().with_context(s.describe()));
+        return;
+      }
+      inputs[i] = std::move(value).value();
+    }
+  }
   std::span<const tensor> data(inputs.data(), size_t(s.num_inputs));
   if (s.kern->is_async()) {
     auto call = std::make_shared<async_call>();

@@ -125,12 +125,12 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     if (!needed[size_t(v)])
       continue;
     auto& nd = g.at(v);
-    size_t k = 0;
-    for (auto& arg : nd.def->inputs) {
-      int64_t count = arg.number_attr.empty() ? 1 : get_attr<int64_t>(nd.attrs, arg.number_attr);
-      for (int64_t j = 0; j < count; ++j, ++k)
-        if (!arg.is_ref)
-          value_needed[size_t(nd.inputs[k].node)][size_t(nd.inputs[k].index)] = true;
+    auto refs = ref_input_slots(nd);
+    for (size_t k = 0; k < nd.inputs.size(); ++k) {
+      auto e = nd.inputs[k];
+      // Consumers of a variable read it themselves; the variable node only passes a token.
+      if (!refs[k] && g.at(e.node).op != "VariableV2")
+        value_needed[size_t(e.node)][size_t(e.index)] = true;
     }
   }
   for (auto e : fetches)
@@ -194,9 +194,18 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     if (!needed[size_t(v)])
       continue;
     auto& nd = g.at(v);
+    auto refs = ref_input_slots(nd);
+    auto& setup = *setups[size_t(v)];
+    setup.ref_reads.assign(nd.inputs.size(), nullptr);
     for (size_t slot = 0; slot < nd.inputs.size(); ++slot) {
       auto e = nd.inputs[slot];
       consumer c{actors[size_t(v)], int32_t(slot)};
+      if (!refs[slot] && setups[size_t(e.node)]) {
+        if (auto var = setups[size_t(e.node)]->kern->variable_resource()) {
+          setup.ref_reads[slot] = std::move(var);
+          setup.has_ref_reads = true;
+        }
+      }
       auto f = std::find(feeds.begin(), feeds.end(), e);
       if (f != feeds.end())
         inst->feed_consumers[size_t(f - feeds.begin())].push_back(c);

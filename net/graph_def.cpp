@@ -176,12 +176,12 @@ result<std::vector<size_t>> topological_order(const std::vector<node_def>& defs)
   return order;
 }
 
-result<graph> parse_message(const kj::ArrayPtr<const capnp::word> words, const op_registry& ops) {
+result<graph_def> read_message(const kj::ArrayPtr<const capnp::word> words) {
   capnp::ReaderOptions options;
   options.traversalLimitInWords = std::max<uint64_t>(words.size() * 4, 1 << 20);
   capnp::FlatArrayMessageReader message(words, options);
   auto root = message.getRoot<wire::GraphDef>();
-  std::vector<node_def> defs;
+  graph_def def;
   for (auto n : root.getNodes()) {
     node_def d;
     d.name = n.getName();
@@ -196,34 +196,56 @@ result<graph> parse_message(const kj::ArrayPtr<const capnp::word> words, const o
                                       std::string(a.getName().cStr()) + "'");
       d.attrs.emplace(std::string(a.getName()), std::move(v).value());
     }
-    defs.push_back(std::move(d));
+    def.nodes.push_back(std::move(d));
   }
-  RUNNEL_ASSIGN_OR_RETURN(auto order, topological_order(defs));
-  graph g(ops);
-  for (size_t i : order)
-    RUNNEL_RETURN_IF_ERROR(g.add_node(defs[i]).error());
-  for (auto c : root.getCollections())
-    for (auto name : c.getNodes()) {
-      auto id = g.find(name.cStr());
-      if (!id)
-        return invalid_argument("collection '" + std::string(c.getName()) + "' names node '" +
-                                std::string(name) + "', which is not in the graph");
-      g.add_to_collection(c.getName(), *id);
-    }
+  for (auto c : root.getCollections()) {
+    auto& list = def.collections[c.getName()];
+    for (auto name : c.getNodes())
+      list.emplace_back(name);
+  }
   if (root.getHasSeed())
-    g.set_seed(root.getSeed());
-  return g;
+    def.seed = root.getSeed();
+  return def;
 }
 
 } // namespace
 
-std::string serialize_graph(const graph& g) {
+graph_def to_graph_def(const graph& g) {
+  graph_def def;
+  for (auto& n : g.nodes())
+    def.nodes.push_back(n.to_def(g));
+  for (auto c : {"variables", "initializers"})
+    for (int id : g.collection(c))
+      def.collections[c].push_back(g.at(id).name);
+  def.seed = g.seed();
+  return def;
+}
+
+result<graph> from_graph_def(const graph_def& def, const op_registry& ops) {
+  RUNNEL_ASSIGN_OR_RETURN(auto order, topological_order(def.nodes));
+  graph g(ops);
+  for (size_t i : order)
+    RUNNEL_RETURN_IF_ERROR(g.add_node(def.nodes[i]).error());
+  for (auto& [name, nodes] : def.collections)
+    for (auto& n : nodes) {
+      auto id = g.find(n);
+      if (!id)
+        return invalid_argument("collection '" + name + "' names node '" + n +
+                                "', which is not in the graph");
+      g.add_to_collection(name, *id);
+    }
+  if (def.seed)
+    g.set_seed(*def.seed);
+  return g;
+}
+
+std::string serialize_graph_def(const graph_def& def) {
   capnp::MallocMessageBuilder message;
   auto root = message.initRoot<wire::GraphDef>();
-  auto nodes = root.initNodes(unsigned(g.num_nodes()));
-  for (int i = 0; i < g.num_nodes(); ++i) {
-    node_def d = g.at(i).to_def(g);
-    auto b = nodes[unsigned(i)];
+  auto nodes = root.initNodes(unsigned(def.nodes.size()));
+  for (unsigned i = 0; i < def.nodes.size(); ++i) {
+    const node_def& d = def.nodes[i];
+    auto b = nodes[i];
     b.setName(d.name);
     b.setOp(d.op);
     b.setDevice(d.device);
@@ -235,21 +257,18 @@ std::string serialize_graph(const graph& g) {
     for (auto& [key, v] : d.attrs)
       write_attr(attrs[k++], key, v);
   }
-  std::vector<std::string> names;
-  for (auto c : {"variables", "initializers"})
-    if (!g.collection(c).empty())
-      names.push_back(c);
-  auto cols = root.initCollections(unsigned(names.size()));
-  for (unsigned c = 0; c < names.size(); ++c) {
-    cols[c].setName(names[c]);
-    auto& ids = g.collection(names[c]);
-    auto list = cols[c].initNodes(unsigned(ids.size()));
-    for (unsigned k = 0; k < ids.size(); ++k)
-      list.set(k, g.at(ids[k]).name);
+  auto cols = root.initCollections(unsigned(def.collections.size()));
+  unsigned c = 0;
+  for (auto& [name, list] : def.collections) {
+    cols[c].setName(name);
+    auto out = cols[c].initNodes(unsigned(list.size()));
+    for (unsigned k = 0; k < list.size(); ++k)
+      out.set(k, list[k]);
+    ++c;
   }
-  if (g.seed()) {
+  if (def.seed) {
     root.setHasSeed(true);
-    root.setSeed(*g.seed());
+    root.setSeed(*def.seed);
   }
   auto words = capnp::messageToFlatArray(message);
   auto bytes = words.asBytes();
@@ -261,8 +280,9 @@ std::string serialize_graph(const graph& g) {
   return out;
 }
 
-result<graph> parse_graph(std::string_view bytes, const op_registry& ops,
-                          const std::string& source) {
+std::string serialize_graph(const graph& g) { return serialize_graph_def(to_graph_def(g)); }
+
+result<graph_def> parse_graph_def(std::string_view bytes, const std::string& source) {
   auto fail = [&](status s) { return s.with_context(source); };
   if (bytes.size() < header_size || std::memcmp(bytes.data(), magic, 8) != 0)
     return fail(data_loss("not a Runnel graph file (the first 8 bytes are not \"RNLGRAPH\")"));
@@ -277,15 +297,25 @@ result<graph> parse_graph(std::string_view bytes, const op_registry& ops,
     return fail(data_loss("truncated: the message is " + std::to_string(body.size()) +
                           " bytes, not a whole number of 8-byte words"));
   auto words = kj::heapArray<capnp::word>(body.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), body.data(), body.size());
+  if (!body.empty())
+    std::memcpy(words.begin(), body.data(), body.size());
   try {
-    auto g = parse_message(words.asPtr(), ops);
-    if (!g)
-      return fail(g.error());
-    return g;
+    auto def = read_message(words.asPtr());
+    if (!def)
+      return fail(def.error());
+    return def;
   } catch (const kj::Exception& e) {
     return fail(data_loss("malformed graph message: " + std::string(e.getDescription().cStr())));
   }
+}
+
+result<graph> parse_graph(std::string_view bytes, const op_registry& ops,
+                          const std::string& source) {
+  RUNNEL_ASSIGN_OR_RETURN(graph_def def, parse_graph_def(bytes, source));
+  auto g = from_graph_def(def, ops);
+  if (!g)
+    return g.error().with_context(source);
+  return g;
 }
 
 status save_graph(const graph& g, const std::string& path) {

@@ -13,12 +13,30 @@
 
 #include <string>
 #include <string_view>
+#include <map>
+#include <optional>
 
 #include "ops/graph.hpp"
 
 namespace runnel {
 
 inline constexpr uint32_t graph_format_version = 1;
+
+/// A graph as plain data, before any validation: what a file holds.
+struct graph_def {
+  std::vector<node_def> nodes;
+  std::map<std::string, std::vector<std::string>> collections;
+  std::optional<int64_t> seed;
+};
+
+/// The graph's nodes, collections and seed as plain data.
+graph_def to_graph_def(const graph& g);
+/// Builds and validates a graph: dangling inputs, cycles, ops, attributes, dtypes, shapes.
+result<graph> from_graph_def(const graph_def& def, const op_registry& ops = builtin_ops());
+/// File bytes for a graph_def (no validation: tools may write what they like).
+std::string serialize_graph_def(const graph_def& def);
+/// Reads file bytes into a graph_def, checking only the framing.
+result<graph_def> parse_graph_def(std::string_view bytes, const std::string& source = "<memory>");
 
 /// The graph as file bytes (header + message).
 std::string serialize_graph(const graph& g);

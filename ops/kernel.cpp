@@ -45,6 +45,17 @@ result<const kernel_factory*> kernel_registry::find(const node& n, device_type d
                    (type_desc.empty() ? "this node" : type_desc));
 }
 
+std::vector<bool> ref_input_slots(const node& n) {
+  std::vector<bool> out;
+  for (auto& arg : n.def->inputs) {
+    int64_t count = arg.number_attr.empty() ? 1 : get_attr<int64_t>(n.attrs, arg.number_attr);
+    for (int64_t j = 0; j < count; ++j)
+      out.push_back(arg.is_ref);
+  }
+  out.resize(n.inputs.size(), false);
+  return out;
+}
+
 const kernel_registry& builtin_kernels() {
   static const kernel_registry* reg = [] {
     auto* r = new kernel_registry;

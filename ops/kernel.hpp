@@ -97,7 +97,13 @@ public:
   virtual void compute_async(kernel_context& ctx, std::function<void(status)> done) {
     done(compute(ctx));
   }
+  /// The variable a VariableV2 kernel stands for (null for other kernels). Consumers of its
+  /// output read the variable themselves, when they run, as TensorFlow's ref edges do.
+  virtual std::shared_ptr<variable> variable_resource() const { return nullptr; }
 };
+
+/// For each input slot of `n`: whether it is a ref input (no value flows along it).
+std::vector<bool> ref_input_slots(const node& n);
 
 using kernel_factory =
     std::function<result<std::unique_ptr<kernel>>(const kernel_construction&)>;

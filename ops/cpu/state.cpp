@@ -26,11 +26,12 @@ public:
       : var_(std::move(v)), value_needed_(value_needed) {}
   status compute(kernel_context& ctx) override {
     if (!value_needed_)
-      return {}; // only ref consumers (initialisers, updates): nothing to read
+      return {}; // consumers read the variable themselves when they run
     RUNNEL_ASSIGN_OR_RETURN(tensor value, var_->read());
     ctx.set_output(0, std::move(value));
     return {};
   }
+  std::shared_ptr<variable> variable_resource() const override { return var_; }
 
 private:
   std::shared_ptr<variable> var_;

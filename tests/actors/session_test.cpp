@@ -1,0 +1,205 @@
+#include <atomic>
+#include <thread>
+
+#include "tests/eval.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+
+TEST_CASE("a session runs a graph and reuses its instance per signature", "[actors]") {
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{-1}, "x");
+  auto y = x * 2.0;
+  auto z = y + 1.0;
+  session s(test_runtime(), g);
+  for (int i = 0; i < 5; ++i) {
+    auto r = s.run({{x, tensor::vector<float>({float(i), 1})}}, {z}).value();
+    check_equal(r[0], tensor::vector<float>({2.f * float(i) + 1, 3}));
+  }
+  CHECK(s.num_instances() == 1);
+  auto both = s.run({{x, tensor::vector<float>({1})}}, {y, z}).value();
+  check_equal(both[0], tensor::vector<float>({2}));
+  CHECK(s.num_instances() == 2);
+  // Fetching a fed tensor returns the fed value.
+  auto fed = s.run({{y, tensor::vector<float>({10})}}, {y, z}).value();
+  check_equal(fed[0], tensor::vector<float>({10}));
+  check_equal(fed[1], tensor::vector<float>({11}));
+}
+
+TEST_CASE("pruning: a node nobody needs never runs", "[actors]") {
+  graph g;
+  auto counter = variable(g, constant(g, 0), "counter");
+  auto bump = assign_add(counter, constant(g, 1), "bump"); // a side effect nobody asks for
+  auto value = constant(g, 5) + 1.0;
+  session s(test_runtime(), g);
+  REQUIRE(s.run({counter.initializer}).ok());
+  for (int i = 0; i < 3; ++i)
+    check_equal(s.run({}, {value}).value()[0], tensor::scalar<int32_t>(6));
+  check_equal(s.run({}, {counter.value}).value()[0], tensor::scalar<int32_t>(0));
+  REQUIRE(s.run({bump}).ok());
+  check_equal(s.run({}, {counter.value}).value()[0], tensor::scalar<int32_t>(1));
+  // Feeding an input cuts the graph above it: the placeholder need not be fed.
+  auto x = placeholder(g, dtype::f32, shape{}, "x");
+  auto y = x + 1.0;
+  auto z = y * 3.0;
+  check_equal(s.run({{y, tensor::scalar<float>(2)}}, {z}).value()[0], tensor::scalar<float>(6));
+}
+
+TEST_CASE("feed and fetch errors are clear", "[actors]") {
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{-1, 2}, "x");
+  auto y = x * 2.0;
+  session s(test_runtime(), g);
+  auto unfed = s.run({}, {y});
+  REQUIRE_FALSE(unfed.ok());
+  CHECK(unfed.error().message() ==
+        "you must feed a value for placeholder 'x' with dtype float32 and shape [?,2]");
+  auto wrong_type = s.run({{x, vals<int32_t>({1, 2}, {1, 2})}}, {y});
+  REQUIRE_FALSE(wrong_type.ok());
+  CHECK(wrong_type.error().message() ==
+        "feed 'x' expects a float32 tensor of shape [?,2], got int32[1,2]");
+  auto wrong_shape = s.run({{x, vals<float>({1, 3}, {1, 2, 3})}}, {y});
+  REQUIRE_FALSE(wrong_shape.ok());
+  CHECK(wrong_shape.error().message().find("got float32[1,3]") != std::string::npos);
+  auto missing = s.run(named_feed_list{}, {"nope:0"});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code() == error_code::not_found);
+  CHECK(missing.error().message() == "fetch 'nope:0': no node named 'nope' in the graph");
+  auto bad_index = s.run(named_feed_list{{"x", vals<float>({1, 2}, {1, 2})}}, {"Mul:1"});
+  REQUIRE_FALSE(bad_index.ok());
+  CHECK(bad_index.error().code() == error_code::out_of_range);
+  auto by_name = s.run(named_feed_list{{"x:0", vals<float>({1, 2}, {1, 2})}}, {"Mul"}).value();
+  check_equal(by_name[0], vals<float>({1, 2}, {2, 4}));
+  auto target = s.run(named_feed_list{}, {}, {"nothing"});
+  CHECK(target.error().code() == error_code::not_found);
+}
+
+TEST_CASE("a kernel error aborts only its step and the session stays usable", "[actors]") {
+  graph g;
+  auto d = placeholder(g, dtype::i32, shape{}, "d");
+  auto q = div(constant(g, 10), d, "q");
+  auto big = matmul(constant(g, vals<float>({64, 64}, std::vector<float>(4096, 1.f))),
+                    constant(g, vals<float>({64, 64}, std::vector<float>(4096, 1.f))));
+  session s(test_runtime(), g);
+  for (int round = 0; round < 3; ++round) {
+    auto bad = s.run({{d, tensor::scalar<int32_t>(0)}}, {q, big});
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().message() == "node 'q' (op Div): integer division by zero");
+    auto good = s.run({{d, tensor::scalar<int32_t>(5)}}, {q, big}).value();
+    check_equal(good[0], tensor::scalar<int32_t>(2));
+    CHECK(good[1].data<float>()[0] == 64.f);
+  }
+}
+
+TEST_CASE("concurrent runs from several threads all get their own results", "[actors]") {
+  graph g;
+  auto x = placeholder(g, dtype::i64, shape{}, "x");
+  auto y = (x * 3.0 + 1.0) * 2.0 - x;
+  session s(test_runtime(), g, {.max_in_flight_steps = 4});
+  std::atomic<int> wrong{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int64_t i = 0; i < 300; ++i) {
+        int64_t v = t * 1000 + i;
+        auto r = s.run({{x, tensor::scalar<int64_t>(v)}}, {y});
+        if (!r.ok())
+          ++failed;
+        else if (*r.value()[0].data<int64_t>() != (v * 3 + 1) * 2 - v)
+          ++wrong;
+      }
+    });
+  for (auto& th : threads)
+    th.join();
+  CHECK(failed == 0);
+  CHECK(wrong == 0);
+  CHECK(s.num_instances() == 1);
+}
+
+TEST_CASE("run_async returns futures; many steps may be in flight", "[actors]") {
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{}, "x");
+  auto y = square(x);
+  session s(test_runtime(), g, {.max_in_flight_steps = 8});
+  std::vector<std::future<result<std::vector<tensor>>>> futures;
+  for (int i = 0; i < 100; ++i)
+    futures.push_back(s.run_async({{x, tensor::scalar<float>(float(i))}}, {y}));
+  for (int i = 0; i < 100; ++i) {
+    REQUIRE(futures[size_t(i)].wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    auto r = futures[size_t(i)].get();
+    REQUIRE(r.ok());
+    CHECK(*r.value()[0].data<float>() == float(i * i));
+  }
+  auto err = s.run_async({}, {y}).get();
+  CHECK(err.error().code() == error_code::invalid_argument);
+}
+
+TEST_CASE("close stops the session; later runs are cancelled", "[actors]") {
+  graph g;
+  auto y = constant(g, 1.f) + 1.0;
+  session s(test_runtime(), g);
+  REQUIRE(s.run({}, {y}).ok());
+  s.close();
+  CHECK(s.closed());
+  auto r = s.run({}, {y});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == error_code::cancelled);
+  s.close(); // idempotent
+}
+
+TEST_CASE("control dependencies order side effects", "[actors]") {
+  graph g;
+  auto v = variable(g, constant(g, 1), "v");
+  auto doubled = assign(v, v.value * 2.0);
+  output after;
+  {
+    auto deps = g.control_dependencies({doubled});
+    after = identity(v.ref) + 0.0;
+  }
+  session s(test_runtime(), g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  check_equal(s.run({}, {after}).value()[0], tensor::scalar<int32_t>(2));
+  check_equal(s.run({}, {after}).value()[0], tensor::scalar<int32_t>(4));
+}
+
+TEST_CASE("several virtual CPU devices run one graph", "[actors]") {
+  runtime rt(runtime_options{.cpu_devices = 2});
+  CHECK(rt.devices() == std::vector<std::string>{"/job:localhost/replica:0/task:0/device:cpu:0",
+                                                  "/job:localhost/replica:0/task:0/device:cpu:1"});
+  graph g;
+  output a, b;
+  {
+    auto d = g.device("/device:cpu:0");
+    a = constant(g, {1.f, 2.f}) * 3.0;
+  }
+  {
+    auto d = g.device("/cpu:1");
+    b = a + 1.0;
+  }
+  session s(rt, g);
+  check_equal(s.run({}, {b}).value()[0], tensor::vector<float>({4, 7}));
+  output c;
+  {
+    auto d = g.device("/device:gpu:0");
+    c = b * 2.0;
+  }
+  auto r = s.run({}, {c});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message().find("requests device '/device:gpu:0'") != std::string::npos);
+  {
+    auto d = g.device("/cpu:7");
+    c = b * 2.0;
+  }
+  CHECK_FALSE(s.run({}, {c}).ok());
+}
+
+TEST_CASE("a runtime shuts down cleanly with sessions closed and variables alive", "[actors]") {
+  for (int i = 0; i < 3; ++i) {
+    runtime rt;
+    graph g;
+    auto v = variable(g, constant(g, {1.f, 2.f}), "v");
+    session s(rt, g);
+    REQUIRE(s.run({v.initializer}).ok());
+    check_equal(s.run({}, {v.value}).value()[0], tensor::vector<float>({1, 2}));
+  }
+}

@@ -1,0 +1,51 @@
+#pragma once
+// Test helpers: evaluate outputs of a graph in a fresh session on a shared runtime.
+#include <catch2/catch.hpp>
+
+#include "actors/session.hpp"
+#include "ops/builder.hpp"
+
+namespace runnel::testing {
+
+/// One runtime for a test binary (starting CAF per test would dominate the run time). It is
+/// never destroyed: CAF's own statics are gone by the time static destructors run.
+inline runtime& test_runtime() {
+  static runtime* rt = new runtime;
+  return *rt;
+}
+
+/// Runs `fetches` and returns their values; fails the test on an error.
+inline std::vector<tensor> eval(const std::vector<output>& fetches, const feed_list& feeds = {}) {
+  session s(test_runtime(), fetches.at(0).owner());
+  auto r = s.run(feeds, fetches);
+  INFO((r.ok() ? std::string("ok") : r.error().to_string()));
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+inline tensor eval1(output o, const feed_list& feeds = {}) { return eval({o}, feeds)[0]; }
+
+/// Runs `fetch` and returns the error (the test fails if it succeeds).
+inline status eval_error(output o, const feed_list& feeds = {}) {
+  session s(test_runtime(), o.owner());
+  auto r = s.run(feeds, {o});
+  REQUIRE_FALSE(r.ok());
+  return r.error();
+}
+
+template <class T> tensor vals(shape s, std::vector<T> v) {
+  return tensor::from_values<T>(std::move(s), std::move(v));
+}
+
+/// CHECKs that `a` equals `b` exactly (printing both on failure).
+inline void check_equal(const tensor& a, const tensor& b) {
+  INFO("got      " << a.to_string(32));
+  INFO("expected " << b.to_string(32));
+  CHECK(equal(a, b));
+}
+inline void check_close(const tensor& a, const tensor& b, double rtol = 1e-5, double atol = 1e-6) {
+  INFO("got      " << a.to_string(32));
+  INFO("expected " << b.to_string(32));
+  CHECK(all_close(a, b, rtol, atol));
+}
+
+} // namespace runnel::testing

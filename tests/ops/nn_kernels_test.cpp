@@ -1,0 +1,65 @@
+#include <cmath>
+
+#include "tests/eval.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+
+TEST_CASE("BiasAdd adds along the last dimension", "[ops]") {
+  graph g;
+  auto v = constant(g, vals<float>({2, 3}, {1, 2, 3, 4, 5, 6}));
+  auto r = eval1(bias_add(v, constant(g, {10.f, 20.f, 30.f})));
+  check_equal(r, vals<float>({2, 3}, {11, 22, 33, 14, 25, 36}));
+  CHECK_THROWS_AS(bias_add(v, constant(g, {1.f, 2.f})), runnel::error);
+}
+
+TEST_CASE("Softmax is stable for large logits", "[ops]") {
+  graph g;
+  auto x = constant(g, vals<float>({2, 3}, {1, 2, 3, 1000, 1000, 1000}));
+  auto r = eval1(softmax(x));
+  float e1 = std::exp(1.f), e2 = std::exp(2.f), e3 = std::exp(3.f), z = e1 + e2 + e3;
+  check_close(r, vals<float>({2, 3}, {e1 / z, e2 / z, e3 / z, 1 / 3.f, 1 / 3.f, 1 / 3.f}));
+}
+
+TEST_CASE("softmax cross-entropy: loss and backprop by hand", "[ops]") {
+  graph g;
+  auto logits = constant(g, vals<double>({2, 3}, {1, 2, 3, 0, 0, 0}));
+  auto labels = constant(g, vals<double>({2, 3}, {0, 0, 1, 0.5, 0.5, 0}));
+  auto [loss, backprop] = softmax_cross_entropy_with_logits(logits, labels);
+  auto r = eval({loss, backprop});
+  double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  double p1 = std::exp(1.0) / z, p2 = std::exp(2.0) / z, p3 = std::exp(3.0) / z;
+  check_close(r[0], tensor::vector<double>({-std::log(p3), std::log(3.0)}), 1e-12);
+  check_close(r[1], vals<double>({2, 3}, {p1, p2, p3 - 1, 1 / 3.0 - 0.5, 1 / 3.0 - 0.5, 1 / 3.0}),
+              1e-12);
+
+  auto [sloss, sback] =
+      sparse_softmax_cross_entropy_with_logits(logits, constant(g, vals<int64_t>({2}, {2, 0})));
+  auto s = eval({sloss, sback});
+  check_close(s[0], tensor::vector<double>({-std::log(p3), std::log(3.0)}), 1e-12);
+  check_close(s[1], vals<double>({2, 3}, {p1, p2, p3 - 1, 1 / 3.0 - 1, 1 / 3.0, 1 / 3.0}), 1e-12);
+}
+
+TEST_CASE("sparse cross-entropy rejects labels out of range", "[ops]") {
+  graph g;
+  auto labels = placeholder(g, dtype::i32, shape{-1}, "labels");
+  auto [loss, _] = sparse_softmax_cross_entropy_with_logits(
+      constant(g, vals<float>({2, 3}, {1, 2, 3, 4, 5, 6})), labels, "xent");
+  auto s = eval_error(loss, {{labels, tensor::vector<int32_t>({1, 3})}});
+  CHECK(s.message().find("node 'xent' (op SparseSoftmaxCrossEntropyWithLogits): received a label "
+                         "value of 3 in row 1") != std::string::npos);
+}
+
+TEST_CASE("a small model graph evaluates to the hand-computed numbers", "[ops]") {
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{-1, 2}, "x");
+  auto w = constant(g, {{1.f, -1.f}, {0.5f, 2.f}});
+  auto b = constant(g, {0.f, 1.f});
+  auto h = relu(bias_add(matmul(x, w), b));
+  auto y = softmax(h);
+  auto r = eval({h, y}, {{x, vals<float>({1, 2}, {2, 1})}});
+  // x·w = [2.5, 0], + b = [2.5, 1]
+  check_equal(r[0], vals<float>({1, 2}, {2.5f, 1.f}));
+  float e = std::exp(1.5f);
+  check_close(r[1], vals<float>({1, 2}, {e / (1 + e), 1 / (1 + e)}));
+}

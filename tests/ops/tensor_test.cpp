@@ -1,0 +1,134 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <sstream>
+
+#include "ops/tensor.hpp"
+
+using namespace runnel;
+
+TEST_CASE("dtype names, sizes and parsing", "[ops]") {
+  CHECK(name(dtype::f32) == "float32");
+  CHECK(name(dtype::boolean) == "bool");
+  CHECK(size_of(dtype::f16) == 2);
+  CHECK(size_of(dtype::i64) == 8);
+  CHECK(parse_dtype("int32").value() == dtype::i32);
+  CHECK(parse_dtype("float").value() == dtype::f32);
+  auto bad = parse_dtype("complex1024");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code() == error_code::invalid_argument);
+  CHECK(bad.error().message().find("complex1024") != std::string::npos);
+  CHECK(is_floating(dtype::bf16));
+  CHECK(is_integer(dtype::u8));
+  CHECK_FALSE(is_numeric(dtype::string));
+}
+
+TEST_CASE("half and bfloat16 convert exactly where representable", "[ops]") {
+  for (float f : {0.f, 1.f, -2.5f, 65504.f, 0.000061035156f, 1024.f})
+    CHECK(float(half(f)) == f);
+  CHECK(std::isinf(float(half(1e6f))));
+  CHECK(std::isnan(float(half(NAN))));
+  CHECK(float(half(5.9604645e-8f)) == 5.9604645e-8f); // smallest subnormal
+  for (float f : {0.f, 1.f, -3.f, 256.f, 1.5f})
+    CHECK(float(bfloat16(f)) == f);
+  CHECK(float(bfloat16(1.00390625f)) == 1.f); // rounds to nearest even
+  CHECK(std::isnan(float(bfloat16(NAN))));
+}
+
+TEST_CASE("shapes: unknown dims, merging, broadcasting", "[ops]") {
+  shape s{2, 3};
+  CHECK(s.to_string() == "[2,3]");
+  CHECK(s.num_elements() == 6);
+  CHECK(shape{}.to_string() == "[]");
+  CHECK(shape{}.num_elements() == 1);
+  shape p{-1, 3};
+  CHECK(p.to_string() == "[?,3]");
+  CHECK(p.num_elements() == -1);
+  CHECK(p.is_compatible_with(s));
+  CHECK_FALSE(shape({-1, 4}).is_compatible_with(s));
+  CHECK(shape::unknown().to_string() == "<unknown>");
+  CHECK(shape::unknown().is_compatible_with(s));
+  CHECK(p.merge(s).value() == s);
+  CHECK_FALSE(shape({2, 4}).merge(s).ok());
+  CHECK(broadcast_shapes({2, 1, 3}, {4, 1}).value() == shape({2, 4, 3}));
+  CHECK(broadcast_shapes({}, {5}).value() == shape({5}));
+  auto bad = broadcast_shapes({2, 3}, {4});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message().find("[2,3]") != std::string::npos);
+}
+
+TEST_CASE("tensors share aligned, ref-counted buffers", "[ops]") {
+  tensor t(dtype::f32, shape{3, 4});
+  CHECK(reinterpret_cast<uintptr_t>(t.raw_data()) % 64 == 0);
+  CHECK(t.bytes() == 48);
+  CHECK(t.is_unique());
+  tensor u = t;
+  CHECK(u.shares_buffer_with(t));
+  CHECK_FALSE(t.is_unique());
+  u = tensor();
+  CHECK(t.is_unique());
+  auto m = tensor::from_values<float>({2, 2}, {1, 2, 3, 4});
+  auto row = m.slice(1, 2);
+  CHECK(row.shape() == shape({1, 2}));
+  CHECK(row.data<float>()[0] == 3);
+  CHECK(row.shares_buffer_with(m));
+  auto flat = m.reshaped({4}).value();
+  CHECK(flat.shares_buffer_with(m));
+  CHECK_FALSE(m.reshaped({3}).ok());
+  auto c = m.copy();
+  CHECK_FALSE(c.shares_buffer_with(m));
+  CHECK(equal(c, m));
+  CHECK_THROWS_AS(tensor(dtype::f32, shape{-1, 2}), runnel::error);
+  CHECK_THROWS_AS((tensor::from_values<float>({2}, {1, 2, 3})), runnel::error);
+}
+
+TEST_CASE("string tensors construct and destroy their elements", "[ops]") {
+  auto t = tensor::vector<std::string>({"a", "bb", std::string(100, 'x')});
+  auto u = t.copy();
+  t = tensor();
+  CHECK(u.flat<std::string>()[2].size() == 100);
+  CHECK(u.to_string() == "string[3] [\"a\", \"bb\", \"" + std::string(100, 'x') + "\"]");
+}
+
+TEST_CASE("tensors print readably and elide long dimensions", "[ops]") {
+  auto m = tensor::from_values<float>({2, 2}, {1, 2, 3, 4.5f});
+  CHECK(m.to_string() == "float32[2,2] [[1, 2], [3, 4.5]]");
+  std::ostringstream os;
+  os << tensor::scalar<bool>(true);
+  CHECK(os.str() == "bool[] true");
+  std::vector<int32_t> v(100);
+  for (int i = 0; i < 100; ++i)
+    v[size_t(i)] = i;
+  CHECK(tensor::vector<int32_t>(v).to_string(6) == "int32[100] [0, 1, 2, ..., 97, 98, 99]");
+  CHECK(tensor().to_string() == "<empty tensor>");
+}
+
+TEST_CASE("large buffers are recycled through the cache", "[ops]") {
+  void* first;
+  {
+    tensor big(dtype::f32, shape{1 << 20});
+    first = big.raw_data();
+  }
+  CHECK(buffer_cache_statistics().cached_bytes >= (size_t(4) << 20));
+  tensor again(dtype::f32, shape{1 << 20});
+  CHECK(again.raw_data() == first);
+}
+
+TEST_CASE("equal and all_close treat NaN and tolerance sensibly", "[ops]") {
+  auto a = tensor::vector<float>({1.f, NAN, 3.f});
+  auto b = tensor::vector<float>({1.f, NAN, 3.000001f});
+  CHECK_FALSE(equal(a, b));
+  CHECK(all_close(a, b));
+  CHECK_FALSE(all_close(a, tensor::vector<double>({1, 2, 3})));
+}
+
+TEST_CASE("status and result carry codes and messages", "[ops]") {
+  status s = invalid_argument("bad shape [2,3]");
+  CHECK(s.to_string() == "INVALID_ARGUMENT: bad shape [2,3]");
+  CHECK(s.with_context("node 'x'").message() == "node 'x': bad shape [2,3]");
+  result<int> r = s;
+  CHECK_FALSE(r.ok());
+  CHECK_THROWS_WITH(r.value(), "INVALID_ARGUMENT: bad shape [2,3]");
+  result<int> ok = 3;
+  CHECK(ok.value() == 3);
+  CHECK(ok.error().ok());
+}
