@@ -116,6 +116,10 @@ struct node_setup {
   cpu_device* cpu = nullptr;
   int num_inputs = 0;    ///< data inputs, slots [0, num_inputs)
   int num_control = 0;   ///< control inputs, slots after the data inputs
+  /// Input values known at instantiation (constants), by slot; other slots are empty.
+  std::vector<tensor> bound;
+  /// Messages a step must deliver before the node fires (unbound inputs + control inputs).
+  int expected = 0;
   std::vector<std::vector<consumer>> consumers; ///< per output
   std::vector<consumer> control_consumers;
   std::vector<std::vector<int>> fetch_slots; ///< per output: indices into step_state::fetches
@@ -124,7 +128,6 @@ struct node_setup {
   bool has_ref_reads = false;
   int num_outputs = 0;
 
-  int total_inputs() const { return num_inputs + num_control; }
   std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
 };
 
@@ -168,6 +171,9 @@ struct runtime::impl {
   std::unique_ptr<caf::actor_system> system;
   std::vector<local_device> devices;
 };
+
+/// The scheduler settings every Runnel actor system uses (work stealing, tuned polling).
+void configure_scheduler(caf::actor_system_config& cfg, int threads);
 
 /// Spawns the device actor for `dev`.
 device_actor spawn_device_actor(caf::actor_system& sys, local_device& dev);

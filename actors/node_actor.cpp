@@ -133,10 +133,9 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         node_setup& s = *state->setup;
         if (step->aborted.load(std::memory_order_acquire))
           return;
-        int total = s.total_inputs();
-        if (total == 1) {
-          std::vector<tensor> inputs(1);
-          inputs[0] = std::move(value);
+        if (s.expected == 1) {
+          std::vector<tensor> inputs = s.bound;
+          inputs[size_t(slot)] = std::move(value);
           fire(self, s, step, std::move(inputs));
           return;
         }
@@ -144,18 +143,18 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         auto it = std::find_if(pending.begin(), pending.end(),
                                [&](const pending_step& p) { return p.id == step->id; });
         if (it == pending.end()) {
-          pending.push_back({step->id, step, std::vector<tensor>(size_t(total)), 0});
+          pending.push_back({step->id, step, s.bound, 0});
           it = pending.end() - 1;
         }
         it->inputs[size_t(slot)] = std::move(value);
-        if (++it->arrived == total) {
+        if (++it->arrived == s.expected) {
           auto inputs = std::move(it->inputs);
           pending.erase(it);
           fire(self, s, step, std::move(inputs));
         }
       },
       [self, state](start_atom, step_ptr& step) {
-        fire(self, *state->setup, step, {});
+        fire(self, *state->setup, step, state->setup->bound);
       },
       [state](abort_atom, int64_t id) {
         auto& pending = state->pending;

@@ -1,10 +1,20 @@
-#include <sys/prctl.h>
-
 #include <thread>
 
 #include "actors/internal.hpp"
 
 namespace runnel {
+
+void configure_scheduler(caf::actor_system_config& cfg, int threads) {
+  cfg.set("scheduler.policy", caf::atom("stealing"));
+  cfg.set("scheduler.max-threads", size_t(threads));
+  cfg.set("scheduler.max-throughput", size_t(100));
+  // Idle workers poll without sleeping for a while (a sleep_for of even 1 µs costs ~100 µs
+  // on our VMs, and every session::run would pay it), then block on a condition variable that
+  // work arriving from outside the scheduler (a session's feed) signals.
+  cfg.set("work-stealing.moderate-poll-attempts", size_t(2000));
+  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan(0));
+  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));
+}
 
 runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
   auto& d = *impl_;
@@ -12,21 +22,8 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
   int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   int threads = d.options.scheduler_threads > 0 ? d.options.scheduler_threads : cores;
   d.config = std::make_unique<caf::actor_system_config>();
-  d.config->set("scheduler.policy", caf::atom("stealing"));
-  d.config->set("scheduler.max-threads", size_t(threads));
-  d.config->set("scheduler.max-throughput", size_t(100));
-  // Idle workers poll briefly, then sleep on a condition variable that a new job from outside
-  // the scheduler (a session's feed) signals. The default 50 µs moderate sleeps would add up to
-  // 50 µs to every session::run; polling instead with short sleeps costs little CPU.
-  d.config->set("work-stealing.moderate-poll-attempts", size_t(200));
-  d.config->set("work-stealing.moderate-sleep-duration", caf::timespan(std::chrono::microseconds(2)));
-  d.config->set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));
-  // Worker threads inherit the creating thread's timer slack: make short sleeps short.
-  int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  configure_scheduler(*d.config, threads);
   d.system = std::make_unique<caf::actor_system>(*d.config);
-  if (old_slack > 0)
-    prctl(PR_SET_TIMERSLACK, (unsigned long)old_slack, 0, 0, 0);
 
   int n = std::max(1, d.options.cpu_devices);
   d.devices.resize(size_t(n));
@@ -35,8 +32,10 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
     dev.name = "/job:" + d.options.job + "/replica:0/task:" + std::to_string(d.options.task) +
                "/device:cpu:" + std::to_string(i);
     dev.type = device_type::cpu;
+    // The thread running a kernel joins its parallel loops, so the pool needs one thread fewer
+    // than the cores it may use.
     int intra = d.options.intra_op_threads > 0 ? d.options.intra_op_threads
-                                               : std::max(1, cores / n);
+                                               : std::max(1, cores / n - 1);
     dev.cpu = std::make_unique<cpu_device>(intra);
     dev.actor = spawn_device_actor(*d.system, dev);
   }

@@ -136,10 +136,28 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
   for (auto e : fetches)
     value_needed[size_t(e.node)][size_t(e.index)] = true;
 
+  // Constants are bound into their consumers at instantiation: no message per step. A Const
+  // still becomes a node when it is fetched, a target, or something waits on it.
+  std::vector<char> bindable(static_cast<size_t>(n), 0), instantiate(static_cast<size_t>(n), 0);
+  std::vector<char> keep(static_cast<size_t>(n), 0);
+  for (auto e : fetches)
+    keep[size_t(e.node)] = 1;
+  for (int t : targets)
+    keep[size_t(t)] = 1;
+  for (int v = 0; v < n; ++v)
+    if (needed[size_t(v)])
+      for (int c : g.at(v).control_inputs)
+        keep[size_t(c)] = 1;
+  for (int v = 0; v < n; ++v) {
+    bindable[size_t(v)] = needed[size_t(v)] && g.at(v).op == "Const" &&
+                          g.at(v).control_inputs.empty();
+    instantiate[size_t(v)] = needed[size_t(v)] && (!bindable[size_t(v)] || keep[size_t(v)]);
+  }
+
   // Spawn node actors, device by device.
   std::vector<std::vector<int>> by_device(rt.devices.size());
   for (int v = 0; v < n; ++v)
-    if (needed[size_t(v)]) {
+    if (instantiate[size_t(v)]) {
       RUNNEL_ASSIGN_OR_RETURN(size_t d, pick_device(rt, g.at(v)));
       by_device[d].push_back(v);
     }
@@ -179,19 +197,21 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     }
   }
 
-  // Wire consumers, control consumers and fetches (before any step runs).
+  // Wire consumers, bound constants, control consumers and fetches (before any step runs).
   for (int v = 0; v < n; ++v) {
-    if (!needed[size_t(v)])
+    if (!instantiate[size_t(v)])
       continue;
     auto& s = *setups[size_t(v)];
     s.num_inputs = int(g.at(v).inputs.size());
     s.num_control = int(g.at(v).control_inputs.size());
+    s.bound.assign(size_t(s.num_inputs + s.num_control), tensor());
+    s.expected = s.num_control;
     s.consumers.assign(size_t(s.num_outputs), {});
     s.fetch_slots.assign(size_t(s.num_outputs), {});
   }
   inst->feed_consumers.assign(feeds.size(), {});
   for (int v = 0; v < n; ++v) {
-    if (!needed[size_t(v)])
+    if (!instantiate[size_t(v)])
       continue;
     auto& nd = g.at(v);
     auto refs = ref_input_slots(nd);
@@ -200,22 +220,30 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     for (size_t slot = 0; slot < nd.inputs.size(); ++slot) {
       auto e = nd.inputs[slot];
       consumer c{actors[size_t(v)], int32_t(slot)};
-      if (!refs[slot] && setups[size_t(e.node)]) {
-        if (auto var = setups[size_t(e.node)]->kern->variable_resource()) {
+      auto f = std::find(feeds.begin(), feeds.end(), e);
+      if (f != feeds.end()) {
+        inst->feed_consumers[size_t(f - feeds.begin())].push_back(c);
+        setup.expected++;
+        continue;
+      }
+      if (bindable[size_t(e.node)]) {
+        setup.bound[slot] = std::get<tensor>(g.at(e.node).attrs.at("value"));
+        continue;
+      }
+      auto& producer = *setups[size_t(e.node)];
+      if (!refs[slot]) {
+        if (auto var = producer.kern->variable_resource()) {
           setup.ref_reads[slot] = std::move(var);
           setup.has_ref_reads = true;
         }
       }
-      auto f = std::find(feeds.begin(), feeds.end(), e);
-      if (f != feeds.end())
-        inst->feed_consumers[size_t(f - feeds.begin())].push_back(c);
-      else
-        setups[size_t(e.node)]->consumers[size_t(e.index)].push_back(c);
+      producer.consumers[size_t(e.index)].push_back(c);
+      setup.expected++;
     }
     for (size_t k = 0; k < nd.control_inputs.size(); ++k)
       setups[size_t(nd.control_inputs[k])]->control_consumers.push_back(
           {actors[size_t(v)], int32_t(nd.inputs.size() + k)});
-    if (nd.inputs.empty() && nd.control_inputs.empty())
+    if (setup.expected == 0)
       inst->sources.push_back(actors[size_t(v)]);
     inst->num_nodes++;
   }

@@ -27,22 +27,31 @@ void cpu_device::parallel_for(int64_t n, int64_t grain,
   if (n <= 0)
     return;
   grain = std::max<int64_t>(grain, 1);
-  int64_t chunks = std::min<int64_t>(n / grain, num_threads() + 1);
+  int workers = num_threads() + 1; // the pool and the calling thread
+  // Several chunks per worker, handed out dynamically: a descheduled thread (other work shares
+  // these cores) then delays only its current chunk, not a fixed share of the range.
+  int64_t chunks = std::min<int64_t>(n / grain, int64_t(workers) * 4);
   if (chunks <= 1) {
     fn(0, n);
     return;
   }
   int64_t per = (n + chunks - 1) / chunks;
-  Eigen::Barrier barrier(static_cast<unsigned>(chunks - 1));
-  for (int64_t c = 1; c < chunks; ++c) {
-    int64_t b = c * per, e = std::min(n, b + per);
-    impl_->pool.Schedule([&fn, &barrier, b, e] {
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+      int64_t b = c * per, e = std::min(n, b + per);
       if (b < e)
         fn(b, e);
+    }
+  };
+  int helpers = int(std::min<int64_t>(num_threads(), chunks - 1));
+  Eigen::Barrier barrier(static_cast<unsigned>(helpers));
+  for (int h = 0; h < helpers; ++h)
+    impl_->pool.Schedule([&work, &barrier] {
+      work();
       barrier.Notify();
     });
-  }
-  fn(0, std::min(n, per));
+  work();
   barrier.Wait();
 }
 

@@ -9,18 +9,30 @@ namespace {
 
 // Broadcasting plan: the output shape and, per output dimension, each input's stride (0 where
 // the input is broadcast). Adjacent dimensions that broadcast the same way are merged, so most
-// real cases become one or two loops.
+// real cases become one or two loops. Fixed-size arrays keep the hot path free of allocation.
+constexpr int max_broadcast_rank = 8;
+
 struct broadcast_plan {
-  std::vector<int64_t> dims;
-  std::vector<int64_t> stride_a, stride_b;
+  int rank = 0;
+  std::array<int64_t, max_broadcast_rank> dims{}, stride_a{}, stride_b{};
   int64_t count = 1;
 };
 
-result<broadcast_plan> plan_broadcast(const shape& a, const shape& b) {
-  RUNNEL_ASSIGN_OR_RETURN(shape out, broadcast_shapes(a, b));
+result<broadcast_plan> plan_broadcast(const shape& a, const shape& b, const shape& out) {
   int r = out.rank();
   broadcast_plan p;
-  std::vector<int64_t> sa(static_cast<size_t>(r)), sb(static_cast<size_t>(r));
+  p.count = out.num_elements();
+  if (a == b || b.rank() == 0 || a.rank() == 0) { // the common cases: one flat loop
+    p.rank = 1;
+    p.dims[0] = std::max<int64_t>(p.count, 1);
+    p.stride_a[0] = a.num_elements() == 1 && p.count != 1 ? 0 : 1;
+    p.stride_b[0] = b.num_elements() == 1 && p.count != 1 ? 0 : 1;
+    return p;
+  }
+  if (r > max_broadcast_rank)
+    return unimplemented("broadcasting supports ranks up to " +
+                         std::to_string(max_broadcast_rank) + ", got " + out.to_string());
+  std::array<int64_t, max_broadcast_rank> sa{}, sb{};
   int64_t acc_a = 1, acc_b = 1;
   for (int d = r - 1; d >= 0; --d) {
     int ia = a.rank() - r + d, ib = b.rank() - r + d;
@@ -31,33 +43,42 @@ result<broadcast_plan> plan_broadcast(const shape& a, const shape& b) {
     acc_b *= db;
   }
   // Merge a dimension into the run inside it when both inputs step through them contiguously
-  // (or both broadcast), working outwards from the innermost dimension.
+  // (or both broadcast), working outwards from the innermost dimension. Runs are built
+  // innermost-first into the back of the arrays, then moved to the front.
+  int k = max_broadcast_rank; // runs occupy [k, max)
   for (int d = r - 1; d >= 0; --d) {
     int64_t n = out[d];
     if (n == 1)
       continue;
-    if (!p.dims.empty()) {
-      size_t k = 0; // innermost merged run is at the front while building from the inside
-      bool a_merge = (sa[size_t(d)] == 0 && p.stride_a[k] == 0) ||
-                     (sa[size_t(d)] != 0 && p.stride_a[k] != 0 &&
-                      sa[size_t(d)] == p.stride_a[k] * p.dims[k]);
-      bool b_merge = (sb[size_t(d)] == 0 && p.stride_b[k] == 0) ||
-                     (sb[size_t(d)] != 0 && p.stride_b[k] != 0 &&
-                      sb[size_t(d)] == p.stride_b[k] * p.dims[k]);
+    if (k < max_broadcast_rank) {
+      size_t i = size_t(k);
+      bool a_merge = (sa[size_t(d)] == 0 && p.stride_a[i] == 0) ||
+                     (sa[size_t(d)] != 0 && p.stride_a[i] != 0 &&
+                      sa[size_t(d)] == p.stride_a[i] * p.dims[i]);
+      bool b_merge = (sb[size_t(d)] == 0 && p.stride_b[i] == 0) ||
+                     (sb[size_t(d)] != 0 && p.stride_b[i] != 0 &&
+                      sb[size_t(d)] == p.stride_b[i] * p.dims[i]);
       if (a_merge && b_merge) {
-        p.dims[k] *= n;
+        p.dims[i] *= n;
         continue;
       }
     }
-    p.dims.insert(p.dims.begin(), n);
-    p.stride_a.insert(p.stride_a.begin(), sa[size_t(d)]);
-    p.stride_b.insert(p.stride_b.begin(), sb[size_t(d)]);
+    --k;
+    p.dims[size_t(k)] = n;
+    p.stride_a[size_t(k)] = sa[size_t(d)];
+    p.stride_b[size_t(k)] = sb[size_t(d)];
   }
-  p.count = out.num_elements();
-  if (p.dims.empty() && p.count == 1) {
-    p.dims = {1};
-    p.stride_a = {0};
-    p.stride_b = {0};
+  p.rank = max_broadcast_rank - k;
+  for (int i = 0; i < p.rank; ++i) {
+    p.dims[size_t(i)] = p.dims[size_t(k + i)];
+    p.stride_a[size_t(i)] = p.stride_a[size_t(k + i)];
+    p.stride_b[size_t(i)] = p.stride_b[size_t(k + i)];
+  }
+  if (p.rank == 0) {
+    p.rank = 1;
+    p.dims[0] = 1;
+    p.stride_a[0] = 0;
+    p.stride_b[0] = 0;
   }
   return p;
 }
@@ -69,7 +90,7 @@ void run_broadcast(cpu_device& cpu, const broadcast_plan& p, const In* a, const 
                    F f) {
   if (p.count == 0)
     return;
-  int r = int(p.dims.size());
+  int r = p.rank;
   int64_t inner = p.dims[size_t(r - 1)];
   int64_t ia = p.stride_a[size_t(r - 1)], ib = p.stride_b[size_t(r - 1)];
   int64_t rows = p.count / inner;
@@ -147,8 +168,10 @@ public:
   status compute(kernel_context& ctx) override {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
-    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_broadcast(a.shape(), b.shape()));
-    RUNNEL_ASSIGN_OR_RETURN(shape out_shape, broadcast_shapes(a.shape(), b.shape()));
+    RUNNEL_ASSIGN_OR_RETURN(shape out_shape, a.shape() == b.shape()
+                                                 ? result<shape>(a.shape())
+                                                 : broadcast_shapes(a.shape(), b.shape()));
+    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_broadcast(a.shape(), b.shape(), out_shape));
     bool compare = kind_ >= binary_kind::greater;
     if (a.type() == dtype::boolean || a.type() == dtype::string) {
       if (kind_ != binary_kind::equal)

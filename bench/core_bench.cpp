@@ -1,0 +1,245 @@
+// Core engine benchmarks (issue: core engine). Each compares with a reference measured in the
+// same run:
+//   matmul_f32_N   session MatMul vs cblas_sgemm called directly on the same data
+//   node_overhead  a chain of 1000 tiny Adds as one step, per node, vs one CAF message hop
+//   run_overhead   session::run of a one-node graph vs a bare actor round trip
+//   add_f32_64mib  element-wise Add of two 64 MiB tensors vs memcpy bandwidth
+#include <cblas.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+
+#include "actors/internal.hpp"
+#include "actors/session.hpp"
+#include "bench/bench_util.hpp"
+#include "ops/builder.hpp"
+
+extern "C" char* openblas_get_corename();
+extern "C" int openblas_get_num_threads();
+
+using namespace runnel;
+using namespace runnel::bench;
+
+namespace {
+
+runtime& rt() {
+  static runtime* r = new runtime; // never destroyed: see tests/eval.hpp
+  return *r;
+}
+
+tensor random_matrix(int64_t n) {
+  tensor t(dtype::f32, shape{n, n});
+  auto p = t.flat<float>();
+  for (size_t i = 0; i < p.size(); ++i)
+    p[i] = float((i * 2654435761u) % 1000) / 1000.f - 0.5f;
+  return t;
+}
+
+void bm_matmul(benchmark::State& state) {
+  int64_t n = state.range(0);
+  graph g;
+  auto a = constant(g, random_matrix(n));
+  auto b = constant(g, random_matrix(n));
+  auto c = matmul(a, b);
+  session s(rt(), g);
+  throw_if_error(s.run({}, {c}).error());
+  timed_loop(state, "matmul_" + std::to_string(n), [&] {
+    auto r = s.run({}, {c});
+    benchmark::DoNotOptimize(r);
+  });
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(n * n * n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void bm_sgemm(benchmark::State& state) {
+  int64_t n = state.range(0);
+  auto a = random_matrix(n), b = random_matrix(n);
+  tensor c(dtype::f32, shape{n, n});
+  timed_loop(state, "sgemm_" + std::to_string(n), [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(n), int(n), 1.f,
+                a.data<float>(), int(n), b.data<float>(), int(n), 0.f, c.data<float>(), int(n));
+    benchmark::ClobberMemory();
+  });
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(n * n * n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+constexpr int chain_length = 1000;
+
+void bm_node_overhead(benchmark::State& state) {
+  graph g;
+  auto one = constant(g, 1.f);
+  output x = constant(g, 0.f);
+  for (int i = 0; i < chain_length; ++i)
+    x = x + one;
+  session s(rt(), g);
+  throw_if_error(s.run({}, {x}).error());
+  timed_loop(state, "chain", [&] {
+    auto r = s.run({}, {x});
+    benchmark::DoNotOptimize(r);
+  });
+}
+
+// The substrate's floor: one message hop between CAF actors in a chain of the same length, with
+// the runtime's scheduler settings.
+void bm_caf_hop(benchmark::State& state) {
+  caf::actor_system_config cfg;
+  configure_scheduler(cfg, int(std::thread::hardware_concurrency()));
+  caf::actor_system sys(cfg);
+  std::atomic<uint32_t> done{0};
+  caf::actor next = sys.spawn([&done](caf::event_based_actor*) -> caf::behavior {
+    return {[&done](int32_t) {
+      done.store(1);
+      done.notify_all();
+    }};
+  });
+  for (int i = 0; i < chain_length; ++i)
+    next = sys.spawn([next](caf::event_based_actor* self) -> caf::behavior {
+      return {[self, next](int32_t v) { self->send(next, v + 1); }};
+    });
+  timed_loop(state, "caf_chain", [&] {
+    done.store(0);
+    caf::anon_send(next, int32_t(0));
+    while (!done.load())
+      done.wait(0);
+  });
+  next = nullptr;
+}
+
+void bm_run_overhead(benchmark::State& state) {
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{}, "x");
+  auto y = identity(x);
+  session s(rt(), g);
+  feed_list feeds{{x, tensor::scalar<float>(1)}};
+  throw_if_error(s.run(feeds, {y}).error());
+  timed_loop(state, "run", [&] {
+    auto r = s.run(feeds, {y});
+    benchmark::DoNotOptimize(r);
+  });
+}
+
+// The floor of a run: the caller sends to an actor, which signals back through an atomic
+// (the same scheduler settings and wake-up path a session uses).
+void bm_actor_round_trip(benchmark::State& state) {
+  caf::actor_system_config cfg;
+  configure_scheduler(cfg, int(std::thread::hardware_concurrency()));
+  caf::actor_system sys(cfg);
+  std::atomic<uint32_t> done{0};
+  auto a = sys.spawn([&done](caf::event_based_actor*) -> caf::behavior {
+    return {[&done](int32_t) {
+      done.store(1);
+      done.notify_all();
+    }};
+  });
+  timed_loop(state, "round_trip", [&] {
+    done.store(0);
+    caf::anon_send(a, int32_t(1));
+    while (!done.load())
+      done.wait(0);
+  });
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+constexpr int64_t add_elements = (int64_t(64) << 20) / 4;
+
+void bm_add(benchmark::State& state) {
+  graph g;
+  tensor a(dtype::f32, shape{add_elements}), b(dtype::f32, shape{add_elements});
+  std::fill_n(a.data<float>(), add_elements, 1.f);
+  std::fill_n(b.data<float>(), add_elements, 2.f);
+  auto c = constant(g, a) + constant(g, b);
+  session s(rt(), g);
+  throw_if_error(s.run({}, {c}).error());
+  timed_loop(state, "add", [&] {
+    auto r = s.run({}, {c});
+    benchmark::DoNotOptimize(r);
+  });
+  state.SetBytesProcessed(state.iterations() * 3 * add_elements * 4);
+}
+
+void bm_memcpy(benchmark::State& state) {
+  int threads = int(state.range(0));
+  size_t bytes = size_t(add_elements) * 4;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  timed_loop(state, "memcpy_" + std::to_string(threads), [&] {
+    if (threads == 1) {
+      std::memcpy(dst.data(), src.data(), bytes);
+    } else {
+      std::vector<std::thread> ts;
+      size_t per = bytes / size_t(threads);
+      for (int t = 0; t < threads; ++t)
+        ts.emplace_back([&, t] {
+          std::memcpy(dst.data() + size_t(t) * per, src.data() + size_t(t) * per, per);
+        });
+      for (auto& t : ts)
+        t.join();
+    }
+    benchmark::ClobberMemory();
+  });
+  state.SetBytesProcessed(state.iterations() * 2 * int64_t(bytes));
+}
+
+} // namespace
+
+BENCHMARK(bm_sgemm)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+BENCHMARK(bm_matmul)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+BENCHMARK(bm_caf_hop)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->UseRealTime();
+BENCHMARK(bm_node_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->UseRealTime();
+BENCHMARK(bm_actor_round_trip)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->UseRealTime();
+BENCHMARK(bm_run_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->UseRealTime();
+BENCHMARK(bm_memcpy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+BENCHMARK(bm_add)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+
+int main(int argc, char** argv) {
+  std::printf("openblas: core %s, %d threads\n", openblas_get_corename(),
+              openblas_get_num_threads());
+  for (int n : {256, 1024, 2048})
+    summaries().push_back({"matmul", [n](std::string& line) {
+                             auto m = "matmul_" + std::to_string(n), s = "sgemm_" + std::to_string(n);
+                             if (!have({m.c_str(), s.c_str()}))
+                               return false;
+                             double flops = 2.0 * n * double(n) * n;
+                             line = format_line("matmul_f32_" + std::to_string(n),
+                                                flops / timings()[m] / 1e9, "GFLOP/s",
+                                                timings()[s] / timings()[m], "openblas");
+                             return true;
+                           }});
+  summaries().push_back({"node_overhead", [](std::string& line) {
+                           if (!have({"chain", "caf_chain"}))
+                             return false;
+                           double per = timings()["chain"] / chain_length * 1e6;
+                           double hop = timings()["caf_chain"] / chain_length * 1e6;
+                           line = format_line("node_overhead", per, "us/node", per / hop,
+                                              "caf_message_hop");
+                           return true;
+                         }});
+  summaries().push_back({"run_overhead", [](std::string& line) {
+                           if (!have({"run", "round_trip"}))
+                             return false;
+                           double us = timings()["run"] * 1e6;
+                           line = format_line("run_overhead", us, "us/run",
+                                              us / (timings()["round_trip"] * 1e6),
+                                              "actor_round_trip");
+                           return true;
+                         }});
+  summaries().push_back({"add", [](std::string& line) {
+                           if (!have({"add", "memcpy_1", "memcpy_2"}))
+                             return false;
+                           double bytes = double(add_elements) * 4;
+                           double add_bw = 3 * bytes / timings()["add"] / 1e9;
+                           double copy_bw = 2 * bytes /
+                                            std::min(timings()["memcpy_1"], timings()["memcpy_2"]) /
+                                            1e9;
+                           line = format_line("add_f32_64mib", add_bw, "GB/s", add_bw / copy_bw,
+                                              "memcpy");
+                           return true;
+                         }});
+  return run_main(argc, argv);
+}
