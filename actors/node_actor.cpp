@@ -1,6 +1,7 @@
 // Node actors: one per graph node of an executor instance. A node fires when all inputs of a
 // step have arrived, runs its kernel, and sends each output to its consumers.
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "actors/internal.hpp"
@@ -35,14 +36,17 @@ void step_state::finish() {
 }
 
 void step_state::wait() {
-  for (int i = 0; i < 4000; ++i) {
+  // Short steps finish within microseconds: spin briefly so the caller need not be woken. Longer
+  // steps must not have the caller compete for cores with the workers running them.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+  for (int i = 1;; ++i) {
     if (done.load(std::memory_order_acquire))
       return;
 #if defined(__x86_64__)
     _mm_pause();
 #endif
-    if ((i & 63) == 63)
-      std::this_thread::yield();
+    if ((i & 31) == 0 && std::chrono::steady_clock::now() > deadline)
+      break;
   }
   while (!done.load(std::memory_order_acquire))
     done.wait(0, std::memory_order_acquire);

@@ -11,7 +11,7 @@ void configure_scheduler(caf::actor_system_config& cfg, int threads) {
   // Idle workers poll without sleeping for a while (a sleep_for of even 1 µs costs ~100 µs
   // on our VMs, and every session::run would pay it), then block on a condition variable that
   // work arriving from outside the scheduler (a session's feed) signals.
-  cfg.set("work-stealing.moderate-poll-attempts", size_t(2000));
+  cfg.set("work-stealing.moderate-poll-attempts", size_t(1000));
   cfg.set("work-stealing.moderate-sleep-duration", caf::timespan(0));
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));
 }

@@ -188,14 +188,19 @@ void bm_memcpy(benchmark::State& state) {
 
 } // namespace
 
-BENCHMARK(bm_sgemm)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
-BENCHMARK(bm_matmul)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
-BENCHMARK(bm_caf_hop)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->UseRealTime();
-BENCHMARK(bm_node_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->UseRealTime();
-BENCHMARK(bm_actor_round_trip)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->UseRealTime();
-BENCHMARK(bm_run_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->UseRealTime();
-BENCHMARK(bm_memcpy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
-BENCHMARK(bm_add)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+// Each measurement sits next to its reference, repeated, so both see the same machine state.
+BENCHMARK(bm_sgemm)->Arg(256)->Unit(benchmark::kMillisecond)->MinTime(0.3)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_matmul)->Arg(256)->Unit(benchmark::kMillisecond)->MinTime(0.3)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_sgemm)->Arg(1024)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_matmul)->Arg(1024)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_sgemm)->Arg(2048)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_matmul)->Arg(2048)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_caf_hop)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_node_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_actor_round_trip)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_run_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_memcpy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_add)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
 
 int main(int argc, char** argv) {
   std::printf("openblas: core %s, %d threads\n", openblas_get_corename(),
