@@ -22,6 +22,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/runtime.hpp"
+#include "actors/session.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/kernel.hpp"
 #include "ops/variable.hpp"
@@ -170,6 +171,9 @@ struct runtime::impl {
   std::unique_ptr<caf::actor_system_config> config;
   std::unique_ptr<caf::actor_system> system;
   std::vector<local_device> devices;
+  /// Open sessions: the runtime closes them if it goes first.
+  std::mutex sessions_mu;
+  std::vector<session*> sessions;
 };
 
 /// The scheduler settings every Runnel actor system uses (work stealing, tuned polling).

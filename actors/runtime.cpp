@@ -42,6 +42,18 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
 }
 
 runtime::~runtime() {
+  // Sessions still open (a caller destroyed the runtime first) are closed now; their later
+  // destruction finds them closed and touches nothing.
+  for (;;) {
+    session* s = nullptr;
+    {
+      std::lock_guard lock(impl_->sessions_mu);
+      if (impl_->sessions.empty())
+        break;
+      s = impl_->sessions.back();
+    }
+    s->close();
+  }
   {
     caf::scoped_actor self(*impl_->system);
     for (auto& dev : impl_->devices) {

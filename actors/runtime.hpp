@@ -7,8 +7,8 @@
 //       // /job:localhost/replica:0/task:0/device:cpu:0
 //
 // A runtime owns its device actors and their resources (variables): state lives as long as the
-// runtime, across sessions. Sessions borrow the runtime and must be closed (or destroyed) before
-// it. CAF stays behind this header.
+// runtime, across sessions. Sessions borrow the runtime; a runtime destroyed while sessions are
+// open closes them first (their runs then fail with `cancelled`). CAF stays behind this header.
 
 #include <memory>
 #include <string>

@@ -350,7 +350,10 @@ void session::impl::stop_instances() {
 }
 
 session::session(runtime& rt, const graph& g, session_options options)
-    : impl_(std::make_unique<impl>(rt.internals(), g, options)) {}
+    : impl_(std::make_unique<impl>(rt.internals(), g, options)) {
+  std::lock_guard lock(impl_->rt.sessions_mu);
+  impl_->rt.sessions.push_back(this);
+}
 
 session::~session() { close(); }
 
@@ -426,6 +429,9 @@ void session::close() {
   }
   std::lock_guard lock(impl_->mu);
   impl_->stop_instances();
+  std::lock_guard sessions_lock(impl_->rt.sessions_mu);
+  auto& open = impl_->rt.sessions;
+  open.erase(std::remove(open.begin(), open.end(), this), open.end());
 }
 
 bool session::closed() const {

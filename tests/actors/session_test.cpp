@@ -203,3 +203,14 @@ TEST_CASE("a runtime shuts down cleanly with sessions closed and variables alive
     check_equal(s.run({}, {v.value}).value()[0], tensor::vector<float>({1, 2}));
   }
 }
+
+TEST_CASE("destroying the runtime first closes its open sessions", "[actors]") {
+  graph g;
+  auto y = constant(g, 2.f) * 3.0;
+  auto rt = std::make_unique<runtime>();
+  session s(*rt, g);
+  check_equal(s.run({}, {y}).value()[0], tensor::scalar<float>(6));
+  rt.reset();
+  CHECK(s.closed());
+  CHECK(s.run({}, {y}).error().code() == error_code::cancelled);
+}
