@@ -181,6 +181,37 @@ output relu(output x, std::string_view name) { return unary("Relu", x, name); }
 output cast(output x, dtype to, std::string_view name) {
   return one(x.owner(), "Cast", name, {x.ep()}, {{"DstT", to}});
 }
+output floor_div(output a, output b, std::string_view name) { return binary("FloorDiv", a, b, name); }
+output floor_mod(output a, output b, std::string_view name) { return binary("FloorMod", a, b, name); }
+output squared_difference(output a, output b, std::string_view name) {
+  return binary("SquaredDifference", a, b, name);
+}
+output greater_equal(output a, output b, std::string_view name) {
+  return binary("GreaterEqual", a, b, name);
+}
+output less_equal(output a, output b, std::string_view name) { return binary("LessEqual", a, b, name); }
+output not_equal(output a, output b, std::string_view name) { return binary("NotEqual", a, b, name); }
+output logical_and(output a, output b, std::string_view name) {
+  return binary("LogicalAnd", a, b, name);
+}
+output logical_or(output a, output b, std::string_view name) { return binary("LogicalOr", a, b, name); }
+output logical_not(output x, std::string_view name) { return unary("LogicalNot", x, name); }
+output select(output condition, output t, output e, std::string_view name) {
+  same_graph(condition, t);
+  return one(same_graph(t, e), "Select", name, {condition.ep(), t.ep(), e.ep()});
+}
+output abs(output x, std::string_view name) { return unary("Abs", x, name); }
+output sign(output x, std::string_view name) { return unary("Sign", x, name); }
+output log1p(output x, std::string_view name) { return unary("Log1p", x, name); }
+output rsqrt(output x, std::string_view name) { return unary("Rsqrt", x, name); }
+output reciprocal(output x, std::string_view name) { return unary("Reciprocal", x, name); }
+output sin(output x, std::string_view name) { return unary("Sin", x, name); }
+output cos(output x, std::string_view name) { return unary("Cos", x, name); }
+output relu6(output x, std::string_view name) { return unary("Relu6", x, name); }
+output elu(output x, std::string_view name) { return unary("Elu", x, name); }
+output softplus(output x, std::string_view name) { return unary("Softplus", x, name); }
+output stop_gradient(output x, std::string_view name) { return unary("StopGradient", x, name); }
+
 output add_n(const std::vector<output>& xs, std::string_view name) {
   if (xs.empty())
     throw error(invalid_argument("add_n needs at least one input"));
@@ -224,6 +255,30 @@ output argmax(output x, int64_t axis, dtype output_type, std::string_view name) 
 }
 
 output identity(output x, std::string_view name) { return unary("Identity", x, name); }
+output size(output x, dtype out_type, std::string_view name) {
+  return one(x.owner(), "Size", name, {x.ep()}, {{"out_type", out_type}});
+}
+output rank(output x, std::string_view name) { return unary("Rank", x, name); }
+output slice(output x, std::vector<int64_t> begin, std::vector<int64_t> size,
+             std::string_view name) {
+  graph& g = x.owner();
+  return slice(x, int_vector(g, begin, "begin"), int_vector(g, size, "size"), name);
+}
+output slice(output x, output begin, output size, std::string_view name) {
+  return one(x.owner(), "Slice", name, {x.ep(), begin.ep(), size.ep()});
+}
+output expand_dims(output x, int64_t axis, std::string_view name) {
+  auto a = constant(x.owner(), tensor::scalar<int32_t>(int32_t(axis)), "dim");
+  return one(x.owner(), "ExpandDims", name, {x.ep(), a.ep()});
+}
+output unsorted_segment_sum(output data, output segment_ids, output num_segments,
+                            std::string_view name) {
+  return one(data.owner(), "UnsortedSegmentSum", name,
+             {data.ep(), segment_ids.ep(), num_segments.ep()});
+}
+output sum(output x, output axes, bool keep_dims, std::string_view name) {
+  return one(x.owner(), "Sum", name, {x.ep(), axes.ep()}, {{"keep_dims", keep_dims}});
+}
 output shape_of(output x, dtype out_type, std::string_view name) {
   return one(x.owner(), "Shape", name, {x.ep()}, {{"out_type", out_type}});
 }

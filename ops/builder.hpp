@@ -94,6 +94,29 @@ output tanh(output x, std::string_view name = {});
 output sigmoid(output x, std::string_view name = {});
 output relu(output x, std::string_view name = {});
 output cast(output x, dtype to, std::string_view name = {});
+output floor_div(output a, output b, std::string_view name = {});
+output floor_mod(output a, output b, std::string_view name = {});
+output squared_difference(output a, output b, std::string_view name = {});
+output greater_equal(output a, output b, std::string_view name = {});
+output less_equal(output a, output b, std::string_view name = {});
+output not_equal(output a, output b, std::string_view name = {});
+output logical_and(output a, output b, std::string_view name = {});
+output logical_or(output a, output b, std::string_view name = {});
+output logical_not(output x, std::string_view name = {});
+/// Picks `t` where `condition` holds, else `e` (condition: same shape, scalar, or per row).
+output select(output condition, output t, output e, std::string_view name = {});
+output abs(output x, std::string_view name = {});
+output sign(output x, std::string_view name = {});
+output log1p(output x, std::string_view name = {});
+output rsqrt(output x, std::string_view name = {});
+output reciprocal(output x, std::string_view name = {});
+output sin(output x, std::string_view name = {});
+output cos(output x, std::string_view name = {});
+output relu6(output x, std::string_view name = {});
+output elu(output x, std::string_view name = {});
+output softplus(output x, std::string_view name = {});
+/// Blocks gradients: `gradients` treats it as a constant.
+output stop_gradient(output x, std::string_view name = {});
 output add_n(const std::vector<output>& xs, std::string_view name = {});
 
 output operator+(output a, output b);
@@ -123,9 +146,21 @@ output mean(output x, std::vector<int64_t> axes = {}, bool keep_dims = false, st
 output reduce_max(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
                   std::string_view name = {});
 output argmax(output x, int64_t axis, dtype output_type = dtype::i64, std::string_view name = {});
+/// Sum over axes given as a tensor (computed in the graph).
+output sum(output x, output axes, bool keep_dims = false, std::string_view name = {});
 
 // ---- arrays ----
 output identity(output x, std::string_view name = {});
+output size(output x, dtype out_type = dtype::i32, std::string_view name = {});
+output rank(output x, std::string_view name = {});
+/// `size` -1 means "to the end of that dimension".
+output slice(output x, std::vector<int64_t> begin, std::vector<int64_t> size,
+             std::string_view name = {});
+output slice(output x, output begin, output size, std::string_view name = {});
+output expand_dims(output x, int64_t axis, std::string_view name = {});
+/// Sums rows of `data` into `num_segments` rows by `segment_ids` (the gradient of gather).
+output unsorted_segment_sum(output data, output segment_ids, output num_segments,
+                            std::string_view name = {});
 output shape_of(output x, dtype out_type = dtype::i32, std::string_view name = {});
 output reshape(output x, std::vector<int64_t> new_shape, std::string_view name = {});
 output reshape(output x, output new_shape, std::string_view name = {});

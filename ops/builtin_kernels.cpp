@@ -10,6 +10,7 @@ void register_builtin_kernels(kernel_registry& reg) {
   register_nn_kernels(reg);
   register_random_kernels(reg);
   register_state_kernels(reg);
+  register_grad_support_kernels(reg);
 }
 
 } // namespace runnel

@@ -14,6 +14,7 @@
 // errors name the node. The graph owns its nodes; `output` and `operation` are small handles
 // (graph pointer + node id) valid as long as the graph is.
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -134,7 +135,8 @@ public:
   int num_nodes() const { return int(nodes_.size()); }
   const runnel::node& at(int id) const { return nodes_[size_t(id)]; }
   runnel::node& mutable_node(int id) { return nodes_[size_t(id)]; }
-  const std::vector<runnel::node>& nodes() const { return nodes_; }
+  /// All nodes in insertion order. A deque: references to nodes stay valid as nodes are added.
+  const std::deque<runnel::node>& nodes() const { return nodes_; }
   std::optional<int> find(std::string_view name) const;
   /// Parses "name", "name:2" into an endpoint of an existing node; errors name the string.
   result<endpoint> find_endpoint(std::string_view spec) const;
@@ -183,7 +185,7 @@ private:
   result<int> finish_node(runnel::node n);
 
   const op_registry* ops_;
-  std::vector<runnel::node> nodes_;
+  std::deque<runnel::node> nodes_;
   std::unordered_map<std::string, int> by_name_;
   std::unordered_map<std::string, int> name_counts_;
   std::vector<std::string> scopes_;

@@ -149,8 +149,6 @@ void run_broadcast(cpu_device& cpu, const broadcast_plan& p, const In* a, const 
   cpu.parallel_for(rows, std::max<int64_t>(1, elementwise_grain / inner), run_rows);
 }
 
-enum class binary_kind { add, sub, mul, div, maximum, minimum, pow, greater, less, equal };
-
 template <class T> T int_pow(T base, T exp) {
   T result = 1;
   while (exp > 0) {
@@ -162,10 +160,125 @@ template <class T> T int_pow(T base, T exp) {
   return result;
 }
 
-class binary_kernel : public kernel {
-public:
-  binary_kernel(binary_kind kind) : kind_(kind) {}
+template <class T> constexpr bool is_float_v = std::is_floating_point_v<T>;
 
+// Binary functors: `apply` computes one element; `check` validates the right-hand input before
+// the loop (integer division by zero and the like). Comparisons produce bool.
+struct op_add { template <class T> static T apply(T a, T b) { return T(a + b); } };
+struct op_sub { template <class T> static T apply(T a, T b) { return T(a - b); } };
+struct op_mul { template <class T> static T apply(T a, T b) { return T(a * b); } };
+struct op_div {
+  template <class T> static T apply(T a, T b) { return T(a / b); }
+  template <class T> static status check(const tensor& b) {
+    if constexpr (std::is_integral_v<T>)
+      for (auto v : b.flat<T>())
+        if (v == 0)
+          return invalid_argument("integer division by zero");
+    return {};
+  }
+};
+struct op_floor_div {
+  template <class T> static T apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      T q = a / b;
+      return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
+    } else {
+      return std::floor(a / b);
+    }
+  }
+  template <class T> static status check(const tensor& b) { return op_div::check<T>(b); }
+};
+struct op_mod { // Python semantics: the result has the divisor's sign (TensorFlow's FloorMod)
+  template <class T> static T apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      T r = a % b;
+      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+    } else {
+      T r = std::fmod(a, b);
+      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+    }
+  }
+  template <class T> static status check(const tensor& b) { return op_div::check<T>(b); }
+};
+struct op_maximum {
+  template <class T> static T apply(T p, T q) {
+    if constexpr (is_float_v<T>)
+      if (std::isnan(p) || std::isnan(q))
+        return std::numeric_limits<T>::quiet_NaN();
+    return p > q ? p : q;
+  }
+};
+struct op_minimum {
+  template <class T> static T apply(T p, T q) {
+    if constexpr (is_float_v<T>)
+      if (std::isnan(p) || std::isnan(q))
+        return std::numeric_limits<T>::quiet_NaN();
+    return p < q ? p : q;
+  }
+};
+struct op_pow {
+  template <class T> static T apply(T p, T q) {
+    if constexpr (std::is_integral_v<T>)
+      return int_pow(p, q);
+    else
+      return T(std::pow(p, q));
+  }
+  template <class T> static status check(const tensor& b) {
+    if constexpr (std::is_integral_v<T>)
+      for (auto v : b.flat<T>())
+        if (v < 0)
+          return invalid_argument("integers to negative integer powers are not allowed");
+    return {};
+  }
+};
+struct op_squared_difference {
+  template <class T> static T apply(T a, T b) { return T((a - b) * (a - b)); }
+};
+// Gradient helpers (TensorFlow's argument order).
+struct op_relu_grad { // (gradients, features)
+  template <class T> static T apply(T g, T x) { return x > T(0) ? g : T(0); }
+};
+struct op_relu6_grad {
+  template <class T> static T apply(T g, T x) { return (x > T(0) && x < T(6)) ? g : T(0); }
+};
+struct op_elu_grad { // (gradients, outputs)
+  template <class T> static T apply(T g, T y) { return y > T(0) ? g : T(g * (y + T(1))); }
+};
+struct op_softplus_grad { // (gradients, features)
+  template <class T> static T apply(T g, T x) { return T(g / (T(1) + std::exp(-x))); }
+};
+struct op_sigmoid_grad { // (y, dy)
+  template <class T> static T apply(T y, T g) { return T(g * y * (T(1) - y)); }
+};
+struct op_tanh_grad {
+  template <class T> static T apply(T y, T g) { return T(g * (T(1) - y * y)); }
+};
+struct op_sqrt_grad {
+  template <class T> static T apply(T y, T g) { return T(g * T(0.5) / y); }
+};
+struct op_rsqrt_grad {
+  template <class T> static T apply(T y, T g) { return T(g * T(-0.5) * y * y * y); }
+};
+struct op_reciprocal_grad {
+  template <class T> static T apply(T y, T g) { return T(-g * y * y); }
+};
+struct op_greater { template <class T> static bool apply(T a, T b) { return a > b; } };
+struct op_less { template <class T> static bool apply(T a, T b) { return a < b; } };
+struct op_greater_equal { template <class T> static bool apply(T a, T b) { return a >= b; } };
+struct op_less_equal { template <class T> static bool apply(T a, T b) { return a <= b; } };
+struct op_equal { template <class T> static bool apply(const T& a, const T& b) { return a == b; } };
+struct op_not_equal {
+  template <class T> static bool apply(const T& a, const T& b) { return !(a == b); }
+};
+struct op_logical_and { template <class T> static bool apply(T a, T b) { return a && b; } };
+struct op_logical_or { template <class T> static bool apply(T a, T b) { return a || b; } };
+
+template <class Op, class T>
+concept has_check = requires(const tensor& t) { Op::template check<T>(t); };
+
+/// An element-wise binary kernel. `Compare` ops produce bool; `Types` says which dtypes run.
+template <class Op, bool Compare> class binary_kernel : public kernel {
+public:
   status compute(kernel_context& ctx) override {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
@@ -173,96 +286,128 @@ public:
                                                  ? result<shape>(a.shape())
                                                  : broadcast_shapes(a.shape(), b.shape()));
     RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_broadcast(a.shape(), b.shape(), out_shape));
-    bool compare = kind_ >= binary_kind::greater;
-    if (a.type() == dtype::boolean || a.type() == dtype::string) {
-      if (kind_ != binary_kind::equal)
-        return unimplemented("unsupported dtype");
-      tensor& out = ctx.allocate_output(0, dtype::boolean, out_shape);
-      return dispatch(a.type(), [&]<class T>() -> status {
-        if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::string>)
-          run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<bool>(),
-                        [](const T& x, const T& y) { return x == y; });
-        return {};
-      });
-    }
-    return dispatch_number(a.type(), [&]<class T>() -> status {
-      if constexpr (std::is_integral_v<T>) {
-        if (kind_ == binary_kind::div) {
-          for (auto v : b.flat<T>())
-            if (v == 0)
-              return invalid_argument("integer division by zero");
-        }
-        if (kind_ == binary_kind::pow) {
-          for (auto v : b.flat<T>())
-            if (v < 0)
-              return invalid_argument("integers to negative integer powers are not allowed");
-        }
-      }
-      if (compare) {
+    auto run = [&]<class T>() -> status {
+      if constexpr (has_check<Op, T>)
+        RUNNEL_RETURN_IF_ERROR(Op::template check<T>(b));
+      if constexpr (Compare) {
         tensor& out = ctx.allocate_output(0, dtype::boolean, out_shape);
-        auto* o = out.data<bool>();
-        switch (kind_) {
-          case binary_kind::greater:
-            run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), o,
-                          [](T x, T y) { return x > y; });
-            break;
-          case binary_kind::less:
-            run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), o,
-                          [](T x, T y) { return x < y; });
-            break;
-          default:
-            run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), o,
-                          [](T x, T y) { return x == y; });
-        }
-        return {};
+        run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<bool>(),
+                      [](const T& x, const T& y) { return Op::template apply<T>(x, y); });
+      } else {
+        tensor& out = (a.shape() == out_shape)
+                          ? ctx.forward_or_allocate_output(0, 0, a.type(), out_shape)
+                      : (b.shape() == out_shape)
+                          ? ctx.forward_or_allocate_output(0, 1, a.type(), out_shape)
+                          : ctx.allocate_output(0, a.type(), out_shape);
+        run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<T>(),
+                      [](T x, T y) { return Op::template apply<T>(x, y); });
       }
-      tensor& out = (a.shape() == out_shape)   ? ctx.forward_or_allocate_output(0, 0, a.type(), out_shape)
-                    : (b.shape() == out_shape) ? ctx.forward_or_allocate_output(0, 1, a.type(), out_shape)
-                                               : ctx.allocate_output(0, a.type(), out_shape);
-      const T* x = a.data<T>();
-      const T* y = b.data<T>();
+      return {};
+    };
+    switch (a.type()) {
+      case dtype::f32: return run.template operator()<float>();
+      case dtype::f64: return run.template operator()<double>();
+      case dtype::i32: return run.template operator()<int32_t>();
+      case dtype::i64: return run.template operator()<int64_t>();
+      case dtype::boolean:
+        if constexpr (Compare)
+          return run.template operator()<bool>();
+        break;
+      case dtype::string:
+        if constexpr (std::is_same_v<Op, op_equal> || std::is_same_v<Op, op_not_equal>)
+          return run.template operator()<std::string>();
+        break;
+      default: break;
+    }
+    return unimplemented("unsupported dtype " + std::string(name(a.type())));
+  }
+};
+
+/// Float-only binary kernels (the gradient helpers) and logical ops compile for fewer types.
+template <class Op> class float_binary_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    RUNNEL_ASSIGN_OR_RETURN(shape out_shape, a.shape() == b.shape()
+                                                 ? result<shape>(a.shape())
+                                                 : broadcast_shapes(a.shape(), b.shape()));
+    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_broadcast(a.shape(), b.shape(), out_shape));
+    auto run = [&]<class T>() {
+      tensor& out = ctx.allocate_output(0, a.type(), out_shape);
+      run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<T>(),
+                    [](T x, T y) { return Op::template apply<T>(x, y); });
+    };
+    if (a.type() == dtype::f64)
+      run.template operator()<double>();
+    else
+      run.template operator()<float>();
+    return {};
+  }
+};
+
+template <class Op> class logical_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    RUNNEL_ASSIGN_OR_RETURN(shape out_shape, broadcast_shapes(a.shape(), b.shape()));
+    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_broadcast(a.shape(), b.shape(), out_shape));
+    tensor& out = ctx.allocate_output(0, dtype::boolean, out_shape);
+    run_broadcast(ctx.cpu(), plan, a.data<bool>(), b.data<bool>(), out.data<bool>(),
+                  [](bool x, bool y) { return Op::template apply<bool>(x, y); });
+    return {};
+  }
+};
+
+class logical_not_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    tensor& y = ctx.allocate_output(0, dtype::boolean, x.shape());
+    for (int64_t i = 0; i < x.num_elements(); ++i)
+      y.data<bool>()[i] = !x.data<bool>()[i];
+    return {};
+  }
+};
+
+/// Select(condition, t, e): condition of t's shape, a scalar, or a vector over t's first dim.
+class select_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& c = ctx.input(0);
+    const tensor& t = ctx.input(1);
+    const tensor& e = ctx.input(2);
+    if (!(t.shape() == e.shape()))
+      return invalid_argument("t and e must have the same shape, got " + t.shape().to_string() +
+                              " and " + e.shape().to_string());
+    bool same = c.shape() == t.shape(), scalar = c.rank() == 0;
+    bool rows = c.rank() == 1 && t.rank() >= 1 && c.dim(0) == t.dim(0);
+    if (!same && !scalar && !rows)
+      return invalid_argument("condition of shape " + c.shape().to_string() +
+                              " must match t's shape " + t.shape().to_string() +
+                              ", be a scalar, or a vector over its first dimension");
+    tensor& out = ctx.allocate_output(0, t.type(), t.shape());
+    int64_t n = t.num_elements();
+    int64_t row = (rows && t.dim(0) > 0) ? n / t.dim(0) : 1;
+    return dispatch(t.type(), [&]<class T>() -> status {
+      const bool* cv = c.data<bool>();
+      const T* tv = t.data<T>();
+      const T* ev = e.data<T>();
       T* o = out.data<T>();
-      auto& cpu = ctx.cpu();
-      switch (kind_) {
-        case binary_kind::add: run_broadcast(cpu, plan, x, y, o, [](T p, T q) { return T(p + q); }); break;
-        case binary_kind::sub: run_broadcast(cpu, plan, x, y, o, [](T p, T q) { return T(p - q); }); break;
-        case binary_kind::mul: run_broadcast(cpu, plan, x, y, o, [](T p, T q) { return T(p * q); }); break;
-        case binary_kind::div: run_broadcast(cpu, plan, x, y, o, [](T p, T q) { return T(p / q); }); break;
-        case binary_kind::maximum:
-          run_broadcast(cpu, plan, x, y, o, [](T p, T q) {
-            if constexpr (std::is_floating_point_v<T>)
-              if (std::isnan(p) || std::isnan(q))
-                return std::numeric_limits<T>::quiet_NaN();
-            return p > q ? p : q;
-          });
-          break;
-        case binary_kind::minimum:
-          run_broadcast(cpu, plan, x, y, o, [](T p, T q) {
-            if constexpr (std::is_floating_point_v<T>)
-              if (std::isnan(p) || std::isnan(q))
-                return std::numeric_limits<T>::quiet_NaN();
-            return p < q ? p : q;
-          });
-          break;
-        case binary_kind::pow:
-          run_broadcast(cpu, plan, x, y, o, [](T p, T q) {
-            if constexpr (std::is_integral_v<T>)
-              return int_pow(p, q);
-            else
-              return T(std::pow(p, q));
-          });
-          break;
-        default: break;
+      for (int64_t i = 0; i < n; ++i) {
+        bool pick = same ? cv[i] : scalar ? cv[0] : cv[i / row];
+        o[i] = pick ? tv[i] : ev[i];
       }
       return {};
     });
   }
-
-private:
-  binary_kind kind_;
 };
 
-enum class unary_kind { neg, exp, log, sqrt, square, tanh, sigmoid, relu };
+enum class unary_kind {
+  neg, exp, log, sqrt, square, tanh, sigmoid, relu, abs, sign, log1p, rsqrt, reciprocal, sin,
+  cos, relu6, elu, softplus
+};
 
 class unary_kernel : public kernel {
 public:
@@ -283,6 +428,11 @@ public:
           case unary_kind::neg: r = -v; break;
           case unary_kind::square: r = v.square(); break;
           case unary_kind::relu: r = v.max(T(0)); break;
+          case unary_kind::abs: r = v.abs(); break;
+          case unary_kind::sign:
+            r = (v > T(0)).template cast<T>() - (v < T(0)).template cast<T>();
+            break;
+          case unary_kind::relu6: r = v.max(T(0)).min(T(6)); break;
           default:
             if constexpr (std::is_floating_point_v<T>) {
               switch (kind_) {
@@ -291,6 +441,16 @@ public:
                 case unary_kind::sqrt: r = v.sqrt(); break;
                 case unary_kind::tanh: r = v.tanh(); break;
                 case unary_kind::sigmoid: r = v.logistic(); break;
+                case unary_kind::log1p: r = v.log1p(); break;
+                case unary_kind::rsqrt: r = v.rsqrt(); break;
+                case unary_kind::reciprocal: r = v.inverse(); break;
+                case unary_kind::sin: r = v.sin(); break;
+                case unary_kind::cos: r = v.cos(); break;
+                case unary_kind::elu: r = (v > T(0)).select(v, v.exp() - T(1)); break;
+                case unary_kind::softplus:
+                  // log(1 + e^x) without overflow: x + log1p(e^-x) for large x.
+                  r = (v > T(0)).select(v + (-v).exp().log1p(), v.exp().log1p());
+                  break;
                 default: break;
               }
             }
@@ -399,30 +559,60 @@ private:
 
 } // namespace
 
+template <class K> kernel_factory factory() {
+  return [](const kernel_construction&) {
+    return result<std::unique_ptr<kernel>>(std::unique_ptr<kernel>(std::make_unique<K>()));
+  };
+}
+
 void register_elementwise_kernels(kernel_registry& reg) {
   const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
-  const std::vector<std::pair<const char*, binary_kind>> binaries{
-      {"Add", binary_kind::add},         {"Sub", binary_kind::sub},
-      {"Mul", binary_kind::mul},         {"Div", binary_kind::div},
-      {"Maximum", binary_kind::maximum}, {"Minimum", binary_kind::minimum},
-      {"Pow", binary_kind::pow},         {"Greater", binary_kind::greater},
-      {"Less", binary_kind::less}};
-  for (auto [op, kind] : binaries)
-    reg.add(op, device_type::cpu, numbers, [kind](const kernel_construction&) {
-      return result<std::unique_ptr<kernel>>(std::make_unique<binary_kernel>(kind));
-    });
-  reg.add("Equal", device_type::cpu,
-          {dtype::f32, dtype::f64, dtype::i32, dtype::i64, dtype::boolean, dtype::string},
-          [](const kernel_construction&) {
-            return result<std::unique_ptr<kernel>>(
-                std::make_unique<binary_kernel>(binary_kind::equal));
-          });
+  const std::vector<dtype> reals{dtype::f32, dtype::f64};
+  auto cpu = device_type::cpu;
+  reg.add("Add", cpu, numbers, factory<binary_kernel<op_add, false>>());
+  reg.add("Sub", cpu, numbers, factory<binary_kernel<op_sub, false>>());
+  reg.add("Mul", cpu, numbers, factory<binary_kernel<op_mul, false>>());
+  reg.add("Div", cpu, numbers, factory<binary_kernel<op_div, false>>());
+  reg.add("FloorDiv", cpu, numbers, factory<binary_kernel<op_floor_div, false>>());
+  reg.add("FloorMod", cpu, numbers, factory<binary_kernel<op_mod, false>>());
+  reg.add("Mod", cpu, numbers, factory<binary_kernel<op_mod, false>>());
+  reg.add("Maximum", cpu, numbers, factory<binary_kernel<op_maximum, false>>());
+  reg.add("Minimum", cpu, numbers, factory<binary_kernel<op_minimum, false>>());
+  reg.add("Pow", cpu, numbers, factory<binary_kernel<op_pow, false>>());
+  reg.add("SquaredDifference", cpu, numbers, factory<binary_kernel<op_squared_difference, false>>());
+  reg.add("Greater", cpu, numbers, factory<binary_kernel<op_greater, true>>());
+  reg.add("Less", cpu, numbers, factory<binary_kernel<op_less, true>>());
+  reg.add("GreaterEqual", cpu, numbers, factory<binary_kernel<op_greater_equal, true>>());
+  reg.add("LessEqual", cpu, numbers, factory<binary_kernel<op_less_equal, true>>());
+  const std::vector<dtype> equatable{dtype::f32, dtype::f64, dtype::i32,
+                                     dtype::i64, dtype::boolean, dtype::string};
+  reg.add("Equal", cpu, equatable, factory<binary_kernel<op_equal, true>>());
+  reg.add("NotEqual", cpu, equatable, factory<binary_kernel<op_not_equal, true>>());
+  reg.add("LogicalAnd", cpu, {}, factory<logical_kernel<op_logical_and>>());
+  reg.add("LogicalOr", cpu, {}, factory<logical_kernel<op_logical_or>>());
+  reg.add("LogicalNot", cpu, {}, factory<logical_not_kernel>());
+  reg.add("Select", cpu, {}, factory<select_kernel>());
+  reg.add("ReluGrad", cpu, reals, factory<float_binary_kernel<op_relu_grad>>());
+  reg.add("Relu6Grad", cpu, reals, factory<float_binary_kernel<op_relu6_grad>>());
+  reg.add("EluGrad", cpu, reals, factory<float_binary_kernel<op_elu_grad>>());
+  reg.add("SoftplusGrad", cpu, reals, factory<float_binary_kernel<op_softplus_grad>>());
+  reg.add("SigmoidGrad", cpu, reals, factory<float_binary_kernel<op_sigmoid_grad>>());
+  reg.add("TanhGrad", cpu, reals, factory<float_binary_kernel<op_tanh_grad>>());
+  reg.add("SqrtGrad", cpu, reals, factory<float_binary_kernel<op_sqrt_grad>>());
+  reg.add("RsqrtGrad", cpu, reals, factory<float_binary_kernel<op_rsqrt_grad>>());
+  reg.add("ReciprocalGrad", cpu, reals, factory<float_binary_kernel<op_reciprocal_grad>>());
   const std::vector<std::pair<const char*, unary_kind>> unaries{
-      {"Neg", unary_kind::neg},   {"Exp", unary_kind::exp},         {"Log", unary_kind::log},
-      {"Sqrt", unary_kind::sqrt}, {"Square", unary_kind::square},   {"Tanh", unary_kind::tanh},
-      {"Sigmoid", unary_kind::sigmoid}, {"Relu", unary_kind::relu}};
+      {"Neg", unary_kind::neg},         {"Exp", unary_kind::exp},
+      {"Log", unary_kind::log},         {"Sqrt", unary_kind::sqrt},
+      {"Square", unary_kind::square},   {"Tanh", unary_kind::tanh},
+      {"Sigmoid", unary_kind::sigmoid}, {"Relu", unary_kind::relu},
+      {"Abs", unary_kind::abs},         {"Sign", unary_kind::sign},
+      {"Log1p", unary_kind::log1p},     {"Rsqrt", unary_kind::rsqrt},
+      {"Reciprocal", unary_kind::reciprocal}, {"Sin", unary_kind::sin},
+      {"Cos", unary_kind::cos},         {"Relu6", unary_kind::relu6},
+      {"Elu", unary_kind::elu},         {"Softplus", unary_kind::softplus}};
   for (auto [op, kind] : unaries)
-    reg.add(op, device_type::cpu, numbers, [kind](const kernel_construction&) {
+    reg.add(op, cpu, numbers, [kind = kind](const kernel_construction&) {
       return result<std::unique_ptr<kernel>>(std::make_unique<unary_kernel>(kind));
     });
   reg.add("Cast", device_type::cpu, {}, make_kernel<cast_kernel>);

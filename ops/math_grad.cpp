@@ -1,0 +1,216 @@
+// Gradient functions of the math and array ops.
+#include "ops/gradients.hpp"
+
+namespace runnel {
+namespace {
+
+using grads = std::vector<output>;
+
+output scalar_of(output like, double v) {
+  tensor t(like.type(), shape{});
+  if (like.type() == dtype::f64)
+    *t.data<double>() = v;
+  else
+    *t.data<float>() = float(v);
+  return constant(like.owner(), t);
+}
+
+/// The keep_dims shape of a reduction of `x` over `axes` (a tensor of axes).
+output kept_shape(output x, output axes) {
+  return x.owner().build("ReducedShape", "ReducedShape",
+                         {shape_of(x).ep(), cast(axes, dtype::i32).ep()})[0];
+}
+
+/// Broadcasts a reduction's gradient back to the input: reshape to keep_dims, then expand.
+output unreduce(output grad, output x, output axes) {
+  auto kept = reshape(grad, kept_shape(x, axes));
+  return kept * ones_like(x);
+}
+
+} // namespace
+
+void register_math_gradients(gradient_registry& reg) {
+  for (auto op : {"Shape", "Size", "Rank", "Greater", "Less", "GreaterEqual", "LessEqual", "Equal",
+                  "NotEqual", "ArgMax", "OneHot", "ZerosLike", "OnesLike", "Sign", "FloorDiv",
+                  "BroadcastGradientArgs", "ReducedShape", "LogicalAnd", "LogicalOr",
+                  "LogicalNot", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
+                  "Const", "Placeholder", "VariableV2"})
+    reg.add_non_differentiable(op);
+
+  reg.add("Identity", [](const gradient_context& c) { return grads{c.grad()}; });
+  reg.add("Print", [](const gradient_context& c) { return grads{c.grad()}; });
+  reg.add("Add", [](const gradient_context& c) {
+    return grads{sum_to_shape_of(c.grad(), c.input(0)), sum_to_shape_of(c.grad(), c.input(1))};
+  });
+  reg.add("Sub", [](const gradient_context& c) {
+    return grads{sum_to_shape_of(c.grad(), c.input(0)), sum_to_shape_of(-c.grad(), c.input(1))};
+  });
+  reg.add("Mul", [](const gradient_context& c) {
+    auto a = c.input(0), b = c.input(1);
+    return grads{sum_to_shape_of(c.grad() * b, a), sum_to_shape_of(a * c.grad(), b)};
+  });
+  reg.add("Div", [](const gradient_context& c) {
+    auto a = c.input(0), b = c.input(1), g = c.grad();
+    return grads{sum_to_shape_of(g / b, a), sum_to_shape_of(-g * a / (b * b), b)};
+  });
+  reg.add("FloorMod", [](const gradient_context& c) {
+    auto a = c.input(0), b = c.input(1), g = c.grad();
+    return grads{sum_to_shape_of(g, a), sum_to_shape_of(-g * floor_div(a, b), b)};
+  });
+  reg.add("Pow", [](const gradient_context& c) {
+    auto x = c.input(0), y = c.input(1), z = c.out(0), g = c.grad();
+    auto gx = g * y * pow(x, y - 1.0);
+    // d/dy x^y = x^y log x, taken as 0 where x <= 0 (as TensorFlow does).
+    auto positive = greater(x, zeros_like(x));
+    auto safe_log = log(select(positive, x, ones_like(x)));
+    auto gy = g * z * select(positive, safe_log, zeros_like(x));
+    return grads{sum_to_shape_of(gx, x), sum_to_shape_of(gy, y)};
+  });
+  auto minmax = [](bool is_max) {
+    return [is_max](const gradient_context& c) {
+      auto a = c.input(0), b = c.input(1), g = c.grad();
+      auto pick_a = is_max ? greater_equal(a, b) : less_equal(a, b);
+      auto ga = select(pick_a, g, zeros_like(g));
+      auto gb = select(pick_a, zeros_like(g), g);
+      return grads{sum_to_shape_of(ga, a), sum_to_shape_of(gb, b)};
+    };
+  };
+  reg.add("Maximum", minmax(true));
+  reg.add("Minimum", minmax(false));
+  reg.add("SquaredDifference", [](const gradient_context& c) {
+    auto a = c.input(0), b = c.input(1);
+    auto d = c.grad() * (a - b) * 2.0;
+    return grads{sum_to_shape_of(d, a), sum_to_shape_of(-d, b)};
+  });
+  reg.add("Neg", [](const gradient_context& c) { return grads{-c.grad()}; });
+  reg.add("Exp", [](const gradient_context& c) { return grads{c.grad() * c.out(0)}; });
+  reg.add("Log", [](const gradient_context& c) { return grads{c.grad() * reciprocal(c.input(0))}; });
+  reg.add("Log1p", [](const gradient_context& c) {
+    return grads{c.grad() * reciprocal(c.input(0) + 1.0)};
+  });
+  reg.add("Square", [](const gradient_context& c) {
+    return grads{c.grad() * (c.input(0) * 2.0)};
+  });
+  auto y_dy = [](const char* op) {
+    return [op](const gradient_context& c) {
+      return grads{c.g.build(op, op, {c.out(0).ep(), c.grad().ep()})[0]};
+    };
+  };
+  reg.add("Sqrt", y_dy("SqrtGrad"));
+  reg.add("Rsqrt", y_dy("RsqrtGrad"));
+  reg.add("Reciprocal", y_dy("ReciprocalGrad"));
+  reg.add("Tanh", y_dy("TanhGrad"));
+  reg.add("Sigmoid", y_dy("SigmoidGrad"));
+  reg.add("Abs", [](const gradient_context& c) { return grads{c.grad() * sign(c.input(0))}; });
+  reg.add("Sin", [](const gradient_context& c) { return grads{c.grad() * cos(c.input(0))}; });
+  reg.add("Cos", [](const gradient_context& c) { return grads{-c.grad() * sin(c.input(0))}; });
+  reg.add("Cast", [](const gradient_context& c) {
+    dtype src = c.input(0).type();
+    if (src != dtype::f32 && src != dtype::f64)
+      return grads{output()};
+    return grads{cast(c.grad(), src)};
+  });
+  reg.add("AddN", [](const gradient_context& c) {
+    return grads(c.inputs.size(), c.grad());
+  });
+  reg.add("Select", [](const gradient_context& c) {
+    auto g = c.grad();
+    auto z = zeros_like(g);
+    return grads{output(), select(c.input(0), g, z), select(c.input(0), z, g)};
+  });
+  reg.add("MatMul", [](const gradient_context& c) {
+    bool ta = get_attr<bool>(c.n.attrs, "transpose_a");
+    bool tb = get_attr<bool>(c.n.attrs, "transpose_b");
+    auto a = c.input(0), b = c.input(1), g = c.grad();
+    if (!ta && !tb)
+      return grads{matmul(g, b, {false, true}), matmul(a, g, {true, false})};
+    if (!ta && tb)
+      return grads{matmul(g, b), matmul(g, a, {true, false})};
+    if (ta && !tb)
+      return grads{matmul(b, g, {false, true}), matmul(a, g)};
+    return grads{matmul(b, g, {true, true}), matmul(g, a, {true, true})};
+  });
+  reg.add("Sum", [](const gradient_context& c) {
+    return grads{unreduce(c.grad(), c.input(0), c.input(1)), output()};
+  });
+  reg.add("Mean", [](const gradient_context& c) {
+    auto x = c.input(0);
+    auto count = cast(size(x), x.type()) / cast(size(c.out(0)), x.type());
+    return grads{unreduce(c.grad(), x, c.input(1)) / count, output()};
+  });
+  reg.add("Max", [](const gradient_context& c) {
+    auto x = c.input(0), axes = c.input(1);
+    auto kept = kept_shape(x, axes);
+    auto y = reshape(c.out(0), kept);
+    auto indicators = cast(equal(x, y * ones_like(x)), x.type());
+    auto count = reshape(sum(indicators, axes, false), kept);
+    return grads{indicators / count * reshape(c.grad(), kept), output()};
+  });
+  reg.add("Reshape", [](const gradient_context& c) {
+    return grads{reshape(c.grad(), shape_of(c.input(0))), output()};
+  });
+  reg.add("ExpandDims", [](const gradient_context& c) {
+    return grads{reshape(c.grad(), shape_of(c.input(0))), output()};
+  });
+  reg.add("Transpose", [](const gradient_context& c) {
+    auto& perm_node = c.input(1).node();
+    if (perm_node.op != "Const")
+      throw error(unimplemented("gradient of Transpose '" + c.n.name +
+                                "' needs a constant permutation"));
+    auto perm = to_int64_vector(get_attr<tensor>(perm_node.attrs, "value")).value();
+    std::vector<int64_t> inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i)
+      inverse[size_t(perm[i])] = int64_t(i);
+    return grads{transpose(c.grad(), inverse), output()};
+  });
+  reg.add("ConcatV2", [](const gradient_context& c) {
+    int n = int(c.inputs.size()) - 1;
+    auto& axis_node = c.input(n).node();
+    int rank = c.out(0).shape().rank();
+    if (axis_node.op != "Const" || rank < 0)
+      throw error(unimplemented("gradient of ConcatV2 '" + c.n.name +
+                                "' needs a constant axis and known rank"));
+    int64_t axis = to_int64_vector(get_attr<tensor>(axis_node.attrs, "value")).value()[0];
+    if (axis < 0)
+      axis += rank;
+    grads out;
+    int64_t offset = 0;
+    for (int i = 0; i < n; ++i) {
+      int64_t len = c.input(i).shape().rank() > axis ? c.input(i).shape()[int(axis)] : -1;
+      if (len < 0)
+        throw error(unimplemented("gradient of ConcatV2 '" + c.n.name +
+                                  "' needs the concatenated dimension known"));
+      std::vector<int64_t> begin(size_t(rank), 0), size(size_t(rank), -1);
+      begin[size_t(axis)] = offset;
+      size[size_t(axis)] = len;
+      out.push_back(slice(c.grad(), begin, size));
+      offset += len;
+    }
+    out.push_back(output());
+    return out;
+  });
+  reg.add("Slice", [](const gradient_context& c) {
+    // Scatter the gradient back: pad with zeros via UnsortedSegmentSum is costly; instead build
+    // zeros of the input's shape and add the gradient into place with a mask-free concat trick
+    // only for rank 1... keep it general: not supported yet.
+    throw error(unimplemented("gradient of Slice ('" + c.n.name + "') is not implemented yet"));
+    return grads{};
+  });
+  reg.add("GatherV2", [](const gradient_context& c) {
+    auto& axis_node = c.input(2).node();
+    if (axis_node.op != "Const" ||
+        to_int64_vector(get_attr<tensor>(axis_node.attrs, "value")).value()[0] != 0)
+      throw error(unimplemented("gradient of GatherV2 '" + c.n.name +
+                                "' supports axis 0 only"));
+    auto params = c.input(0), indices = c.input(1);
+    auto rows = slice(shape_of(params), std::vector<int64_t>{0}, std::vector<int64_t>{1});
+    auto num = reshape(rows, std::vector<int64_t>{});
+    return grads{unsorted_segment_sum(c.grad(), indices, num), output(), output()};
+  });
+  reg.add("Fill", [](const gradient_context& c) { return grads{output(), sum(c.grad())}; });
+  reg.add("UnsortedSegmentSum", [](const gradient_context& c) {
+    return grads{gather(c.grad(), c.input(1)), output(), output()};
+  });
+}
+
+} // namespace runnel

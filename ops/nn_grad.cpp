@@ -1,0 +1,37 @@
+// Gradient functions of the neural-network ops.
+#include "ops/gradients.hpp"
+
+namespace runnel {
+
+void register_nn_gradients(gradient_registry& reg) {
+  using grads = std::vector<output>;
+  auto grad_x = [](const char* op) {
+    return [op](const gradient_context& c) {
+      return grads{c.g.build(op, op, {c.grad().ep(), c.input(0).ep()})[0]};
+    };
+  };
+  reg.add("Relu", grad_x("ReluGrad"));
+  reg.add("Relu6", grad_x("Relu6Grad"));
+  reg.add("Softplus", grad_x("SoftplusGrad"));
+  reg.add("Elu", [](const gradient_context& c) {
+    return grads{c.g.build("EluGrad", "EluGrad", {c.grad().ep(), c.out(0).ep()})[0]};
+  });
+  reg.add("BiasAdd", [](const gradient_context& c) {
+    auto g = c.grad();
+    return grads{g, c.g.build("BiasAddGrad", "BiasAddGrad", {g.ep()})[0]};
+  });
+  reg.add("Softmax", [](const gradient_context& c) {
+    auto y = c.out(0), g = c.grad();
+    return grads{(g - sum(g * y, {-1}, true)) * y};
+  });
+  auto xent = [](const gradient_context& c) {
+    // The forward op already computed d loss / d logits (output 1); scale each row by the
+    // incoming gradient of the loss.
+    auto g = reshape(c.grad(0), std::vector<int64_t>{-1, 1});
+    return grads{g * c.out(1), output()};
+  };
+  reg.add("SoftmaxCrossEntropyWithLogits", xent);
+  reg.add("SparseSoftmaxCrossEntropyWithLogits", xent);
+}
+
+} // namespace runnel
