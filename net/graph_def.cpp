@@ -214,7 +214,7 @@ graph_def to_graph_def(const graph& g) {
   graph_def def;
   for (auto& n : g.nodes())
     def.nodes.push_back(n.to_def(g));
-  for (auto c : {"variables", "initializers"})
+  for (auto c : {"variables", "trainable_variables", "initializers"})
     for (int id : g.collection(c))
       def.collections[c].push_back(g.at(id).name);
   def.seed = g.seed();

@@ -109,16 +109,19 @@ output placeholder(graph& g, dtype t, const shape& s, std::string_view name) {
   return one(g, "Placeholder", name, {}, {{"dtype", t}, {"shape", s}});
 }
 
-graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name) {
+graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name,
+                        bool trainable) {
   graph_variable v;
   v.ref = one(g, "VariableV2", name.empty() ? "Variable" : name, {}, {{"dtype", t}, {"shape", s}});
   auto scope = g.name_scope(v.ref.node().name);
   v.value = one(g, "Identity", "read", {v.ref.ep()});
   g.add_to_collection("variables", v.ref.node_id());
+  if (trainable)
+    g.add_to_collection("trainable_variables", v.ref.node_id());
   return v;
 }
 
-graph_variable variable(graph& g, output initial_value, std::string_view name) {
+graph_variable variable(graph& g, output initial_value, std::string_view name, bool trainable) {
   if (!initial_value.shape().is_fully_defined())
     throw error(invalid_argument("variable '" + std::string(name) + "': the initial value '" +
                                  initial_value.name() + "' has shape " +
@@ -126,7 +129,7 @@ graph_variable variable(graph& g, output initial_value, std::string_view name) {
                                  ", which must be fully defined"));
   // The initializer must not inherit control dependencies from an enclosing scope.
   auto no_deps = g.control_dependencies({});
-  graph_variable v = variable(g, initial_value.type(), initial_value.shape(), name);
+  graph_variable v = variable(g, initial_value.type(), initial_value.shape(), name, trainable);
   auto scope = g.name_scope(v.ref.node().name);
   v.initializer = one(g, "Assign", "Assign", {v.ref.ep(), initial_value.ep()});
   g.add_to_collection("initializers", v.initializer.node_id());

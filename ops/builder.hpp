@@ -62,9 +62,13 @@ struct graph_variable {
 };
 /// A variable initialised from `initial_value` (shape and dtype come from it); added to the
 /// graph's "variables" collection.
-graph_variable variable(graph& g, output initial_value, std::string_view name = {});
+/// Trainable variables are also listed in the "trainable_variables" collection, which
+/// optimizers default to.
+graph_variable variable(graph& g, output initial_value, std::string_view name = {},
+                        bool trainable = true);
 /// A variable of a given dtype and shape with no initializer (restored or assigned later).
-graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name = {});
+graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name = {},
+                        bool trainable = true);
 output assign(const graph_variable& v, output value, std::string_view name = {});
 output assign_add(const graph_variable& v, output value, std::string_view name = {});
 output assign_sub(const graph_variable& v, output value, std::string_view name = {});

@@ -11,6 +11,7 @@ void register_builtin_kernels(kernel_registry& reg) {
   register_random_kernels(reg);
   register_state_kernels(reg);
   register_grad_support_kernels(reg);
+  register_training_kernels(reg);
 }
 
 } // namespace runnel

@@ -310,6 +310,11 @@ status graph::add_control_edge(int from, int to) {
 }
 
 graph::scope_guard graph::name_scope(std::string_view name) {
+  if (name.empty()) { // back to the root, as TensorFlow's name_scope("") / None
+    auto saved = std::move(scopes_);
+    scopes_.clear();
+    return scope_guard([this, saved = std::move(saved)] { scopes_ = saved; });
+  }
   scopes_.emplace_back(name);
   return scope_guard([this] { scopes_.pop_back(); });
 }

@@ -156,7 +156,8 @@ public:
   private:
     std::function<void()> undo_;
   };
-  /// Nodes added inside get names prefixed with "scope/" (nested scopes stack).
+  /// Nodes added inside get names prefixed with "scope/" (nested scopes stack); an empty name
+  /// returns to the root scope until the guard goes.
   [[nodiscard]] scope_guard name_scope(std::string_view name);
   /// Nodes added inside request `device` (a full or partial device spec).
   [[nodiscard]] scope_guard device(std::string_view device);

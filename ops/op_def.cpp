@@ -145,6 +145,7 @@ void register_builtin_ops(op_registry& reg) {
   register_random_ops(reg);
   register_state_ops(reg);
   register_gradient_support_ops(reg);
+  register_training_ops(reg);
 }
 
 const op_registry& builtin_ops() {

@@ -45,6 +45,11 @@ public:
   /// where `fn` runs (the variable's actor); `done` may be called from any thread.
   virtual void update(update_fn fn, done_fn done) = 0;
 
+  /// Runs `fn` under this variable's lock on the calling thread. For optimizer slot variables
+  /// (accumulators, moments) updated inside their variable's own update: the variable's
+  /// actor already serialises those updates, and slots are locked after their variable.
+  status modify(const update_fn& fn) { return apply(fn).first; }
+
 protected:
   /// Runs `fn` under the lock; for executors.
   std::pair<status, tensor> apply(const update_fn& fn);

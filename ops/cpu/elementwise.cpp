@@ -406,7 +406,7 @@ public:
 
 enum class unary_kind {
   neg, exp, log, sqrt, square, tanh, sigmoid, relu, abs, sign, log1p, rsqrt, reciprocal, sin,
-  cos, relu6, elu, softplus
+  cos, relu6, elu, softplus, floor
 };
 
 class unary_kernel : public kernel {
@@ -446,6 +446,7 @@ public:
                 case unary_kind::reciprocal: r = v.inverse(); break;
                 case unary_kind::sin: r = v.sin(); break;
                 case unary_kind::cos: r = v.cos(); break;
+                case unary_kind::floor: r = v.floor(); break;
                 case unary_kind::elu: r = (v > T(0)).select(v, v.exp() - T(1)); break;
                 case unary_kind::softplus:
                   // log(1 + e^x) without overflow: x + log1p(e^-x) for large x.
@@ -610,7 +611,8 @@ void register_elementwise_kernels(kernel_registry& reg) {
       {"Log1p", unary_kind::log1p},     {"Rsqrt", unary_kind::rsqrt},
       {"Reciprocal", unary_kind::reciprocal}, {"Sin", unary_kind::sin},
       {"Cos", unary_kind::cos},         {"Relu6", unary_kind::relu6},
-      {"Elu", unary_kind::elu},         {"Softplus", unary_kind::softplus}};
+      {"Elu", unary_kind::elu},         {"Softplus", unary_kind::softplus},
+      {"Floor", unary_kind::floor}};
   for (auto [op, kind] : unaries)
     reg.add(op, cpu, numbers, [kind = kind](const kernel_construction&) {
       return result<std::unique_ptr<kernel>>(std::make_unique<unary_kernel>(kind));
