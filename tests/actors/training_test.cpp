@@ -160,3 +160,61 @@ TEST_CASE("a logistic regression learns a separable problem", "[actors]") {
   CHECK(*r[0].data<float>() < first / 2);
   CHECK(*r[1].data<float>() > 0.9f);
 }
+
+#include <filesystem>
+
+#include "actors/saver.hpp"
+
+TEST_CASE("saver: save, keep the newest, restore, and refuse mismatches", "[actors]") {
+  namespace fs = std::filesystem;
+  auto dir = (fs::temp_directory_path() / ("runnel-saver-" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  runtime rt;
+  graph g;
+  auto w = variable(g, constant(g, {{1.f, 2.f}, {3.f, 4.f}}), "layer/w");
+  auto b = variable(g, constant(g, {0.5f, 0.5f}), "layer/b");
+  auto grow = assign_add(w, constant(g, {{1.f, 1.f}, {1.f, 1.f}}));
+  saver sv(g, {}, {.max_to_keep = 2});
+  session s(rt, g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  std::vector<std::string> paths;
+  for (int step = 1; step <= 3; ++step) {
+    REQUIRE(s.run({grow}).ok());
+    auto p = sv.save(s, dir + "/model", step * 100);
+    REQUIRE(p.ok());
+    paths.push_back(*p);
+  }
+  CHECK(paths[2] == dir + "/model-300.h5");
+  CHECK_FALSE(fs::exists(paths[0])); // max_to_keep = 2
+  CHECK(fs::exists(paths[1]));
+  CHECK(saver::latest_checkpoint(dir).value() == paths[2]);
+
+  REQUIRE(s.run({grow}).ok());
+  REQUIRE(sv.restore(s, paths[1]).ok());
+  check_equal(s.run({}, {w.value}).value()[0], vals<float>({2, 2}, {3, 4, 5, 6}));
+
+  // A fresh runtime restores the latest into uninitialised variables.
+  runtime rt2;
+  session s2(rt2, g);
+  REQUIRE(sv.restore(s2, saver::latest_checkpoint(dir).value()).ok());
+  check_equal(s2.run({}, {w.value}).value()[0], vals<float>({2, 2}, {4, 5, 6, 7}));
+
+  // Only some variables, under another name in the file.
+  graph h;
+  auto bias = variable(h, dtype::f32, shape{2}, "bias");
+  auto kernel = variable(h, dtype::f32, shape{3, 3}, "kernel");
+  saver hs(h);
+  runtime rt3;
+  session s3(rt3, h);
+  REQUIRE(hs.restore(s3, paths[2], {.only = {"bias"}, .name_map = {{"bias", "layer/b"}}}).ok());
+  check_equal(s3.run({}, {bias.value}).value()[0], tensor::vector<float>({0.5f, 0.5f}));
+  auto mismatch = hs.restore(s3, paths[2], {.name_map = {{"bias", "layer/b"}, {"kernel", "layer/w"}}});
+  REQUIRE_FALSE(mismatch.ok());
+  CHECK(mismatch.message().find("variable 'kernel' has shape [3,3] but checkpoint") !=
+        std::string::npos);
+  auto missing = hs.restore(s3, paths[2]);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.code() == error_code::not_found);
+  CHECK(missing.message().find("'bias' is not in checkpoint") != std::string::npos);
+  fs::remove_all(dir);
+}

@@ -1,0 +1,392 @@
+#include "storage/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+
+namespace runnel {
+namespace {
+
+/// Closes an HDF5 handle when it goes out of scope.
+class h5_handle {
+public:
+  h5_handle() = default;
+  h5_handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  h5_handle(const h5_handle&) = delete;
+  h5_handle& operator=(const h5_handle&) = delete;
+  h5_handle(h5_handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  ~h5_handle() {
+    if (id_ >= 0 && close_)
+      close_(id_);
+  }
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+/// Silences HDF5's automatic error printing: errors become status values with our messages.
+struct quiet_errors {
+  quiet_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+void quiet() { static quiet_errors q; }
+
+hid_t native_type(dtype t) {
+  switch (t) {
+    case dtype::f32: return H5T_NATIVE_FLOAT;
+    case dtype::f64: return H5T_NATIVE_DOUBLE;
+    case dtype::i8: return H5T_NATIVE_INT8;
+    case dtype::u8: return H5T_NATIVE_UINT8;
+    case dtype::boolean: return H5T_NATIVE_UINT8;
+    case dtype::i32: return H5T_NATIVE_INT32;
+    case dtype::i64: return H5T_NATIVE_INT64;
+    case dtype::f16:
+    case dtype::bf16: return H5T_NATIVE_UINT16;
+    default: return -1;
+  }
+}
+
+status write_string_attr(hid_t obj, const char* key, const std::string& value) {
+  h5_handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), value.size() + 1);
+  h5_handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  h5_handle attr(H5Acreate2(obj, key, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                 H5Aclose);
+  if (!attr.ok() || H5Awrite(attr.get(), type.get(), value.c_str()) < 0)
+    return internal_error(std::string("cannot write attribute ") + key);
+  return {};
+}
+
+template <class T> status write_scalar_attr(hid_t obj, const char* key, hid_t type, T value) {
+  h5_handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  h5_handle attr(H5Acreate2(obj, key, type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok() || H5Awrite(attr.get(), type, &value) < 0)
+    return internal_error(std::string("cannot write attribute ") + key);
+  return {};
+}
+
+std::optional<std::string> read_string_attr(hid_t obj, const char* key) {
+  if (H5Aexists(obj, key) <= 0)
+    return std::nullopt;
+  h5_handle attr(H5Aopen(obj, key, H5P_DEFAULT), H5Aclose);
+  h5_handle type(H5Aget_type(attr.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING)
+    return std::nullopt;
+  if (H5Tis_variable_str(type.get()) > 0) {
+    char* s = nullptr;
+    h5_handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    if (H5Aread(attr.get(), mem.get(), &s) < 0 || !s)
+      return std::nullopt;
+    std::string out(s);
+    H5free_memory(s);
+    return out;
+  }
+  size_t n = H5Tget_size(type.get());
+  std::string buf(n, '\0');
+  if (H5Aread(attr.get(), type.get(), buf.data()) < 0)
+    return std::nullopt;
+  buf.resize(std::strlen(buf.c_str()));
+  return buf;
+}
+
+status write_dataset(hid_t file, const std::string& name, const tensor& t) {
+  std::vector<hsize_t> dims(t.shape().dims().begin(), t.shape().dims().end());
+  h5_handle space(t.rank() == 0 ? H5Screate(H5S_SCALAR)
+                                : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
+                  H5Sclose);
+  h5_handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  std::string path = "/" + name;
+  if (t.type() == dtype::string) {
+    h5_handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(type.get(), H5T_VARIABLE);
+    H5Tset_cset(type.get(), H5T_CSET_UTF8);
+    h5_handle ds(H5Dcreate2(file, path.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT,
+                            H5P_DEFAULT),
+                 H5Dclose);
+    if (!ds.ok())
+      return internal_error("cannot create dataset " + path);
+    std::vector<const char*> ptrs;
+    for (auto& s : t.flat<std::string>())
+      ptrs.push_back(s.c_str());
+    if (H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()) < 0)
+      return internal_error("cannot write dataset " + path);
+    return write_string_attr(ds.get(), "dtype", std::string(runnel::name(t.type())));
+  }
+  hid_t type = native_type(t.type());
+  if (type < 0)
+    return unimplemented("cannot store dtype " + std::string(runnel::name(t.type())));
+  h5_handle ds(
+      H5Dcreate2(file, path.c_str(), type, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Dclose);
+  if (!ds.ok())
+    return internal_error("cannot create dataset " + path + " (is the name used twice?)");
+  if (t.num_elements() > 0 &&
+      H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw_data()) < 0)
+    return internal_error("cannot write dataset " + path);
+  return write_string_attr(ds.get(), "dtype", std::string(runnel::name(t.type())));
+}
+
+/// The Runnel dtype of a dataset: its `dtype` attribute, else mapped from its HDF5 type.
+result<dtype> dataset_dtype(hid_t ds, const std::string& path) {
+  if (auto attr = read_string_attr(ds, "dtype"))
+    return parse_dtype(*attr);
+  h5_handle type(H5Dget_type(ds), H5Tclose);
+  auto cls = H5Tget_class(type.get());
+  size_t size = H5Tget_size(type.get());
+  if (cls == H5T_FLOAT)
+    return size == 8 ? dtype::f64 : size == 4 ? dtype::f32 : dtype::f16;
+  if (cls == H5T_INTEGER) {
+    bool is_signed = H5Tget_sign(type.get()) == H5T_SGN_2;
+    if (size == 8)
+      return dtype::i64;
+    if (size == 4)
+      return dtype::i32;
+    if (size == 1)
+      return is_signed ? dtype::i8 : dtype::u8;
+  }
+  if (cls == H5T_STRING)
+    return dtype::string;
+  if (cls == H5T_ENUM && size == 1)
+    return dtype::boolean; // h5py's bool
+  return unimplemented("dataset " + path + " has an HDF5 type Runnel cannot map");
+}
+
+result<shape> dataset_shape(hid_t ds) {
+  h5_handle space(H5Dget_space(ds), H5Sclose);
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0)
+    return internal_error("cannot read the dataspace");
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return shape(std::vector<int64_t>(dims.begin(), dims.end()));
+}
+
+result<tensor> read_dataset(hid_t file, const std::string& name, const std::string& file_path) {
+  std::string path = "/" + name;
+  if (H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0)
+    return not_found("variable '" + name + "' is not in checkpoint " + file_path);
+  h5_handle ds(H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok())
+    return data_loss("cannot open dataset " + path + " in " + file_path);
+  RUNNEL_ASSIGN_OR_RETURN(dtype t, dataset_dtype(ds.get(), path));
+  RUNNEL_ASSIGN_OR_RETURN(shape s, dataset_shape(ds.get()));
+  tensor out(t, s);
+  if (t == dtype::string) {
+    h5_handle file_type(H5Dget_type(ds.get()), H5Tclose);
+    if (H5Tis_variable_str(file_type.get()) <= 0)
+      return unimplemented("dataset " + path + " holds fixed-length strings, which Runnel "
+                           "does not read yet");
+    h5_handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    H5Tset_cset(mem.get(), H5Tget_cset(file_type.get()));
+    std::vector<char*> ptrs(static_cast<size_t>(out.num_elements()), nullptr);
+    if (!ptrs.empty() &&
+        H5Dread(ds.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()) < 0)
+      return data_loss("cannot read dataset " + path + " in " + file_path);
+    auto dst = out.flat<std::string>();
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      dst[i] = ptrs[i] ? ptrs[i] : "";
+      H5free_memory(ptrs[i]);
+    }
+    return out;
+  }
+  hid_t mem = native_type(t);
+  if (out.num_elements() > 0 &&
+      H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.raw_data()) < 0)
+    return data_loss("cannot read dataset " + path + " in " + file_path +
+                     " (truncated or corrupt file?)");
+  return out;
+}
+
+result<h5_handle> open_file(const std::string& path) {
+  quiet();
+  if (::access(path.c_str(), R_OK) != 0)
+    return not_found("cannot open checkpoint " + path + ": " + std::strerror(errno));
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    return data_loss(path + " is not an HDF5 file (or it is truncated)");
+  h5_handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!f.ok())
+    return data_loss("cannot open checkpoint " + path + " (corrupt or truncated HDF5 file)");
+  return f;
+}
+
+herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* data) {
+  if (info->type == H5O_TYPE_DATASET)
+    static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+  return 0;
+}
+
+result<std::vector<std::string>> dataset_names(hid_t file) {
+  std::vector<std::string> names;
+  if (H5Ovisit(file, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &names) < 0)
+    return data_loss("cannot walk the file's groups");
+  return names;
+}
+
+} // namespace
+
+status write_checkpoint(const std::string& path, const std::map<std::string, tensor>& tensors,
+                        std::optional<int64_t> global_step) {
+  quiet();
+  std::string tmp = path + ".tmp";
+  {
+    h5_handle f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (!f.ok())
+      return unavailable("cannot create " + tmp + ": " + std::strerror(errno));
+    auto fail = [&](status s) {
+      ::unlink(tmp.c_str());
+      return s.with_context("writing checkpoint " + path);
+    };
+    for (auto& [name, t] : tensors) {
+      if (name.empty() || name.front() == '/')
+        return fail(invalid_argument("bad variable name '" + name + "'"));
+      status s = write_dataset(f.get(), name, t);
+      if (!s.ok())
+        return fail(s);
+    }
+    status s = write_scalar_attr(f.get(), "format_version", H5T_NATIVE_INT32,
+                                 checkpoint_format_version);
+    if (s.ok() && global_step)
+      s = write_scalar_attr(f.get(), "global_step", H5T_NATIVE_INT64, *global_step);
+    if (s.ok())
+      s = write_string_attr(f.get(), "creator", "runnel");
+    if (!s.ok())
+      return fail(s);
+    if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0)
+      return fail(unavailable("flushing failed"));
+  }
+  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    if (fd >= 0)
+      ::close(fd);
+    ::unlink(tmp.c_str());
+    return unavailable("fsync of " + tmp + " failed: " + std::strerror(errno));
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return unavailable("renaming " + tmp + " to " + path + " failed: " + std::strerror(errno));
+  }
+  return {};
+}
+
+result<std::vector<checkpoint_entry>> list_checkpoint(const std::string& path) {
+  RUNNEL_ASSIGN_OR_RETURN(auto f, open_file(path));
+  RUNNEL_ASSIGN_OR_RETURN(auto names, dataset_names(f.get()));
+  std::vector<checkpoint_entry> out;
+  for (auto& n : names) {
+    h5_handle ds(H5Dopen2(f.get(), ("/" + n).c_str(), H5P_DEFAULT), H5Dclose);
+    if (!ds.ok())
+      return data_loss("cannot open dataset /" + n + " in " + path);
+    RUNNEL_ASSIGN_OR_RETURN(dtype t, dataset_dtype(ds.get(), "/" + n));
+    RUNNEL_ASSIGN_OR_RETURN(shape s, dataset_shape(ds.get()));
+    out.push_back({n, t, s});
+  }
+  return out;
+}
+
+result<checkpoint_contents> read_checkpoint(const std::string& path) {
+  RUNNEL_ASSIGN_OR_RETURN(auto f, open_file(path));
+  RUNNEL_ASSIGN_OR_RETURN(auto names, dataset_names(f.get()));
+  checkpoint_contents c;
+  for (auto& n : names) {
+    RUNNEL_ASSIGN_OR_RETURN(tensor t, read_dataset(f.get(), n, path));
+    c.tensors.emplace(n, std::move(t));
+  }
+  if (H5Aexists(f.get(), "global_step") > 0) {
+    h5_handle a(H5Aopen(f.get(), "global_step", H5P_DEFAULT), H5Aclose);
+    int64_t step = 0;
+    if (H5Aread(a.get(), H5T_NATIVE_INT64, &step) >= 0)
+      c.global_step = step;
+  }
+  if (H5Aexists(f.get(), "format_version") > 0) {
+    h5_handle a(H5Aopen(f.get(), "format_version", H5P_DEFAULT), H5Aclose);
+    H5Aread(a.get(), H5T_NATIVE_INT32, &c.format_version);
+  }
+  return c;
+}
+
+result<std::map<std::string, tensor>> read_checkpoint_tensors(const std::string& path,
+                                                              const std::vector<std::string>& names) {
+  RUNNEL_ASSIGN_OR_RETURN(auto f, open_file(path));
+  std::map<std::string, tensor> out;
+  for (auto& n : names) {
+    RUNNEL_ASSIGN_OR_RETURN(tensor t, read_dataset(f.get(), n, path));
+    out.emplace(n, std::move(t));
+  }
+  return out;
+}
+
+result<std::optional<int64_t>> read_checkpoint_global_step(const std::string& path) {
+  RUNNEL_ASSIGN_OR_RETURN(auto f, open_file(path));
+  std::optional<int64_t> out;
+  if (H5Aexists(f.get(), "global_step") > 0) {
+    h5_handle a(H5Aopen(f.get(), "global_step", H5P_DEFAULT), H5Aclose);
+    int64_t step = 0;
+    if (H5Aread(a.get(), H5T_NATIVE_INT64, &step) < 0)
+      return data_loss("cannot read global_step of " + path);
+    out = step;
+  }
+  return out;
+}
+
+result<checkpoint_state> read_checkpoint_state(const std::string& dir) {
+  std::string path = dir + "/checkpoint";
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f)
+    return not_found("no checkpoint state file " + path + ": " + std::strerror(errno));
+  checkpoint_state st;
+  char line[4096];
+  int number = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    ++number;
+    std::string l(line);
+    while (!l.empty() && (l.back() == '\n' || l.back() == '\r'))
+      l.pop_back();
+    if (l.empty())
+      continue;
+    auto colon = l.find(':');
+    auto q1 = l.find('"'), q2 = l.rfind('"');
+    if (colon == std::string::npos || q1 == std::string::npos || q2 <= q1) {
+      std::fclose(f);
+      return data_loss(path + ":" + std::to_string(number) + ": expected 'key: \"value\"'");
+    }
+    auto key = l.substr(0, colon);
+    auto value = l.substr(q1 + 1, q2 - q1 - 1);
+    if (key == "model_checkpoint_path")
+      st.latest = value;
+    else if (key == "all_model_checkpoint_paths")
+      st.all.push_back(value);
+  }
+  std::fclose(f);
+  if (st.latest.empty())
+    return data_loss(path + " names no model_checkpoint_path");
+  return st;
+}
+
+status write_checkpoint_state(const std::string& dir, const checkpoint_state& state) {
+  std::string path = dir + "/checkpoint", tmp = path + ".tmp";
+  std::string text = "model_checkpoint_path: \"" + state.latest + "\"\n";
+  for (auto& a : state.all)
+    text += "all_model_checkpoint_paths: \"" + a + "\"\n";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return unavailable("cannot write " + path + ": " + std::strerror(errno));
+  }
+  return {};
+}
+
+} // namespace runnel
