@@ -103,7 +103,7 @@ status write_dataset(hid_t file, const std::string& name, const tensor& t) {
                   H5Sclose);
   h5_handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
-  std::string path = "/" + name;
+  std::string path = "/" + name + ":0";
   if (t.type() == dtype::string) {
     h5_handle type(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(type.get(), H5T_VARIABLE);
@@ -169,9 +169,22 @@ result<shape> dataset_shape(hid_t ds) {
   return shape(std::vector<int64_t>(dims.begin(), dims.end()));
 }
 
+/// Whether `path` names an existing object, checking each group on the way (H5Lexists fails
+/// on a path whose intermediate groups are missing).
+bool path_exists(hid_t file, const std::string& path) {
+  size_t pos = 0;
+  while ((pos = path.find('/', pos + 1)) != std::string::npos)
+    if (H5Lexists(file, path.substr(0, pos).c_str(), H5P_DEFAULT) <= 0)
+      return false;
+  return H5Lexists(file, path.c_str(), H5P_DEFAULT) > 0;
+}
+
+/// A variable `name` is dataset `name:0`; a dataset written by others is found by its own name.
 result<tensor> read_dataset(hid_t file, const std::string& name, const std::string& file_path) {
-  std::string path = "/" + name;
-  if (H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0)
+  std::string path = "/" + name + ":0";
+  if (!path_exists(file, path))
+    path = "/" + name;
+  if (!path_exists(file, path))
     return not_found("variable '" + name + "' is not in checkpoint " + file_path);
   h5_handle ds(H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose);
   if (!ds.ok())
@@ -222,6 +235,13 @@ herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* da
   if (info->type == H5O_TYPE_DATASET)
     static_cast<std::vector<std::string>*>(data)->emplace_back(name);
   return 0;
+}
+
+/// The variable name of a dataset path: without the ":0" Runnel appends.
+std::string variable_name_of(const std::string& dataset) {
+  if (dataset.size() > 2 && dataset.compare(dataset.size() - 2, 2, ":0") == 0)
+    return dataset.substr(0, dataset.size() - 2);
+  return dataset;
 }
 
 result<std::vector<std::string>> dataset_names(hid_t file) {
@@ -288,7 +308,7 @@ result<std::vector<checkpoint_entry>> list_checkpoint(const std::string& path) {
       return data_loss("cannot open dataset /" + n + " in " + path);
     RUNNEL_ASSIGN_OR_RETURN(dtype t, dataset_dtype(ds.get(), "/" + n));
     RUNNEL_ASSIGN_OR_RETURN(shape s, dataset_shape(ds.get()));
-    out.push_back({n, t, s});
+    out.push_back({variable_name_of(n), t, s});
   }
   return out;
 }
@@ -298,8 +318,9 @@ result<checkpoint_contents> read_checkpoint(const std::string& path) {
   RUNNEL_ASSIGN_OR_RETURN(auto names, dataset_names(f.get()));
   checkpoint_contents c;
   for (auto& n : names) {
-    RUNNEL_ASSIGN_OR_RETURN(tensor t, read_dataset(f.get(), n, path));
-    c.tensors.emplace(n, std::move(t));
+    auto var = variable_name_of(n);
+    RUNNEL_ASSIGN_OR_RETURN(tensor t, read_dataset(f.get(), var, path));
+    c.tensors.emplace(var, std::move(t));
   }
   if (H5Aexists(f.get(), "global_step") > 0) {
     h5_handle a(H5Aopen(f.get(), "global_step", H5P_DEFAULT), H5Aclose);

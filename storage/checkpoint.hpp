@@ -1,7 +1,9 @@
 #pragma once
-// Checkpoint files in HDF5: one dataset per variable, named by the variable's name (slashes
-// become groups), holding its dtype and shape; root attributes `global_step` (int64) and
-// `format_version` (int32). Readable by h5dump and h5py.
+// Checkpoint files in HDF5: one dataset per variable, named by the variable's name with ":0"
+// appended, as TensorFlow names a variable's tensor (slashes become groups, so `hidden/w` is
+// dataset `w:0` in group `hidden`, and its Adam slot `hidden/w/Adam` is `Adam:0` in group
+// `hidden/w`); root attributes `global_step` (int64) and `format_version` (int32). Readable by
+// h5dump and h5py. The API speaks variable names; the ":0" is the file's business.
 //
 //   throw_if_error(write_checkpoint("ckpt/model-1000.h5", {{"w", w_value}}, 1000));
 //   auto c = read_checkpoint("ckpt/model-1000.h5");          // all variables, global step

@@ -1,0 +1,247 @@
+#include "apps/app_support.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace runnel::apps {
+
+result<idx_data> read_idx(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb"); // reads plain files too
+  if (!f)
+    return not_found("cannot open " + path + ": " + std::strerror(errno));
+  auto read = [&](void* dst, size_t n) { return gzread(f, dst, unsigned(n)) == int(n); };
+  uint8_t header[4];
+  if (!read(header, 4)) {
+    gzclose(f);
+    return data_loss(path + ": too short for an idx header");
+  }
+  if (header[0] != 0 || header[1] != 0 || header[2] != 0x08) {
+    gzclose(f);
+    return data_loss(path + ": not an idx file of unsigned bytes (magic " +
+                     std::to_string(header[2]) + ")");
+  }
+  idx_data d;
+  int64_t count = 1;
+  for (int i = 0; i < header[3]; ++i) {
+    uint8_t b[4];
+    if (!read(b, 4)) {
+      gzclose(f);
+      return data_loss(path + ": truncated in the dimensions");
+    }
+    int64_t dim = (int64_t(b[0]) << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
+    d.dims.push_back(dim);
+    count *= dim;
+  }
+  if (count > (int64_t(1) << 32)) {
+    gzclose(f);
+    return data_loss(path + ": implausible dimensions");
+  }
+  d.bytes.resize(size_t(count));
+  int got = gzread(f, d.bytes.data(), unsigned(count));
+  gzclose(f);
+  if (got != int(count))
+    return data_loss(path + ": truncated: expected " + std::to_string(count) +
+                     " bytes of data, found " + std::to_string(std::max(got, 0)));
+  return d;
+}
+
+result<image_set> load_image_set(const std::string& images_path, const std::string& labels_path,
+                                 int64_t limit) {
+  RUNNEL_ASSIGN_OR_RETURN(auto images, read_idx(images_path));
+  RUNNEL_ASSIGN_OR_RETURN(auto labels, read_idx(labels_path));
+  if (images.dims.size() != 3 || labels.dims.size() != 1 || images.dims[0] != labels.dims[0])
+    return invalid_argument(images_path + " and " + labels_path +
+                            " do not hold matching images [n,rows,cols] and labels [n]");
+  int64_t n = images.dims[0], pixels = images.dims[1] * images.dims[2];
+  if (limit > 0)
+    n = std::min(n, limit);
+  image_set s{tensor(dtype::f32, shape{n, pixels}), tensor(dtype::i32, shape{n})};
+  float* x = s.images.data<float>();
+  for (int64_t i = 0; i < n * pixels; ++i)
+    x[i] = float(images.bytes[size_t(i)]) / 255.f;
+  for (int64_t i = 0; i < n; ++i)
+    s.labels.data<int32_t>()[i] = labels.bytes[size_t(i)];
+  return s;
+}
+
+tensor gather_rows(const tensor& t, const std::vector<int64_t>& order, int64_t begin, int64_t end) {
+  auto dims = t.shape().dims();
+  int64_t row = t.dim(0) == 0 ? 0 : t.num_elements() / t.dim(0);
+  dims[0] = end - begin;
+  tensor out(t.type(), shape(dims));
+  size_t bytes = size_t(row) * size_of(t.type());
+  auto* src = static_cast<const char*>(t.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int64_t i = begin; i < end; ++i)
+    std::memcpy(dst + size_t(i - begin) * bytes, src + size_t(order[size_t(i)]) * bytes, bytes);
+  return out;
+}
+
+flags::flags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) {
+      positional_.push_back(a);
+      continue;
+    }
+    auto eq = a.find('=');
+    if (eq != std::string::npos) {
+      values_[a.substr(2, eq - 2)] = a.substr(eq + 1);
+    } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
+      values_[a.substr(2)] = argv[++i];
+    } else {
+      values_[a.substr(2)] = "";
+    }
+  }
+}
+
+std::string flags::get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+result<int64_t> flags::get_int(const std::string& name, int64_t fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end())
+    return fallback;
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end)
+    return invalid_argument("--" + name + " needs an integer, got '" + it->second + "'");
+  return int64_t(v);
+}
+
+result<double> flags::get_double(const std::string& name, double fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end())
+    return fallback;
+  char* end = nullptr;
+  double v = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end)
+    return invalid_argument("--" + name + " needs a number, got '" + it->second + "'");
+  return v;
+}
+
+status flags::check(const std::vector<std::string>& known) const {
+  for (auto& [k, v] : values_)
+    if (std::find(known.begin(), known.end(), k) == known.end())
+      return invalid_argument("unknown flag --" + k + " (see --help)");
+  if (!positional_.empty())
+    return invalid_argument("unexpected argument '" + positional_[0] + "' (see --help)");
+  return {};
+}
+
+progress_line::progress_line(int64_t total_steps, int epochs)
+    : start_(std::chrono::steady_clock::now()), last_(start_), total_steps_(total_steps),
+      epochs_(epochs) {}
+
+void progress_line::update(int epoch, int64_t step, double loss, double accuracy,
+                           int64_t examples) {
+  auto now = std::chrono::steady_clock::now();
+  if (start_step_ < 0) {
+    start_step_ = step;
+    start_examples_ = examples;
+    start_ = now;
+  }
+  if (now - last_ < std::chrono::milliseconds(200) && step != total_steps_)
+    return;
+  last_ = now;
+  double secs = std::chrono::duration<double>(now - start_).count();
+  double rate = secs > 0 ? double(examples - start_examples_) / secs : 0;
+  double step_rate = secs > 0 ? double(step - start_step_) / secs : 0;
+  double eta = step_rate > 0 ? double(total_steps_ - step) / step_rate : 0;
+  std::fprintf(stderr, "\r  epoch %d/%d  step %lld/%lld  loss %.4f  acc %.4f  %.0f ex/s  eta %.0fs   ",
+               epoch, epochs_, static_cast<long long>(step), static_cast<long long>(total_steps_),
+               loss, accuracy, rate, eta);
+  std::fflush(stderr);
+  dirty_ = true;
+}
+
+void progress_line::finish() {
+  if (dirty_)
+    std::fprintf(stderr, "\n");
+  dirty_ = false;
+}
+
+status write_curve_csv(const std::string& path, const std::vector<curve_point>& points) {
+  std::ofstream out(path);
+  if (!out)
+    return unavailable("cannot write " + path);
+  out << "epoch,step,train_loss,train_accuracy,test_accuracy\n";
+  for (auto& p : points)
+  {
+    out << p.epoch << ',' << p.step << ',' << p.train_loss << ',' << p.train_accuracy << ',';
+    if (p.test_accuracy >= 0)
+      out << p.test_accuracy;
+    out << '\n';
+  }
+  return out ? status{} : unavailable("writing " + path + " failed");
+}
+
+status write_curve_svg(const std::string& path, const std::string& title,
+                       const std::vector<curve_point>& points) {
+  const double w = 640, h = 400, left = 60, right = 60, top = 40, bottom = 50;
+  double pw = w - left - right, ph = h - top - bottom;
+  int64_t max_step = 1;
+  double max_loss = 1e-9;
+  for (auto& p : points) {
+    max_step = std::max(max_step, p.step);
+    max_loss = std::max(max_loss, p.train_loss);
+  }
+  auto x = [&](int64_t s) { return left + pw * double(s) / double(max_step); };
+  auto y_loss = [&](double l) { return top + ph * (1 - l / max_loss); };
+  auto y_acc = [&](double a) { return top + ph * (1 - a); };
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      << "<text x=\"" << w / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << title
+      << "</text>\n"
+      << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
+      << "\" fill=\"none\" stroke=\"#888\"/>\n";
+  for (int i = 0; i <= 4; ++i) {
+    double frac = i / 4.0, yy = top + ph * (1 - frac);
+    svg << "<text x=\"" << left - 6 << "\" y=\"" << yy + 4 << "\" text-anchor=\"end\" fill=\"#c0392b\">"
+        << std::round(max_loss * frac * 1000) / 1000 << "</text>\n"
+        << "<text x=\"" << left + pw + 6 << "\" y=\"" << yy + 4 << "\" fill=\"#2471a3\">" << frac
+        << "</text>\n"
+        << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << yy << "\" y2=\"" << yy
+        << "\" stroke=\"#eee\"/>\n";
+  }
+  auto polyline = [&](auto value, const char* color, bool test) {
+    svg << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
+    for (auto& p : points)
+      if (!test || p.test_accuracy >= 0)
+        svg << x(p.step) << ',' << value(p) << ' ';
+    svg << "\"/>\n";
+    if (test)
+      for (auto& p : points)
+        if (p.test_accuracy >= 0)
+          svg << "<circle cx=\"" << x(p.step) << "\" cy=\"" << value(p) << "\" r=\"3\" fill=\""
+              << color << "\"/>\n";
+  };
+  polyline([&](const curve_point& p) { return y_loss(p.train_loss); }, "#c0392b", false);
+  polyline([&](const curve_point& p) { return y_acc(p.train_accuracy); }, "#2471a3", false);
+  polyline([&](const curve_point& p) { return y_acc(p.test_accuracy); }, "#27ae60", true);
+  svg << "<text x=\"" << w / 2 << "\" y=\"" << h - 12 << "\" text-anchor=\"middle\">step (of "
+      << max_step << ")</text>\n"
+      << "<text x=\"" << left << "\" y=\"" << h - 12
+      << "\" fill=\"#c0392b\">train loss</text>\n"
+      << "<text x=\"" << left + pw - 170 << "\" y=\"" << h - 12
+      << "\" fill=\"#2471a3\">train acc</text>\n"
+      << "<text x=\"" << left + pw - 90 << "\" y=\"" << h - 12
+      << "\" fill=\"#27ae60\">test acc</text>\n</svg>\n";
+  std::ofstream out(path);
+  if (!out)
+    return unavailable("cannot write " + path);
+  out << svg.str();
+  return out ? status{} : unavailable("writing " + path + " failed");
+}
+
+} // namespace runnel::apps

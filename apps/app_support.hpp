@@ -1,0 +1,78 @@
+#pragma once
+// Helpers the training apps share: idx (MNIST-format) files, a live progress line, command-line
+// flags, and loss/accuracy curves as CSV and SVG.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ops/tensor.hpp"
+
+namespace runnel::apps {
+
+/// An idx file (optionally gzip-compressed): uint8 data with its dimensions.
+struct idx_data {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> bytes;
+};
+/// Reads an idx file; errors name the file and what is wrong (magic, dimensions, truncation).
+result<idx_data> read_idx(const std::string& path);
+
+/// Images scaled to [0,1] as float32 [n, rows*cols], labels as int32 [n].
+struct image_set {
+  tensor images;
+  tensor labels;
+  int64_t size() const { return images.dim(0); }
+};
+result<image_set> load_image_set(const std::string& images_path, const std::string& labels_path,
+                                 int64_t limit = -1);
+
+/// Rows `order[begin..end)` of `t` gathered into a new tensor.
+tensor gather_rows(const tensor& t, const std::vector<int64_t>& order, int64_t begin, int64_t end);
+
+/// `--name value` and `--flag` arguments; unknown ones are errors.
+class flags {
+public:
+  flags(int argc, char** argv);
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback) const;
+  result<int64_t> get_int(const std::string& name, int64_t fallback) const;
+  result<double> get_double(const std::string& name, double fallback) const;
+  /// Errors for flags not in `known`.
+  status check(const std::vector<std::string>& known) const;
+
+private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+/// A single status line rewritten in place (at most every 200 ms), e.g.
+/// `epoch 2/5  step 900/3000  loss 0.4123  acc 0.8530  41230 ex/s  eta 12s`.
+class progress_line {
+public:
+  progress_line(int64_t total_steps, int epochs);
+  void update(int epoch, int64_t step, double loss, double accuracy, int64_t examples);
+  /// Ends the line (the next output starts on a fresh line).
+  void finish();
+
+private:
+  std::chrono::steady_clock::time_point start_, last_;
+  int64_t total_steps_, start_step_ = -1, start_examples_ = 0;
+  int epochs_;
+  bool dirty_ = false;
+};
+
+/// One point of a training curve; test_accuracy < 0 where the test set was not evaluated.
+struct curve_point {
+  int epoch;
+  int64_t step;
+  double train_loss, train_accuracy, test_accuracy;
+};
+status write_curve_csv(const std::string& path, const std::vector<curve_point>& points);
+/// Loss (left axis) and accuracies (right axis, 0..1) against the step, as a standalone SVG.
+status write_curve_svg(const std::string& path, const std::string& title,
+                       const std::vector<curve_point>& points);
+
+} // namespace runnel::apps

@@ -1,0 +1,238 @@
+// Trains a classifier on Fashion-MNIST with the embedded API: softmax regression or an MLP
+// (784-512-10, ReLU), with a live progress line, a checkpoint per epoch, --resume, and the
+// loss/accuracy curves as CSV and SVG. Data: Debian's dataset-fashion-mnist.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <numeric>
+#include <random>
+
+#include "actors/saver.hpp"
+#include "actors/session.hpp"
+#include "apps/app_support.hpp"
+#include "ops/optimizers.hpp"
+#include "storage/checkpoint.hpp"
+
+using namespace runnel;
+using namespace runnel::apps;
+
+namespace {
+
+const char* usage =
+    "usage: fashion_mnist [options]\n"
+    "Trains on the 60k Fashion-MNIST images and reports accuracy on the 10k test images.\n"
+    "  --model mlp|softmax      784-512-10 ReLU network, or softmax regression (default mlp)\n"
+    "  --epochs N               passes over the training set (default 5)\n"
+    "  --batch N                examples per step (default 100)\n"
+    "  --optimizer adam|sgd|momentum   (default adam)\n"
+    "  --lr X                   learning rate (default 0.001 adam, 0.1 sgd/momentum)\n"
+    "  --data DIR               idx files (default /usr/share/datasets/fashion-mnist)\n"
+    "  --checkpoint-dir DIR     a checkpoint per epoch (default ./runnel-fashion-mnist)\n"
+    "  --resume                 continue from the latest checkpoint in --checkpoint-dir\n"
+    "  --csv FILE, --plot FILE  write the loss/accuracy curves as CSV / SVG\n"
+    "  --limit-train N          use only the first N training images\n"
+    "  --max-steps N            stop after N steps in total\n"
+    "  --min-accuracy A         exit with status 3 unless test accuracy >= A and the loss fell\n"
+    "  --seed N                 initialisation and shuffling seed (default 1)\n";
+
+struct model {
+  graph g;
+  output x, y, loss, accuracy;
+  operation train;
+  graph_variable step;
+};
+
+std::unique_ptr<model> build(const std::string& kind, const std::string& opt_name, double lr,
+                             int64_t seed) {
+  auto m = std::make_unique<model>();
+  graph& g = m->g;
+  g.set_seed(seed);
+  m->x = placeholder(g, dtype::f32, shape{-1, 784}, "images");
+  m->y = placeholder(g, dtype::i32, shape{-1}, "labels");
+  output logits;
+  if (kind == "mlp") {
+    output h;
+    {
+      auto s = g.name_scope("hidden");
+      auto w = variable(g, truncated_normal(g, {784, 512}, 0.05), "weights");
+      auto b = variable(g, zeros(g, dtype::f32, {512}), "biases");
+      h = relu(bias_add(matmul(m->x, w), b));
+    }
+    auto s = g.name_scope("logits");
+    auto w = variable(g, truncated_normal(g, {512, 10}, 0.05), "weights");
+    auto b = variable(g, zeros(g, dtype::f32, {10}), "biases");
+    logits = bias_add(matmul(h, w), b);
+  } else {
+    auto s = g.name_scope("softmax");
+    auto w = variable(g, zeros(g, dtype::f32, {784, 10}), "weights");
+    auto b = variable(g, zeros(g, dtype::f32, {10}), "biases");
+    logits = bias_add(matmul(m->x, w), b);
+  }
+  m->loss = mean(sparse_softmax_cross_entropy_with_logits(logits, m->y).first, {}, false, "loss");
+  m->accuracy =
+      mean(cast(equal(cast(argmax(logits, 1), dtype::i32), m->y), dtype::f32), {}, false,
+           "accuracy");
+  m->step = variable(g, constant(g, int64_t(0)), "global_step", false);
+  std::unique_ptr<optimizer> opt;
+  if (opt_name == "adam")
+    opt = std::make_unique<adam_optimizer>(lr);
+  else if (opt_name == "sgd")
+    opt = std::make_unique<gradient_descent_optimizer>(lr);
+  else
+    opt = std::make_unique<momentum_optimizer>(lr, 0.9);
+  m->train = opt->minimize(m->loss, {}, &m->step);
+  return m;
+}
+
+int run(const flags& f) {
+  auto kind = f.get("model", "mlp");
+  auto opt_name = f.get("optimizer", "adam");
+  if (kind != "mlp" && kind != "softmax")
+    throw error(invalid_argument("--model must be mlp or softmax, got '" + kind + "'"));
+  if (opt_name != "adam" && opt_name != "sgd" && opt_name != "momentum")
+    throw error(invalid_argument("--optimizer must be adam, sgd or momentum, got '" + opt_name + "'"));
+  int epochs = int(f.get_int("epochs", 5).value());
+  int64_t batch = f.get_int("batch", 100).value();
+  double lr = f.get_double("lr", opt_name == "adam" ? 0.001 : 0.1).value();
+  int64_t seed = f.get_int("seed", 1).value();
+  int64_t max_steps = f.get_int("max-steps", -1).value();
+  double min_accuracy = f.get_double("min-accuracy", -1).value();
+  if (epochs < 1 || batch < 1)
+    throw error(invalid_argument("--epochs and --batch must be positive"));
+  auto data = f.get("data", "/usr/share/datasets/fashion-mnist");
+  auto ckpt_dir = f.get("checkpoint-dir", "runnel-fashion-mnist");
+
+  std::fprintf(stderr, "loading %s ...\n", data.c_str());
+  auto train = load_image_set(data + "/train-images-idx3-ubyte.gz",
+                              data + "/train-labels-idx1-ubyte.gz", f.get_int("limit-train", -1).value())
+                   .value();
+  auto test = load_image_set(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz")
+                  .value();
+  std::fprintf(stderr, "%lld training and %lld test images; model %s, %s lr %g, batch %lld\n",
+               static_cast<long long>(train.size()), static_cast<long long>(test.size()),
+               kind.c_str(), opt_name.c_str(), lr, static_cast<long long>(batch));
+
+  auto m = build(kind, opt_name, lr, seed);
+  saver sv(m->g, {}, {.max_to_keep = 3});
+  auto init = global_variables_initializer(m->g);
+  runtime rt;
+  session s(rt, m->g);
+  int64_t steps_per_epoch = (train.size() + batch - 1) / batch;
+  int64_t global_step = 0;
+  if (f.has("resume")) {
+    auto latest = saver::latest_checkpoint(ckpt_dir);
+    if (!latest) {
+      std::fprintf(stderr, "no checkpoint in %s: starting from scratch\n", ckpt_dir.c_str());
+      throw_if_error(s.run({init}));
+    } else {
+      throw_if_error(sv.restore(s, *latest));
+      global_step = read_checkpoint_global_step(*latest).value().value_or(0);
+      std::fprintf(stderr, "resumed from %s (step %lld)\n", latest->c_str(),
+                   static_cast<long long>(global_step));
+    }
+  } else {
+    throw_if_error(s.run({init}));
+  }
+
+  std::vector<curve_point> curve;
+  int64_t total_steps = int64_t(epochs) * steps_per_epoch;
+  if (max_steps > 0)
+    total_steps = std::min(total_steps, max_steps);
+  progress_line progress(total_steps, epochs);
+  std::vector<int64_t> order(static_cast<size_t>(train.size()));
+  double first_loss = -1, last_loss = 0, test_accuracy = 0;
+  std::string last_checkpoint;
+  int start_epoch = int(global_step / steps_per_epoch);
+  for (int epoch = start_epoch; epoch < epochs && global_step < total_steps; ++epoch) {
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(uint64_t(seed * 1000 + epoch)));
+    double loss_sum = 0, acc_sum = 0, window_loss = 0, window_acc = 0;
+    int64_t n = 0, window = 0;
+    int64_t log_every = std::max<int64_t>(1, steps_per_epoch / 10);
+    for (int64_t b = (global_step % steps_per_epoch) * batch; b < train.size(); b += batch) {
+      int64_t e = std::min(train.size(), b + batch);
+      feed_list feeds{{m->x, gather_rows(train.images, order, b, e)},
+                      {m->y, gather_rows(train.labels, order, b, e)}};
+      auto r = s.run(feeds, {m->loss, m->accuracy}, {m->train}).value();
+      double l = *r[0].data<float>(), a = *r[1].data<float>();
+      if (first_loss < 0)
+        first_loss = l;
+      loss_sum += l;
+      acc_sum += a;
+      window_loss += l;
+      window_acc += a;
+      ++n;
+      ++window;
+      ++global_step;
+      if (window == log_every) { // a point of the training curve (no test evaluation)
+        curve.push_back({epoch + 1, global_step, window_loss / double(window),
+                         window_acc / double(window), -1});
+        window_loss = window_acc = 0;
+        window = 0;
+      }
+      progress.update(epoch + 1, global_step, loss_sum / double(n), acc_sum / double(n),
+                      global_step * batch);
+      if (global_step >= total_steps)
+        break;
+    }
+    last_loss = n ? loss_sum / double(n) : last_loss;
+    auto eval = s.run({{m->x, test.images}, {m->y, test.labels}}, {m->accuracy}).value();
+    test_accuracy = *eval[0].data<float>();
+    progress.finish();
+    last_checkpoint = sv.save(s, ckpt_dir + "/model", global_step).value();
+    std::fprintf(stderr, "epoch %d: train loss %.4f, train accuracy %.4f, test accuracy %.4f -> %s\n",
+                 epoch + 1, last_loss, n ? acc_sum / double(n) : 0.0, test_accuracy,
+                 last_checkpoint.c_str());
+    if (window == 0 && !curve.empty() && curve.back().step == global_step)
+      curve.back().test_accuracy = test_accuracy;
+    else if (window > 0)
+      curve.push_back({epoch + 1, global_step, window_loss / double(window),
+                       window_acc / double(window), test_accuracy});
+  }
+  if (curve.empty()) {
+    auto eval = s.run({{m->x, test.images}, {m->y, test.labels}}, {m->accuracy}).value();
+    test_accuracy = *eval[0].data<float>();
+  }
+  if (f.has("csv"))
+    throw_if_error(write_curve_csv(f.get("csv", ""), curve));
+  if (f.has("plot"))
+    throw_if_error(write_curve_svg(f.get("plot", ""), "Fashion-MNIST " + kind, curve));
+  if (!last_checkpoint.empty())
+    std::printf("checkpoint: %s\n", last_checkpoint.c_str());
+  std::printf("test accuracy: %.4f\n", test_accuracy);
+  if (min_accuracy >= 0) {
+    if (test_accuracy < min_accuracy) {
+      std::fprintf(stderr, "FAILED: test accuracy %.4f < %.4f\n", test_accuracy, min_accuracy);
+      return 3;
+    }
+    if (first_loss >= 0 && !(last_loss < first_loss)) {
+      std::fprintf(stderr, "FAILED: the loss did not fall (%.4f -> %.4f)\n", first_loss, last_loss);
+      return 3;
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  flags f(argc, argv);
+  if (f.has("help")) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  status s = f.check({"model", "epochs", "batch", "optimizer", "lr", "data", "checkpoint-dir",
+                      "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy",
+                      "seed"});
+  if (!s.ok()) {
+    std::fprintf(stderr, "fashion_mnist: %s\n%s", s.message().c_str(), usage);
+    return 2;
+  }
+  try {
+    return run(f);
+  } catch (const runnel::error& e) {
+    std::fprintf(stderr, "\nfashion_mnist: %s\n", e.what());
+    return 1;
+  }
+}
