@@ -1,0 +1,166 @@
+// The `runnel` command-line tool.
+//
+//   runnel ckpt inspect FILE [--values]   variables, dtypes, shapes, global step (+ summaries)
+//   runnel graph dump FILE                a saved GraphDef as text
+//
+// Errors go to stderr, with exit status 1 (bad input) or 2 (bad usage).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "net/graph_def.hpp"
+#include "storage/checkpoint.hpp"
+
+using namespace runnel;
+
+namespace {
+
+const char* main_usage =
+    "usage: runnel <command> [args]\n"
+    "commands:\n"
+    "  ckpt inspect FILE [--values]   list a checkpoint's variables (with value summaries)\n"
+    "  graph dump FILE                print a saved graph, one node per line\n"
+    "Run `runnel <command> <subcommand> --help` for details.\n";
+
+const char* ckpt_usage =
+    "usage: runnel ckpt inspect FILE [--values]\n"
+    "Lists the variables of an HDF5 checkpoint (written by Runnel, or any HDF5 weights file):\n"
+    "name, dtype and shape, and the file's global step. With --values, also min, max, mean,\n"
+    "standard deviation and the first values of each.\n";
+
+const char* graph_usage =
+    "usage: runnel graph dump FILE\n"
+    "Prints a graph saved with save_graph, one node per line:\n"
+    "  name = Op(inputs, ^control_inputs) {attrs} -> output dtypes and shapes @device\n";
+
+int fail(const status& s) {
+  std::fprintf(stderr, "runnel: %s\n", s.to_string().c_str());
+  return 1;
+}
+
+int usage_error(const std::string& message, const char* usage) {
+  std::fprintf(stderr, "runnel: %s\n%s", message.c_str(), usage);
+  return 2;
+}
+
+bool wants_help(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(),
+                     [](const std::string& a) { return a == "--help" || a == "-h"; });
+}
+
+std::string summary(const tensor& t) {
+  if (t.type() == dtype::string) {
+    std::string s = "values:";
+    for (int64_t i = 0; i < std::min<int64_t>(t.num_elements(), 3); ++i)
+      s += " \"" + t.flat<std::string>()[size_t(i)] + "\"";
+    return s;
+  }
+  int64_t n = t.num_elements();
+  if (n == 0)
+    return "empty";
+  double lo = INFINITY, hi = -INFINITY, sum = 0, sq = 0;
+  int64_t nan = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = element_as_double(t, i);
+    if (std::isnan(v)) {
+      ++nan;
+      continue;
+    }
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+    sq += v * v;
+  }
+  double count = double(n - nan), mean = count ? sum / count : 0;
+  double sd = count ? std::sqrt(std::max(0.0, sq / count - mean * mean)) : 0;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "min %.6g  max %.6g  mean %.6g  std %.6g%s  first %s", lo, hi,
+                mean, sd, nan ? ("  nan " + std::to_string(nan)).c_str() : "",
+                t.reshaped(shape{n}).value().values_to_string(4).c_str());
+  return buf;
+}
+
+int ckpt_inspect(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(ckpt_usage, stdout);
+    return 0;
+  }
+  std::string file;
+  bool values = false;
+  for (auto& a : args) {
+    if (a == "--values")
+      values = true;
+    else if (!a.empty() && a[0] == '-')
+      return usage_error("unknown option " + a, ckpt_usage);
+    else if (file.empty())
+      file = a;
+    else
+      return usage_error("unexpected argument " + a, ckpt_usage);
+  }
+  if (file.empty())
+    return usage_error("ckpt inspect needs a FILE", ckpt_usage);
+  auto entries = list_checkpoint(file);
+  if (!entries)
+    return fail(entries.error());
+  auto step = read_checkpoint_global_step(file);
+  if (!step)
+    return fail(step.error());
+  std::printf("checkpoint: %s\n", file.c_str());
+  std::printf("global_step: %s\n", *step ? std::to_string(**step).c_str() : "(none)");
+  std::printf("variables: %zu\n", entries->size());
+  size_t width = 4;
+  for (auto& e : *entries)
+    width = std::max(width, e.name.size());
+  int64_t total = 0;
+  for (auto& e : *entries) {
+    std::printf("  %-*s  %-8s %s\n", int(width), e.name.c_str(), std::string(name(e.type)).c_str(),
+                e.dims.to_string().c_str());
+    total += std::max<int64_t>(e.dims.num_elements(), 0);
+    if (values) {
+      auto t = read_checkpoint_tensors(file, {e.name});
+      if (!t)
+        return fail(t.error());
+      std::printf("  %-*s  %s\n", int(width), "", summary(t->begin()->second).c_str());
+    }
+  }
+  std::printf("total: %lld values\n", static_cast<long long>(total));
+  return 0;
+}
+
+int graph_dump(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(graph_usage, stdout);
+    return 0;
+  }
+  if (args.size() != 1 || args[0].empty() || args[0][0] == '-')
+    return usage_error("graph dump needs exactly one FILE", graph_usage);
+  auto g = load_graph(args[0]);
+  if (!g)
+    return fail(g.error());
+  std::fputs(g->to_text().c_str(), stdout);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(main_usage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args.size() >= 2 && args[0] == "ckpt" && args[1] == "inspect")
+    return ckpt_inspect({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "graph" && args[1] == "dump")
+    return graph_dump({args.begin() + 2, args.end()});
+  if (args[0] == "ckpt")
+    return args.size() >= 2 && wants_help(args) ? (std::fputs(ckpt_usage, stdout), 0)
+                                                 : usage_error("unknown ckpt command", ckpt_usage);
+  if (args[0] == "graph")
+    return args.size() >= 2 && wants_help(args) ? (std::fputs(graph_usage, stdout), 0)
+                                                 : usage_error("unknown graph command", graph_usage);
+  return usage_error("unknown command '" + args[0] + "'", main_usage);
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs the `runnel` tool on real files and checks its output and exit statuses.
+#   cli_test.sh RUNNEL_BINARY WORK_DIR
+set -uo pipefail
+runnel=$1
+work=$2
+mkdir -p "$work"
+failures=0
+check() { # check NAME EXPECTED_STATUS PATTERN -- COMMAND...
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local out
+  out=$("$@" 2>&1)
+  local got=$?
+  if [[ $got -ne $want ]] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: status $got (want $want), output:"
+    echo "$out" | head -20
+    failures=$((failures + 1))
+  else
+    echo "ok   $name"
+  fi
+}
+
+# A checkpoint and a graph to look at, written by the Python h5py and by the demo app.
+/usr/bin/python3 - "$work/weights.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f["dense/kernel:0"] = np.arange(6, dtype=np.float32).reshape(2, 3)
+    f["dense/bias:0"] = np.array([1.5, -1.5], dtype=np.float64)
+    f.attrs["global_step"] = np.int64(42)
+PY
+check "ckpt inspect" 0 "dense/kernel +float32 +\[2,3\]" -- "$runnel" ckpt inspect "$work/weights.h5"
+check "ckpt step" 0 "global_step: 42" -- "$runnel" ckpt inspect "$work/weights.h5"
+check "ckpt values" 0 "min 0 +max 5 +mean 2.5" -- "$runnel" ckpt inspect "$work/weights.h5" --values
+check "ckpt missing" 1 "NOT_FOUND: cannot open checkpoint /nonexistent.h5" -- "$runnel" ckpt inspect /nonexistent.h5
+echo "not hdf5" > "$work/notes.h5"
+check "ckpt foreign" 1 "DATA_LOSS: .*notes.h5 is not an HDF5 file" -- "$runnel" ckpt inspect "$work/notes.h5"
+check "ckpt usage" 2 "ckpt inspect needs a FILE" -- "$runnel" ckpt inspect
+check "ckpt help" 0 "usage: runnel ckpt inspect" -- "$runnel" ckpt inspect --help
+check "unknown command" 2 "unknown command 'frobnicate'" -- "$runnel" frobnicate
+check "help" 0 "graph dump FILE" -- "$runnel" --help
+
+"$(dirname "$runnel")/runnel_demo" --steps 1 --out "$work/demo" >/dev/null
+check "graph dump" 0 "logits/probs = Softmax\(" -- "$runnel" graph dump "$work/demo/mlp.graph"
+head -c 100 "$work/demo/mlp.graph" > "$work/truncated.graph"
+check "graph truncated" 1 "DATA_LOSS: .*truncated.graph" -- "$runnel" graph dump "$work/truncated.graph"
+check "graph help" 0 "usage: runnel graph dump" -- "$runnel" graph dump --help
+
+echo "$failures failed"
+exit $((failures > 0))
