@@ -252,6 +252,23 @@ output mean(output x, std::vector<int64_t> axes, bool keep_dims, std::string_vie
 output reduce_max(output x, std::vector<int64_t> axes, bool keep_dims, std::string_view name) {
   return reduction("Max", x, std::move(axes), keep_dims, name);
 }
+output reduce_min(output x, std::vector<int64_t> axes, bool keep_dims, std::string_view name) {
+  return reduction("Min", x, std::move(axes), keep_dims, name);
+}
+output reduce_prod(output x, std::vector<int64_t> axes, bool keep_dims, std::string_view name) {
+  return reduction("Prod", x, std::move(axes), keep_dims, name);
+}
+output reduce_all(output x, std::vector<int64_t> axes, bool keep_dims, std::string_view name) {
+  return reduction("All", x, std::move(axes), keep_dims, name);
+}
+output reduce_any(output x, std::vector<int64_t> axes, bool keep_dims, std::string_view name) {
+  return reduction("Any", x, std::move(axes), keep_dims, name);
+}
+output argmin(output x, int64_t axis, dtype output_type, std::string_view name) {
+  auto a = constant(x.owner(), tensor::scalar<int32_t>(int32_t(axis)), "dimension");
+  return one(x.owner(), "ArgMin", name, {x.ep(), a.ep()}, {{"output_type", output_type}});
+}
+
 output argmax(output x, int64_t axis, dtype output_type, std::string_view name) {
   auto a = constant(x.owner(), tensor::scalar<int32_t>(int32_t(axis)), "dimension");
   return one(x.owner(), "ArgMax", name, {x.ep(), a.ep()}, {{"output_type", output_type}});

@@ -149,7 +149,17 @@ output sum(output x, std::vector<int64_t> axes = {}, bool keep_dims = false, std
 output mean(output x, std::vector<int64_t> axes = {}, bool keep_dims = false, std::string_view name = {});
 output reduce_max(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
                   std::string_view name = {});
+output reduce_min(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
+                  std::string_view name = {});
+output reduce_prod(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
+                   std::string_view name = {});
+/// Logical and/or over axes of a bool tensor.
+output reduce_all(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
+                  std::string_view name = {});
+output reduce_any(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
+                  std::string_view name = {});
 output argmax(output x, int64_t axis, dtype output_type = dtype::i64, std::string_view name = {});
+output argmin(output x, int64_t axis, dtype output_type = dtype::i64, std::string_view name = {});
 /// Sum over axes given as a tensor (computed in the graph).
 output sum(output x, output axes, bool keep_dims = false, std::string_view name = {});
 

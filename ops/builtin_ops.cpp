@@ -203,7 +203,15 @@ void register_math_ops(op_registry& reg) {
                  c.set_output(0, shape{m, n});
                  return {};
                }));
-  for (auto n : {"Sum", "Mean", "Max"})
+  for (auto n : {"All", "Any"})
+    add(reg, op_def(n)
+                 .input("input", dtype::boolean)
+                 .input("reduction_indices", "Tidx")
+                 .output("output", dtype::boolean)
+                 .type_attr("Tidx", index_types, dtype::i32)
+                 .attr("keep_dims", attr_type::boolean, false)
+                 .shape_fn(reduction_shape));
+  for (auto n : {"Sum", "Mean", "Max", "Min", "Prod"})
     add(reg, op_def(n)
                  .input("input", "T")
                  .input("reduction_indices", "Tidx")
@@ -212,7 +220,8 @@ void register_math_ops(op_registry& reg) {
                  .type_attr("Tidx", index_types, dtype::i32)
                  .attr("keep_dims", attr_type::boolean, false)
                  .shape_fn(reduction_shape));
-  add(reg, op_def("ArgMax")
+  for (auto n : {"ArgMax", "ArgMin"})
+  add(reg, op_def(n)
                .input("input", "T")
                .input("dimension", "Tidx")
                .output("output", "output_type")

@@ -138,6 +138,23 @@ void register_math_gradients(gradient_registry& reg) {
     auto count = cast(size(x), x.type()) / cast(size(c.out(0)), x.type());
     return grads{unreduce(c.grad(), x, c.input(1)) / count, output()};
   });
+  for (auto op : {"ArgMin", "All", "Any"})
+    reg.add_non_differentiable(op);
+  reg.add("Prod", [](const gradient_context& c) {
+    // d prod / d x_i = prod / x_i. TODO(correctness): inputs with zeros need TensorFlow's
+    // exclusive-cumprod formulation; this form divides by zero there.
+    auto x = c.input(0), axes = c.input(1);
+    auto kept = kept_shape(x, axes);
+    return grads{reshape(c.grad(), kept) * reshape(c.out(0), kept) / x, output()};
+  });
+  reg.add("Min", [](const gradient_context& c) {
+    auto x = c.input(0), axes = c.input(1);
+    auto kept = kept_shape(x, axes);
+    auto y = reshape(c.out(0), kept);
+    auto indicators = cast(equal(x, y * ones_like(x)), x.type());
+    auto count = reshape(sum(indicators, axes, false), kept);
+    return grads{indicators / count * reshape(c.grad(), kept), output()};
+  });
   reg.add("Max", [](const gradient_context& c) {
     auto x = c.input(0), axes = c.input(1);
     auto kept = kept_shape(x, axes);

@@ -20,21 +20,37 @@ result<int64_t> read_axis(const tensor& t, int rank, const char* what) {
 
 namespace {
 
-enum class reduce_kind { sum, mean, max };
+enum class reduce_kind { sum, mean, max, min, prod, all, any };
 
 // Reduces the middle dimension of a [pre, red, post] view.
 template <class T>
 void reduce_middle(cpu_device& cpu, const T* in, T* out, int64_t pre, int64_t red, int64_t post,
                    reduce_kind kind) {
-  auto combine = [kind](T a, T b) { return kind == reduce_kind::max ? (a > b ? a : b) : T(a + b); };
-  T init = kind == reduce_kind::max ? std::numeric_limits<T>::lowest() : T(0);
+  auto combine = [kind](T a, T b) -> T {
+    switch (kind) {
+      case reduce_kind::max: return a > b ? a : b;
+      case reduce_kind::min: return a < b ? a : b;
+      case reduce_kind::prod: return T(a * b);
+      case reduce_kind::all: return T(a && b);
+      case reduce_kind::any: return T(a || b);
+      default: return T(a + b);
+    }
+  };
+  T init = T(0);
+  switch (kind) {
+    case reduce_kind::max: init = std::numeric_limits<T>::lowest(); break;
+    case reduce_kind::min: init = std::numeric_limits<T>::max(); break;
+    case reduce_kind::prod:
+    case reduce_kind::all: init = T(1); break;
+    default: break;
+  }
   if (post == 1) {
     cpu.parallel_for(pre, std::max<int64_t>(1, elementwise_grain / std::max<int64_t>(red, 1)),
                      [&](int64_t b, int64_t e) {
                        for (int64_t p = b; p < e; ++p) {
                          const T* row = in + p * red;
                          T acc = init;
-                         if (kind == reduce_kind::max) {
+                         if (kind != reduce_kind::sum && kind != reduce_kind::mean) {
                            for (int64_t j = 0; j < red; ++j)
                              acc = combine(acc, row[j]);
                          } else {
@@ -101,9 +117,10 @@ public:
         out_dims.push_back(x.dim(d));
       }
     }
-    if (kind_ == reduce_kind::max && count == 0 && x.num_elements() == 0 && !out_dims.empty())
-      return invalid_argument("Max over an empty dimension of shape " + x.shape().to_string());
-    return dispatch_number(x.type(), [&]<class T>() -> status {
+    if ((kind_ == reduce_kind::max || kind_ == reduce_kind::min) && count == 0 &&
+        x.num_elements() == 0 && !out_dims.empty())
+      return invalid_argument("Max/Min over an empty dimension of shape " + x.shape().to_string());
+    auto run = [&]<class T>() -> status {
       // Reduce one maximal run of adjacent reduced axes at a time, innermost first.
       tensor cur = x;
       std::vector<int64_t> dims = x.shape().dims();
@@ -130,6 +147,7 @@ public:
         red.erase(red.begin() + lo, red.begin() + hi + 1);
         cur = std::move(next);
       }
+      if constexpr (!std::is_same_v<T, bool>)
       if (kind_ == reduce_kind::mean && count > 0) {
         T* p = cur.data<T>();
         for (int64_t i = 0; i < cur.num_elements(); ++i)
@@ -140,7 +158,10 @@ public:
       RUNNEL_ASSIGN_OR_RETURN(tensor out, cur.reshaped(shape(out_dims)));
       ctx.set_output(0, std::move(out));
       return {};
-    });
+    };
+    if (x.type() == dtype::boolean)
+      return run.template operator()<bool>();
+    return dispatch_number(x.type(), run);
   }
 
 private:
@@ -150,7 +171,8 @@ private:
 
 class argmax_kernel : public kernel {
 public:
-  explicit argmax_kernel(const kernel_construction& c) : out_type_(c.attr<dtype>("output_type")) {}
+  argmax_kernel(const kernel_construction& c, bool minimum)
+      : out_type_(c.attr<dtype>("output_type")), min_(minimum) {}
 
   status compute(kernel_context& ctx) override {
     const tensor& x = ctx.input(0);
@@ -179,7 +201,7 @@ public:
           T best_v = in[p * red * post + q];
           for (int64_t j = 1; j < red; ++j) {
             T v = in[(p * red + j) * post + q];
-            if (v > best_v) {
+            if (min_ ? v < best_v : v > best_v) {
               best_v = v;
               best = j;
             }
@@ -195,6 +217,7 @@ public:
 
 private:
   dtype out_type_;
+  bool min_;
 };
 
 } // namespace
@@ -202,12 +225,22 @@ private:
 void register_reduction_kernels(kernel_registry& reg) {
   const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
   const std::vector<std::pair<const char*, reduce_kind>> kinds{
-      {"Sum", reduce_kind::sum}, {"Mean", reduce_kind::mean}, {"Max", reduce_kind::max}};
+      {"Sum", reduce_kind::sum}, {"Mean", reduce_kind::mean}, {"Max", reduce_kind::max},
+      {"Min", reduce_kind::min}, {"Prod", reduce_kind::prod}};
   for (auto [op, kind] : kinds)
     reg.add(op, device_type::cpu, numbers, [kind](const kernel_construction& c) {
       return result<std::unique_ptr<kernel>>(std::make_unique<reduce_kernel>(c, kind));
     });
-  reg.add("ArgMax", device_type::cpu, numbers, make_kernel<argmax_kernel>);
+  for (auto [op, kind] : {std::pair{"All", reduce_kind::all}, std::pair{"Any", reduce_kind::any}})
+    reg.add(op, device_type::cpu, {}, [kind = kind](const kernel_construction& c) {
+      return result<std::unique_ptr<kernel>>(std::make_unique<reduce_kernel>(c, kind));
+    });
+  reg.add("ArgMax", device_type::cpu, numbers, [](const kernel_construction& c) {
+    return result<std::unique_ptr<kernel>>(std::make_unique<argmax_kernel>(c, false));
+  });
+  reg.add("ArgMin", device_type::cpu, numbers, [](const kernel_construction& c) {
+    return result<std::unique_ptr<kernel>>(std::make_unique<argmax_kernel>(c, true));
+  });
 }
 
 } // namespace runnel

@@ -115,6 +115,8 @@ TEST_CASE("gradients of reductions and array ops", "[ops]") {
   check_gradient([](graph&, auto& x) { return mean(x[0], {2}); }, {a});
   check_gradient([](graph&, auto& x) { return mean(x[0]); }, {a});
   check_gradient([](graph&, auto& x) { return reduce_max(x[0], {1}); }, {a});
+  check_gradient([](graph&, auto& x) { return reduce_min(x[0], {0, 2}); }, {a});
+  check_gradient([](graph&, auto& x) { return reduce_prod(x[0], {1}); }, {a});
   check_gradient([](graph&, auto& x) { return reshape(x[0], {3, 4}); }, {a});
   check_gradient([](graph&, auto& x) { return expand_dims(x[0], 1); }, {a});
   check_gradient([](graph&, auto& x) { return transpose(x[0], {2, 0, 1}); }, {a});

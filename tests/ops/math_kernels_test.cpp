@@ -176,6 +176,22 @@ TEST_CASE("reductions over axes with and without keep_dims", "[ops]") {
   check_equal(r[9], tensor::vector<int32_t>({2, 2}));
 }
 
+TEST_CASE("Min, Prod, All, Any and ArgMin", "[ops]") {
+  graph g;
+  auto a = constant(g, vals<float>({2, 3}, {4, 2, 3, 1, 5, 6}));
+  auto b = constant(g, vals<bool>({2, 2}, {true, false, true, true}));
+  auto r = eval({reduce_min(a, {1}), reduce_min(a), reduce_prod(a, {0}), reduce_all(b, {1}),
+                 reduce_any(b, {0}), reduce_all(b), argmin(a, 1), argmin(a, 0, dtype::i32)});
+  check_equal(r[0], tensor::vector<float>({2, 1}));
+  check_equal(r[1], tensor::scalar<float>(1));
+  check_equal(r[2], tensor::vector<float>({4, 10, 18}));
+  check_equal(r[3], tensor::vector<bool>({false, true}));
+  check_equal(r[4], tensor::vector<bool>({true, true}));
+  check_equal(r[5], tensor::scalar<bool>(false));
+  check_equal(r[6], tensor::vector<int64_t>({1, 0}));
+  check_equal(r[7], tensor::vector<int32_t>({1, 0, 0}));
+}
+
 TEST_CASE("reductions over non-adjacent axes of a rank-3 tensor", "[ops]") {
   graph g;
   std::vector<int32_t> v(24);
