@@ -367,6 +367,33 @@ std::pair<output, output> sparse_softmax_cross_entropy_with_logits(output logits
   return {outs[0], outs[1]};
 }
 
+namespace {
+std::vector<int64_t> nhwc(const std::vector<int64_t>& hw, const char* what) {
+  if (hw.size() != 2)
+    throw error(invalid_argument(std::string(what) + " needs 2 values (height, width), got " +
+                                 std::to_string(hw.size())));
+  return {1, hw[0], hw[1], 1};
+}
+} // namespace
+
+output conv2d(output input, output filter, std::vector<int64_t> strides,
+              const std::string& padding, std::string_view name) {
+  return one(same_graph(input, filter), "Conv2D", name, {input.ep(), filter.ep()},
+             {{"strides", nhwc(strides, "strides")}, {"padding", padding}});
+}
+output max_pool(output input, std::vector<int64_t> window, std::vector<int64_t> strides,
+                const std::string& padding, std::string_view name) {
+  return one(input.owner(), "MaxPool", name, {input.ep()},
+             {{"ksize", nhwc(window, "window")}, {"strides", nhwc(strides, "strides")},
+              {"padding", padding}});
+}
+output avg_pool(output input, std::vector<int64_t> window, std::vector<int64_t> strides,
+                const std::string& padding, std::string_view name) {
+  return one(input.owner(), "AvgPool", name, {input.ep()},
+             {{"ksize", nhwc(window, "window")}, {"strides", nhwc(strides, "strides")},
+              {"padding", padding}});
+}
+
 output random_uniform(graph& g, const shape& s, dtype t, int64_t seed, std::string_view name) {
   return random_op("RandomUniform", g, s, t, seed, name);
 }

@@ -198,6 +198,14 @@ std::pair<output, output> softmax_cross_entropy_with_logits(output logits, outpu
 std::pair<output, output> sparse_softmax_cross_entropy_with_logits(output logits, output labels,
                                                                    std::string_view name = {});
 
+/// 2-D convolution, NHWC input and HWIO filter. `strides` = {sh, sw}; padding "SAME" or "VALID".
+output conv2d(output input, output filter, std::vector<int64_t> strides = {1, 1},
+              const std::string& padding = "SAME", std::string_view name = {});
+output max_pool(output input, std::vector<int64_t> window, std::vector<int64_t> strides,
+                const std::string& padding = "VALID", std::string_view name = {});
+output avg_pool(output input, std::vector<int64_t> window, std::vector<int64_t> strides,
+                const std::string& padding = "VALID", std::string_view name = {});
+
 // ---- random (seeded as in TensorFlow: graph seed + op seed; 0 = unset) ----
 output random_uniform(graph& g, const shape& s, dtype t = dtype::f32, int64_t seed = 0,
                       std::string_view name = {});

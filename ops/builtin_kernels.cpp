@@ -12,6 +12,7 @@ void register_builtin_kernels(kernel_registry& reg) {
   register_state_kernels(reg);
   register_grad_support_kernels(reg);
   register_training_kernels(reg);
+  register_conv_kernels(reg);
 }
 
 } // namespace runnel

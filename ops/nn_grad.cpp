@@ -30,6 +30,31 @@ void register_nn_gradients(gradient_registry& reg) {
     auto g = reshape(c.grad(0), std::vector<int64_t>{-1, 1});
     return grads{g * c.out(1), output()};
   };
+  auto same_attrs = [](const node& n, std::initializer_list<const char*> keys) {
+    attr_map a;
+    for (auto k : keys)
+      a[k] = n.attrs.at(k);
+    return a;
+  };
+  reg.add("Conv2D", [same_attrs](const gradient_context& c) {
+    auto x = c.input(0), f = c.input(1), g = c.grad();
+    auto attrs = same_attrs(c.n, {"strides", "padding", "data_format", "dilations"});
+    auto dx = c.g.build("Conv2DBackpropInput", "Conv2DBackpropInput",
+                        {shape_of(x).ep(), f.ep(), g.ep()}, attrs)[0];
+    auto df = c.g.build("Conv2DBackpropFilter", "Conv2DBackpropFilter",
+                        {x.ep(), shape_of(f).ep(), g.ep()}, attrs)[0];
+    return grads{dx, df};
+  });
+  reg.add("MaxPool", [same_attrs](const gradient_context& c) {
+    auto attrs = same_attrs(c.n, {"ksize", "strides", "padding", "data_format"});
+    return grads{c.g.build("MaxPoolGrad", "MaxPoolGrad",
+                           {c.input(0).ep(), c.out(0).ep(), c.grad().ep()}, attrs)[0]};
+  });
+  reg.add("AvgPool", [same_attrs](const gradient_context& c) {
+    auto attrs = same_attrs(c.n, {"ksize", "strides", "padding", "data_format"});
+    return grads{c.g.build("AvgPoolGrad", "AvgPoolGrad", {shape_of(c.input(0)).ep(), c.grad().ep()},
+                           attrs)[0]};
+  });
   reg.add("SoftmaxCrossEntropyWithLogits", xent);
   reg.add("SparseSoftmaxCrossEntropyWithLogits", xent);
 }

@@ -111,6 +111,26 @@ status scalar_shape(inference_context& c) {
 
 status unknown_shape(inference_context&) { return {}; }
 
+result<std::pair<int64_t, int64_t>> conv_output_size(int64_t in, int64_t k, int64_t stride,
+                                                     const std::string& padding) {
+  if (stride < 1 || k < 1)
+    return invalid_argument("window size and stride must be positive");
+  if (padding == "VALID") {
+    if (in < k)
+      return invalid_argument("input size " + std::to_string(in) + " is smaller than the window " +
+                              std::to_string(k) + " (VALID padding)");
+    return std::pair<int64_t, int64_t>{(in - k) / stride + 1, 0};
+  }
+  if (padding == "SAME") {
+    int64_t out = (in + stride - 1) / stride;
+    int64_t total = std::max<int64_t>((out - 1) * stride + k - in, 0);
+    return std::pair<int64_t, int64_t>{out, total / 2};
+  }
+  return invalid_argument("padding must be SAME or VALID, got '" + padding + "'");
+}
+
+
+
 status op_registry::add(op_def def) {
   if (ops_.count(def.name))
     return already_exists("op '" + def.name + "' is already registered");
@@ -146,6 +166,7 @@ void register_builtin_ops(op_registry& reg) {
   register_state_ops(reg);
   register_gradient_support_ops(reg);
   register_training_ops(reg);
+  register_conv_ops(reg);
 }
 
 const op_registry& builtin_ops() {

@@ -114,6 +114,11 @@ status scalar_shape(inference_context& c);
 /// Output shapes stay unknown.
 status unknown_shape(inference_context& c);
 
+/// Output size and leading padding of one spatial dimension of a convolution or pool
+/// (TensorFlow's SAME and VALID rules).
+result<std::pair<int64_t, int64_t>> conv_output_size(int64_t in, int64_t k, int64_t stride,
+                                                     const std::string& padding);
+
 /// A set of op definitions by name.
 class op_registry {
 public:
@@ -138,6 +143,7 @@ void register_random_ops(op_registry& reg);
 void register_state_ops(op_registry& reg);
 void register_gradient_support_ops(op_registry& reg);
 void register_training_ops(op_registry& reg);
+void register_conv_ops(op_registry& reg);
 
 /// The registry of all builtin ops, built explicitly on first use.
 const op_registry& builtin_ops();

@@ -24,7 +24,8 @@ tensor random_input(shape s, double lo, double hi, uint32_t seed, bool random_si
 using builder_fn = std::function<output(graph&, const std::vector<output>&)>;
 
 /// Compares symbolic gradients of sum(f(xs) * w) with central differences, in float64.
-void check_gradient(const builder_fn& f, std::vector<tensor> inputs, double tol = 1e-6) {
+void check_gradient(const builder_fn& f, std::vector<tensor> inputs, double tol = 1e-6,
+                    double h = 1e-6) {
   graph g;
   std::vector<output> xs;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -44,7 +45,6 @@ void check_gradient(const builder_fn& f, std::vector<tensor> inputs, double tol 
     fetch.push_back(gr);
   }
   auto symbolic = s.run(feeds, fetch).value();
-  const double h = 1e-6;
   for (size_t i = 0; i < inputs.size(); ++i) {
     REQUIRE(symbolic[i].shape() == inputs[i].shape());
     for (int64_t j = 0; j < inputs[i].num_elements(); ++j) {
@@ -58,7 +58,7 @@ void check_gradient(const builder_fn& f, std::vector<tensor> inputs, double tol 
       double numeric = (eval_at(h) - eval_at(-h)) / (2 * h);
       double got = symbolic[i].data<double>()[j];
       INFO("op " << y.node().op << ", input " << i << ", element " << j);
-      CHECK(got == Approx(numeric).margin(tol).epsilon(1e-4));
+      CHECK(got == Approx(numeric).margin(tol).epsilon(tol > 1e-6 ? 1e-3 : 1e-4));
     }
   }
 }
@@ -171,4 +171,22 @@ TEST_CASE("gradients: unconnected inputs, stop_gradient, missing gradients", "[o
   // A fed gradient of y scales the result.
   auto scaled = gradients({y}, {x}, {constant(g, 2.0)});
   check_equal(eval1(scaled[0], {{x, tensor::vector<double>({1, 2})}}), tensor::vector<double>({6, 6}));
+}
+
+TEST_CASE("gradients of Conv2D and pooling (float32, central differences)", "[ops]") {
+  auto x = random_input({2, 5, 5, 3}, 0.1, 1.0, 21, true);
+  auto f = random_input({3, 3, 3, 4}, 0.1, 1.0, 22, true);
+  auto f32 = [](output o) { return cast(o, dtype::f32); };
+  for (auto padding : {"SAME", "VALID"})
+    for (int64_t stride : {1, 2})
+      check_gradient(
+          [&](graph&, auto& in) {
+            return conv2d(f32(in[0]), f32(in[1]), {stride, stride}, padding);
+          },
+          {x, f}, 2e-3, 1e-2);
+  auto p = random_input({1, 4, 4, 2}, 0.1, 1.0, 23, true); // distinct values: no ties
+  check_gradient([&](graph&, auto& in) { return max_pool(f32(in[0]), {2, 2}, {2, 2}); }, {p}, 2e-3,
+                 1e-3);
+  check_gradient([&](graph&, auto& in) { return avg_pool(f32(in[0]), {3, 3}, {1, 1}, "SAME"); }, {p},
+                 2e-3, 1e-2);
 }

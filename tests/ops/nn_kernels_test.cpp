@@ -63,3 +63,34 @@ TEST_CASE("a small model graph evaluates to the hand-computed numbers", "[ops]")
   float e = std::exp(1.5f);
   check_close(r[1], vals<float>({1, 2}, {e / (1 + e), 1 / (1 + e)}));
 }
+
+TEST_CASE("Conv2D matches a hand computation, with SAME and VALID padding", "[ops]") {
+  graph g;
+  // 1 image 3x3, 1 channel; a 2x2 filter of ones with 2 output channels (second doubled).
+  auto x = constant(g, vals<float>({1, 3, 3, 1}, {1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  auto f = constant(g, vals<float>({2, 2, 1, 2}, {1, 2, 1, 2, 1, 2, 1, 2}));
+  auto r = eval({conv2d(x, f, {1, 1}, "VALID"), conv2d(x, f, {1, 1}, "SAME"),
+                 conv2d(x, f, {2, 2}, "SAME")});
+  check_equal(r[0], vals<float>({1, 2, 2, 2}, {12, 24, 16, 32, 24, 48, 28, 56}));
+  // SAME pads the bottom/right by one: the last row/column sums fewer pixels.
+  check_equal(r[1], vals<float>({1, 3, 3, 2}, {12, 24, 16, 32, 9, 18, 24, 48, 28, 56, 15, 30,
+                                                15, 30, 17, 34, 9, 18}));
+  check_equal(r[2], vals<float>({1, 2, 2, 2}, {12, 24, 9, 18, 15, 30, 9, 18}));
+  // A 1x1 convolution is a matrix product over pixels.
+  auto one = eval1(conv2d(x, constant(g, vals<float>({1, 1, 1, 2}, {1, -1}))));
+  CHECK(one.data<float>()[2 * 4] == 5);
+  CHECK(one.data<float>()[2 * 4 + 1] == -5);
+  CHECK_THROWS_AS(conv2d(x, constant(g, vals<float>({2, 2, 3, 1}, std::vector<float>(12, 1.f)))),
+                  runnel::error);
+}
+
+TEST_CASE("MaxPool and AvgPool, including padded windows", "[ops]") {
+  graph g;
+  auto x = constant(g, vals<float>({1, 3, 3, 1}, {1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  auto r = eval({max_pool(x, {2, 2}, {1, 1}), avg_pool(x, {2, 2}, {1, 1}),
+                 max_pool(x, {2, 2}, {2, 2}, "SAME"), avg_pool(x, {2, 2}, {2, 2}, "SAME")});
+  check_equal(r[0], vals<float>({1, 2, 2, 1}, {5, 6, 8, 9}));
+  check_equal(r[1], vals<float>({1, 2, 2, 1}, {3, 4, 6, 7}));
+  check_equal(r[2], vals<float>({1, 2, 2, 1}, {5, 6, 8, 9}));
+  check_equal(r[3], vals<float>({1, 2, 2, 1}, {3, 4.5f, 7.5f, 9})); // padding not counted
+}

@@ -1,0 +1,366 @@
+// Convolution and pooling, NHWC: Conv2D (im2col + BLAS), its two backprops, MaxPool, AvgPool
+// and their gradients.
+#include <cblas.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "ops/cpu/kernels.hpp"
+
+namespace runnel {
+
+namespace {
+
+struct geometry {
+  int64_t n, h, w, c;       // input
+  int64_t kh, kw, o;        // window, output channels
+  int64_t sh, sw;           // strides
+  int64_t oh, ow, ph, pw;   // output size, leading padding
+  int64_t patch() const { return kh * kw * c; }
+};
+
+result<std::vector<int64_t>> four_ints(const std::vector<int64_t>& v, const char* what) {
+  if (v.size() != 4)
+    return invalid_argument(std::string(what) + " must have 4 entries (NHWC)");
+  if (v[0] != 1 || v[3] != 1)
+    return unimplemented(std::string(what) + " along the batch and channel dimensions must be 1");
+  return v;
+}
+
+result<geometry> conv_geometry(const shape& in, const shape& filter, const std::vector<int64_t>& strides,
+                               const std::string& padding) {
+  if (in.rank() != 4 || filter.rank() != 4)
+    return invalid_argument("Conv2D needs a 4-D input (NHWC) and a 4-D filter (HWIO), got " +
+                            in.to_string() + " and " + filter.to_string());
+  if (in[3] != filter[2])
+    return invalid_argument("input has " + std::to_string(in[3]) + " channels but the filter " +
+                            filter.to_string() + " expects " + std::to_string(filter[2]));
+  geometry g{in[0], in[1], in[2], in[3], filter[0], filter[1], filter[3], strides[1], strides[2], 0, 0, 0, 0};
+  RUNNEL_ASSIGN_OR_RETURN(auto hh, conv_output_size(g.h, g.kh, g.sh, padding));
+  RUNNEL_ASSIGN_OR_RETURN(auto ww, conv_output_size(g.w, g.kw, g.sw, padding));
+  g.oh = hh.first;
+  g.ph = hh.second;
+  g.ow = ww.first;
+  g.pw = ww.second;
+  return g;
+}
+
+/// Patches of image `b` as rows [oh*ow, kh*kw*c] (zeros where the window leaves the image).
+void im2col(const geometry& g, const float* image, float* cols) {
+  int64_t k = g.patch();
+  for (int64_t y = 0; y < g.oh; ++y)
+    for (int64_t x = 0; x < g.ow; ++x) {
+      float* row = cols + (y * g.ow + x) * k;
+      for (int64_t i = 0; i < g.kh; ++i) {
+        int64_t iy = y * g.sh + i - g.ph;
+        for (int64_t j = 0; j < g.kw; ++j) {
+          int64_t ix = x * g.sw + j - g.pw;
+          float* dst = row + (i * g.kw + j) * g.c;
+          if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w)
+            std::fill_n(dst, g.c, 0.f);
+          else
+            std::copy_n(image + (iy * g.w + ix) * g.c, g.c, dst);
+        }
+      }
+    }
+}
+
+/// The adjoint of im2col: adds each patch row back into the image.
+void col2im(const geometry& g, const float* cols, float* image) {
+  int64_t k = g.patch();
+  for (int64_t y = 0; y < g.oh; ++y)
+    for (int64_t x = 0; x < g.ow; ++x) {
+      const float* row = cols + (y * g.ow + x) * k;
+      for (int64_t i = 0; i < g.kh; ++i) {
+        int64_t iy = y * g.sh + i - g.ph;
+        if (iy < 0 || iy >= g.h)
+          continue;
+        for (int64_t j = 0; j < g.kw; ++j) {
+          int64_t ix = x * g.sw + j - g.pw;
+          if (ix < 0 || ix >= g.w)
+            continue;
+          const float* src = row + (i * g.kw + j) * g.c;
+          float* dst = image + (iy * g.w + ix) * g.c;
+          for (int64_t ch = 0; ch < g.c; ++ch)
+            dst[ch] += src[ch];
+        }
+      }
+    }
+}
+
+struct conv_attrs {
+  std::vector<int64_t> strides;
+  std::string padding;
+  explicit conv_attrs(const kernel_construction& c)
+      : strides(c.attr<std::vector<int64_t>>("strides")), padding(c.attr<std::string>("padding")) {}
+};
+
+bool is_pointwise(const geometry& g) {
+  return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+}
+
+class conv2d_kernel : public kernel {
+public:
+  explicit conv2d_kernel(const kernel_construction& c) : a_(c) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& in = ctx.input(0);
+    const tensor& f = ctx.input(1);
+    RUNNEL_RETURN_IF_ERROR(four_ints(a_.strides, "strides").error());
+    RUNNEL_ASSIGN_OR_RETURN(auto g, conv_geometry(in.shape(), f.shape(), a_.strides, a_.padding));
+    tensor& out = ctx.allocate_output(0, dtype::f32, shape{g.n, g.oh, g.ow, g.o});
+    int64_t k = g.patch(), rows = g.oh * g.ow;
+    if (out.num_elements() == 0)
+      return {};
+    if (is_pointwise(g)) { // a 1x1 convolution is one matrix product over all pixels
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.n * rows), int(g.o), int(k), 1.f,
+                  in.data<float>(), int(k), f.data<float>(), int(g.o), 0.f, out.data<float>(),
+                  int(g.o));
+      return {};
+    }
+    // Several images per GEMM keep BLAS efficient without a patch buffer for the whole batch.
+    int64_t per = std::max<int64_t>(1, std::min<int64_t>(g.n, (int64_t(8) << 20) / (rows * k * 4 + 1)));
+    std::vector<float> cols(static_cast<size_t>(per * rows * k));
+    for (int64_t b = 0; b < g.n; b += per) {
+      int64_t m = std::min(per, g.n - b);
+      ctx.cpu().parallel_for(m, 1, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i)
+          im2col(g, in.data<float>() + (b + i) * g.h * g.w * g.c, cols.data() + i * rows * k);
+      });
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m * rows), int(g.o), int(k), 1.f,
+                  cols.data(), int(k), f.data<float>(), int(g.o), 0.f,
+                  out.data<float>() + b * rows * g.o, int(g.o));
+    }
+    return {};
+  }
+
+private:
+  conv_attrs a_;
+};
+
+class conv2d_backprop_input_kernel : public kernel {
+public:
+  explicit conv2d_backprop_input_kernel(const kernel_construction& c) : a_(c) {}
+  status compute(kernel_context& ctx) override {
+    RUNNEL_ASSIGN_OR_RETURN(auto sizes, to_int64_vector(ctx.input(0)));
+    const tensor& f = ctx.input(1);
+    const tensor& dy = ctx.input(2);
+    if (sizes.size() != 4)
+      return invalid_argument("input_sizes must have 4 entries");
+    RUNNEL_ASSIGN_OR_RETURN(auto g, conv_geometry(shape(sizes), f.shape(), a_.strides, a_.padding));
+    if (!(dy.shape() == shape{g.n, g.oh, g.ow, g.o}))
+      return invalid_argument("out_backprop has shape " + dy.shape().to_string() + ", expected " +
+                              shape{g.n, g.oh, g.ow, g.o}.to_string());
+    tensor& dx = ctx.allocate_output(0, dtype::f32, shape(sizes));
+    std::fill_n(dx.data<float>(), dx.num_elements(), 0.f);
+    int64_t k = g.patch(), rows = g.oh * g.ow;
+    if (dx.num_elements() == 0 || dy.num_elements() == 0)
+      return {};
+    std::vector<float> cols(static_cast<size_t>(rows * k));
+    for (int64_t b = 0; b < g.n; ++b) {
+      // d patches = dy · filterᵀ, then scatter the patches back.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(k), int(g.o), 1.f,
+                  dy.data<float>() + b * rows * g.o, int(g.o), f.data<float>(), int(g.o), 0.f,
+                  cols.data(), int(k));
+      col2im(g, cols.data(), dx.data<float>() + b * g.h * g.w * g.c);
+    }
+    return {};
+  }
+
+private:
+  conv_attrs a_;
+};
+
+class conv2d_backprop_filter_kernel : public kernel {
+public:
+  explicit conv2d_backprop_filter_kernel(const kernel_construction& c) : a_(c) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& in = ctx.input(0);
+    RUNNEL_ASSIGN_OR_RETURN(auto sizes, to_int64_vector(ctx.input(1)));
+    const tensor& dy = ctx.input(2);
+    if (sizes.size() != 4)
+      return invalid_argument("filter_sizes must have 4 entries");
+    RUNNEL_ASSIGN_OR_RETURN(auto g, conv_geometry(in.shape(), shape(sizes), a_.strides, a_.padding));
+    if (!(dy.shape() == shape{g.n, g.oh, g.ow, g.o}))
+      return invalid_argument("out_backprop has shape " + dy.shape().to_string() + ", expected " +
+                              shape{g.n, g.oh, g.ow, g.o}.to_string());
+    tensor& df = ctx.allocate_output(0, dtype::f32, shape(sizes));
+    std::fill_n(df.data<float>(), df.num_elements(), 0.f);
+    int64_t k = g.patch(), rows = g.oh * g.ow;
+    if (df.num_elements() == 0 || rows == 0)
+      return {};
+    std::vector<float> cols(static_cast<size_t>(rows * k));
+    for (int64_t b = 0; b < g.n; ++b) {
+      im2col(g, in.data<float>() + b * g.h * g.w * g.c, cols.data());
+      // d filter += patchesᵀ · dy
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(k), int(g.o), int(rows), 1.f,
+                  cols.data(), int(k), dy.data<float>() + b * rows * g.o, int(g.o), 1.f,
+                  df.data<float>(), int(g.o));
+    }
+    return {};
+  }
+
+private:
+  conv_attrs a_;
+};
+
+struct pool_attrs {
+  std::vector<int64_t> ksize, strides;
+  std::string padding;
+  explicit pool_attrs(const kernel_construction& c)
+      : ksize(c.attr<std::vector<int64_t>>("ksize")),
+        strides(c.attr<std::vector<int64_t>>("strides")), padding(c.attr<std::string>("padding")) {}
+  result<geometry> of(const shape& in) const {
+    RUNNEL_RETURN_IF_ERROR(four_ints(ksize, "ksize").error());
+    RUNNEL_RETURN_IF_ERROR(four_ints(strides, "strides").error());
+    if (in.rank() != 4)
+      return invalid_argument("pooling needs a 4-D input (NHWC), got " + in.to_string());
+    return conv_geometry(in, shape{ksize[1], ksize[2], in[3], in[3]}, strides, padding);
+  }
+};
+
+/// Calls fn(out_index, first_input_index_list...) per output element: visits each window.
+template <class F> void for_each_window(const geometry& g, F fn) {
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t y = 0; y < g.oh; ++y)
+      for (int64_t x = 0; x < g.ow; ++x) {
+        int64_t y0 = y * g.sh - g.ph, x0 = x * g.sw - g.pw;
+        int64_t y1 = std::min(y0 + g.kh, g.h), x1 = std::min(x0 + g.kw, g.w);
+        y0 = std::max<int64_t>(y0, 0);
+        x0 = std::max<int64_t>(x0, 0);
+        fn(b, ((b * g.oh + y) * g.ow + x) * g.c, y0, y1, x0, x1);
+      }
+}
+
+class max_pool_kernel : public kernel {
+public:
+  explicit max_pool_kernel(const kernel_construction& c) : a_(c) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& in = ctx.input(0);
+    RUNNEL_ASSIGN_OR_RETURN(auto g, a_.of(in.shape()));
+    tensor& out = ctx.allocate_output(0, dtype::f32, shape{g.n, g.oh, g.ow, g.c});
+    const float* x = in.data<float>();
+    float* o = out.data<float>();
+    for_each_window(g, [&](int64_t b, int64_t oi, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+      float* dst = o + oi;
+      std::fill_n(dst, g.c, -std::numeric_limits<float>::infinity());
+      for (int64_t yy = y0; yy < y1; ++yy)
+        for (int64_t xx = x0; xx < x1; ++xx) {
+          const float* src = x + ((b * g.h + yy) * g.w + xx) * g.c;
+          for (int64_t ch = 0; ch < g.c; ++ch)
+            dst[ch] = std::max(dst[ch], src[ch]);
+        }
+    });
+    return {};
+  }
+
+private:
+  pool_attrs a_;
+};
+
+class max_pool_grad_kernel : public kernel {
+public:
+  explicit max_pool_grad_kernel(const kernel_construction& c) : a_(c) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& in = ctx.input(0);
+    const tensor& dy = ctx.input(2);
+    RUNNEL_ASSIGN_OR_RETURN(auto g, a_.of(in.shape()));
+    if (!(dy.shape() == shape{g.n, g.oh, g.ow, g.c}))
+      return invalid_argument("grad has shape " + dy.shape().to_string() + ", expected " +
+                              shape{g.n, g.oh, g.ow, g.c}.to_string());
+    tensor& dx = ctx.allocate_output(0, dtype::f32, in.shape());
+    std::fill_n(dx.data<float>(), dx.num_elements(), 0.f);
+    const float* x = in.data<float>();
+    for_each_window(g, [&](int64_t b, int64_t oi, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+      for (int64_t ch = 0; ch < g.c; ++ch) {
+        int64_t best = -1;
+        float best_v = -std::numeric_limits<float>::infinity();
+        for (int64_t yy = y0; yy < y1; ++yy)
+          for (int64_t xx = x0; xx < x1; ++xx) {
+            int64_t idx = ((b * g.h + yy) * g.w + xx) * g.c + ch;
+            if (best < 0 || x[idx] > best_v) {
+              best = idx;
+              best_v = x[idx];
+            }
+          }
+        if (best >= 0)
+          dx.data<float>()[best] += dy.data<float>()[oi + ch];
+      }
+    });
+    return {};
+  }
+
+private:
+  pool_attrs a_;
+};
+
+class avg_pool_kernel : public kernel {
+public:
+  explicit avg_pool_kernel(const kernel_construction& c) : a_(c) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& in = ctx.input(0);
+    RUNNEL_ASSIGN_OR_RETURN(auto g, a_.of(in.shape()));
+    tensor& out = ctx.allocate_output(0, dtype::f32, shape{g.n, g.oh, g.ow, g.c});
+    const float* x = in.data<float>();
+    for_each_window(g, [&](int64_t b, int64_t oi, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+      float* dst = out.data<float>() + oi;
+      std::fill_n(dst, g.c, 0.f);
+      for (int64_t yy = y0; yy < y1; ++yy)
+        for (int64_t xx = x0; xx < x1; ++xx) {
+          const float* src = x + ((b * g.h + yy) * g.w + xx) * g.c;
+          for (int64_t ch = 0; ch < g.c; ++ch)
+            dst[ch] += src[ch];
+        }
+      float count = float((y1 - y0) * (x1 - x0)); // padding is not counted, as in TensorFlow
+      for (int64_t ch = 0; ch < g.c; ++ch)
+        dst[ch] /= count;
+    });
+    return {};
+  }
+
+private:
+  pool_attrs a_;
+};
+
+class avg_pool_grad_kernel : public kernel {
+public:
+  explicit avg_pool_grad_kernel(const kernel_construction& c) : a_(c) {}
+  status compute(kernel_context& ctx) override {
+    RUNNEL_ASSIGN_OR_RETURN(auto sizes, to_int64_vector(ctx.input(0)));
+    const tensor& dy = ctx.input(1);
+    RUNNEL_ASSIGN_OR_RETURN(auto g, a_.of(shape(sizes)));
+    if (!(dy.shape() == shape{g.n, g.oh, g.ow, g.c}))
+      return invalid_argument("grad has shape " + dy.shape().to_string() + ", expected " +
+                              shape{g.n, g.oh, g.ow, g.c}.to_string());
+    tensor& dx = ctx.allocate_output(0, dtype::f32, shape(sizes));
+    std::fill_n(dx.data<float>(), dx.num_elements(), 0.f);
+    for_each_window(g, [&](int64_t b, int64_t oi, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+      float count = float((y1 - y0) * (x1 - x0));
+      for (int64_t yy = y0; yy < y1; ++yy)
+        for (int64_t xx = x0; xx < x1; ++xx) {
+          float* dst = dx.data<float>() + ((b * g.h + yy) * g.w + xx) * g.c;
+          for (int64_t ch = 0; ch < g.c; ++ch)
+            dst[ch] += dy.data<float>()[oi + ch] / count;
+        }
+    });
+    return {};
+  }
+
+private:
+  pool_attrs a_;
+};
+
+} // namespace
+
+void register_conv_kernels(kernel_registry& reg) {
+  auto cpu = device_type::cpu;
+  const std::vector<dtype> f32{dtype::f32};
+  reg.add("Conv2D", cpu, f32, make_kernel<conv2d_kernel>);
+  reg.add("Conv2DBackpropInput", cpu, f32, make_kernel<conv2d_backprop_input_kernel>);
+  reg.add("Conv2DBackpropFilter", cpu, f32, make_kernel<conv2d_backprop_filter_kernel>);
+  reg.add("MaxPool", cpu, f32, make_kernel<max_pool_kernel>);
+  reg.add("MaxPoolGrad", cpu, f32, make_kernel<max_pool_grad_kernel>);
+  reg.add("AvgPool", cpu, f32, make_kernel<avg_pool_kernel>);
+  reg.add("AvgPoolGrad", cpu, f32, make_kernel<avg_pool_grad_kernel>);
+}
+
+} // namespace runnel
