@@ -350,6 +350,67 @@ output print(output x, std::string message, std::string_view name) {
   return one(x.owner(), "Print", name, {x.ep()}, {{"message", std::move(message)}});
 }
 
+output stack(const std::vector<output>& values, int64_t axis, std::string_view name) {
+  if (values.empty())
+    throw error(invalid_argument("stack needs at least one value"));
+  std::vector<endpoint> in;
+  for (auto& v : values)
+    in.push_back(v.ep());
+  return one(values[0].owner(), "Pack", name, in,
+             {{"N", int64_t(values.size())}, {"axis", axis}});
+}
+std::vector<output> unstack(output x, int64_t num, int64_t axis, std::string_view name) {
+  return x.owner().build("Unpack", name.empty() ? "Unpack" : name, {x.ep()},
+                         {{"num", num}, {"axis", axis}});
+}
+std::vector<output> split(output x, int64_t num, int64_t axis, std::string_view name) {
+  graph& g = x.owner();
+  auto a = constant(g, tensor::scalar<int32_t>(int32_t(axis)), "split_dim");
+  return g.build("Split", name.empty() ? "Split" : name, {a.ep(), x.ep()}, {{"num_split", num}});
+}
+output squeeze(output x, std::vector<int64_t> axes, std::string_view name) {
+  return one(x.owner(), "Squeeze", name, {x.ep()}, {{"squeeze_dims", axes}});
+}
+output tile(output x, std::vector<int64_t> multiples, std::string_view name) {
+  return binary("Tile", x, int_vector(x.owner(), multiples, "multiples"), name);
+}
+output pad(output x, std::vector<std::pair<int64_t, int64_t>> paddings, std::string_view name) {
+  std::vector<int32_t> flat;
+  for (auto [b, a] : paddings) {
+    flat.push_back(int32_t(b));
+    flat.push_back(int32_t(a));
+  }
+  auto p = constant(x.owner(),
+                    tensor::from_values<int32_t>({int64_t(paddings.size()), 2}, flat), "paddings");
+  return binary("Pad", x, p, name);
+}
+output reverse(output x, std::vector<int64_t> axes, std::string_view name) {
+  return binary("ReverseV2", x, int_vector(x.owner(), axes, "axis"), name);
+}
+output range(graph& g, output start, output limit, output delta, std::string_view name) {
+  return one(g, "Range", name, {start.ep(), limit.ep(), delta.ep()});
+}
+output random_shuffle(output x, int64_t seed, std::string_view name) {
+  auto [s1, s2] = seeds(x.owner(), seed);
+  return one(x.owner(), "RandomShuffle", name, {x.ep()}, {{"seed", s1}, {"seed2", s2}});
+}
+output batch_matmul(output x, output y, bool adj_x, bool adj_y, std::string_view name) {
+  return one(same_graph(x, y), "BatchMatMul", name, {x.ep(), y.ep()},
+             {{"adj_x", adj_x}, {"adj_y", adj_y}});
+}
+output matrix_inverse(output x, bool adjoint, std::string_view name) {
+  return one(x.owner(), "MatrixInverse", name, {x.ep()}, {{"adjoint", adjoint}});
+}
+output matrix_determinant(output x, std::string_view name) {
+  return unary("MatrixDeterminant", x, name);
+}
+output log_softmax(output logits, std::string_view name) { return unary("LogSoftmax", logits, name); }
+output l2_loss(output t, std::string_view name) { return unary("L2Loss", t, name); }
+output in_top_k(output predictions, output targets, int64_t k, std::string_view name) {
+  return one(same_graph(predictions, targets), "InTopK", name, {predictions.ep(), targets.ep()},
+             {{"k", k}});
+}
+
 output bias_add(output value, output bias, std::string_view name) {
   return binary("BiasAdd", value, bias, name);
 }

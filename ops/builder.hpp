@@ -189,7 +189,31 @@ output one_hot(output indices, int64_t depth, double on_value = 1.0, double off_
 /// Passes `x` through, printing `message` and its values to stderr each time it runs.
 output print(output x, std::string message, std::string_view name = {});
 
+/// Stacks same-shaped tensors along a new axis (Pack) and splits them apart again (Unpack).
+output stack(const std::vector<output>& values, int64_t axis = 0, std::string_view name = {});
+std::vector<output> unstack(output x, int64_t num, int64_t axis = 0, std::string_view name = {});
+/// `num` equal parts along `axis`.
+std::vector<output> split(output x, int64_t num, int64_t axis = 0, std::string_view name = {});
+/// Removes dimensions of size 1 (the given ones, or all).
+output squeeze(output x, std::vector<int64_t> axes = {}, std::string_view name = {});
+output tile(output x, std::vector<int64_t> multiples, std::string_view name = {});
+/// Zero padding: one {before, after} pair per dimension.
+output pad(output x, std::vector<std::pair<int64_t, int64_t>> paddings, std::string_view name = {});
+output reverse(output x, std::vector<int64_t> axes, std::string_view name = {});
+output range(graph& g, output start, output limit, output delta, std::string_view name = {});
+/// The rows (first dimension) in a random order, reproducibly with seeds.
+output random_shuffle(output x, int64_t seed = 0, std::string_view name = {});
+output batch_matmul(output x, output y, bool adj_x = false, bool adj_y = false,
+                    std::string_view name = {});
+output matrix_inverse(output x, bool adjoint = false, std::string_view name = {});
+output matrix_determinant(output x, std::string_view name = {});
+
 // ---- neural networks ----
+output log_softmax(output logits, std::string_view name = {});
+/// sum(t²) / 2.
+output l2_loss(output t, std::string_view name = {});
+/// Whether each target's prediction is among the `k` largest in its row (ties count as in).
+output in_top_k(output predictions, output targets, int64_t k, std::string_view name = {});
 output bias_add(output value, output bias, std::string_view name = {});
 output softmax(output logits, std::string_view name = {});
 /// Per-example loss (output 0) and its gradient with respect to the logits (output 1).

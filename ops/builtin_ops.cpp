@@ -942,3 +942,273 @@ void register_conv_ops(op_registry& reg) {
 }
 
 } // namespace runnel
+
+namespace runnel {
+
+void register_more_array_ops(op_registry& reg) {
+  add(reg, op_def("LogSoftmax")
+               .input("logits", "T")
+               .output("logsoftmax", "T")
+               .type_attr("T", real_types)
+               .shape_fn([](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank_at_least(0, 1));
+                 c.set_output(0, c.input_shape(0));
+                 return {};
+               }));
+  add(reg, op_def("L2Loss").input("t", "T").output("output", "T").type_attr("T", real_types).shape_fn(scalar_shape));
+  add(reg, op_def("InTopK")
+               .input("predictions", dtype::f32)
+               .input("targets", "T")
+               .output("precision", dtype::boolean)
+               .type_attr("T", index_types, dtype::i32)
+               .attr("k", attr_type::integer)
+               .shape_fn([](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(0, 2));
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 1));
+                 auto& p = c.input_shape(0);
+                 c.set_output(0, shape{p.has_known_rank() ? p[0] : -1});
+                 return {};
+               }));
+  add(reg, op_def("Pack")
+               .input_list("values", "T", "N")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .attr("N", attr_type::integer)
+               .attr("axis", attr_type::integer, int64_t(0))
+               .shape_fn([](inference_context& c) -> status {
+                 shape s = c.input_shape(0);
+                 for (int i = 1; i < c.num_inputs(); ++i) {
+                   auto m = s.merge(c.input_shape(i));
+                   if (!m)
+                     return c.input_error(i, "has shape " + c.input_shape(i).to_string() +
+                                                 " but input 0 has " + s.to_string());
+                   s = *m;
+                 }
+                 if (!s.has_known_rank())
+                   return {};
+                 int64_t axis = c.attr<int64_t>("axis");
+                 RUNNEL_RETURN_IF_ERROR(normalize_axis(axis, s.rank() + 1, "axis"));
+                 auto dims = s.dims();
+                 dims.insert(dims.begin() + axis, c.num_inputs());
+                 c.set_output(0, shape(dims));
+                 return {};
+               }));
+  add(reg, op_def("Unpack")
+               .input("value", "T")
+               .output_list("output", "T", "num")
+               .type_attr("T", all_types)
+               .attr("num", attr_type::integer)
+               .attr("axis", attr_type::integer, int64_t(0))
+               .shape_fn([](inference_context& c) -> status {
+                 auto& s = c.input_shape(0);
+                 if (!s.has_known_rank())
+                   return {};
+                 int64_t axis = c.attr<int64_t>("axis");
+                 RUNNEL_RETURN_IF_ERROR(normalize_axis(axis, s.rank(), "axis"));
+                 if (s[int(axis)] >= 0 && s[int(axis)] != c.attr<int64_t>("num"))
+                   return invalid_argument("num is " + std::to_string(c.attr<int64_t>("num")) +
+                                           " but dimension " + std::to_string(axis) + " of " +
+                                           s.to_string() + " has size " +
+                                           std::to_string(s[int(axis)]));
+                 auto dims = s.dims();
+                 dims.erase(dims.begin() + axis);
+                 for (int o = 0; o < c.num_outputs(); ++o)
+                   c.set_output(o, shape(dims));
+                 return {};
+               }));
+  add(reg, op_def("Squeeze")
+               .input("input", "T")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .attr("squeeze_dims", attr_type::list_int, std::vector<int64_t>{})
+               .shape_fn([](inference_context& c) -> status {
+                 auto& s = c.input_shape(0);
+                 if (!s.has_known_rank())
+                   return {};
+                 auto axes = c.attr<std::vector<int64_t>>("squeeze_dims");
+                 std::vector<bool> drop(size_t(s.rank()), false);
+                 for (auto a : axes) {
+                   RUNNEL_RETURN_IF_ERROR(normalize_axis(a, s.rank(), "squeeze dimension"));
+                   if (s[int(a)] >= 0 && s[int(a)] != 1)
+                     return invalid_argument("cannot squeeze dimension " + std::to_string(a) +
+                                             " of " + s.to_string() + ": it is not 1");
+                   drop[size_t(a)] = true;
+                 }
+                 std::vector<int64_t> out;
+                 for (int d = 0; d < s.rank(); ++d) {
+                   if (axes.empty() && s[d] == 1)
+                     continue;
+                   if (axes.empty() && s[d] < 0) {
+                     c.set_output(0, shape::unknown());
+                     return {};
+                   }
+                   if (!drop[size_t(d)])
+                     out.push_back(s[d]);
+                 }
+                 c.set_output(0, shape(out));
+                 return {};
+               }));
+  add(reg, op_def("Tile")
+               .input("input", "T")
+               .input("multiples", "Tmultiples")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .type_attr("Tmultiples", index_types, dtype::i32)
+               .shape_fn([](inference_context& c) -> status {
+                 auto& s = c.input_shape(0);
+                 auto m = const_ints(c, 1);
+                 if (!s.has_known_rank() || !m)
+                   return {};
+                 if (int(m->size()) != s.rank())
+                   return invalid_argument("multiples has " + std::to_string(m->size()) +
+                                           " entries for an input of rank " +
+                                           std::to_string(s.rank()));
+                 std::vector<int64_t> out;
+                 for (int d = 0; d < s.rank(); ++d)
+                   out.push_back(s[d] < 0 ? -1 : s[d] * (*m)[size_t(d)]);
+                 c.set_output(0, shape(out));
+                 return {};
+               }));
+  add(reg, op_def("Pad")
+               .input("input", "T")
+               .input("paddings", "Tpaddings")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .type_attr("Tpaddings", index_types, dtype::i32)
+               .shape_fn([](inference_context& c) -> status {
+                 auto& s = c.input_shape(0);
+                 auto* p = c.input_constant(1);
+                 if (!s.has_known_rank() || !p)
+                   return {};
+                 RUNNEL_ASSIGN_OR_RETURN(auto flat, to_int64_vector(p->reshaped({p->num_elements()}).value()));
+                 if (int(flat.size()) != 2 * s.rank())
+                   return invalid_argument("paddings must be [" + std::to_string(s.rank()) +
+                                           ", 2], got " + p->shape().to_string());
+                 std::vector<int64_t> out;
+                 for (int d = 0; d < s.rank(); ++d)
+                   out.push_back(s[d] < 0 ? -1 : s[d] + flat[size_t(2 * d)] + flat[size_t(2 * d + 1)]);
+                 c.set_output(0, shape(out));
+                 return {};
+               }));
+  add(reg, op_def("Range")
+               .input("start", "Tidx")
+               .input("limit", "Tidx")
+               .input("delta", "Tidx")
+               .output("output", "Tidx")
+               .type_attr("Tidx", number_types, dtype::i32)
+               .shape_fn([](inference_context& c) -> status {
+                 c.set_output(0, shape{-1});
+                 return {};
+               }));
+  add(reg, op_def("ReverseV2")
+               .input("tensor", "T")
+               .input("axis", "Tidx")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .type_attr("Tidx", index_types, dtype::i32)
+               .shape_fn(same_shape_as_input(0)));
+  add(reg, op_def("Split")
+               .input("split_dim", dtype::i32)
+               .input("value", "T")
+               .output_list("output", "T", "num_split")
+               .type_attr("T", all_types)
+               .attr("num_split", attr_type::integer)
+               .shape_fn([](inference_context& c) -> status {
+                 auto& s = c.input_shape(1);
+                 auto axis = const_ints(c, 0);
+                 int64_t n = c.attr<int64_t>("num_split");
+                 if (n < 1)
+                   return invalid_argument("num_split must be positive");
+                 if (!s.has_known_rank() || !axis)
+                   return {};
+                 int64_t a = (*axis)[0];
+                 RUNNEL_RETURN_IF_ERROR(normalize_axis(a, s.rank(), "split dimension"));
+                 auto dims = s.dims();
+                 if (dims[size_t(a)] >= 0) {
+                   if (dims[size_t(a)] % n != 0)
+                     return invalid_argument("dimension " + std::to_string(a) + " of " +
+                                             s.to_string() + " does not divide into " +
+                                             std::to_string(n) + " equal parts");
+                   dims[size_t(a)] /= n;
+                 }
+                 for (int o = 0; o < c.num_outputs(); ++o)
+                   c.set_output(o, shape(dims));
+                 return {};
+               }));
+  add(reg, op_def("RandomShuffle")
+               .input("value", "T")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .attr("seed", attr_type::integer, int64_t(0))
+               .attr("seed2", attr_type::integer, int64_t(0))
+               .set_stateful()
+               .shape_fn(same_shape_as_input(0)));
+  add(reg, op_def("BatchMatMul")
+               .input("x", "T")
+               .input("y", "T")
+               .output("output", "T")
+               .type_attr("T", real_types)
+               .attr("adj_x", attr_type::boolean, false)
+               .attr("adj_y", attr_type::boolean, false)
+               .shape_fn([](inference_context& c) -> status {
+                 auto& a = c.input_shape(0);
+                 auto& b = c.input_shape(1);
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank_at_least(0, 2));
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank_at_least(1, 2));
+                 if (!a.has_known_rank() || !b.has_known_rank())
+                   return {};
+                 if (a.rank() != b.rank())
+                   return invalid_argument("x " + a.to_string() + " and y " + b.to_string() +
+                                           " must have the same rank");
+                 int r = a.rank();
+                 bool ax = c.attr<bool>("adj_x"), ay = c.attr<bool>("adj_y");
+                 int64_t m = a[ax ? r - 1 : r - 2], ka = a[ax ? r - 2 : r - 1];
+                 int64_t kb = b[ay ? r - 1 : r - 2], n = b[ay ? r - 2 : r - 1];
+                 if (ka >= 0 && kb >= 0 && ka != kb)
+                   return invalid_argument("x " + a.to_string() + " and y " + b.to_string() +
+                                           " have inner dimensions " + std::to_string(ka) +
+                                           " and " + std::to_string(kb));
+                 std::vector<int64_t> out;
+                 for (int d = 0; d < r - 2; ++d) {
+                   if (a[d] >= 0 && b[d] >= 0 && a[d] != b[d])
+                     return invalid_argument("batch dimensions of " + a.to_string() + " and " +
+                                             b.to_string() + " differ");
+                   out.push_back(a[d] >= 0 ? a[d] : b[d]);
+                 }
+                 out.push_back(m);
+                 out.push_back(n);
+                 c.set_output(0, shape(out));
+                 return {};
+               }));
+  auto square_matrices = [](inference_context& c) -> status {
+    auto& s = c.input_shape(0);
+    RUNNEL_RETURN_IF_ERROR(c.require_rank_at_least(0, 2));
+    if (s.has_known_rank() && s[s.rank() - 1] >= 0 && s[s.rank() - 2] >= 0 &&
+        s[s.rank() - 1] != s[s.rank() - 2])
+      return c.input_error(0, "must be square matrices, got shape " + s.to_string());
+    return {};
+  };
+  add(reg, op_def("MatrixInverse")
+               .input("input", "T")
+               .output("output", "T")
+               .type_attr("T", real_types)
+               .attr("adjoint", attr_type::boolean, false)
+               .shape_fn([square_matrices](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(square_matrices(c));
+                 c.set_output(0, c.input_shape(0));
+                 return {};
+               }));
+  add(reg, op_def("MatrixDeterminant")
+               .input("input", "T")
+               .output("output", "T")
+               .type_attr("T", real_types)
+               .shape_fn([square_matrices](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(square_matrices(c));
+                 auto& s = c.input_shape(0);
+                 if (s.has_known_rank())
+                   c.set_output(0, shape(std::vector<int64_t>(s.dims().begin(), s.dims().end() - 2)));
+                 return {};
+               }));
+}
+
+} // namespace runnel

@@ -225,6 +225,85 @@ void register_math_gradients(gradient_registry& reg) {
     return grads{unsorted_segment_sum(c.grad(), indices, num), output(), output()};
   });
   reg.add("Fill", [](const gradient_context& c) { return grads{output(), sum(c.grad())}; });
+  for (auto op : {"Range", "RandomShuffle"})
+    reg.add_non_differentiable(op);
+  reg.add("Pack", [](const gradient_context& c) {
+    auto axis = get_attr<int64_t>(c.n.attrs, "axis");
+    return unstack(c.grad(), int64_t(c.inputs.size()), axis);
+  });
+  reg.add("Unpack", [](const gradient_context& c) {
+    grads parts;
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      parts.push_back(c.grad(int(i)));
+    return grads{stack(parts, get_attr<int64_t>(c.n.attrs, "axis"))};
+  });
+  reg.add("Split", [](const gradient_context& c) {
+    grads parts;
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      parts.push_back(c.grad(int(i)));
+    auto& axis_node = c.input(0).node();
+    if (axis_node.op != "Const")
+      throw error(unimplemented("gradient of Split '" + c.n.name + "' needs a constant axis"));
+    int64_t axis = to_int64_vector(get_attr<tensor>(axis_node.attrs, "value")).value()[0];
+    return grads{output(), concat(parts, axis)};
+  });
+  reg.add("Squeeze", [](const gradient_context& c) {
+    return grads{reshape(c.grad(), shape_of(c.input(0)))};
+  });
+  reg.add("ReverseV2", [](const gradient_context& c) {
+    return grads{c.g.build("ReverseV2", "ReverseV2", {c.grad().ep(), c.input(1).ep()})[0], output()};
+  });
+  reg.add("Pad", [](const gradient_context& c) {
+    auto& p = c.input(1).node();
+    if (p.op != "Const")
+      throw error(unimplemented("gradient of Pad '" + c.n.name + "' needs constant paddings"));
+    auto t = get_attr<tensor>(p.attrs, "value");
+    auto flat = to_int64_vector(t.reshaped({t.num_elements()}).value()).value();
+    std::vector<int64_t> begin;
+    for (size_t i = 0; i < flat.size(); i += 2)
+      begin.push_back(flat[i]);
+    auto b = constant(c.g, tensor::vector<int32_t>(std::vector<int32_t>(begin.begin(), begin.end())),
+                      "begin");
+    return grads{slice(c.grad(), b, shape_of(c.input(0))), output()};
+  });
+  reg.add("Tile", [](const gradient_context& c) {
+    shape xs = c.input(0).shape();
+    auto& m = c.input(1).node();
+    if (m.op != "Const" || !xs.is_fully_defined())
+      throw error(unimplemented("gradient of Tile '" + c.n.name +
+                                "' needs constant multiples and a fully known input shape"));
+    auto mult = to_int64_vector(get_attr<tensor>(m.attrs, "value")).value();
+    // View the gradient as [m0, d0, m1, d1, ...] and sum over the m axes.
+    std::vector<int64_t> split_dims, axes;
+    for (int d = 0; d < xs.rank(); ++d) {
+      split_dims.push_back(mult[size_t(d)]);
+      split_dims.push_back(xs[d]);
+      axes.push_back(2 * d);
+    }
+    return grads{reshape(sum(reshape(c.grad(), split_dims), axes), xs.dims()), output()};
+  });
+  reg.add("BatchMatMul", [](const gradient_context& c) {
+    bool ax = get_attr<bool>(c.n.attrs, "adj_x"), ay = get_attr<bool>(c.n.attrs, "adj_y");
+    auto x = c.input(0), y = c.input(1), g = c.grad();
+    if (!ax && !ay)
+      return grads{batch_matmul(g, y, false, true), batch_matmul(x, g, true, false)};
+    if (!ax && ay)
+      return grads{batch_matmul(g, y), batch_matmul(g, x, true, false)};
+    if (ax && !ay)
+      return grads{batch_matmul(y, g, false, true), batch_matmul(x, g)};
+    return grads{batch_matmul(y, g, true, true), batch_matmul(g, x, true, true)};
+  });
+  reg.add("MatrixInverse", [](const gradient_context& c) {
+    // d inv(A) = -inv(A)ᵀ · g · inv(A)ᵀ
+    auto inv = c.out(0);
+    return grads{-batch_matmul(batch_matmul(inv, c.grad(), true, false), inv, false, true)};
+  });
+  reg.add("MatrixDeterminant", [](const gradient_context& c) {
+    // d det(A) / dA = det(A) · inv(A)ᵀ
+    auto a = c.input(0);
+    auto scale = expand_dims(expand_dims(c.grad() * c.out(0), -1), -1);
+    return grads{scale * matrix_inverse(a, true)};
+  });
   reg.add("UnsortedSegmentSum", [](const gradient_context& c) {
     return grads{gather(c.grad(), c.input(1)), output(), output()};
   });

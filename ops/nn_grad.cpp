@@ -20,6 +20,12 @@ void register_nn_gradients(gradient_registry& reg) {
     auto g = c.grad();
     return grads{g, c.g.build("BiasAddGrad", "BiasAddGrad", {g.ep()})[0]};
   });
+  reg.add("LogSoftmax", [](const gradient_context& c) {
+    auto g = c.grad();
+    return grads{g - exp(c.out(0)) * sum(g, {-1}, true)};
+  });
+  reg.add("L2Loss", [](const gradient_context& c) { return grads{c.input(0) * c.grad()}; });
+  reg.add_non_differentiable("InTopK");
   reg.add("Softmax", [](const gradient_context& c) {
     auto y = c.out(0), g = c.grad();
     return grads{(g - sum(g * y, {-1}, true)) * y};

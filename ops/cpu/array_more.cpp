@@ -1,0 +1,490 @@
+// More array and math kernels: LogSoftmax, L2Loss, InTopK, Pack, Unpack, Squeeze, Tile, Pad,
+// Range, ReverseV2, Split, RandomShuffle, BatchMatMul, MatrixInverse, MatrixDeterminant.
+#include <cblas.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "ops/cpu/kernels.hpp"
+
+namespace runnel {
+namespace {
+
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (int d = int(dims.size()) - 2; d >= 0; --d)
+    s[size_t(d)] = s[size_t(d + 1)] * dims[size_t(d + 1)];
+  return s;
+}
+
+/// out[i] = in[source(i)] for every output element; `source` maps output coordinates.
+template <class F> status gather_elements(const tensor& in, tensor& out, F source) {
+  auto od = out.shape().dims();
+  int64_t n = out.num_elements();
+  std::vector<int64_t> coord(od.size(), 0);
+  return dispatch(in.type(), [&]<class T>() -> status {
+    const T* src = in.data<T>();
+    T* dst = out.data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t from = source(coord);
+      dst[i] = from >= 0 ? src[from] : T{};
+      for (int d = int(od.size()) - 1; d >= 0; --d) {
+        if (++coord[size_t(d)] < od[size_t(d)])
+          break;
+        coord[size_t(d)] = 0;
+      }
+    }
+    return {};
+  });
+}
+
+class log_softmax_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    if (x.rank() < 1)
+      return invalid_argument("logits must have rank at least 1");
+    tensor& y = ctx.allocate_output(0, x.type(), x.shape());
+    int64_t cols = x.dim(x.rank() - 1), rows = cols ? x.num_elements() / cols : 0;
+    return dispatch_number(x.type(), [&]<class T>() -> status {
+      if constexpr (std::is_floating_point_v<T>) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* in = x.data<T>() + r * cols;
+          T* out = y.data<T>() + r * cols;
+          T m = *std::max_element(in, in + cols), s = 0;
+          for (int64_t j = 0; j < cols; ++j)
+            s += std::exp(in[j] - m);
+          T lse = m + std::log(s);
+          for (int64_t j = 0; j < cols; ++j)
+            out[j] = in[j] - lse;
+        }
+      }
+      return {};
+    });
+  }
+};
+
+class l2_loss_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    tensor& y = ctx.allocate_output(0, x.type(), shape{});
+    return dispatch_number(x.type(), [&]<class T>() -> status {
+      double s = 0;
+      for (auto v : x.flat<T>())
+        s += double(v) * double(v);
+      *y.data<T>() = T(s / 2);
+      return {};
+    });
+  }
+};
+
+class in_top_k_kernel : public kernel {
+public:
+  explicit in_top_k_kernel(const kernel_construction& c) : k_(c.attr<int64_t>("k")) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& p = ctx.input(0);
+    RUNNEL_ASSIGN_OR_RETURN(auto targets, to_int64_vector(ctx.input(1)));
+    if (p.rank() != 2 || int64_t(targets.size()) != p.dim(0))
+      return invalid_argument("predictions " + p.shape().to_string() + " and targets [" +
+                              std::to_string(targets.size()) + "] do not match");
+    int64_t classes = p.dim(1);
+    tensor& out = ctx.allocate_output(0, dtype::boolean, shape{p.dim(0)});
+    for (int64_t r = 0; r < p.dim(0); ++r) {
+      int64_t t = targets[size_t(r)];
+      const float* row = p.data<float>() + r * classes;
+      bool in = false;
+      if (t >= 0 && t < classes && std::isfinite(row[t])) {
+        int64_t above = 0; // ties with the target count as inside the top k, as in TensorFlow
+        for (int64_t j = 0; j < classes; ++j)
+          above += row[j] > row[t];
+        in = above < k_;
+      }
+      out.data<bool>()[r] = in;
+    }
+    return {};
+  }
+
+private:
+  int64_t k_;
+};
+
+class pack_kernel : public kernel {
+public:
+  explicit pack_kernel(const kernel_construction& c) : axis_(c.attr<int64_t>("axis")) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& first = ctx.input(0);
+    int r = first.rank();
+    int64_t axis = axis_ < 0 ? axis_ + r + 1 : axis_;
+    if (axis < 0 || axis > r)
+      return invalid_argument("axis " + std::to_string(axis_) + " is out of range for rank " +
+                              std::to_string(r + 1));
+    int n = ctx.num_inputs();
+    for (int i = 1; i < n; ++i)
+      if (!(ctx.input(i).shape() == first.shape()) || ctx.input(i).type() != first.type())
+        return invalid_argument("input " + std::to_string(i) + " has shape " +
+                                ctx.input(i).shape().to_string() + " but input 0 has " +
+                                first.shape().to_string());
+    auto dims = first.shape().dims();
+    dims.insert(dims.begin() + axis, n);
+    tensor& out = ctx.allocate_output(0, first.type(), shape(dims));
+    int64_t outer = 1;
+    for (int d = 0; d < axis; ++d)
+      outer *= first.dim(d);
+    int64_t inner = outer ? first.num_elements() / std::max<int64_t>(outer, 1) : 0;
+    return dispatch(first.type(), [&]<class T>() -> status {
+      T* o = out.data<T>();
+      for (int64_t a = 0; a < outer; ++a)
+        for (int i = 0; i < n; ++i)
+          std::copy_n(ctx.input(i).data<T>() + a * inner, inner, o + (a * n + i) * inner);
+      return {};
+    });
+  }
+
+private:
+  int64_t axis_;
+};
+
+/// Splits `x` along `axis` into `n` equal parts, each keeping (or dropping) that axis.
+status split_into(kernel_context& ctx, const tensor& x, int64_t axis, int64_t n, bool keep_axis) {
+  int r = x.rank();
+  if (axis < 0)
+    axis += r;
+  if (axis < 0 || axis >= r)
+    return invalid_argument("axis out of range for shape " + x.shape().to_string());
+  if (x.dim(int(axis)) % n != 0)
+    return invalid_argument("dimension " + std::to_string(axis) + " of " + x.shape().to_string() +
+                            " does not divide into " + std::to_string(n) + " parts");
+  int64_t part = x.dim(int(axis)) / n, outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d)
+    outer *= x.dim(d);
+  for (int d = int(axis) + 1; d < r; ++d)
+    inner *= x.dim(d);
+  auto dims = x.shape().dims();
+  if (keep_axis)
+    dims[size_t(axis)] = part;
+  else
+    dims.erase(dims.begin() + axis);
+  return dispatch(x.type(), [&]<class T>() -> status {
+    for (int64_t i = 0; i < n; ++i) {
+      tensor& o = ctx.allocate_output(int(i), x.type(), shape(dims));
+      for (int64_t a = 0; a < outer; ++a)
+        std::copy_n(x.data<T>() + (a * x.dim(int(axis)) + i * part) * inner, part * inner,
+                    o.data<T>() + a * part * inner);
+    }
+    return {};
+  });
+}
+
+class unpack_kernel : public kernel {
+public:
+  explicit unpack_kernel(const kernel_construction& c)
+      : axis_(c.attr<int64_t>("axis")), num_(c.attr<int64_t>("num")) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    int64_t axis = axis_ < 0 ? axis_ + x.rank() : axis_;
+    if (axis < 0 || axis >= x.rank() || x.dim(int(axis)) != num_)
+      return invalid_argument("cannot unpack " + x.shape().to_string() + " into " +
+                              std::to_string(num_) + " along axis " + std::to_string(axis_));
+    return split_into(ctx, x, axis, num_, false);
+  }
+
+private:
+  int64_t axis_, num_;
+};
+
+class split_kernel : public kernel {
+public:
+  explicit split_kernel(const kernel_construction& c) : n_(c.attr<int64_t>("num_split")) {}
+  status compute(kernel_context& ctx) override {
+    RUNNEL_ASSIGN_OR_RETURN(int64_t axis, read_axis(ctx.input(0), ctx.input(1).rank(), "split_dim"));
+    return split_into(ctx, ctx.input(1), axis, n_, true);
+  }
+
+private:
+  int64_t n_;
+};
+
+class squeeze_kernel : public kernel {
+public:
+  explicit squeeze_kernel(const kernel_construction& c)
+      : axes_(c.attr<std::vector<int64_t>>("squeeze_dims")) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    std::vector<bool> drop(static_cast<size_t>(x.rank()), axes_.empty());
+    for (auto a : axes_) {
+      int64_t d = a < 0 ? a + x.rank() : a;
+      if (d < 0 || d >= x.rank() || x.dim(int(d)) != 1)
+        return invalid_argument("cannot squeeze dimension " + std::to_string(a) + " of " +
+                                x.shape().to_string());
+      drop[size_t(d)] = true;
+    }
+    std::vector<int64_t> dims;
+    for (int d = 0; d < x.rank(); ++d)
+      if (!(drop[size_t(d)] && x.dim(d) == 1))
+        dims.push_back(x.dim(d));
+    RUNNEL_ASSIGN_OR_RETURN(tensor out, x.reshaped(shape(dims)));
+    ctx.set_output(0, std::move(out));
+    return {};
+  }
+
+private:
+  std::vector<int64_t> axes_;
+};
+
+class tile_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    RUNNEL_ASSIGN_OR_RETURN(auto m, to_int64_vector(ctx.input(1)));
+    if (int(m.size()) != x.rank())
+      return invalid_argument("multiples has " + std::to_string(m.size()) +
+                              " entries for an input of shape " + x.shape().to_string());
+    std::vector<int64_t> dims;
+    for (int d = 0; d < x.rank(); ++d) {
+      if (m[size_t(d)] < 0)
+        return invalid_argument("multiples must be non-negative");
+      dims.push_back(x.dim(d) * m[size_t(d)]);
+    }
+    tensor& out = ctx.allocate_output(0, x.type(), shape(dims));
+    auto in_dims = x.shape().dims();
+    auto strides = row_major_strides(in_dims);
+    return gather_elements(x, out, [&](const std::vector<int64_t>& c) {
+      int64_t off = 0;
+      for (size_t d = 0; d < c.size(); ++d)
+        off += (c[d] % in_dims[d]) * strides[d];
+      return off;
+    });
+  }
+};
+
+class pad_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    const tensor& p = ctx.input(1);
+    if (p.rank() != 2 || p.dim(0) != x.rank() || p.dim(1) != 2)
+      return invalid_argument("paddings must be [" + std::to_string(x.rank()) + ", 2], got " +
+                              p.shape().to_string());
+    RUNNEL_ASSIGN_OR_RETURN(auto flat, to_int64_vector(p.reshaped({p.num_elements()}).value()));
+    std::vector<int64_t> dims, before;
+    for (int d = 0; d < x.rank(); ++d) {
+      int64_t b = flat[size_t(2 * d)], a = flat[size_t(2 * d + 1)];
+      if (b < 0 || a < 0)
+        return invalid_argument("paddings must be non-negative");
+      before.push_back(b);
+      dims.push_back(x.dim(d) + b + a);
+    }
+    tensor& out = ctx.allocate_output(0, x.type(), shape(dims));
+    auto in_dims = x.shape().dims();
+    auto strides = row_major_strides(in_dims);
+    return gather_elements(x, out, [&](const std::vector<int64_t>& c) -> int64_t {
+      int64_t off = 0;
+      for (size_t d = 0; d < c.size(); ++d) {
+        int64_t i = c[d] - before[d];
+        if (i < 0 || i >= in_dims[d])
+          return -1; // padding: zero
+        off += i * strides[d];
+      }
+      return off;
+    });
+  }
+};
+
+class reverse_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    RUNNEL_ASSIGN_OR_RETURN(auto axes, to_int64_vector(ctx.input(1)));
+    std::vector<bool> flip(static_cast<size_t>(x.rank()), false);
+    for (auto a : axes) {
+      int64_t d = a < 0 ? a + x.rank() : a;
+      if (d < 0 || d >= x.rank())
+        return invalid_argument("axis " + std::to_string(a) + " is out of range for " +
+                                x.shape().to_string());
+      flip[size_t(d)] = true;
+    }
+    tensor& out = ctx.allocate_output(0, x.type(), x.shape());
+    auto dims = x.shape().dims();
+    auto strides = row_major_strides(dims);
+    return gather_elements(x, out, [&](const std::vector<int64_t>& c) {
+      int64_t off = 0;
+      for (size_t d = 0; d < c.size(); ++d)
+        off += (flip[d] ? dims[d] - 1 - c[d] : c[d]) * strides[d];
+      return off;
+    });
+  }
+};
+
+class range_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& s = ctx.input(0);
+    return dispatch_number(s.type(), [&]<class T>() -> status {
+      T start = *ctx.input(0).data<T>(), limit = *ctx.input(1).data<T>(), delta = *ctx.input(2).data<T>();
+      if (delta == T(0))
+        return invalid_argument("delta must not be zero");
+      if ((delta > 0 && start > limit) || (delta < 0 && start < limit))
+        return invalid_argument("start " + std::to_string(double(start)) + " cannot reach limit " +
+                                std::to_string(double(limit)) + " with delta " +
+                                std::to_string(double(delta)));
+      int64_t n = int64_t(std::ceil(std::abs(double(limit - start) / double(delta))));
+      tensor& out = ctx.allocate_output(0, s.type(), shape{n});
+      for (int64_t i = 0; i < n; ++i)
+        out.data<T>()[i] = T(start + T(i) * delta);
+      return {};
+    });
+  }
+};
+
+class random_shuffle_kernel : public kernel {
+public:
+  explicit random_shuffle_kernel(const kernel_construction& c) {
+    auto seed = uint64_t(c.attr<int64_t>("seed")), seed2 = uint64_t(c.attr<int64_t>("seed2"));
+    if (seed == 0 && seed2 == 0)
+      engine_.seed(std::random_device{}());
+    else
+      engine_.seed(seed * 0x9E3779B97F4A7C15ull ^ seed2);
+  }
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    if (x.rank() == 0) {
+      ctx.set_output(0, x);
+      return {};
+    }
+    std::vector<int64_t> order(static_cast<size_t>(x.dim(0)));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), engine_);
+    tensor& out = ctx.allocate_output(0, x.type(), x.shape());
+    int64_t row = x.dim(0) ? x.num_elements() / x.dim(0) : 0;
+    return dispatch(x.type(), [&]<class T>() -> status {
+      for (size_t i = 0; i < order.size(); ++i)
+        std::copy_n(x.data<T>() + order[i] * row, row, out.data<T>() + int64_t(i) * row);
+      return {};
+    });
+  }
+
+private:
+  std::mt19937_64 engine_;
+};
+
+class batch_matmul_kernel : public kernel {
+public:
+  explicit batch_matmul_kernel(const kernel_construction& c)
+      : adj_x_(c.attr<bool>("adj_x")), adj_y_(c.attr<bool>("adj_y")) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    int r = a.rank();
+    if (r < 2 || b.rank() != r)
+      return invalid_argument("x " + a.shape().to_string() + " and y " + b.shape().to_string() +
+                              " must be batches of matrices of the same rank");
+    int64_t batch = 1;
+    std::vector<int64_t> dims;
+    for (int d = 0; d < r - 2; ++d) {
+      if (a.dim(d) != b.dim(d))
+        return invalid_argument("batch dimensions of " + a.shape().to_string() + " and " +
+                                b.shape().to_string() + " differ");
+      batch *= a.dim(d);
+      dims.push_back(a.dim(d));
+    }
+    int64_t m = a.dim(adj_x_ ? r - 1 : r - 2), k = a.dim(adj_x_ ? r - 2 : r - 1);
+    int64_t kb = b.dim(adj_y_ ? r - 1 : r - 2), n = b.dim(adj_y_ ? r - 2 : r - 1);
+    if (k != kb)
+      return invalid_argument("inner dimensions of " + a.shape().to_string() + " and " +
+                              b.shape().to_string() + " differ");
+    dims.push_back(m);
+    dims.push_back(n);
+    tensor& out = ctx.allocate_output(0, a.type(), shape(dims));
+    int64_t sa = a.dim(r - 2) * a.dim(r - 1), sb = b.dim(r - 2) * b.dim(r - 1);
+    auto ta = adj_x_ ? CblasTrans : CblasNoTrans, tb = adj_y_ ? CblasTrans : CblasNoTrans;
+    for (int64_t i = 0; i < batch && m * n > 0; ++i) {
+      if (a.type() == dtype::f32)
+        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.f, a.data<float>() + i * sa,
+                    int(a.dim(r - 1)), b.data<float>() + i * sb, int(b.dim(r - 1)), 0.f,
+                    out.data<float>() + i * m * n, int(n));
+      else
+        cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0, a.data<double>() + i * sa,
+                    int(a.dim(r - 1)), b.data<double>() + i * sb, int(b.dim(r - 1)), 0.0,
+                    out.data<double>() + i * m * n, int(n));
+    }
+    return {};
+  }
+
+private:
+  bool adj_x_, adj_y_;
+};
+
+class matrix_kernel : public kernel {
+public:
+  matrix_kernel(const kernel_construction& c, bool determinant)
+      : det_(determinant), adjoint_(!determinant && c.attr<bool>("adjoint")) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    int r = x.rank();
+    if (r < 2 || x.dim(r - 1) != x.dim(r - 2))
+      return invalid_argument("input must be square matrices, got " + x.shape().to_string());
+    int64_t n = x.dim(r - 1), batch = n ? x.num_elements() / (n * n) : 0;
+    std::vector<int64_t> bdims(x.shape().dims().begin(), x.shape().dims().end() - 2);
+    tensor& out = det_ ? ctx.allocate_output(0, x.type(), shape(bdims))
+                       : ctx.allocate_output(0, x.type(), x.shape());
+    return dispatch_number(x.type(), [&]<class T>() -> status {
+      if constexpr (std::is_floating_point_v<T>) {
+        using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+        for (int64_t i = 0; i < batch; ++i) {
+          Eigen::Map<const matrix> m(x.data<T>() + i * n * n, n, n);
+          Eigen::PartialPivLU<matrix> lu(m);
+          if (det_) {
+            out.data<T>()[i] = lu.determinant();
+            continue;
+          }
+          // A (numerically) singular matrix is an error, as in TensorFlow.
+          auto& u = lu.matrixLU();
+          T scale = m.cwiseAbs().maxCoeff();
+          for (int64_t j = 0; j < n; ++j)
+            if (std::abs(u(j, j)) <= std::numeric_limits<T>::epsilon() * scale * T(n))
+              return invalid_argument("matrix " + std::to_string(i) + " is not invertible");
+          if (adjoint_) // inv(Aᵀ) = inv(A)ᵀ
+            Eigen::Map<matrix>(out.data<T>() + i * n * n, n, n) = lu.inverse().transpose();
+          else
+            Eigen::Map<matrix>(out.data<T>() + i * n * n, n, n) = lu.inverse();
+        }
+      }
+      return {};
+    });
+  }
+
+private:
+  bool det_, adjoint_;
+};
+
+} // namespace
+
+void register_more_array_kernels(kernel_registry& reg) {
+  auto cpu = device_type::cpu;
+  const std::vector<dtype> reals{dtype::f32, dtype::f64};
+  reg.add("LogSoftmax", cpu, reals, make_simple_kernel<log_softmax_kernel>);
+  reg.add("L2Loss", cpu, reals, make_simple_kernel<l2_loss_kernel>);
+  reg.add("InTopK", cpu, {}, make_kernel<in_top_k_kernel>);
+  reg.add("Pack", cpu, {}, make_kernel<pack_kernel>);
+  reg.add("Unpack", cpu, {}, make_kernel<unpack_kernel>);
+  reg.add("Split", cpu, {}, make_kernel<split_kernel>);
+  reg.add("Squeeze", cpu, {}, make_kernel<squeeze_kernel>);
+  reg.add("Tile", cpu, {}, make_simple_kernel<tile_kernel>);
+  reg.add("Pad", cpu, {}, make_simple_kernel<pad_kernel>);
+  reg.add("ReverseV2", cpu, {}, make_simple_kernel<reverse_kernel>);
+  reg.add("Range", cpu, {}, make_simple_kernel<range_kernel>, "Tidx");
+  reg.add("RandomShuffle", cpu, {}, make_kernel<random_shuffle_kernel>);
+  reg.add("BatchMatMul", cpu, reals, make_kernel<batch_matmul_kernel>);
+  reg.add("MatrixInverse", cpu, reals, [](const kernel_construction& c) {
+    return result<std::unique_ptr<kernel>>(std::make_unique<matrix_kernel>(c, false));
+  });
+  reg.add("MatrixDeterminant", cpu, reals, [](const kernel_construction& c) {
+    return result<std::unique_ptr<kernel>>(std::make_unique<matrix_kernel>(c, true));
+  });
+}
+
+} // namespace runnel
