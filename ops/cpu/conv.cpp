@@ -119,15 +119,18 @@ public:
     }
     // Several images per GEMM keep BLAS efficient without a patch buffer for the whole batch.
     int64_t per = std::max<int64_t>(1, std::min<int64_t>(g.n, (int64_t(8) << 20) / (rows * k * 4 + 1)));
-    std::vector<float> cols(static_cast<size_t>(per * rows * k));
+    // The patch buffer comes from the tensor allocator, whose cache recycles large blocks:
+    // a fresh buffer per step would pay a page fault per 4 KiB.
+    tensor cols_buffer(dtype::f32, shape{per * rows * k});
+    float* cols = cols_buffer.data<float>();
     for (int64_t b = 0; b < g.n; b += per) {
       int64_t m = std::min(per, g.n - b);
       ctx.cpu().parallel_for(m, 1, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i)
-          im2col(g, in.data<float>() + (b + i) * g.h * g.w * g.c, cols.data() + i * rows * k);
+          im2col(g, in.data<float>() + (b + i) * g.h * g.w * g.c, cols + i * rows * k);
       });
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m * rows), int(g.o), int(k), 1.f,
-                  cols.data(), int(k), f.data<float>(), int(g.o), 0.f,
+                  cols, int(k), f.data<float>(), int(g.o), 0.f,
                   out.data<float>() + b * rows * g.o, int(g.o));
     }
     return {};
@@ -155,13 +158,14 @@ public:
     int64_t k = g.patch(), rows = g.oh * g.ow;
     if (dx.num_elements() == 0 || dy.num_elements() == 0)
       return {};
-    std::vector<float> cols(static_cast<size_t>(rows * k));
+    tensor cols_buffer(dtype::f32, shape{rows * k});
+    float* cols = cols_buffer.data<float>();
     for (int64_t b = 0; b < g.n; ++b) {
       // d patches = dy · filterᵀ, then scatter the patches back.
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(k), int(g.o), 1.f,
                   dy.data<float>() + b * rows * g.o, int(g.o), f.data<float>(), int(g.o), 0.f,
-                  cols.data(), int(k));
-      col2im(g, cols.data(), dx.data<float>() + b * g.h * g.w * g.c);
+                  cols, int(k));
+      col2im(g, cols, dx.data<float>() + b * g.h * g.w * g.c);
     }
     return {};
   }
@@ -188,12 +192,13 @@ public:
     int64_t k = g.patch(), rows = g.oh * g.ow;
     if (df.num_elements() == 0 || rows == 0)
       return {};
-    std::vector<float> cols(static_cast<size_t>(rows * k));
+    tensor cols_buffer(dtype::f32, shape{rows * k});
+    float* cols = cols_buffer.data<float>();
     for (int64_t b = 0; b < g.n; ++b) {
-      im2col(g, in.data<float>() + b * g.h * g.w * g.c, cols.data());
+      im2col(g, in.data<float>() + b * g.h * g.w * g.c, cols);
       // d filter += patchesᵀ · dy
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(k), int(g.o), int(rows), 1.f,
-                  cols.data(), int(k), dy.data<float>() + b * rows * g.o, int(g.o), 1.f,
+                  cols, int(k), dy.data<float>() + b * rows * g.o, int(g.o), 1.f,
                   df.data<float>(), int(g.o));
     }
     return {};
