@@ -59,7 +59,10 @@ result<std::string> saver::save(session& s, const std::string& prefix,
   std::map<std::string, tensor> tensors;
   for (size_t i = 0; i < entries_.size(); ++i)
     tensors.emplace(entries_[i].name, std::move(values[i]));
-  std::string path = prefix + (global_step ? "-" + std::to_string(*global_step) : "") + ".h5";
+  std::string path = prefix;
+  if (global_step)
+    path += '-' + std::to_string(*global_step);
+  path += ".h5";
   auto [dir, file] = split_path(path);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -387,6 +387,22 @@ output pad(output x, std::vector<std::pair<int64_t, int64_t>> paddings, std::str
 output reverse(output x, std::vector<int64_t> axes, std::string_view name) {
   return binary("ReverseV2", x, int_vector(x.owner(), axes, "axis"), name);
 }
+output strided_slice(output x, std::vector<int64_t> begin, std::vector<int64_t> end,
+                     std::vector<int64_t> strides, int64_t begin_mask, int64_t end_mask,
+                     int64_t ellipsis_mask, int64_t new_axis_mask, int64_t shrink_axis_mask,
+                     std::string_view name) {
+  graph& g = x.owner();
+  auto b = int_vector(g, begin, "begin");
+  auto e = int_vector(g, end, "end");
+  auto s = int_vector(g, strides, "strides");
+  return one(g, "StridedSlice", name, {x.ep(), b.ep(), e.ep(), s.ep()},
+             {{"begin_mask", begin_mask},
+              {"end_mask", end_mask},
+              {"ellipsis_mask", ellipsis_mask},
+              {"new_axis_mask", new_axis_mask},
+              {"shrink_axis_mask", shrink_axis_mask}});
+}
+
 output range(graph& g, output start, output limit, output delta, std::string_view name) {
   return one(g, "Range", name, {start.ep(), limit.ep(), delta.ep()});
 }

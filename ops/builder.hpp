@@ -200,6 +200,12 @@ output tile(output x, std::vector<int64_t> multiples, std::string_view name = {}
 /// Zero padding: one {before, after} pair per dimension.
 output pad(output x, std::vector<std::pair<int64_t, int64_t>> paddings, std::string_view name = {});
 output reverse(output x, std::vector<int64_t> axes, std::string_view name = {});
+/// TensorFlow's strided slice: x[begin:end:stride, ...] with the masks of tf.strided_slice
+/// (bit i of a mask applies to entry i of begin/end/strides).
+output strided_slice(output x, std::vector<int64_t> begin, std::vector<int64_t> end,
+                     std::vector<int64_t> strides, int64_t begin_mask = 0, int64_t end_mask = 0,
+                     int64_t ellipsis_mask = 0, int64_t new_axis_mask = 0,
+                     int64_t shrink_axis_mask = 0, std::string_view name = {});
 output range(graph& g, output start, output limit, output delta, std::string_view name = {});
 /// The rows (first dimension) in a random order, reproducibly with seeds.
 output random_shuffle(output x, int64_t seed = 0, std::string_view name = {});

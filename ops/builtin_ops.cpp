@@ -1212,3 +1212,53 @@ void register_more_array_ops(op_registry& reg) {
 }
 
 } // namespace runnel
+
+#include "ops/strided_slice.hpp"
+
+namespace runnel {
+
+namespace {
+
+strided_slice_masks masks_of(const attr_map& a) {
+  return {get_attr<int64_t>(a, "begin_mask"), get_attr<int64_t>(a, "end_mask"),
+          get_attr<int64_t>(a, "ellipsis_mask"), get_attr<int64_t>(a, "new_axis_mask"),
+          get_attr<int64_t>(a, "shrink_axis_mask")};
+}
+
+op_def& slice_masks(op_def& d) {
+  for (auto m : {"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask"})
+    d.attr(m, attr_type::integer, int64_t(0));
+  return d;
+}
+
+} // namespace
+
+void register_strided_slice_ops(op_registry& reg) {
+  auto ss = op_def("StridedSlice")
+                .input("input", "T")
+                .input("begin", "Index")
+                .input("end", "Index")
+                .input("strides", "Index")
+                .output("output", "T");
+  ss.type_attr("T", all_types).type_attr("Index", index_types, dtype::i32);
+  add(reg, slice_masks(ss).shape_fn([](inference_context& c) -> status {
+    auto b = const_ints(c, 1), e = const_ints(c, 2), s = const_ints(c, 3);
+    if (!b || !e || !s || !c.input_shape(0).has_known_rank())
+      return {};
+    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_strided_slice(c.input_shape(0), *b, *e, *s,
+                                                          masks_of(c.attrs())));
+    c.set_output(0, shape(plan.output_dims));
+    return {};
+  }));
+  auto grad = op_def("StridedSliceGrad")
+                  .input("shape", "Index")
+                  .input("begin", "Index")
+                  .input("end", "Index")
+                  .input("strides", "Index")
+                  .input("dy", "T")
+                  .output("output", "T");
+  grad.type_attr("T", all_types).type_attr("Index", index_types, dtype::i32);
+  add(reg, slice_masks(grad).shape_fn([](inference_context& c) { return shape_from_input(c, 0); }));
+}
+
+} // namespace runnel

@@ -206,13 +206,6 @@ void register_math_gradients(gradient_registry& reg) {
     out.push_back(output());
     return out;
   });
-  reg.add("Slice", [](const gradient_context& c) {
-    // Scatter the gradient back: pad with zeros via UnsortedSegmentSum is costly; instead build
-    // zeros of the input's shape and add the gradient into place with a mask-free concat trick
-    // only for rank 1... keep it general: not supported yet.
-    throw error(unimplemented("gradient of Slice ('" + c.n.name + "') is not implemented yet"));
-    return grads{};
-  });
   reg.add("GatherV2", [](const gradient_context& c) {
     auto& axis_node = c.input(2).node();
     if (axis_node.op != "Const" ||
@@ -246,6 +239,26 @@ void register_math_gradients(gradient_registry& reg) {
       throw error(unimplemented("gradient of Split '" + c.n.name + "' needs a constant axis"));
     int64_t axis = to_int64_vector(get_attr<tensor>(axis_node.attrs, "value")).value()[0];
     return grads{output(), concat(parts, axis)};
+  });
+  reg.add("StridedSlice", [](const gradient_context& c) {
+    attr_map a;
+    for (auto k : {"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask"})
+      a[k] = c.n.attrs.at(k);
+    auto index_type = get_attr<dtype>(c.n.attrs, "Index");
+    auto dx = c.g.build("StridedSliceGrad", "StridedSliceGrad",
+                        {shape_of(c.input(0), index_type).ep(), c.input(1).ep(), c.input(2).ep(),
+                         c.input(3).ep(), c.grad().ep()},
+                        a)[0];
+    return grads{dx, output(), output(), output()};
+  });
+  reg.add_non_differentiable("StridedSliceGrad");
+  reg.add("Slice", [](const gradient_context& c) {
+    // Pad the gradient back to the input's shape: before = begin, after = rest.
+    auto x = c.input(0);
+    auto begin = cast(c.input(1), dtype::i32);
+    auto after = shape_of(x) - begin - shape_of(c.out(0));
+    return grads{c.g.build("Pad", "Pad", {c.grad().ep(), stack({begin, after}, 1).ep()})[0],
+                 output(), output()};
   });
   reg.add("Squeeze", [](const gradient_context& c) {
     return grads{reshape(c.grad(), shape_of(c.input(0)))};

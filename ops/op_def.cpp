@@ -168,6 +168,7 @@ void register_builtin_ops(op_registry& reg) {
   register_training_ops(reg);
   register_conv_ops(reg);
   register_more_array_ops(reg);
+  register_strided_slice_ops(reg);
 }
 
 const op_registry& builtin_ops() {

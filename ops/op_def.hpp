@@ -145,6 +145,7 @@ void register_gradient_support_ops(op_registry& reg);
 void register_training_ops(op_registry& reg);
 void register_conv_ops(op_registry& reg);
 void register_more_array_ops(op_registry& reg);
+void register_strided_slice_ops(op_registry& reg);
 
 /// The registry of all builtin ops, built explicitly on first use.
 const op_registry& builtin_ops();

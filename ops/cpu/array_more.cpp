@@ -9,6 +9,7 @@
 #include <random>
 
 #include "ops/cpu/kernels.hpp"
+#include "ops/strided_slice.hpp"
 
 namespace runnel {
 namespace {
@@ -461,9 +462,88 @@ private:
   bool det_, adjoint_;
 };
 
+strided_slice_masks slice_masks_of(const kernel_construction& c) {
+  return {c.attr<int64_t>("begin_mask"), c.attr<int64_t>("end_mask"),
+          c.attr<int64_t>("ellipsis_mask"), c.attr<int64_t>("new_axis_mask"),
+          c.attr<int64_t>("shrink_axis_mask")};
+}
+
+/// Calls fn(input offset, output index) for every element the plan selects.
+template <class F> void for_each_selected(const shape& in, const strided_slice_plan& p, F fn) {
+  int r = in.rank();
+  auto strides = row_major_strides(in.dims());
+  int64_t total = 1;
+  for (auto c : p.count)
+    total *= c;
+  std::vector<int64_t> idx(static_cast<size_t>(r), 0);
+  for (int64_t o = 0; o < total; ++o) {
+    int64_t off = 0;
+    for (int d = 0; d < r; ++d)
+      off += (p.start[size_t(d)] + idx[size_t(d)] * p.stride[size_t(d)]) * strides[size_t(d)];
+    fn(off, o);
+    for (int d = r - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < p.count[size_t(d)])
+        break;
+      idx[size_t(d)] = 0;
+    }
+  }
+}
+
+class strided_slice_kernel : public kernel {
+public:
+  explicit strided_slice_kernel(const kernel_construction& c) : masks_(slice_masks_of(c)) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    RUNNEL_ASSIGN_OR_RETURN(auto b, to_int64_vector(ctx.input(1)));
+    RUNNEL_ASSIGN_OR_RETURN(auto e, to_int64_vector(ctx.input(2)));
+    RUNNEL_ASSIGN_OR_RETURN(auto s, to_int64_vector(ctx.input(3)));
+    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_strided_slice(x.shape(), b, e, s, masks_));
+    tensor& out = ctx.allocate_output(0, x.type(), shape(plan.output_dims));
+    return dispatch(x.type(), [&]<class T>() -> status {
+      const T* src = x.data<T>();
+      T* dst = out.data<T>();
+      for_each_selected(x.shape(), plan, [&](int64_t off, int64_t o) { dst[o] = src[off]; });
+      return {};
+    });
+  }
+
+private:
+  strided_slice_masks masks_;
+};
+
+class strided_slice_grad_kernel : public kernel {
+public:
+  explicit strided_slice_grad_kernel(const kernel_construction& c) : masks_(slice_masks_of(c)) {}
+  status compute(kernel_context& ctx) override {
+    RUNNEL_ASSIGN_OR_RETURN(auto dims, to_int64_vector(ctx.input(0)));
+    RUNNEL_ASSIGN_OR_RETURN(auto b, to_int64_vector(ctx.input(1)));
+    RUNNEL_ASSIGN_OR_RETURN(auto e, to_int64_vector(ctx.input(2)));
+    RUNNEL_ASSIGN_OR_RETURN(auto s, to_int64_vector(ctx.input(3)));
+    const tensor& dy = ctx.input(4);
+    shape in(dims);
+    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_strided_slice(in, b, e, s, masks_));
+    if (!(shape(plan.output_dims) == dy.shape()))
+      return invalid_argument("dy has shape " + dy.shape().to_string() + ", expected " +
+                              shape(plan.output_dims).to_string());
+    tensor& dx = ctx.allocate_output(0, dy.type(), in);
+    return dispatch_number(dy.type(), [&]<class T>() -> status {
+      std::fill_n(dx.data<T>(), dx.num_elements(), T(0));
+      const T* g = dy.data<T>();
+      T* out = dx.data<T>();
+      for_each_selected(in, plan, [&](int64_t off, int64_t o) { out[off] += g[o]; });
+      return {};
+    });
+  }
+
+private:
+  strided_slice_masks masks_;
+};
+
 } // namespace
 
 void register_more_array_kernels(kernel_registry& reg) {
+  reg.add("StridedSlice", device_type::cpu, {}, make_kernel<strided_slice_kernel>);
+  reg.add("StridedSliceGrad", device_type::cpu, {}, make_kernel<strided_slice_grad_kernel>);
   auto cpu = device_type::cpu;
   const std::vector<dtype> reals{dtype::f32, dtype::f64};
   reg.add("LogSoftmax", cpu, reals, make_simple_kernel<log_softmax_kernel>);

@@ -144,3 +144,39 @@ TEST_CASE("gradients of the array and matrix ops match finite differences", "[op
   check_grad1([](output x) { return matrix_inverse(x); }, square);
   check_grad1([](output x) { return matrix_determinant(x); }, square);
 }
+
+TEST_CASE("strided_slice follows NumPy/TensorFlow indexing", "[ops]") {
+  graph g;
+  std::vector<int32_t> v(24);
+  for (int i = 0; i < 24; ++i)
+    v[size_t(i)] = i;
+  auto x = constant(g, vals<int32_t>({2, 3, 4}, v));
+  std::vector<int32_t> ten(10);
+  for (int i = 0; i < 10; ++i)
+    ten[size_t(i)] = i;
+  auto t = constant(g, tensor::vector<int32_t>(ten));
+  auto r = eval({
+      strided_slice(x, {0, 1, 0}, {0, 0, 0}, {1, 1, 2}, 0b101, 0b111), // x[:, 1:, ::2]
+      strided_slice(x, {1, 0}, {2, 0}, {1, -1}, 0b10, 0b10, 0, 0, 0b01), // x[1, ::-1]
+      strided_slice(x, {0, 1}, {0, 2}, {1, 1}, 0, 0, 0b01, 0, 0b10),     // x[..., 1]
+      strided_slice(x, {0, 0, -1}, {0, 0, 0}, {1, 1, 1}, 0b001, 0b001, 0, 0b010, 0b100),
+      strided_slice(t, {-5}, {100}, {3}),                                 // t[-5:100:3]
+      strided_slice(t, {8}, {2}, {-2}),                                   // t[8:2:-2]
+  });
+  check_equal(r[0], vals<int32_t>({2, 2, 2}, {4, 6, 8, 10, 16, 18, 20, 22}));
+  check_equal(r[1], vals<int32_t>({3, 4}, {20, 21, 22, 23, 16, 17, 18, 19, 12, 13, 14, 15}));
+  check_equal(r[2], vals<int32_t>({2, 3}, {1, 5, 9, 13, 17, 21}));
+  check_equal(r[3], vals<int32_t>({2, 1, 4}, {8, 9, 10, 11, 20, 21, 22, 23}));
+  check_equal(r[4], tensor::vector<int32_t>({5, 8}));
+  check_equal(r[5], tensor::vector<int32_t>({8, 6, 4}));
+  CHECK(strided_slice(x, {0, 1, 0}, {0, 0, 0}, {1, 1, 2}, 0b101, 0b111).shape() == shape({2, 2, 2}));
+  CHECK_THROWS_AS(strided_slice(x, {0}, {1}, {0}), runnel::error);       // zero stride
+  CHECK_THROWS_AS(strided_slice(x, {5}, {6}, {1}, 0, 0, 0, 0, 1), runnel::error); // index 5 of 2
+}
+
+TEST_CASE("gradients of Slice and StridedSlice", "[ops]") {
+  auto m = sample({3, 4}, 9);
+  check_grad1([](output x) { return slice(x, {1, 1}, {2, -1}); }, m);
+  check_grad1([](output x) { return strided_slice(x, {0, 3}, {0, 0}, {2, -2}, 0b01, 0b11); }, m);
+  check_grad1([](output x) { return strided_slice(x, {1}, {2}, {1}, 0, 0, 0, 0, 1); }, m);
+}
