@@ -61,7 +61,11 @@ void register_nn_gradients(gradient_registry& reg) {
     return grads{c.g.build("AvgPoolGrad", "AvgPoolGrad", {shape_of(c.input(0)).ep(), c.grad().ep()},
                            attrs)[0]};
   });
-  reg.add("SoftmaxCrossEntropyWithLogits", xent);
+  reg.add("SoftmaxCrossEntropyWithLogits", [](const gradient_context& c) {
+    // For dense labels, d loss / d labels = -log softmax(logits).
+    auto g = reshape(c.grad(0), std::vector<int64_t>{-1, 1});
+    return grads{g * c.out(1), -g * log_softmax(c.input(0))};
+  });
   reg.add("SparseSoftmaxCrossEntropyWithLogits", xent);
 }
 

@@ -180,3 +180,21 @@ TEST_CASE("gradients of Slice and StridedSlice", "[ops]") {
   check_grad1([](output x) { return strided_slice(x, {0, 3}, {0, 0}, {2, -2}, 0b01, 0b11); }, m);
   check_grad1([](output x) { return strided_slice(x, {1}, {2}, {1}, 0, 0, 0, 0, 1); }, m);
 }
+
+TEST_CASE("gradients of FloorMod, Fill, UnsortedSegmentSum and the labels of xent", "[ops]") {
+  auto m = sample({2, 3}, 11);
+  check_grad1([](output x) { return floor_mod(x, constant(x.owner(), 0.7)); }, m);
+  check_grad1([](output x) { return fill(constant(x.owner(), {2, 2}), sum(x)); }, m);
+  check_grad1(
+      [](output x) {
+        return unsorted_segment_sum(x, constant(x.owner(), {1, 0}), constant(x.owner(), 3));
+      },
+      m);
+  auto labels = sample({2, 3}, 12);
+  check_grad1(
+      [](output y) {
+        auto logits = constant(y.owner(), vals<double>({2, 3}, {1, 2, 3, 0, -1, 1}));
+        return softmax_cross_entropy_with_logits(logits, y).first;
+      },
+      labels);
+}

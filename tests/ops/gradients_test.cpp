@@ -184,6 +184,9 @@ TEST_CASE("gradients of Conv2D and pooling (float32, central differences)", "[op
             return conv2d(f32(in[0]), f32(in[1]), {stride, stride}, padding);
           },
           {x, f}, 2e-3, 1e-2);
+  // Cast is linear: float32 rounding is the only error, so a wide step is exact enough.
+  check_gradient([&](graph&, auto& in) { return cast(f32(in[0]), dtype::f64) * 2.0; }, {x}, 2e-3,
+                 1e-2);
   auto p = random_input({1, 4, 4, 2}, 0.1, 1.0, 23, true); // distinct values: no ties
   check_gradient([&](graph&, auto& in) { return max_pool(f32(in[0]), {2, 2}, {2, 2}); }, {p}, 2e-3,
                  1e-3);
