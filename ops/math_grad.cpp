@@ -141,11 +141,24 @@ void register_math_gradients(gradient_registry& reg) {
   for (auto op : {"ArgMin", "All", "Any"})
     reg.add_non_differentiable(op);
   reg.add("Prod", [](const gradient_context& c) {
-    // d prod / d x_i = prod / x_i. TODO(correctness): inputs with zeros need TensorFlow's
-    // exclusive-cumprod formulation; this form divides by zero there.
+    // d prod / d x_i = product of the other elements of x_i's group. Without zeros that is
+    // prod / x_i; with one zero, only the zero element has a gradient (the product of the
+    // non-zeros); with two or more, every gradient is zero.
     auto x = c.input(0), axes = c.input(1);
     auto kept = kept_shape(x, axes);
-    return grads{reshape(c.grad(), kept) * reshape(c.out(0), kept) / x, output()};
+    auto is_zero = equal(x, zeros_like(x));
+    auto zeros_in_group = reshape(sum(cast(is_zero, x.type()), axes, false), kept) * ones_like(x);
+    auto nonzero_prod =
+        c.g.build("Prod", "Prod", {select(is_zero, ones_like(x), x).ep(), axes.ep()},
+                  {{"keep_dims", true}})[0] * ones_like(x);
+    auto g = reshape(c.grad(), kept) * ones_like(x);
+    auto safe_x = select(is_zero, ones_like(x), x);
+    auto none_zero = g * nonzero_prod / safe_x;
+    auto one_zero = select(is_zero, g * nonzero_prod, zeros_like(x));
+    auto zero = zeros_like(x);
+    auto count0 = equal(zeros_in_group, zeros_like(x));
+    auto count1 = equal(zeros_in_group, ones_like(x));
+    return grads{select(count0, none_zero, select(count1, one_zero, zero)), output()};
   });
   reg.add("Min", [](const gradient_context& c) {
     auto x = c.input(0), axes = c.input(1);
@@ -208,14 +221,29 @@ void register_math_gradients(gradient_registry& reg) {
   });
   reg.add("GatherV2", [](const gradient_context& c) {
     auto& axis_node = c.input(2).node();
-    if (axis_node.op != "Const" ||
-        to_int64_vector(get_attr<tensor>(axis_node.attrs, "value")).value()[0] != 0)
-      throw error(unimplemented("gradient of GatherV2 '" + c.n.name +
-                                "' supports axis 0 only"));
+    if (axis_node.op != "Const")
+      throw error(unimplemented("gradient of GatherV2 '" + c.n.name + "' needs a constant axis"));
+    int64_t axis = to_int64_vector(get_attr<tensor>(axis_node.attrs, "value")).value()[0];
     auto params = c.input(0), indices = c.input(1);
-    auto rows = slice(shape_of(params), std::vector<int64_t>{0}, std::vector<int64_t>{1});
-    auto num = reshape(rows, std::vector<int64_t>{});
-    return grads{unsorted_segment_sum(c.grad(), indices, num), output(), output()};
+    int rank = params.shape().rank();
+    if (axis < 0)
+      axis += rank;
+    auto rows = reshape(slice(shape_of(params), std::vector<int64_t>{axis}, std::vector<int64_t>{1}),
+                        std::vector<int64_t>{});
+    if (axis == 0) // rows of params: sum the gradient rows back by index
+      return grads{unsorted_segment_sum(c.grad(), indices, rows), output(), output()};
+    // Another axis: move it to the front, sum, and move it back (1-D indices, known rank).
+    if (rank < 0 || indices.shape().rank() != 1)
+      throw error(unimplemented("gradient of GatherV2 '" + c.n.name + "' along axis " +
+                                std::to_string(axis) + " needs a known rank and 1-D indices"));
+    std::vector<int64_t> perm{axis}, inverse(size_t(rank), 0);
+    for (int d = 0; d < rank; ++d)
+      if (d != axis)
+        perm.push_back(d);
+    for (int d = 0; d < rank; ++d)
+      inverse[size_t(perm[size_t(d)])] = d;
+    auto summed = unsorted_segment_sum(transpose(c.grad(), perm), indices, rows);
+    return grads{transpose(summed, inverse), output(), output()};
   });
   reg.add("Fill", [](const gradient_context& c) { return grads{output(), sum(c.grad())}; });
   for (auto op : {"Range", "RandomShuffle"})
