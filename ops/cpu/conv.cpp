@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "ops/cpu/conv_dnnl.hpp"
 #include "ops/cpu/kernels.hpp"
 
 namespace runnel {
@@ -101,7 +102,8 @@ bool is_pointwise(const geometry& g) {
 
 class conv2d_kernel : public kernel {
 public:
-  explicit conv2d_kernel(const kernel_construction& c) : a_(c) {}
+  explicit conv2d_kernel(const kernel_construction& c, bool use_dnnl = true)
+      : a_(c), use_dnnl_(use_dnnl && dnnl_conv::available()) {}
   status compute(kernel_context& ctx) override {
     const tensor& in = ctx.input(0);
     const tensor& f = ctx.input(1);
@@ -111,6 +113,9 @@ public:
     int64_t k = g.patch(), rows = g.oh * g.ow;
     if (out.num_elements() == 0)
       return {};
+    if (use_dnnl_ && !is_pointwise(g))
+      return dnnl_.run({g.n, g.h, g.w, g.c, g.kh, g.kw, g.o, g.sh, g.sw, g.oh, g.ow, g.ph, g.pw},
+                       in.data<float>(), f.data<float>(), out.data<float>());
     if (is_pointwise(g)) { // a 1x1 convolution is one matrix product over all pixels
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.n * rows), int(g.o), int(k), 1.f,
                   in.data<float>(), int(k), f.data<float>(), int(g.o), 0.f, out.data<float>(),
@@ -138,6 +143,8 @@ public:
 
 private:
   conv_attrs a_;
+  bool use_dnnl_;
+  dnnl_conv dnnl_;
 };
 
 class conv2d_backprop_input_kernel : public kernel {
@@ -359,7 +366,12 @@ private:
 void register_conv_kernels(kernel_registry& reg) {
   auto cpu = device_type::cpu;
   const std::vector<dtype> f32{dtype::f32};
-  reg.add("Conv2D", cpu, f32, make_kernel<conv2d_kernel>);
+  // The internal attribute `_reference` selects the im2col + BLAS path even where oneDNN is
+  // available, so tests can hold oneDNN to the reference.
+  reg.add("Conv2D", cpu, f32, [](const kernel_construction& c) {
+    bool reference = c.node.attrs.count("_reference") > 0;
+    return result<std::unique_ptr<kernel>>(std::make_unique<conv2d_kernel>(c, !reference));
+  });
   reg.add("Conv2DBackpropInput", cpu, f32, make_kernel<conv2d_backprop_input_kernel>);
   reg.add("Conv2DBackpropFilter", cpu, f32, make_kernel<conv2d_backprop_filter_kernel>);
   reg.add("MaxPool", cpu, f32, make_kernel<max_pool_kernel>);

@@ -1,4 +1,6 @@
 #include <cmath>
+#include <random>
+#include <tuple>
 
 #include "tests/eval.hpp"
 
@@ -93,4 +95,29 @@ TEST_CASE("MaxPool and AvgPool, including padded windows", "[ops]") {
   check_equal(r[1], vals<float>({1, 2, 2, 1}, {3, 4, 6, 7}));
   check_equal(r[2], vals<float>({1, 2, 2, 1}, {5, 6, 8, 9}));
   check_equal(r[3], vals<float>({1, 2, 2, 1}, {3, 4.5f, 7.5f, 9})); // padding not counted
+}
+
+TEST_CASE("Conv2D's fast path matches the im2col + BLAS reference", "[ops]") {
+  graph g;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  auto random = [&](shape s) {
+    tensor t(dtype::f32, s);
+    for (auto& v : t.flat<float>())
+      v = d(rng);
+    return t;
+  };
+  for (auto [stride, padding, k] : {std::tuple{1, "SAME", 3}, std::tuple{2, "VALID", 3},
+                                    std::tuple{2, "SAME", 5}, std::tuple{1, "VALID", 1}}) {
+    auto x = constant(g, random({2, 9, 7, 5}));
+    auto f = constant(g, random({k, k, 5, 6}));
+    attr_map attrs{{"strides", std::vector<int64_t>{1, stride, stride, 1}},
+                   {"padding", std::string(padding)}};
+    auto fast = g.build("Conv2D", "fast", {x.ep(), f.ep()}, attrs)[0];
+    attrs["_reference"] = true;
+    auto reference = g.build("Conv2D", "reference", {x.ep(), f.ep()}, attrs)[0];
+    auto r = eval({fast, reference});
+    INFO("stride " << stride << " padding " << padding << " window " << k);
+    check_close(r[0], r[1], 1e-4, 1e-4);
+  }
 }
