@@ -218,3 +218,30 @@ TEST_CASE("saver: save, keep the newest, restore, and refuse mismatches", "[acto
   CHECK(missing.message().find("'bias' is not in checkpoint") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("saver: Keras-style weights written by h5py import into variables by name map", "[actors]") {
+  namespace fs = std::filesystem;
+  auto path = (fs::temp_directory_path() / ("runnel-keras-" + std::to_string(::getpid()) + ".h5")).string();
+  std::string script =
+      "/usr/bin/python3 -c \"import h5py, numpy as np\n"
+      "f = h5py.File('" + path + "', 'w')\n"
+      "g = f.create_group('model_weights/dense/dense')\n"
+      "g['kernel:0'] = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float32)\n"
+      "g['bias:0'] = np.array([0.5, 0, -0.5], dtype=np.float32)\n"
+      "f.close()\"";
+  REQUIRE(std::system(script.c_str()) == 0);
+  runtime rt;
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{-1, 2}, "x");
+  auto w = variable(g, dtype::f32, shape{2, 3}, "dense/kernel");
+  auto b = variable(g, dtype::f32, shape{3}, "dense/bias");
+  auto y = bias_add(matmul(x, w), b);
+  saver sv(g);
+  session s(rt, g);
+  REQUIRE(sv.restore(s, path, {.name_map = {{"dense/kernel", "model_weights/dense/dense/kernel:0"},
+                                            {"dense/bias", "model_weights/dense/dense/bias:0"}}})
+              .ok());
+  check_equal(s.run({{x, vals<float>({1, 2}, {1, 1})}}, {y}).value()[0],
+              vals<float>({1, 3}, {5.5f, 7, 8.5f}));
+  fs::remove(path);
+}
