@@ -8,14 +8,6 @@
 namespace runnel {
 namespace {
 
-/// The name a variable has in its runtime (and in checkpoints).
-std::string variable_name(const node& n) {
-  auto shared = get_attr<std::string>(n.attrs, "shared_name");
-  auto container = get_attr<std::string>(n.attrs, "container");
-  std::string name = shared.empty() ? n.name : shared;
-  return container.empty() ? name : container + "/" + name;
-}
-
 std::pair<std::string, std::string> split_path(const std::string& path) {
   std::filesystem::path p(path);
   auto dir = p.parent_path().string();
@@ -39,7 +31,7 @@ saver::saver(graph& g, std::vector<output> variables, saver_options options)
     if (n.op != "VariableV2")
       throw error(invalid_argument("saver: '" + n.name + "' is not a variable (op " + n.op + ")"));
     entry e;
-    e.name = variable_name(n);
+    e.name = variable_resource_name(n);
     e.ref = v;
     shape declared = n.output_shapes[0];
     auto col = g.colocate_with(v);

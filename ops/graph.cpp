@@ -28,6 +28,13 @@ node_def node::to_def(const graph& g) const {
   return d;
 }
 
+std::string variable_resource_name(const node& n) {
+  auto shared = get_attr<std::string>(n.attrs, "shared_name");
+  auto container = get_attr<std::string>(n.attrs, "container");
+  std::string name = shared.empty() ? n.name : shared;
+  return container.empty() ? name : container + "/" + name;
+}
+
 std::optional<int> graph::find(std::string_view name) const {
   auto it = by_name_.find(std::string(name));
   if (it == by_name_.end())

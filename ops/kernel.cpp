@@ -56,6 +56,24 @@ std::vector<bool> ref_input_slots(const node& n) {
   return out;
 }
 
+result<std::shared_ptr<variable>> node_variable(const kernel_construction& c, const node& v) {
+  if (v.op != "VariableV2")
+    return invalid_argument("'" + v.name + "' (op " + v.op + ") is not a variable");
+  if (!c.resources)
+    return failed_precondition("no resource manager: variables need a runtime");
+  return c.resources->find_or_create_variable(variable_resource_name(v),
+                                              get_attr<dtype>(v.attrs, "dtype"),
+                                              get_attr<shape>(v.attrs, "shape"));
+}
+
+result<std::shared_ptr<variable>> input_variable(const kernel_construction& c, int input) {
+  auto& v = c.graph.at(c.node.inputs[size_t(input)].node);
+  auto r = node_variable(c, v);
+  if (!r)
+    return r.error().with_context("input " + std::to_string(input));
+  return r;
+}
+
 const kernel_registry& builtin_kernels() {
   static const kernel_registry* reg = [] {
     auto* r = new kernel_registry;

@@ -105,6 +105,12 @@ public:
 /// For each input slot of `n`: whether it is a ref input (no value flows along it).
 std::vector<bool> ref_input_slots(const node& n);
 
+/// The variable behind input `input` of the node being built (it must come from a VariableV2),
+/// created in the device's resources on first use.
+result<std::shared_ptr<variable>> input_variable(const kernel_construction& c, int input);
+/// The variable a VariableV2 node stands for.
+result<std::shared_ptr<variable>> node_variable(const kernel_construction& c, const node& var_node);
+
 using kernel_factory =
     std::function<result<std::unique_ptr<kernel>>(const kernel_construction&)>;
 

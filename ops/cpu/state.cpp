@@ -7,19 +7,6 @@
 namespace runnel {
 namespace {
 
-/// The variable a node's ref input 0 names (following Identity-free edges to a VariableV2).
-result<std::shared_ptr<variable>> variable_of(const kernel_construction& c, const node& var_node) {
-  if (!c.resources)
-    return failed_precondition("no resource manager: variables need a runtime");
-  auto shared = get_attr<std::string>(var_node.attrs, "shared_name");
-  auto container = get_attr<std::string>(var_node.attrs, "container");
-  std::string name = shared.empty() ? var_node.name : shared;
-  if (!container.empty())
-    name = container + "/" + name;
-  return c.resources->find_or_create_variable(name, get_attr<dtype>(var_node.attrs, "dtype"),
-                                              get_attr<shape>(var_node.attrs, "shape"));
-}
-
 class variable_kernel : public kernel {
 public:
   variable_kernel(std::shared_ptr<variable> v, bool value_needed)
@@ -101,8 +88,7 @@ private:
 };
 
 result<std::unique_ptr<kernel>> make_assign(const kernel_construction& c, assign_kind kind) {
-  auto& var_node = c.graph.at(c.node.inputs[0].node);
-  RUNNEL_ASSIGN_OR_RETURN(auto v, variable_of(c, var_node));
+  RUNNEL_ASSIGN_OR_RETURN(auto v, input_variable(c, 0));
   bool validate = kind == assign_kind::assign ? c.attr<bool>("validate_shape") : true;
   return std::unique_ptr<kernel>(std::make_unique<assign_kernel>(std::move(v), kind, validate));
 }
@@ -112,7 +98,7 @@ result<std::unique_ptr<kernel>> make_assign(const kernel_construction& c, assign
 void register_state_kernels(kernel_registry& reg) {
   reg.add("VariableV2", device_type::cpu, {},
           [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
-            RUNNEL_ASSIGN_OR_RETURN(auto v, variable_of(c, c.node));
+            RUNNEL_ASSIGN_OR_RETURN(auto v, node_variable(c, c.node));
             bool needed = !c.output_value_needed.empty() && c.output_value_needed[0];
             return std::unique_ptr<kernel>(std::make_unique<variable_kernel>(std::move(v), needed));
           });

@@ -159,27 +159,11 @@ private:
   int grad_input_;
 };
 
-result<std::shared_ptr<variable>> ref_variable(const kernel_construction& c, int input) {
-  auto& v = c.graph.at(c.node.inputs[size_t(input)].node);
-  if (v.op != "VariableV2")
-    return invalid_argument("input " + std::to_string(input) + " must come from a variable, not '" +
-                            v.name + "' (op " + v.op + ")");
-  if (!c.resources)
-    return failed_precondition("no resource manager: variables need a runtime");
-  auto shared = get_attr<std::string>(v.attrs, "shared_name");
-  auto container = get_attr<std::string>(v.attrs, "container");
-  std::string name = shared.empty() ? v.name : shared;
-  if (!container.empty())
-    name = container + "/" + name;
-  return c.resources->find_or_create_variable(name, get_attr<dtype>(v.attrs, "dtype"),
-                                              get_attr<shape>(v.attrs, "shape"));
-}
-
 kernel_factory apply_factory(rule r, int refs, std::vector<int> scalars, int grad) {
   return [=](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
     std::vector<std::shared_ptr<variable>> vars;
     for (int i = 0; i < refs; ++i) {
-      RUNNEL_ASSIGN_OR_RETURN(auto v, ref_variable(c, i));
+      RUNNEL_ASSIGN_OR_RETURN(auto v, input_variable(c, i));
       vars.push_back(std::move(v));
     }
     bool nesterov = c.node.attrs.count("use_nesterov") ? c.attr<bool>("use_nesterov") : false;
