@@ -137,6 +137,26 @@ status flags::check(const std::vector<std::string>& known) const {
   return {};
 }
 
+int app_main(const char* app, int argc, char** argv, const char* usage,
+             const std::vector<std::string>& known_flags, int (*run)(const flags&)) {
+  flags f(argc, argv);
+  if (f.has("help")) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  status s = f.check(known_flags);
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n%s", app, s.message().c_str(), usage);
+    return 2;
+  }
+  try {
+    return run(f);
+  } catch (const runnel::error& e) {
+    std::fprintf(stderr, "\n%s: %s\n", app, e.what());
+    return 1;
+  }
+}
+
 progress_line::progress_line(int64_t total_steps, int epochs)
     : start_(std::chrono::steady_clock::now()), last_(start_), total_steps_(total_steps),
       epochs_(epochs) {}

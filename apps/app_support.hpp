@@ -48,6 +48,11 @@ private:
   std::vector<std::string> positional_;
 };
 
+/// The shared `main` of the apps: --help prints `usage`; unknown flags are a usage error (exit 2);
+/// runnel::error from `run` is printed with the app's name (exit 1); else `run`'s status.
+int app_main(const char* app, int argc, char** argv, const char* usage,
+             const std::vector<std::string>& known_flags, int (*run)(const flags&));
+
 /// A single status line rewritten in place (at most every 200 ms), e.g.
 /// `epoch 2/5  step 900/3000  loss 0.4123  acc 0.8530  41230 ex/s  eta 12s`.
 class progress_line {

@@ -217,22 +217,7 @@ int run(const flags& f) {
 } // namespace
 
 int main(int argc, char** argv) {
-  flags f(argc, argv);
-  if (f.has("help")) {
-    std::fputs(usage, stdout);
-    return 0;
-  }
-  status s = f.check({"model", "epochs", "batch", "optimizer", "lr", "data", "checkpoint-dir",
-                      "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy",
-                      "seed"});
-  if (!s.ok()) {
-    std::fprintf(stderr, "fashion_mnist: %s\n%s", s.message().c_str(), usage);
-    return 2;
-  }
-  try {
-    return run(f);
-  } catch (const runnel::error& e) {
-    std::fprintf(stderr, "\nfashion_mnist: %s\n", e.what());
-    return 1;
-  }
+  return app_main("fashion_mnist", argc, argv, usage, {"model", "epochs", "batch", "optimizer", "lr", "data", "checkpoint-dir",
+                                                "resume", "csv", "plot", "limit-train", "max-steps",
+                                                "min-accuracy", "seed"}, run);
 }

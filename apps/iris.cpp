@@ -210,21 +210,6 @@ int run(const flags& f) {
 } // namespace
 
 int main(int argc, char** argv) {
-  flags f(argc, argv);
-  if (f.has("help")) {
-    std::fputs(usage, stdout);
-    return 0;
-  }
-  status s = f.check({"data", "steps", "lr", "checkpoint-dir", "resume", "csv", "plot", "predict",
-                      "min-accuracy"});
-  if (!s.ok()) {
-    std::fprintf(stderr, "iris: %s\n%s", s.message().c_str(), usage);
-    return 2;
-  }
-  try {
-    return run(f);
-  } catch (const runnel::error& e) {
-    std::fprintf(stderr, "\niris: %s\n", e.what());
-    return 1;
-  }
+  return app_main("iris", argc, argv, usage, {"data", "steps", "lr", "checkpoint-dir", "resume", "csv",
+                                       "plot", "predict", "min-accuracy"}, run);
 }

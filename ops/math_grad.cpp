@@ -160,22 +160,17 @@ void register_math_gradients(gradient_registry& reg) {
     auto count1 = equal(zeros_in_group, ones_like(x));
     return grads{select(count0, none_zero, select(count1, one_zero, zero)), output()};
   });
-  reg.add("Min", [](const gradient_context& c) {
+  // Min and Max: the gradient goes to the elements equal to the result, split among ties.
+  auto extremum = [](const gradient_context& c) {
     auto x = c.input(0), axes = c.input(1);
     auto kept = kept_shape(x, axes);
     auto y = reshape(c.out(0), kept);
     auto indicators = cast(equal(x, y * ones_like(x)), x.type());
     auto count = reshape(sum(indicators, axes, false), kept);
     return grads{indicators / count * reshape(c.grad(), kept), output()};
-  });
-  reg.add("Max", [](const gradient_context& c) {
-    auto x = c.input(0), axes = c.input(1);
-    auto kept = kept_shape(x, axes);
-    auto y = reshape(c.out(0), kept);
-    auto indicators = cast(equal(x, y * ones_like(x)), x.type());
-    auto count = reshape(sum(indicators, axes, false), kept);
-    return grads{indicators / count * reshape(c.grad(), kept), output()};
-  });
+  };
+  reg.add("Min", extremum);
+  reg.add("Max", extremum);
   reg.add("Reshape", [](const gradient_context& c) {
     return grads{reshape(c.grad(), shape_of(c.input(0))), output()};
   });
