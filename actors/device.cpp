@@ -7,7 +7,8 @@ namespace {
 /// A variable whose updates run at its own actor, one at a time.
 class actor_variable : public variable, public std::enable_shared_from_this<actor_variable> {
 public:
-  actor_variable(std::string name, dtype type, shape s) : variable(std::move(name), type, std::move(s)) {}
+  actor_variable(std::string name, dtype type, shape s)
+      : variable(std::move(name), type, std::move(s)) {}
   ~actor_variable() override {
     if (actor_)
       caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
@@ -80,8 +81,12 @@ device_actor::behavior_type device_behavior(device_actor::stateful_pointer<devic
         std::vector<std::shared_ptr<node_setup>> setups;
         for (size_t i = 0; i < req->node_ids.size(); ++i) {
           const node& n = req->g->at(req->node_ids[i]);
-          kernel_construction c{n, *req->g, dev->type, dev->cpu.get(),
-                                self->state.resources.get(), req->output_value_needed[i]};
+          kernel_construction c{n,
+                                *req->g,
+                                dev->type,
+                                dev->cpu.get(),
+                                self->state.resources.get(),
+                                req->output_value_needed[i]};
           auto factory = kernels.find(n, dev->type);
           if (!factory)
             return factory.error().with_context("on device " + dev->name);

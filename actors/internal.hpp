@@ -59,18 +59,17 @@ namespace runnel {
 
 /// A node actor's protocol: inputs of a step, a start for source nodes, abort of a step, and the
 /// completion of an asynchronous kernel.
-using node_actor = caf::typed_actor<caf::reacts_to<input_atom, step_ptr, int32_t, tensor>,
-                                    caf::reacts_to<start_atom, step_ptr>,
-                                    caf::reacts_to<abort_atom, int64_t>,
-                                    caf::reacts_to<resume_atom, async_call_ptr>>;
+using node_actor =
+    caf::typed_actor<caf::reacts_to<input_atom, step_ptr, int32_t, tensor>,
+                     caf::reacts_to<start_atom, step_ptr>, caf::reacts_to<abort_atom, int64_t>,
+                     caf::reacts_to<resume_atom, async_call_ptr>>;
 
 /// A variable actor applies updates to one variable, one at a time.
 using variable_actor = caf::typed_actor<caf::reacts_to<update_atom, update_request_ptr>>;
 
 /// A device actor spawns node actors for a partition and owns the device's resources.
-using device_actor =
-    caf::typed_actor<caf::replies_to<spawn_atom, spawn_request_ptr>::with<status>,
-                     caf::reacts_to<clear_atom>>;
+using device_actor = caf::typed_actor<caf::replies_to<spawn_atom, spawn_request_ptr>::with<status>,
+                                      caf::reacts_to<clear_atom>>;
 
 /// The actors of one executor instance, shared by its steps (for abort broadcasts).
 struct instance_actors {
@@ -115,8 +114,8 @@ struct node_setup {
   std::string op;
   std::unique_ptr<kernel> kern;
   cpu_device* cpu = nullptr;
-  int num_inputs = 0;    ///< data inputs, slots [0, num_inputs)
-  int num_control = 0;   ///< control inputs, slots after the data inputs
+  int num_inputs = 0;  ///< data inputs, slots [0, num_inputs)
+  int num_control = 0; ///< control inputs, slots after the data inputs
   /// Input values known at instantiation (constants), by slot; other slots are empty.
   std::vector<tensor> bound;
   /// Messages a step must deliver before the node fires (unbound inputs + control inputs).

@@ -34,8 +34,8 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
     dev.type = device_type::cpu;
     // The thread running a kernel joins its parallel loops, so the pool needs one thread fewer
     // than the cores it may use.
-    int intra = d.options.intra_op_threads > 0 ? d.options.intra_op_threads
-                                               : std::max(1, cores / n - 1);
+    int intra =
+        d.options.intra_op_threads > 0 ? d.options.intra_op_threads : std::max(1, cores / n - 1);
     dev.cpu = std::make_unique<cpu_device>(intra);
     dev.actor = spawn_device_actor(*d.system, dev);
   }
@@ -74,6 +74,8 @@ std::vector<std::string> runtime::devices() const {
   return out;
 }
 
-const runtime_options& runtime::options() const { return impl_->options; }
+const runtime_options& runtime::options() const {
+  return impl_->options;
+}
 
 } // namespace runnel

@@ -16,8 +16,7 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
 
 } // namespace
 
-saver::saver(graph& g, std::vector<output> variables, saver_options options)
-    : options_(options) {
+saver::saver(graph& g, std::vector<output> variables, saver_options options) : options_(options) {
   if (variables.empty())
     for (int id : g.collection("variables"))
       variables.emplace_back(&g, endpoint{id, 0});

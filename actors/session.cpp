@@ -27,7 +27,9 @@ struct signature_hash {
   }
 };
 
-int64_t encode(endpoint e) { return (int64_t(e.node) << 16) | e.index; }
+int64_t encode(endpoint e) {
+  return (int64_t(e.node) << 16) | e.index;
+}
 
 /// Which local device a node's requested device names (the first CPU when it names none).
 result<size_t> pick_device(const runtime::impl& rt, const node& n) {
@@ -49,9 +51,9 @@ result<size_t> pick_device(const runtime::impl& rt, const node& n) {
     return size_t(0);
   size_t idx = size_t(std::atoi(idx_str.c_str()));
   if (idx >= rt.devices.size())
-    return invalid_argument("node '" + n.name + "' (op " + n.op + ") requests device '" +
-                            n.device + "', but this runtime has " +
-                            std::to_string(rt.devices.size()) + " CPU device(s)");
+    return invalid_argument("node '" + n.name + "' (op " + n.op + ") requests device '" + n.device +
+                            "', but this runtime has " + std::to_string(rt.devices.size()) +
+                            " CPU device(s)");
   return idx;
 }
 
@@ -84,9 +86,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
                                                        const std::vector<endpoint>& fetches,
                                                        const std::vector<int>& targets) {
   int n = g.num_nodes();
-  auto is_fed = [&](endpoint e) {
-    return std::find(feeds.begin(), feeds.end(), e) != feeds.end();
-  };
+  auto is_fed = [&](endpoint e) { return std::find(feeds.begin(), feeds.end(), e) != feeds.end(); };
   // Prune: walk back from fetches and targets, stopping at fed tensors.
   std::vector<char> needed(static_cast<size_t>(n), 0);
   std::vector<int> stack;
@@ -112,9 +112,9 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
   for (int v = 0; v < n; ++v)
     if (needed[size_t(v)] && g.at(v).op == "Placeholder") {
       auto& p = g.at(v);
-      return invalid_argument("you must feed a value for placeholder '" + p.name +
-                              "' with dtype " + std::string(name(p.output_types[0])) +
-                              " and shape " + p.output_shapes[0].to_string());
+      return invalid_argument("you must feed a value for placeholder '" + p.name + "' with dtype " +
+                              std::string(name(p.output_types[0])) + " and shape " +
+                              p.output_shapes[0].to_string());
     }
 
   // Which outputs are read by value (not only through ref inputs or not at all).
@@ -149,8 +149,8 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
       for (int c : g.at(v).control_inputs)
         keep[size_t(c)] = 1;
   for (int v = 0; v < n; ++v) {
-    bindable[size_t(v)] = needed[size_t(v)] && g.at(v).op == "Const" &&
-                          g.at(v).control_inputs.empty();
+    bindable[size_t(v)] =
+        needed[size_t(v)] && g.at(v).op == "Const" && g.at(v).control_inputs.empty();
     instantiate[size_t(v)] = needed[size_t(v)] && (!bindable[size_t(v)] || keep[size_t(v)]);
   }
 
@@ -355,10 +355,11 @@ session::session(runtime& rt, const graph& g, session_options options)
   impl_->rt.sessions.push_back(this);
 }
 
-session::~session() { close(); }
+session::~session() {
+  close();
+}
 
-result<std::vector<tensor>> session::run(const feed_list& feeds,
-                                         const std::vector<output>& fetches,
+result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
                                          const std::vector<operation>& targets) {
   RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr));
   step->wait();

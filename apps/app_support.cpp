@@ -176,7 +176,8 @@ void progress_line::update(int epoch, int64_t step, double loss, double accuracy
   double rate = secs > 0 ? double(examples - start_examples_) / secs : 0;
   double step_rate = secs > 0 ? double(step - start_step_) / secs : 0;
   double eta = step_rate > 0 ? double(total_steps_ - step) / step_rate : 0;
-  std::fprintf(stderr, "\r  epoch %d/%d  step %lld/%lld  loss %.4f  acc %.4f  %.0f ex/s  eta %.0fs   ",
+  std::fprintf(stderr,
+               "\r  epoch %d/%d  step %lld/%lld  loss %.4f  acc %.4f  %.0f ex/s  eta %.0fs   ",
                epoch, epochs_, static_cast<long long>(step), static_cast<long long>(total_steps_),
                loss, accuracy, rate, eta);
   std::fflush(stderr);
@@ -194,8 +195,7 @@ status write_curve_csv(const std::string& path, const std::vector<curve_point>& 
   if (!out)
     return unavailable("cannot write " + path);
   out << "epoch,step,train_loss,train_accuracy,test_accuracy\n";
-  for (auto& p : points)
-  {
+  for (auto& p : points) {
     out << p.epoch << ',' << p.step << ',' << p.train_loss << ',' << p.train_accuracy << ',';
     if (p.test_accuracy >= 0)
       out << p.test_accuracy;
@@ -227,8 +227,9 @@ status write_curve_svg(const std::string& path, const std::string& title,
       << "\" fill=\"none\" stroke=\"#888\"/>\n";
   for (int i = 0; i <= 4; ++i) {
     double frac = i / 4.0, yy = top + ph * (1 - frac);
-    svg << "<text x=\"" << left - 6 << "\" y=\"" << yy + 4 << "\" text-anchor=\"end\" fill=\"#c0392b\">"
-        << std::round(max_loss * frac * 1000) / 1000 << "</text>\n"
+    svg << "<text x=\"" << left - 6 << "\" y=\"" << yy + 4
+        << "\" text-anchor=\"end\" fill=\"#c0392b\">" << std::round(max_loss * frac * 1000) / 1000
+        << "</text>\n"
         << "<text x=\"" << left + pw + 6 << "\" y=\"" << yy + 4 << "\" fill=\"#2471a3\">" << frac
         << "</text>\n"
         << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << yy << "\" y2=\"" << yy
@@ -251,8 +252,7 @@ status write_curve_svg(const std::string& path, const std::string& title,
   polyline([&](const curve_point& p) { return y_acc(p.test_accuracy); }, "#27ae60", true);
   svg << "<text x=\"" << w / 2 << "\" y=\"" << h - 12 << "\" text-anchor=\"middle\">step (of "
       << max_step << ")</text>\n"
-      << "<text x=\"" << left << "\" y=\"" << h - 12
-      << "\" fill=\"#c0392b\">train loss</text>\n"
+      << "<text x=\"" << left << "\" y=\"" << h - 12 << "\" fill=\"#c0392b\">train loss</text>\n"
       << "<text x=\"" << left + pw - 170 << "\" y=\"" << h - 12
       << "\" fill=\"#2471a3\">train acc</text>\n"
       << "<text x=\"" << left + pw - 90 << "\" y=\"" << h - 12

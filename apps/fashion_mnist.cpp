@@ -70,9 +70,8 @@ std::unique_ptr<model> build(const std::string& kind, const std::string& opt_nam
     logits = bias_add(matmul(m->x, w), b);
   }
   m->loss = mean(sparse_softmax_cross_entropy_with_logits(logits, m->y).first, {}, false, "loss");
-  m->accuracy =
-      mean(cast(equal(cast(argmax(logits, 1), dtype::i32), m->y), dtype::f32), {}, false,
-           "accuracy");
+  m->accuracy = mean(cast(equal(cast(argmax(logits, 1), dtype::i32), m->y), dtype::f32), {}, false,
+                     "accuracy");
   m->step = variable(g, constant(g, int64_t(0)), "global_step", false);
   std::unique_ptr<optimizer> opt;
   if (opt_name == "adam")
@@ -91,7 +90,8 @@ int run(const flags& f) {
   if (kind != "mlp" && kind != "softmax")
     throw error(invalid_argument("--model must be mlp or softmax, got '" + kind + "'"));
   if (opt_name != "adam" && opt_name != "sgd" && opt_name != "momentum")
-    throw error(invalid_argument("--optimizer must be adam, sgd or momentum, got '" + opt_name + "'"));
+    throw error(
+        invalid_argument("--optimizer must be adam, sgd or momentum, got '" + opt_name + "'"));
   int epochs = int(f.get_int("epochs", 5).value());
   int64_t batch = f.get_int("batch", 100).value();
   double lr = f.get_double("lr", opt_name == "adam" ? 0.001 : 0.1).value();
@@ -104,11 +104,13 @@ int run(const flags& f) {
   auto ckpt_dir = f.get("checkpoint-dir", "runnel-fashion-mnist");
 
   std::fprintf(stderr, "loading %s ...\n", data.c_str());
-  auto train = load_image_set(data + "/train-images-idx3-ubyte.gz",
-                              data + "/train-labels-idx1-ubyte.gz", f.get_int("limit-train", -1).value())
-                   .value();
-  auto test = load_image_set(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz")
-                  .value();
+  auto train =
+      load_image_set(data + "/train-images-idx3-ubyte.gz", data + "/train-labels-idx1-ubyte.gz",
+                     f.get_int("limit-train", -1).value())
+          .value();
+  auto test =
+      load_image_set(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz")
+          .value();
   std::fprintf(stderr, "%lld training and %lld test images; model %s, %s lr %g, batch %lld\n",
                static_cast<long long>(train.size()), static_cast<long long>(test.size()),
                kind.c_str(), opt_name.c_str(), lr, static_cast<long long>(batch));
@@ -181,7 +183,8 @@ int run(const flags& f) {
     test_accuracy = *eval[0].data<float>();
     progress.finish();
     last_checkpoint = sv.save(s, ckpt_dir + "/model", global_step).value();
-    std::fprintf(stderr, "epoch %d: train loss %.4f, train accuracy %.4f, test accuracy %.4f -> %s\n",
+    std::fprintf(stderr,
+                 "epoch %d: train loss %.4f, train accuracy %.4f, test accuracy %.4f -> %s\n",
                  epoch + 1, last_loss, n ? acc_sum / double(n) : 0.0, test_accuracy,
                  last_checkpoint.c_str());
     if (window == 0 && !curve.empty() && curve.back().step == global_step)
@@ -217,7 +220,8 @@ int run(const flags& f) {
 } // namespace
 
 int main(int argc, char** argv) {
-  return app_main("fashion_mnist", argc, argv, usage, {"model", "epochs", "batch", "optimizer", "lr", "data", "checkpoint-dir",
-                                                "resume", "csv", "plot", "limit-train", "max-steps",
-                                                "min-accuracy", "seed"}, run);
+  return app_main("fashion_mnist", argc, argv, usage,
+                  {"model", "epochs", "batch", "optimizer", "lr", "data", "checkpoint-dir",
+                   "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy", "seed"},
+                  run);
 }

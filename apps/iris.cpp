@@ -69,7 +69,8 @@ result<table> read_table(const std::string& path) {
     }
     auto it = std::find(std::begin(species), std::end(species), cells[4]);
     if (it == std::end(species))
-      return data_loss(path + ":" + std::to_string(number) + ": unknown species '" + cells[4] + "'");
+      return data_loss(path + ":" + std::to_string(number) + ": unknown species '" + cells[4] +
+                       "'");
     t.labels.push_back(int32_t(it - std::begin(species)));
   }
   if (t.labels.size() < 10)
@@ -117,8 +118,10 @@ int run(const flags& f) {
   int64_t n_train = rows * 4 / 5;
   auto all_x = tensor::from_values<float>({rows, 4}, t.features);
   auto all_y = tensor::vector<int32_t>(t.labels);
-  auto train_x = gather_rows(all_x, order, 0, n_train), train_y = gather_rows(all_y, order, 0, n_train);
-  auto test_x = gather_rows(all_x, order, n_train, rows), test_y = gather_rows(all_y, order, n_train, rows);
+  auto train_x = gather_rows(all_x, order, 0, n_train),
+       train_y = gather_rows(all_y, order, 0, n_train);
+  auto test_x = gather_rows(all_x, order, n_train, rows),
+       test_y = gather_rows(all_y, order, n_train, rows);
 
   graph g;
   g.set_seed(3);
@@ -152,11 +155,13 @@ int run(const flags& f) {
   runtime rt;
   session s(rt, g);
   int64_t done = 0;
-  auto latest = f.has("resume") ? saver::latest_checkpoint(ckpt_dir) : result<std::string>(not_found(""));
+  auto latest =
+      f.has("resume") ? saver::latest_checkpoint(ckpt_dir) : result<std::string>(not_found(""));
   if (latest) {
     throw_if_error(sv.restore(s, *latest));
     done = read_checkpoint_global_step(*latest).value().value_or(0);
-    std::fprintf(stderr, "resumed from %s (step %lld)\n", latest->c_str(), static_cast<long long>(done));
+    std::fprintf(stderr, "resumed from %s (step %lld)\n", latest->c_str(),
+                 static_cast<long long>(done));
   } else {
     throw_if_error(s.run({init}));
   }
@@ -185,7 +190,8 @@ int run(const flags& f) {
   if (f.has("plot"))
     throw_if_error(write_curve_svg(f.get("plot", ""), "Iris DNN 4-10-10-3", curve));
 
-  auto flowers = parse_rows(f.get("predict", "5.1,3.3,1.7,0.5;5.9,3.0,4.2,1.5;6.9,3.1,5.4,2.1")).value();
+  auto flowers =
+      parse_rows(f.get("predict", "5.1,3.3,1.7,0.5;5.9,3.0,4.2,1.5;6.9,3.1,5.4,2.1")).value();
   auto p = s.run({{x, flowers}}, {probabilities}).value()[0];
   std::printf("predictions:\n");
   for (int64_t i = 0; i < flowers.dim(0); ++i) {
@@ -199,7 +205,8 @@ int run(const flags& f) {
   if (!path.empty())
     std::printf("checkpoint: %s\n", path.c_str());
   std::printf("test accuracy: %.4f\n", test_acc);
-  if (min_accuracy >= 0 && (test_acc < min_accuracy || (first_loss >= 0 && !(last_loss < first_loss)))) {
+  if (min_accuracy >= 0 &&
+      (test_acc < min_accuracy || (first_loss >= 0 && !(last_loss < first_loss)))) {
     std::fprintf(stderr, "FAILED: test accuracy %.4f (need %.4f), loss %.4f -> %.4f\n", test_acc,
                  min_accuracy, first_loss, last_loss);
     return 3;
@@ -210,6 +217,8 @@ int run(const flags& f) {
 } // namespace
 
 int main(int argc, char** argv) {
-  return app_main("iris", argc, argv, usage, {"data", "steps", "lr", "checkpoint-dir", "resume", "csv",
-                                       "plot", "predict", "min-accuracy"}, run);
+  return app_main(
+      "iris", argc, argv, usage,
+      {"data", "steps", "lr", "checkpoint-dir", "resume", "csv", "plot", "predict", "min-accuracy"},
+      run);
 }

@@ -158,9 +158,9 @@ int main(int argc, char** argv) {
     return graph_dump({args.begin() + 2, args.end()});
   if (args[0] == "ckpt")
     return args.size() >= 2 && wants_help(args) ? (std::fputs(ckpt_usage, stdout), 0)
-                                                 : usage_error("unknown ckpt command", ckpt_usage);
+                                                : usage_error("unknown ckpt command", ckpt_usage);
   if (args[0] == "graph")
     return args.size() >= 2 && wants_help(args) ? (std::fputs(graph_usage, stdout), 0)
-                                                 : usage_error("unknown graph command", graph_usage);
+                                                : usage_error("unknown graph command", graph_usage);
   return usage_error("unknown command '" + args[0] + "'", main_usage);
 }

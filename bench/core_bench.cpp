@@ -189,33 +189,81 @@ void bm_memcpy(benchmark::State& state) {
 } // namespace
 
 // Each measurement sits next to its reference, repeated, so both see the same machine state.
-BENCHMARK(bm_sgemm)->Arg(256)->Unit(benchmark::kMillisecond)->MinTime(0.3)->Repetitions(3)->UseRealTime();
-BENCHMARK(bm_matmul)->Arg(256)->Unit(benchmark::kMillisecond)->MinTime(0.3)->Repetitions(3)->UseRealTime();
-BENCHMARK(bm_sgemm)->Arg(1024)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
-BENCHMARK(bm_matmul)->Arg(1024)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
-BENCHMARK(bm_sgemm)->Arg(2048)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
-BENCHMARK(bm_matmul)->Arg(2048)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_sgemm)
+    ->Arg(256)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.3)
+    ->Repetitions(3)
+    ->UseRealTime();
+BENCHMARK(bm_matmul)
+    ->Arg(256)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.3)
+    ->Repetitions(3)
+    ->UseRealTime();
+BENCHMARK(bm_sgemm)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->Repetitions(3)
+    ->UseRealTime();
+BENCHMARK(bm_matmul)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->Repetitions(3)
+    ->UseRealTime();
+BENCHMARK(bm_sgemm)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->Repetitions(3)
+    ->UseRealTime();
+BENCHMARK(bm_matmul)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->Repetitions(3)
+    ->UseRealTime();
 BENCHMARK(bm_caf_hop)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
-BENCHMARK(bm_node_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
-BENCHMARK(bm_actor_round_trip)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
-BENCHMARK(bm_run_overhead)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
-BENCHMARK(bm_memcpy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_node_overhead)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.5)
+    ->Repetitions(3)
+    ->UseRealTime();
+BENCHMARK(bm_actor_round_trip)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.5)
+    ->Repetitions(3)
+    ->UseRealTime();
+BENCHMARK(bm_run_overhead)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.5)
+    ->Repetitions(3)
+    ->UseRealTime();
+BENCHMARK(bm_memcpy)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->Repetitions(3)
+    ->UseRealTime();
 BENCHMARK(bm_add)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
 
 int main(int argc, char** argv) {
   std::printf("openblas: core %s, %d threads\n", openblas_get_corename(),
               openblas_get_num_threads());
   for (int n : {256, 1024, 2048})
-    summaries().push_back({"matmul", [n](std::string& line) {
-                             auto m = "matmul_" + std::to_string(n), s = "sgemm_" + std::to_string(n);
-                             if (!have({m.c_str(), s.c_str()}))
-                               return false;
-                             double flops = 2.0 * n * double(n) * n;
-                             line = format_line("matmul_f32_" + std::to_string(n),
-                                                flops / timings()[m] / 1e9, "GFLOP/s",
-                                                timings()[s] / timings()[m], "openblas");
-                             return true;
-                           }});
+    summaries().push_back(
+        {"matmul", [n](std::string& line) {
+           auto m = "matmul_" + std::to_string(n), s = "sgemm_" + std::to_string(n);
+           if (!have({m.c_str(), s.c_str()}))
+             return false;
+           double flops = 2.0 * n * double(n) * n;
+           line = format_line("matmul_f32_" + std::to_string(n), flops / timings()[m] / 1e9,
+                              "GFLOP/s", timings()[s] / timings()[m], "openblas");
+           return true;
+         }});
   summaries().push_back({"node_overhead", [](std::string& line) {
                            if (!have({"chain", "caf_chain"}))
                              return false;
@@ -234,17 +282,15 @@ int main(int argc, char** argv) {
                                               "actor_round_trip");
                            return true;
                          }});
-  summaries().push_back({"add", [](std::string& line) {
-                           if (!have({"add", "memcpy_1", "memcpy_2"}))
-                             return false;
-                           double bytes = double(add_elements) * 4;
-                           double add_bw = 3 * bytes / timings()["add"] / 1e9;
-                           double copy_bw = 2 * bytes /
-                                            std::min(timings()["memcpy_1"], timings()["memcpy_2"]) /
-                                            1e9;
-                           line = format_line("add_f32_64mib", add_bw, "GB/s", add_bw / copy_bw,
-                                              "memcpy");
-                           return true;
-                         }});
+  summaries().push_back(
+      {"add", [](std::string& line) {
+         if (!have({"add", "memcpy_1", "memcpy_2"}))
+           return false;
+         double bytes = double(add_elements) * 4;
+         double add_bw = 3 * bytes / timings()["add"] / 1e9;
+         double copy_bw = 2 * bytes / std::min(timings()["memcpy_1"], timings()["memcpy_2"]) / 1e9;
+         line = format_line("add_f32_64mib", add_bw, "GB/s", add_bw / copy_bw, "memcpy");
+         return true;
+       }});
   return run_main(argc, argv);
 }

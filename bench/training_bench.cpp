@@ -103,7 +103,8 @@ ckpt_fixture& fixture() {
 
 void bm_ckpt_save(benchmark::State& state) {
   auto& f = fixture();
-  timed_loop(state, "ckpt_save", [&] { f.path = f.sv->save(*f.s, bench_dir() + "/model").value(); });
+  timed_loop(state, "ckpt_save",
+             [&] { f.path = f.sv->save(*f.s, bench_dir() + "/model").value(); });
 }
 
 void bm_ckpt_restore(benchmark::State& state) {
@@ -164,10 +165,28 @@ double run_peer(const std::string& command, const std::string& key) {
 
 BENCHMARK(bm_mlp_step)->Unit(benchmark::kMillisecond)->MinTime(1.0)->Repetitions(3)->UseRealTime();
 BENCHMARK(bm_conv2d)->Unit(benchmark::kMillisecond)->MinTime(1.0)->Repetitions(3)->UseRealTime();
-BENCHMARK(bm_disk)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3)->Repetitions(2)->UseRealTime();
-BENCHMARK(bm_ckpt_save)->Unit(benchmark::kMillisecond)->Iterations(3)->Repetitions(2)->UseRealTime();
-BENCHMARK(bm_disk)->Arg(0)->Unit(benchmark::kMillisecond)->Iterations(3)->Repetitions(2)->UseRealTime();
-BENCHMARK(bm_ckpt_restore)->Unit(benchmark::kMillisecond)->Iterations(3)->Repetitions(2)->UseRealTime();
+BENCHMARK(bm_disk)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->Repetitions(2)
+    ->UseRealTime();
+BENCHMARK(bm_ckpt_save)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->Repetitions(2)
+    ->UseRealTime();
+BENCHMARK(bm_disk)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->Repetitions(2)
+    ->UseRealTime();
+BENCHMARK(bm_ckpt_restore)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->Repetitions(2)
+    ->UseRealTime();
 
 int main(int argc, char** argv) {
   std::string self = argv[0];
@@ -195,9 +214,10 @@ int main(int argc, char** argv) {
                            if (!have({"conv2d"}))
                              return false;
                            double ours = timings()["conv2d"] * 1e3;
-                           double torch = run_peer(std::string("/usr/bin/python3 ") +
-                                                       RUNNEL_SOURCE_DIR + "/bench/peers/conv2d_torch.py 2",
-                                                   "ms_per_conv");
+                           double torch =
+                               run_peer(std::string("/usr/bin/python3 ") + RUNNEL_SOURCE_DIR +
+                                            "/bench/peers/conv2d_torch.py 2",
+                                        "ms_per_conv");
                            double flops = 2.0 * 32 * 32 * 32 * 64 * 64 * 9;
                            if (torch <= 0) {
                              line = format_line("conv2d_3x3_fwd", flops / ours / 1e6, "GFLOP/s", 0,
@@ -209,17 +229,19 @@ int main(int argc, char** argv) {
                                               torch / ours, "pytorch_onednn_channels_last");
                            return true;
                          }});
-  for (auto [name, disk] : {std::pair{"ckpt_save", "disk_write"}, std::pair{"ckpt_restore", "disk_read"}})
-    summaries().push_back({name, [name = std::string(name), disk = std::string(disk)](std::string& line) {
-                             if (!have({name.c_str(), disk.c_str()}))
-                               return false;
-                             double mb = double(ckpt_variables) * ckpt_floats * 4 / 1e6;
-                             double ours = mb / timings()[name];
-                             double limit = mb / timings()[disk];
-                             line = format_line(name, ours, "MB/s", ours / limit,
-                                                disk == "disk_write" ? "write+fsync" : "read");
-                             return true;
-                           }});
+  for (auto [name, disk] :
+       {std::pair{"ckpt_save", "disk_write"}, std::pair{"ckpt_restore", "disk_read"}})
+    summaries().push_back(
+        {name, [name = std::string(name), disk = std::string(disk)](std::string& line) {
+           if (!have({name.c_str(), disk.c_str()}))
+             return false;
+           double mb = double(ckpt_variables) * ckpt_floats * 4 / 1e6;
+           double ours = mb / timings()[name];
+           double limit = mb / timings()[disk];
+           line = format_line(name, ours, "MB/s", ours / limit,
+                              disk == "disk_write" ? "write+fsync" : "read");
+           return true;
+         }});
   int rc = run_main(argc, argv);
   std::filesystem::remove_all(bench_dir());
   return rc;

@@ -69,10 +69,14 @@ result<attr_value> read_attr(wire::Attr::Value::Reader v) {
     return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
   };
   switch (v.which()) {
-    case wire::Attr::Value::I: return attr_value(v.getI());
-    case wire::Attr::Value::F: return attr_value(v.getF());
-    case wire::Attr::Value::B: return attr_value(v.getB());
-    case wire::Attr::Value::S: return attr_value(str(v.getS()));
+    case wire::Attr::Value::I:
+      return attr_value(v.getI());
+    case wire::Attr::Value::F:
+      return attr_value(v.getF());
+    case wire::Attr::Value::B:
+      return attr_value(v.getB());
+    case wire::Attr::Value::S:
+      return attr_value(str(v.getS()));
     case wire::Attr::Value::TYPE: {
       RUNNEL_ASSIGN_OR_RETURN(dtype t, net::from_wire(v.getType()));
       return attr_value(t);
@@ -280,7 +284,9 @@ std::string serialize_graph_def(const graph_def& def) {
   return out;
 }
 
-std::string serialize_graph(const graph& g) { return serialize_graph_def(to_graph_def(g)); }
+std::string serialize_graph(const graph& g) {
+  return serialize_graph_def(to_graph_def(g));
+}
 
 result<graph_def> parse_graph_def(std::string_view bytes, const std::string& source) {
   auto fail = [&](status s) { return s.with_context(source); };

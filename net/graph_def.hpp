@@ -11,10 +11,10 @@
 // framing, dangling inputs, cycles, unknown ops, attribute types, dtypes and shapes; a malformed
 // file gives an error, never a crash.
 
-#include <string>
-#include <string_view>
 #include <map>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "ops/graph.hpp"
 

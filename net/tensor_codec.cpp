@@ -7,7 +7,9 @@ namespace runnel::net {
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
-wire::DType to_wire(dtype t) { return static_cast<wire::DType>(static_cast<uint16_t>(t)); }
+wire::DType to_wire(dtype t) {
+  return static_cast<wire::DType>(static_cast<uint16_t>(t));
+}
 
 result<dtype> from_wire(wire::DType t) {
   auto v = static_cast<uint16_t>(t);
@@ -44,8 +46,8 @@ void write_tensor(wire::Tensor::Builder b, const tensor& t) {
     auto list = b.initStrings(unsigned(t.num_elements()));
     auto s = t.flat<std::string>();
     for (size_t i = 0; i < s.size(); ++i)
-      list.set(unsigned(i), capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s[i].data()),
-                                                s[i].size()));
+      list.set(unsigned(i),
+               capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s[i].data()), s[i].size()));
   } else {
     b.setData(capnp::Data::Reader(static_cast<const kj::byte*>(t.raw_data()), t.bytes()));
   }

@@ -4,23 +4,37 @@ namespace runnel {
 
 const char* to_string(attr_type t) {
   switch (t) {
-    case attr_type::integer: return "int";
-    case attr_type::real: return "float";
-    case attr_type::boolean: return "bool";
-    case attr_type::string: return "string";
-    case attr_type::type: return "type";
-    case attr_type::shape: return "shape";
-    case attr_type::tensor: return "tensor";
-    case attr_type::list_int: return "list(int)";
-    case attr_type::list_real: return "list(float)";
-    case attr_type::list_type: return "list(type)";
-    case attr_type::list_string: return "list(string)";
-    case attr_type::list_shape: return "list(shape)";
+    case attr_type::integer:
+      return "int";
+    case attr_type::real:
+      return "float";
+    case attr_type::boolean:
+      return "bool";
+    case attr_type::string:
+      return "string";
+    case attr_type::type:
+      return "type";
+    case attr_type::shape:
+      return "shape";
+    case attr_type::tensor:
+      return "tensor";
+    case attr_type::list_int:
+      return "list(int)";
+    case attr_type::list_real:
+      return "list(float)";
+    case attr_type::list_type:
+      return "list(type)";
+    case attr_type::list_string:
+      return "list(string)";
+    case attr_type::list_shape:
+      return "list(shape)";
   }
   return "?";
 }
 
-attr_type type_of(const attr_value& v) { return attr_type(v.index()); }
+attr_type type_of(const attr_value& v) {
+  return attr_type(v.index());
+}
 
 namespace {
 template <class T, class F> std::string join(const std::vector<T>& v, F f) {

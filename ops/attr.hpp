@@ -33,10 +33,9 @@ enum class attr_type {
 const char* to_string(attr_type t);
 
 /// One attribute value. Integers are int64, reals double.
-using attr_value =
-    std::variant<int64_t, double, bool, std::string, dtype, shape, tensor, std::vector<int64_t>,
-                 std::vector<double>, std::vector<dtype>, std::vector<std::string>,
-                 std::vector<shape>>;
+using attr_value = std::variant<int64_t, double, bool, std::string, dtype, shape, tensor,
+                                std::vector<int64_t>, std::vector<double>, std::vector<dtype>,
+                                std::vector<std::string>, std::vector<shape>>;
 
 /// The attr_type a value holds.
 attr_type type_of(const attr_value& v);

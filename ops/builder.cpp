@@ -12,8 +12,8 @@ output one(graph& g, std::string_view op, std::string_view name, std::vector<end
 
 graph& same_graph(output a, output b) {
   if (&a.owner() != &b.owner())
-    throw error(invalid_argument("'" + a.name() + "' and '" + b.name() +
-                                 "' belong to different graphs"));
+    throw error(
+        invalid_argument("'" + a.name() + "' and '" + b.name() + "' belong to different graphs"));
   return a.owner();
 }
 
@@ -34,8 +34,8 @@ output scalar_like(output like, double v) {
   tensor t(like.type(), shape{});
   dispatch(like.type(), [&]<class T>() {
     if constexpr (std::is_same_v<T, std::string>)
-      throw error(invalid_argument("cannot combine string tensor '" + like.name() +
-                                   "' with a number"));
+      throw error(
+          invalid_argument("cannot combine string tensor '" + like.name() + "' with a number"));
     else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>)
       *t.data<T>() = T(float(v));
     else
@@ -55,8 +55,8 @@ std::pair<int64_t, int64_t> seeds(graph& g, int64_t op_seed) {
 output random_op(std::string_view op, graph& g, const shape& s, dtype t, int64_t seed,
                  std::string_view name) {
   if (!s.is_fully_defined())
-    throw error(invalid_argument(std::string(op) + ": shape " + s.to_string() +
-                                 " must be fully defined"));
+    throw error(
+        invalid_argument(std::string(op) + ": shape " + s.to_string() + " must be fully defined"));
   auto [s1, s2] = seeds(g, seed);
   auto scope = g.name_scope(name.empty() ? op : name);
   auto dims = int_vector(g, s.dims(), "shape");
@@ -109,8 +109,7 @@ output placeholder(graph& g, dtype t, const shape& s, std::string_view name) {
   return one(g, "Placeholder", name, {}, {{"dtype", t}, {"shape", s}});
 }
 
-graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name,
-                        bool trainable) {
+graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name, bool trainable) {
   graph_variable v;
   v.ref = one(g, "VariableV2", name.empty() ? "Variable" : name, {}, {{"dtype", t}, {"shape", s}});
   auto scope = g.name_scope(v.ref.node().name);
@@ -123,10 +122,9 @@ graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name
 
 graph_variable variable(graph& g, output initial_value, std::string_view name, bool trainable) {
   if (!initial_value.shape().is_fully_defined())
-    throw error(invalid_argument("variable '" + std::string(name) + "': the initial value '" +
-                                 initial_value.name() + "' has shape " +
-                                 initial_value.shape().to_string() +
-                                 ", which must be fully defined"));
+    throw error(invalid_argument(
+        "variable '" + std::string(name) + "': the initial value '" + initial_value.name() +
+        "' has shape " + initial_value.shape().to_string() + ", which must be fully defined"));
   // The initializer must not inherit control dependencies from an enclosing scope.
   auto no_deps = g.control_dependencies({});
   graph_variable v = variable(g, initial_value.type(), initial_value.shape(), name, trainable);
@@ -163,57 +161,127 @@ operation global_variables_initializer(graph& g) {
   return group(g, ops, "init");
 }
 
-output add(output a, output b, std::string_view name) { return binary("Add", a, b, name); }
-output sub(output a, output b, std::string_view name) { return binary("Sub", a, b, name); }
-output mul(output a, output b, std::string_view name) { return binary("Mul", a, b, name); }
-output div(output a, output b, std::string_view name) { return binary("Div", a, b, name); }
-output pow(output a, output b, std::string_view name) { return binary("Pow", a, b, name); }
-output maximum(output a, output b, std::string_view name) { return binary("Maximum", a, b, name); }
-output minimum(output a, output b, std::string_view name) { return binary("Minimum", a, b, name); }
-output greater(output a, output b, std::string_view name) { return binary("Greater", a, b, name); }
-output less(output a, output b, std::string_view name) { return binary("Less", a, b, name); }
-output equal(output a, output b, std::string_view name) { return binary("Equal", a, b, name); }
-output neg(output x, std::string_view name) { return unary("Neg", x, name); }
-output exp(output x, std::string_view name) { return unary("Exp", x, name); }
-output log(output x, std::string_view name) { return unary("Log", x, name); }
-output sqrt(output x, std::string_view name) { return unary("Sqrt", x, name); }
-output square(output x, std::string_view name) { return unary("Square", x, name); }
-output tanh(output x, std::string_view name) { return unary("Tanh", x, name); }
-output sigmoid(output x, std::string_view name) { return unary("Sigmoid", x, name); }
-output relu(output x, std::string_view name) { return unary("Relu", x, name); }
+output add(output a, output b, std::string_view name) {
+  return binary("Add", a, b, name);
+}
+output sub(output a, output b, std::string_view name) {
+  return binary("Sub", a, b, name);
+}
+output mul(output a, output b, std::string_view name) {
+  return binary("Mul", a, b, name);
+}
+output div(output a, output b, std::string_view name) {
+  return binary("Div", a, b, name);
+}
+output pow(output a, output b, std::string_view name) {
+  return binary("Pow", a, b, name);
+}
+output maximum(output a, output b, std::string_view name) {
+  return binary("Maximum", a, b, name);
+}
+output minimum(output a, output b, std::string_view name) {
+  return binary("Minimum", a, b, name);
+}
+output greater(output a, output b, std::string_view name) {
+  return binary("Greater", a, b, name);
+}
+output less(output a, output b, std::string_view name) {
+  return binary("Less", a, b, name);
+}
+output equal(output a, output b, std::string_view name) {
+  return binary("Equal", a, b, name);
+}
+output neg(output x, std::string_view name) {
+  return unary("Neg", x, name);
+}
+output exp(output x, std::string_view name) {
+  return unary("Exp", x, name);
+}
+output log(output x, std::string_view name) {
+  return unary("Log", x, name);
+}
+output sqrt(output x, std::string_view name) {
+  return unary("Sqrt", x, name);
+}
+output square(output x, std::string_view name) {
+  return unary("Square", x, name);
+}
+output tanh(output x, std::string_view name) {
+  return unary("Tanh", x, name);
+}
+output sigmoid(output x, std::string_view name) {
+  return unary("Sigmoid", x, name);
+}
+output relu(output x, std::string_view name) {
+  return unary("Relu", x, name);
+}
 output cast(output x, dtype to, std::string_view name) {
   return one(x.owner(), "Cast", name, {x.ep()}, {{"DstT", to}});
 }
-output floor_div(output a, output b, std::string_view name) { return binary("FloorDiv", a, b, name); }
-output floor_mod(output a, output b, std::string_view name) { return binary("FloorMod", a, b, name); }
+output floor_div(output a, output b, std::string_view name) {
+  return binary("FloorDiv", a, b, name);
+}
+output floor_mod(output a, output b, std::string_view name) {
+  return binary("FloorMod", a, b, name);
+}
 output squared_difference(output a, output b, std::string_view name) {
   return binary("SquaredDifference", a, b, name);
 }
 output greater_equal(output a, output b, std::string_view name) {
   return binary("GreaterEqual", a, b, name);
 }
-output less_equal(output a, output b, std::string_view name) { return binary("LessEqual", a, b, name); }
-output not_equal(output a, output b, std::string_view name) { return binary("NotEqual", a, b, name); }
+output less_equal(output a, output b, std::string_view name) {
+  return binary("LessEqual", a, b, name);
+}
+output not_equal(output a, output b, std::string_view name) {
+  return binary("NotEqual", a, b, name);
+}
 output logical_and(output a, output b, std::string_view name) {
   return binary("LogicalAnd", a, b, name);
 }
-output logical_or(output a, output b, std::string_view name) { return binary("LogicalOr", a, b, name); }
-output logical_not(output x, std::string_view name) { return unary("LogicalNot", x, name); }
+output logical_or(output a, output b, std::string_view name) {
+  return binary("LogicalOr", a, b, name);
+}
+output logical_not(output x, std::string_view name) {
+  return unary("LogicalNot", x, name);
+}
 output select(output condition, output t, output e, std::string_view name) {
   same_graph(condition, t);
   return one(same_graph(t, e), "Select", name, {condition.ep(), t.ep(), e.ep()});
 }
-output abs(output x, std::string_view name) { return unary("Abs", x, name); }
-output sign(output x, std::string_view name) { return unary("Sign", x, name); }
-output log1p(output x, std::string_view name) { return unary("Log1p", x, name); }
-output rsqrt(output x, std::string_view name) { return unary("Rsqrt", x, name); }
-output reciprocal(output x, std::string_view name) { return unary("Reciprocal", x, name); }
-output sin(output x, std::string_view name) { return unary("Sin", x, name); }
-output cos(output x, std::string_view name) { return unary("Cos", x, name); }
-output relu6(output x, std::string_view name) { return unary("Relu6", x, name); }
-output elu(output x, std::string_view name) { return unary("Elu", x, name); }
-output softplus(output x, std::string_view name) { return unary("Softplus", x, name); }
-output stop_gradient(output x, std::string_view name) { return unary("StopGradient", x, name); }
+output abs(output x, std::string_view name) {
+  return unary("Abs", x, name);
+}
+output sign(output x, std::string_view name) {
+  return unary("Sign", x, name);
+}
+output log1p(output x, std::string_view name) {
+  return unary("Log1p", x, name);
+}
+output rsqrt(output x, std::string_view name) {
+  return unary("Rsqrt", x, name);
+}
+output reciprocal(output x, std::string_view name) {
+  return unary("Reciprocal", x, name);
+}
+output sin(output x, std::string_view name) {
+  return unary("Sin", x, name);
+}
+output cos(output x, std::string_view name) {
+  return unary("Cos", x, name);
+}
+output relu6(output x, std::string_view name) {
+  return unary("Relu6", x, name);
+}
+output elu(output x, std::string_view name) {
+  return unary("Elu", x, name);
+}
+output softplus(output x, std::string_view name) {
+  return unary("Softplus", x, name);
+}
+output stop_gradient(output x, std::string_view name) {
+  return unary("StopGradient", x, name);
+}
 
 output add_n(const std::vector<output>& xs, std::string_view name) {
   if (xs.empty())
@@ -224,19 +292,45 @@ output add_n(const std::vector<output>& xs, std::string_view name) {
   return one(xs[0].owner(), "AddN", name, in, {{"N", int64_t(xs.size())}});
 }
 
-output operator+(output a, output b) { return add(a, b); }
-output operator-(output a, output b) { return sub(a, b); }
-output operator*(output a, output b) { return mul(a, b); }
-output operator/(output a, output b) { return div(a, b); }
-output operator-(output a) { return neg(a); }
-output operator+(output a, double b) { return add(a, scalar_like(a, b)); }
-output operator+(double a, output b) { return add(scalar_like(b, a), b); }
-output operator-(output a, double b) { return sub(a, scalar_like(a, b)); }
-output operator-(double a, output b) { return sub(scalar_like(b, a), b); }
-output operator*(output a, double b) { return mul(a, scalar_like(a, b)); }
-output operator*(double a, output b) { return mul(scalar_like(b, a), b); }
-output operator/(output a, double b) { return div(a, scalar_like(a, b)); }
-output operator/(double a, output b) { return div(scalar_like(b, a), b); }
+output operator+(output a, output b) {
+  return add(a, b);
+}
+output operator-(output a, output b) {
+  return sub(a, b);
+}
+output operator*(output a, output b) {
+  return mul(a, b);
+}
+output operator/(output a, output b) {
+  return div(a, b);
+}
+output operator-(output a) {
+  return neg(a);
+}
+output operator+(output a, double b) {
+  return add(a, scalar_like(a, b));
+}
+output operator+(double a, output b) {
+  return add(scalar_like(b, a), b);
+}
+output operator-(output a, double b) {
+  return sub(a, scalar_like(a, b));
+}
+output operator-(double a, output b) {
+  return sub(scalar_like(b, a), b);
+}
+output operator*(output a, double b) {
+  return mul(a, scalar_like(a, b));
+}
+output operator*(double a, output b) {
+  return mul(scalar_like(b, a), b);
+}
+output operator/(output a, double b) {
+  return div(a, scalar_like(a, b));
+}
+output operator/(double a, output b) {
+  return div(scalar_like(b, a), b);
+}
 
 output matmul(output a, output b, matmul_attrs attrs, std::string_view name) {
   return one(same_graph(a, b), "MatMul", name, {a.ep(), b.ep()},
@@ -274,11 +368,15 @@ output argmax(output x, int64_t axis, dtype output_type, std::string_view name) 
   return one(x.owner(), "ArgMax", name, {x.ep(), a.ep()}, {{"output_type", output_type}});
 }
 
-output identity(output x, std::string_view name) { return unary("Identity", x, name); }
+output identity(output x, std::string_view name) {
+  return unary("Identity", x, name);
+}
 output size(output x, dtype out_type, std::string_view name) {
   return one(x.owner(), "Size", name, {x.ep()}, {{"out_type", out_type}});
 }
-output rank(output x, std::string_view name) { return unary("Rank", x, name); }
+output rank(output x, std::string_view name) {
+  return unary("Rank", x, name);
+}
 output slice(output x, std::vector<int64_t> begin, std::vector<int64_t> size,
              std::string_view name) {
   graph& g = x.owner();
@@ -311,8 +409,8 @@ output reshape(output x, output new_shape, std::string_view name) {
 output transpose(output x, std::vector<int64_t> perm, std::string_view name) {
   if (perm.empty()) {
     if (!x.shape().has_known_rank())
-      throw error(invalid_argument("transpose of '" + x.name() +
-                                   "' without perm needs a known rank"));
+      throw error(
+          invalid_argument("transpose of '" + x.name() + "' without perm needs a known rank"));
     for (int i = x.shape().rank() - 1; i >= 0; --i)
       perm.push_back(i);
   }
@@ -331,8 +429,12 @@ output concat(const std::vector<output>& values, int64_t axis, std::string_view 
 output fill(output dims, output value, std::string_view name) {
   return binary("Fill", dims, value, name);
 }
-output zeros_like(output x, std::string_view name) { return unary("ZerosLike", x, name); }
-output ones_like(output x, std::string_view name) { return unary("OnesLike", x, name); }
+output zeros_like(output x, std::string_view name) {
+  return unary("ZerosLike", x, name);
+}
+output ones_like(output x, std::string_view name) {
+  return unary("OnesLike", x, name);
+}
 output gather(output params, output indices, int64_t axis, std::string_view name) {
   graph& g = same_graph(params, indices);
   auto a = constant(g, tensor::scalar<int32_t>(int32_t(axis)), "axis");
@@ -356,8 +458,7 @@ output stack(const std::vector<output>& values, int64_t axis, std::string_view n
   std::vector<endpoint> in;
   for (auto& v : values)
     in.push_back(v.ep());
-  return one(values[0].owner(), "Pack", name, in,
-             {{"N", int64_t(values.size())}, {"axis", axis}});
+  return one(values[0].owner(), "Pack", name, in, {{"N", int64_t(values.size())}, {"axis", axis}});
 }
 std::vector<output> unstack(output x, int64_t num, int64_t axis, std::string_view name) {
   return x.owner().build("Unpack", name.empty() ? "Unpack" : name, {x.ep()},
@@ -380,8 +481,8 @@ output pad(output x, std::vector<std::pair<int64_t, int64_t>> paddings, std::str
     flat.push_back(int32_t(b));
     flat.push_back(int32_t(a));
   }
-  auto p = constant(x.owner(),
-                    tensor::from_values<int32_t>({int64_t(paddings.size()), 2}, flat), "paddings");
+  auto p = constant(x.owner(), tensor::from_values<int32_t>({int64_t(paddings.size()), 2}, flat),
+                    "paddings");
   return binary("Pad", x, p, name);
 }
 output reverse(output x, std::vector<int64_t> axes, std::string_view name) {
@@ -420,8 +521,12 @@ output matrix_inverse(output x, bool adjoint, std::string_view name) {
 output matrix_determinant(output x, std::string_view name) {
   return unary("MatrixDeterminant", x, name);
 }
-output log_softmax(output logits, std::string_view name) { return unary("LogSoftmax", logits, name); }
-output l2_loss(output t, std::string_view name) { return unary("L2Loss", t, name); }
+output log_softmax(output logits, std::string_view name) {
+  return unary("LogSoftmax", logits, name);
+}
+output l2_loss(output t, std::string_view name) {
+  return unary("L2Loss", t, name);
+}
 output in_top_k(output predictions, output targets, int64_t k, std::string_view name) {
   return one(same_graph(predictions, targets), "InTopK", name, {predictions.ep(), targets.ep()},
              {{"k", k}});
@@ -430,7 +535,9 @@ output in_top_k(output predictions, output targets, int64_t k, std::string_view 
 output bias_add(output value, output bias, std::string_view name) {
   return binary("BiasAdd", value, bias, name);
 }
-output softmax(output logits, std::string_view name) { return unary("Softmax", logits, name); }
+output softmax(output logits, std::string_view name) {
+  return unary("Softmax", logits, name);
+}
 std::pair<output, output> softmax_cross_entropy_with_logits(output logits, output labels,
                                                             std::string_view name) {
   auto outs = same_graph(logits, labels)
@@ -453,21 +560,23 @@ std::vector<int64_t> nhwc(const std::vector<int64_t>& hw, const char* what) {
 }
 } // namespace
 
-output conv2d(output input, output filter, std::vector<int64_t> strides,
-              const std::string& padding, std::string_view name) {
+output conv2d(output input, output filter, std::vector<int64_t> strides, const std::string& padding,
+              std::string_view name) {
   return one(same_graph(input, filter), "Conv2D", name, {input.ep(), filter.ep()},
              {{"strides", nhwc(strides, "strides")}, {"padding", padding}});
 }
 output max_pool(output input, std::vector<int64_t> window, std::vector<int64_t> strides,
                 const std::string& padding, std::string_view name) {
   return one(input.owner(), "MaxPool", name, {input.ep()},
-             {{"ksize", nhwc(window, "window")}, {"strides", nhwc(strides, "strides")},
+             {{"ksize", nhwc(window, "window")},
+              {"strides", nhwc(strides, "strides")},
               {"padding", padding}});
 }
 output avg_pool(output input, std::vector<int64_t> window, std::vector<int64_t> strides,
                 const std::string& padding, std::string_view name) {
   return one(input.owner(), "AvgPool", name, {input.ep()},
-             {{"ksize", nhwc(window, "window")}, {"strides", nhwc(strides, "strides")},
+             {{"ksize", nhwc(window, "window")},
+              {"strides", nhwc(strides, "strides")},
               {"padding", padding}});
 }
 

@@ -26,7 +26,8 @@ output constant(graph& g, const tensor& value, std::string_view name = {});
 template <class T> output constant(graph& g, T value, std::string_view name = {}) {
   return constant(g, tensor::scalar<T>(value), name);
 }
-template <class T> output constant(graph& g, std::initializer_list<T> values, std::string_view name = {}) {
+template <class T>
+output constant(graph& g, std::initializer_list<T> values, std::string_view name = {}) {
   return constant(g, tensor::vector<T>(std::vector<T>(values)), name);
 }
 template <class T>
@@ -49,13 +50,14 @@ output filled(graph& g, dtype t, const shape& s, double value, std::string_view 
 output zeros(graph& g, dtype t, const shape& s, std::string_view name = {});
 output ones(graph& g, dtype t, const shape& s, std::string_view name = {});
 /// A value fed at run time; `s` may have unknown dimensions (-1).
-output placeholder(graph& g, dtype t, const shape& s = shape::unknown(), std::string_view name = {});
+output placeholder(graph& g, dtype t, const shape& s = shape::unknown(),
+                   std::string_view name = {});
 
 // ---- variables ----
 /// A variable node, its initializer and a read of its value. Converts to its value.
 struct graph_variable {
-  output ref;          ///< the VariableV2 node (what Assign and friends update)
-  output value;        ///< an Identity reading the current value
+  output ref;   ///< the VariableV2 node (what Assign and friends update)
+  output value; ///< an Identity reading the current value
   operation initializer;
   operator output() const { return value; }
   const std::string& name() const { return ref.node().name; }
@@ -145,8 +147,10 @@ struct matmul_attrs {
 output matmul(output a, output b, matmul_attrs attrs = {}, std::string_view name = {});
 
 // ---- reductions (axes empty = all) ----
-output sum(output x, std::vector<int64_t> axes = {}, bool keep_dims = false, std::string_view name = {});
-output mean(output x, std::vector<int64_t> axes = {}, bool keep_dims = false, std::string_view name = {});
+output sum(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
+           std::string_view name = {});
+output mean(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
+            std::string_view name = {});
 output reduce_max(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,
                   std::string_view name = {});
 output reduce_min(output x, std::vector<int64_t> axes = {}, bool keep_dims = false,

@@ -10,13 +10,16 @@ namespace {
 const std::vector<dtype> real_types{dtype::f32, dtype::f64};
 const std::vector<dtype> number_types{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
 const std::vector<dtype> index_types{dtype::i32, dtype::i64};
-const std::vector<dtype> all_types{dtype::f16,  dtype::bf16, dtype::f32,     dtype::f64,
-                                   dtype::i8,   dtype::u8,   dtype::i32,     dtype::i64,
+const std::vector<dtype> all_types{dtype::f16,     dtype::bf16,  dtype::f32, dtype::f64,
+                                   dtype::i8,      dtype::u8,    dtype::i32, dtype::i64,
                                    dtype::boolean, dtype::string};
-const std::vector<dtype> castable_types{dtype::f16, dtype::bf16, dtype::f32, dtype::f64, dtype::i8,
-                                        dtype::u8,  dtype::i32,  dtype::i64, dtype::boolean};
+const std::vector<dtype> castable_types{dtype::f16, dtype::bf16, dtype::f32,
+                                        dtype::f64, dtype::i8,   dtype::u8,
+                                        dtype::i32, dtype::i64,  dtype::boolean};
 
-void add(op_registry& reg, op_def def) { throw_if_error(reg.add(std::move(def))); }
+void add(op_registry& reg, op_def def) {
+  throw_if_error(reg.add(std::move(def)));
+}
 
 /// Reads a constant integer vector input for shape inference; nullopt if not constant.
 std::optional<std::vector<int64_t>> const_ints(const inference_context& c, int i) {
@@ -221,33 +224,33 @@ void register_math_ops(op_registry& reg) {
                  .attr("keep_dims", attr_type::boolean, false)
                  .shape_fn(reduction_shape));
   for (auto n : {"ArgMax", "ArgMin"})
-  add(reg, op_def(n)
-               .input("input", "T")
-               .input("dimension", "Tidx")
-               .output("output", "output_type")
-               .type_attr("T", number_types)
-               .type_attr("Tidx", index_types, dtype::i32)
-               .type_attr("output_type", index_types, dtype::i64)
-               .shape_fn([](inference_context& c) -> status {
-                 auto& in = c.input_shape(0);
-                 auto axis = const_ints(c, 1);
-                 if (!in.has_known_rank())
+    add(reg, op_def(n)
+                 .input("input", "T")
+                 .input("dimension", "Tidx")
+                 .output("output", "output_type")
+                 .type_attr("T", number_types)
+                 .type_attr("Tidx", index_types, dtype::i32)
+                 .type_attr("output_type", index_types, dtype::i64)
+                 .shape_fn([](inference_context& c) -> status {
+                   auto& in = c.input_shape(0);
+                   auto axis = const_ints(c, 1);
+                   if (!in.has_known_rank())
+                     return {};
+                   if (!axis) {
+                     c.set_output(0, shape::unknown_dims(std::max(in.rank() - 1, 0)));
+                     return {};
+                   }
+                   if (axis->size() != 1)
+                     return c.input_error(1, "must be a scalar");
+                   int64_t a = (*axis)[0];
+                   RUNNEL_RETURN_IF_ERROR(normalize_axis(a, in.rank(), "dimension"));
+                   std::vector<int64_t> out;
+                   for (int i = 0; i < in.rank(); ++i)
+                     if (i != a)
+                       out.push_back(in[i]);
+                   c.set_output(0, shape(out));
                    return {};
-                 if (!axis) {
-                   c.set_output(0, shape::unknown_dims(std::max(in.rank() - 1, 0)));
-                   return {};
-                 }
-                 if (axis->size() != 1)
-                   return c.input_error(1, "must be a scalar");
-                 int64_t a = (*axis)[0];
-                 RUNNEL_RETURN_IF_ERROR(normalize_axis(a, in.rank(), "dimension"));
-                 std::vector<int64_t> out;
-                 for (int i = 0; i < in.rank(); ++i)
-                   if (i != a)
-                     out.push_back(in[i]);
-                 c.set_output(0, shape(out));
-                 return {};
-               }));
+                 }));
 }
 
 void register_array_ops(op_registry& reg) {
@@ -320,11 +323,10 @@ void register_array_ops(op_registry& reg) {
                                                shape(*dims).to_string());
                      (*dims)[size_t(infer)] = total / known;
                    } else if (known != total) {
-                     return invalid_argument("cannot reshape a tensor of shape " +
-                                             c.input_shape(0).to_string() + " (" +
-                                             std::to_string(total) + " elements) to " +
-                                             shape(*dims).to_string() + " (" +
-                                             std::to_string(known) + " elements)");
+                     return invalid_argument(
+                         "cannot reshape a tensor of shape " + c.input_shape(0).to_string() + " (" +
+                         std::to_string(total) + " elements) to " + shape(*dims).to_string() +
+                         " (" + std::to_string(known) + " elements)");
                    }
                  }
                  c.set_output(0, shape(*dims));
@@ -346,8 +348,7 @@ void register_array_ops(op_registry& reg) {
                  }
                  if (int(perm->size()) != in.rank())
                    return invalid_argument("perm has " + std::to_string(perm->size()) +
-                                           " entries but x has rank " +
-                                           std::to_string(in.rank()));
+                                           " entries but x has rank " + std::to_string(in.rank()));
                  std::vector<int64_t> out;
                  std::vector<bool> used(perm->size(), false);
                  for (auto p : *perm) {
@@ -408,7 +409,8 @@ void register_array_ops(op_registry& reg) {
                      else if (s[d] >= 0 && s[d] != out[size_t(d)])
                        return c.input_error(i, "has shape " + s.to_string() +
                                                    ", which differs from the others in "
-                                                   "dimension " + std::to_string(d));
+                                                   "dimension " +
+                                                   std::to_string(d));
                    }
                    total = (total < 0 || s[int(a)] < 0) ? -1 : total + s[int(a)];
                  }
@@ -509,8 +511,8 @@ void register_nn_ops(op_registry& reg) {
                  RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 1));
                  auto& v = c.input_shape(0);
                  auto& b = c.input_shape(1);
-                 if (v.has_known_rank() && b.has_known_rank() && v[v.rank() - 1] >= 0 && b[0] >= 0 &&
-                     v[v.rank() - 1] != b[0])
+                 if (v.has_known_rank() && b.has_known_rank() && v[v.rank() - 1] >= 0 &&
+                     b[0] >= 0 && v[v.rank() - 1] != b[0])
                    return invalid_argument("bias has " + std::to_string(b[0]) +
                                            " elements but the last dimension of value " +
                                            v.to_string() + " is " +
@@ -556,8 +558,8 @@ void register_nn_ops(op_registry& reg) {
                .shape_fn([](inference_context& c) -> status {
                  RUNNEL_RETURN_IF_ERROR(c.require_rank(0, 2));
                  RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 1));
-                 shape f = c.input_shape(0).has_known_rank() ? c.input_shape(0)
-                                                              : shape::unknown_dims(2);
+                 shape f =
+                     c.input_shape(0).has_known_rank() ? c.input_shape(0) : shape::unknown_dims(2);
                  auto& l = c.input_shape(1);
                  if (l.has_known_rank() && l[0] >= 0 && f[0] >= 0 && l[0] != f[0])
                    return invalid_argument("logits " + f.to_string() + " and labels " +
@@ -692,8 +694,8 @@ void register_gradient_support_ops(op_registry& reg) {
                  for (int d = 0; d < in.rank(); ++d) {
                    int64_t b = (*begin)[size_t(d)], z = (*size)[size_t(d)];
                    if (b < 0 || (in[d] >= 0 && b > in[d]))
-                     return invalid_argument("begin[" + std::to_string(d) + "] = " +
-                                             std::to_string(b) + " is out of range for " +
+                     return invalid_argument("begin[" + std::to_string(d) +
+                                             "] = " + std::to_string(b) + " is out of range for " +
                                              in.to_string());
                    if (z == -1)
                      out.push_back(in[d] < 0 ? -1 : in[d] - b);
@@ -955,7 +957,11 @@ void register_more_array_ops(op_registry& reg) {
                  c.set_output(0, c.input_shape(0));
                  return {};
                }));
-  add(reg, op_def("L2Loss").input("t", "T").output("output", "T").type_attr("T", real_types).shape_fn(scalar_shape));
+  add(reg, op_def("L2Loss")
+               .input("t", "T")
+               .output("output", "T")
+               .type_attr("T", real_types)
+               .shape_fn(scalar_shape));
   add(reg, op_def("InTopK")
                .input("predictions", dtype::f32)
                .input("targets", "T")
@@ -1069,27 +1075,29 @@ void register_more_array_ops(op_registry& reg) {
                  c.set_output(0, shape(out));
                  return {};
                }));
-  add(reg, op_def("Pad")
-               .input("input", "T")
-               .input("paddings", "Tpaddings")
-               .output("output", "T")
-               .type_attr("T", all_types)
-               .type_attr("Tpaddings", index_types, dtype::i32)
-               .shape_fn([](inference_context& c) -> status {
-                 auto& s = c.input_shape(0);
-                 auto* p = c.input_constant(1);
-                 if (!s.has_known_rank() || !p)
-                   return {};
-                 RUNNEL_ASSIGN_OR_RETURN(auto flat, to_int64_vector(p->reshaped({p->num_elements()}).value()));
-                 if (int(flat.size()) != 2 * s.rank())
-                   return invalid_argument("paddings must be [" + std::to_string(s.rank()) +
-                                           ", 2], got " + p->shape().to_string());
-                 std::vector<int64_t> out;
-                 for (int d = 0; d < s.rank(); ++d)
-                   out.push_back(s[d] < 0 ? -1 : s[d] + flat[size_t(2 * d)] + flat[size_t(2 * d + 1)]);
-                 c.set_output(0, shape(out));
-                 return {};
-               }));
+  add(reg,
+      op_def("Pad")
+          .input("input", "T")
+          .input("paddings", "Tpaddings")
+          .output("output", "T")
+          .type_attr("T", all_types)
+          .type_attr("Tpaddings", index_types, dtype::i32)
+          .shape_fn([](inference_context& c) -> status {
+            auto& s = c.input_shape(0);
+            auto* p = c.input_constant(1);
+            if (!s.has_known_rank() || !p)
+              return {};
+            RUNNEL_ASSIGN_OR_RETURN(auto flat,
+                                    to_int64_vector(p->reshaped({p->num_elements()}).value()));
+            if (int(flat.size()) != 2 * s.rank())
+              return invalid_argument("paddings must be [" + std::to_string(s.rank()) +
+                                      ", 2], got " + p->shape().to_string());
+            std::vector<int64_t> out;
+            for (int d = 0; d < s.rank(); ++d)
+              out.push_back(s[d] < 0 ? -1 : s[d] + flat[size_t(2 * d)] + flat[size_t(2 * d + 1)]);
+            c.set_output(0, shape(out));
+            return {};
+          }));
   add(reg, op_def("Range")
                .input("start", "Tidx")
                .input("limit", "Tidx")
@@ -1206,7 +1214,8 @@ void register_more_array_ops(op_registry& reg) {
                  RUNNEL_RETURN_IF_ERROR(square_matrices(c));
                  auto& s = c.input_shape(0);
                  if (s.has_known_rank())
-                   c.set_output(0, shape(std::vector<int64_t>(s.dims().begin(), s.dims().end() - 2)));
+                   c.set_output(0,
+                                shape(std::vector<int64_t>(s.dims().begin(), s.dims().end() - 2)));
                  return {};
                }));
 }
@@ -1245,8 +1254,8 @@ void register_strided_slice_ops(op_registry& reg) {
     auto b = const_ints(c, 1), e = const_ints(c, 2), s = const_ints(c, 3);
     if (!b || !e || !s || !c.input_shape(0).has_known_rank())
       return {};
-    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_strided_slice(c.input_shape(0), *b, *e, *s,
-                                                          masks_of(c.attrs())));
+    RUNNEL_ASSIGN_OR_RETURN(auto plan,
+                            plan_strided_slice(c.input_shape(0), *b, *e, *s, masks_of(c.attrs())));
     c.set_output(0, shape(plan.output_dims));
     return {};
   }));

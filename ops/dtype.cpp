@@ -81,33 +81,50 @@ bfloat16::bfloat16(float f) {
 size_t size_of(dtype t) {
   switch (t) {
     case dtype::f16:
-    case dtype::bf16: return 2;
+    case dtype::bf16:
+      return 2;
     case dtype::f32:
-    case dtype::i32: return 4;
+    case dtype::i32:
+      return 4;
     case dtype::f64:
-    case dtype::i64: return 8;
+    case dtype::i64:
+      return 8;
     case dtype::i8:
     case dtype::u8:
-    case dtype::boolean: return 1;
-    case dtype::string: return sizeof(std::string);
-    case dtype::invalid: return 0;
+    case dtype::boolean:
+      return 1;
+    case dtype::string:
+      return sizeof(std::string);
+    case dtype::invalid:
+      return 0;
   }
   return 0;
 }
 
 std::string_view name(dtype t) {
   switch (t) {
-    case dtype::f16: return "float16";
-    case dtype::bf16: return "bfloat16";
-    case dtype::f32: return "float32";
-    case dtype::f64: return "float64";
-    case dtype::i8: return "int8";
-    case dtype::u8: return "uint8";
-    case dtype::i32: return "int32";
-    case dtype::i64: return "int64";
-    case dtype::boolean: return "bool";
-    case dtype::string: return "string";
-    case dtype::invalid: return "invalid";
+    case dtype::f16:
+      return "float16";
+    case dtype::bf16:
+      return "bfloat16";
+    case dtype::f32:
+      return "float32";
+    case dtype::f64:
+      return "float64";
+    case dtype::i8:
+      return "int8";
+    case dtype::u8:
+      return "uint8";
+    case dtype::i32:
+      return "int32";
+    case dtype::i64:
+      return "int64";
+    case dtype::boolean:
+      return "bool";
+    case dtype::string:
+      return "string";
+    case dtype::invalid:
+      return "invalid";
   }
   return "invalid";
 }
@@ -132,6 +149,8 @@ bool is_floating(dtype t) {
 bool is_integer(dtype t) {
   return t == dtype::i8 || t == dtype::u8 || t == dtype::i32 || t == dtype::i64;
 }
-bool is_numeric(dtype t) { return is_floating(t) || is_integer(t); }
+bool is_numeric(dtype t) {
+  return is_floating(t) || is_integer(t);
+}
 
 } // namespace runnel

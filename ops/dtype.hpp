@@ -64,17 +64,28 @@ template <> inline constexpr dtype dtype_of<std::string> = dtype::string;
 /// Calls `f.template operator()<T>()` with the C++ type of `t`; `f` must handle every type.
 template <class F> decltype(auto) dispatch(dtype t, F&& f) {
   switch (t) {
-    case dtype::f16: return f.template operator()<half>();
-    case dtype::bf16: return f.template operator()<bfloat16>();
-    case dtype::f32: return f.template operator()<float>();
-    case dtype::f64: return f.template operator()<double>();
-    case dtype::i8: return f.template operator()<int8_t>();
-    case dtype::u8: return f.template operator()<uint8_t>();
-    case dtype::i32: return f.template operator()<int32_t>();
-    case dtype::i64: return f.template operator()<int64_t>();
-    case dtype::boolean: return f.template operator()<bool>();
-    case dtype::string: return f.template operator()<std::string>();
-    case dtype::invalid: break;
+    case dtype::f16:
+      return f.template operator()<half>();
+    case dtype::bf16:
+      return f.template operator()<bfloat16>();
+    case dtype::f32:
+      return f.template operator()<float>();
+    case dtype::f64:
+      return f.template operator()<double>();
+    case dtype::i8:
+      return f.template operator()<int8_t>();
+    case dtype::u8:
+      return f.template operator()<uint8_t>();
+    case dtype::i32:
+      return f.template operator()<int32_t>();
+    case dtype::i64:
+      return f.template operator()<int64_t>();
+    case dtype::boolean:
+      return f.template operator()<bool>();
+    case dtype::string:
+      return f.template operator()<std::string>();
+    case dtype::invalid:
+      break;
   }
   return f.template operator()<float>(); // unreachable for valid tensors
 }

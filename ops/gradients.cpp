@@ -13,7 +13,9 @@ output gradient_context::grad(int i) const {
 void gradient_registry::add(const std::string& op, gradient_function fn) {
   fns_[op] = std::move(fn);
 }
-void gradient_registry::add_non_differentiable(const std::string& op) { none_[op] = true; }
+void gradient_registry::add_non_differentiable(const std::string& op) {
+  none_[op] = true;
+}
 const gradient_function* gradient_registry::find(const std::string& op) const {
   auto it = fns_.find(op);
   return it == fns_.end() ? nullptr : &it->second;
@@ -57,7 +59,9 @@ output sum_to_shape_of(output grad, output x) {
 
 namespace {
 
-bool is_float(dtype t) { return t == dtype::f32 || t == dtype::f64 || t == dtype::f16 || t == dtype::bf16; }
+bool is_float(dtype t) {
+  return t == dtype::f32 || t == dtype::f64 || t == dtype::f16 || t == dtype::bf16;
+}
 
 } // namespace
 
@@ -67,8 +71,8 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
     throw error(invalid_argument("gradients: ys is empty"));
   graph& g = ys[0].owner();
   if (!grad_ys.empty() && grad_ys.size() != ys.size())
-    throw error(invalid_argument("gradients: " + std::to_string(grad_ys.size()) +
-                                 " grad_ys for " + std::to_string(ys.size()) + " ys"));
+    throw error(invalid_argument("gradients: " + std::to_string(grad_ys.size()) + " grad_ys for " +
+                                 std::to_string(ys.size()) + " ys"));
   int n = g.num_nodes();
   auto consumers = g.data_consumers();
   // Nodes reachable forward from the xs, and backward from the ys: only these get gradients.
@@ -141,8 +145,8 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
       continue;
     auto* fn = reg.find(nd.op);
     if (!fn)
-      throw error(unimplemented("gradients: no gradient is defined for op " + nd.op +
-                                " (node '" + nd.name + "'), which lies between the xs and ys"));
+      throw error(unimplemented("gradients: no gradient is defined for op " + nd.op + " (node '" +
+                                nd.name + "'), which lies between the xs and ys"));
     for (auto e : nd.inputs)
       ctx.inputs.emplace_back(&g, e);
     auto node_scope = g.name_scope(nd.name + "_grad");

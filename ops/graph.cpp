@@ -6,12 +6,24 @@
 
 namespace runnel {
 
-const node& output::node() const { return g_->at(e_.node); }
-std::string output::name() const { return g_->endpoint_name(e_); }
-dtype output::type() const { return node().output_types[size_t(e_.index)]; }
-const shape& output::shape() const { return node().output_shapes[size_t(e_.index)]; }
-const node& operation::node() const { return g_->at(node_); }
-const std::string& operation::name() const { return node().name; }
+const node& output::node() const {
+  return g_->at(e_.node);
+}
+std::string output::name() const {
+  return g_->endpoint_name(e_);
+}
+dtype output::type() const {
+  return node().output_types[size_t(e_.index)];
+}
+const shape& output::shape() const {
+  return node().output_shapes[size_t(e_.index)];
+}
+const node& operation::node() const {
+  return g_->at(node_);
+}
+const std::string& operation::name() const {
+  return node().name;
+}
 
 node_def node::to_def(const graph& g) const {
   node_def d{name, op, {}, device, attrs};
@@ -58,8 +70,8 @@ result<endpoint> graph::find_endpoint(std::string_view spec) const {
     return not_found("no node named '" + std::string(node_name) + "' in the graph");
   if (index >= at(*id).num_outputs())
     return out_of_range("node '" + std::string(node_name) + "' (op " + at(*id).op + ") has " +
-                        std::to_string(at(*id).num_outputs()) + " outputs; '" +
-                        std::string(spec) + "' asks for output " + std::to_string(index));
+                        std::to_string(at(*id).num_outputs()) + " outputs; '" + std::string(spec) +
+                        "' asks for output " + std::to_string(index));
   return endpoint{*id, index};
 }
 
@@ -199,19 +211,18 @@ result<int> graph::finish_node(node n) {
         if (t != arg.fixed)
           return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
                                        "') must be " + std::string(name(arg.fixed)) + ", got " +
-                                       std::string(name(t)) + " from '" +
-                                       endpoint_name(e) + "'"));
+                                       std::string(name(t)) + " from '" + endpoint_name(e) + "'"));
         continue;
       }
       auto it = n.attrs.find(arg.type_attr);
       if (it == n.attrs.end()) {
         n.attrs[arg.type_attr] = t;
       } else if (auto* want = std::get_if<dtype>(&it->second); want && *want != t) {
-        return fail(invalid_argument(
-            "input " + std::to_string(k) + " ('" + arg.name + "') has dtype " +
-            std::string(name(t)) + " from '" + endpoint_name(e) + "', but " + arg.type_attr +
-            " is " + std::string(name(*want)) + " (all inputs of type " + arg.type_attr +
-            " must agree)"));
+        return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
+                                     "') has dtype " + std::string(name(t)) + " from '" +
+                                     endpoint_name(e) + "', but " + arg.type_attr + " is " +
+                                     std::string(name(*want)) + " (all inputs of type " +
+                                     arg.type_attr + " must agree)"));
       }
     }
   }
@@ -240,8 +251,8 @@ result<int> graph::finish_node(node n) {
         for (auto a : ad.allowed)
           allowed += (allowed.empty() ? "" : ", ") + std::string(name(a));
         return fail(invalid_argument("attribute '" + ad.name + "' is " + std::string(name(t)) +
-                                     ", which op " + n.op + " does not support (allowed: " +
-                                     allowed + ")"));
+                                     ", which op " + n.op +
+                                     " does not support (allowed: " + allowed + ")"));
       }
     }
   }

@@ -4,7 +4,9 @@
 
 namespace runnel {
 
-const char* to_string(device_type t) { return t == device_type::cpu ? "CPU" : "GPU"; }
+const char* to_string(device_type t) {
+  return t == device_type::cpu ? "CPU" : "GPU";
+}
 
 tensor& kernel_context::forward_or_allocate_output(int i, int in, dtype t, const shape& s) {
   const tensor& x = inputs_[size_t(in)];

@@ -41,8 +41,7 @@ public:
   virtual ~resource_manager() = default;
   /// The variable called `name`, created (uninitialised) on first use.
   virtual result<std::shared_ptr<variable>> find_or_create_variable(const std::string& name,
-                                                                    dtype type,
-                                                                    const shape& s) = 0;
+                                                                    dtype type, const shape& s) = 0;
 };
 
 /// What a kernel factory sees of the node it builds a kernel for.
@@ -111,8 +110,7 @@ result<std::shared_ptr<variable>> input_variable(const kernel_construction& c, i
 /// The variable a VariableV2 node stands for.
 result<std::shared_ptr<variable>> node_variable(const kernel_construction& c, const node& var_node);
 
-using kernel_factory =
-    std::function<result<std::unique_ptr<kernel>>(const kernel_construction&)>;
+using kernel_factory = std::function<result<std::unique_ptr<kernel>>(const kernel_construction&)>;
 
 /// A factory for kernels whose constructor takes the kernel_construction.
 template <class K> result<std::unique_ptr<kernel>> make_kernel(const kernel_construction& c) {

@@ -30,11 +30,32 @@ output unreduce(output grad, output x, output axes) {
 } // namespace
 
 void register_math_gradients(gradient_registry& reg) {
-  for (auto op : {"Shape", "Size", "Rank", "Greater", "Less", "GreaterEqual", "LessEqual", "Equal",
-                  "NotEqual", "ArgMax", "OneHot", "ZerosLike", "OnesLike", "Sign", "FloorDiv",
-                  "BroadcastGradientArgs", "ReducedShape", "LogicalAnd", "LogicalOr",
-                  "LogicalNot", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
-                  "Const", "Placeholder", "VariableV2"})
+  for (auto op : {"Shape",
+                  "Size",
+                  "Rank",
+                  "Greater",
+                  "Less",
+                  "GreaterEqual",
+                  "LessEqual",
+                  "Equal",
+                  "NotEqual",
+                  "ArgMax",
+                  "OneHot",
+                  "ZerosLike",
+                  "OnesLike",
+                  "Sign",
+                  "FloorDiv",
+                  "BroadcastGradientArgs",
+                  "ReducedShape",
+                  "LogicalAnd",
+                  "LogicalOr",
+                  "LogicalNot",
+                  "RandomUniform",
+                  "RandomStandardNormal",
+                  "TruncatedNormal",
+                  "Const",
+                  "Placeholder",
+                  "VariableV2"})
     reg.add_non_differentiable(op);
 
   reg.add("Identity", [](const gradient_context& c) { return grads{c.grad()}; });
@@ -84,13 +105,11 @@ void register_math_gradients(gradient_registry& reg) {
   });
   reg.add("Neg", [](const gradient_context& c) { return grads{-c.grad()}; });
   reg.add("Exp", [](const gradient_context& c) { return grads{c.grad() * c.out(0)}; });
-  reg.add("Log", [](const gradient_context& c) { return grads{c.grad() * reciprocal(c.input(0))}; });
-  reg.add("Log1p", [](const gradient_context& c) {
-    return grads{c.grad() * reciprocal(c.input(0) + 1.0)};
-  });
-  reg.add("Square", [](const gradient_context& c) {
-    return grads{c.grad() * (c.input(0) * 2.0)};
-  });
+  reg.add("Log",
+          [](const gradient_context& c) { return grads{c.grad() * reciprocal(c.input(0))}; });
+  reg.add("Log1p",
+          [](const gradient_context& c) { return grads{c.grad() * reciprocal(c.input(0) + 1.0)}; });
+  reg.add("Square", [](const gradient_context& c) { return grads{c.grad() * (c.input(0) * 2.0)}; });
   auto y_dy = [](const char* op) {
     return [op](const gradient_context& c) {
       return grads{c.g.build(op, op, {c.out(0).ep(), c.grad().ep()})[0]};
@@ -110,9 +129,7 @@ void register_math_gradients(gradient_registry& reg) {
       return grads{output()};
     return grads{cast(c.grad(), src)};
   });
-  reg.add("AddN", [](const gradient_context& c) {
-    return grads(c.inputs.size(), c.grad());
-  });
+  reg.add("AddN", [](const gradient_context& c) { return grads(c.inputs.size(), c.grad()); });
   reg.add("Select", [](const gradient_context& c) {
     auto g = c.grad();
     auto z = zeros_like(g);
@@ -150,7 +167,8 @@ void register_math_gradients(gradient_registry& reg) {
     auto zeros_in_group = reshape(sum(cast(is_zero, x.type()), axes, false), kept) * ones_like(x);
     auto nonzero_prod =
         c.g.build("Prod", "Prod", {select(is_zero, ones_like(x), x).ep(), axes.ep()},
-                  {{"keep_dims", true}})[0] * ones_like(x);
+                  {{"keep_dims", true}})[0] *
+        ones_like(x);
     auto g = reshape(c.grad(), kept) * ones_like(x);
     auto safe_x = select(is_zero, ones_like(x), x);
     auto none_zero = g * nonzero_prod / safe_x;
@@ -180,8 +198,8 @@ void register_math_gradients(gradient_registry& reg) {
   reg.add("Transpose", [](const gradient_context& c) {
     auto& perm_node = c.input(1).node();
     if (perm_node.op != "Const")
-      throw error(unimplemented("gradient of Transpose '" + c.n.name +
-                                "' needs a constant permutation"));
+      throw error(
+          unimplemented("gradient of Transpose '" + c.n.name + "' needs a constant permutation"));
     auto perm = to_int64_vector(get_attr<tensor>(perm_node.attrs, "value")).value();
     std::vector<int64_t> inverse(perm.size());
     for (size_t i = 0; i < perm.size(); ++i)
@@ -223,8 +241,9 @@ void register_math_gradients(gradient_registry& reg) {
     int rank = params.shape().rank();
     if (axis < 0)
       axis += rank;
-    auto rows = reshape(slice(shape_of(params), std::vector<int64_t>{axis}, std::vector<int64_t>{1}),
-                        std::vector<int64_t>{});
+    auto rows =
+        reshape(slice(shape_of(params), std::vector<int64_t>{axis}, std::vector<int64_t>{1}),
+                std::vector<int64_t>{});
     if (axis == 0) // rows of params: sum the gradient rows back by index
       return grads{unsorted_segment_sum(c.grad(), indices, rows), output(), output()};
     // Another axis: move it to the front, sum, and move it back (1-D indices, known rank).
@@ -283,11 +302,11 @@ void register_math_gradients(gradient_registry& reg) {
     return grads{c.g.build("Pad", "Pad", {c.grad().ep(), stack({begin, after}, 1).ep()})[0],
                  output(), output()};
   });
-  reg.add("Squeeze", [](const gradient_context& c) {
-    return grads{reshape(c.grad(), shape_of(c.input(0)))};
-  });
+  reg.add("Squeeze",
+          [](const gradient_context& c) { return grads{reshape(c.grad(), shape_of(c.input(0)))}; });
   reg.add("ReverseV2", [](const gradient_context& c) {
-    return grads{c.g.build("ReverseV2", "ReverseV2", {c.grad().ep(), c.input(1).ep()})[0], output()};
+    return grads{c.g.build("ReverseV2", "ReverseV2", {c.grad().ep(), c.input(1).ep()})[0],
+                 output()};
   });
   reg.add("Pad", [](const gradient_context& c) {
     auto& p = c.input(1).node();
@@ -298,8 +317,8 @@ void register_math_gradients(gradient_registry& reg) {
     std::vector<int64_t> begin;
     for (size_t i = 0; i < flat.size(); i += 2)
       begin.push_back(flat[i]);
-    auto b = constant(c.g, tensor::vector<int32_t>(std::vector<int32_t>(begin.begin(), begin.end())),
-                      "begin");
+    auto b = constant(
+        c.g, tensor::vector<int32_t>(std::vector<int32_t>(begin.begin(), begin.end())), "begin");
     return grads{slice(c.grad(), b, shape_of(c.input(0))), output()};
   });
   reg.add("Tile", [](const gradient_context& c) {

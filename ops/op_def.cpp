@@ -33,8 +33,8 @@ op_def& op_def::type_attr(std::string attr_name, std::vector<dtype> allowed) {
   return *this;
 }
 op_def& op_def::type_attr(std::string attr_name, std::vector<dtype> allowed, dtype default_type) {
-  attrs.push_back({std::move(attr_name), attr_type::type, attr_value(default_type),
-                   std::move(allowed)});
+  attrs.push_back(
+      {std::move(attr_name), attr_type::type, attr_value(default_type), std::move(allowed)});
   return *this;
 }
 op_def& op_def::attr(std::string attr_name, attr_type type, std::optional<attr_value> def) {
@@ -60,8 +60,7 @@ const attr_def* op_def::find_attr_def(std::string_view attr_name) const {
 inference_context::inference_context(const std::string& node_name, const op_def& def,
                                      const attr_map& attrs, std::vector<dtype> input_types,
                                      std::vector<shape> input_shapes,
-                                     std::vector<const tensor*> input_constants,
-                                     size_t num_outputs)
+                                     std::vector<const tensor*> input_constants, size_t num_outputs)
     : node_name_(node_name), def_(def), attrs_(attrs), input_types_(std::move(input_types)),
       input_shapes_(std::move(input_shapes)), input_constants_(std::move(input_constants)),
       output_shapes_(num_outputs, shape::unknown()) {}
@@ -84,8 +83,8 @@ status inference_context::require_rank(int i, int rank) const {
 status inference_context::require_rank_at_least(int i, int rank) const {
   auto& s = input_shape(i);
   if (s.has_known_rank() && s.rank() < rank)
-    return input_error(i, "must have rank at least " + std::to_string(rank) +
-                              ", but has shape " + s.to_string());
+    return input_error(i, "must have rank at least " + std::to_string(rank) + ", but has shape " +
+                              s.to_string());
   return {};
 }
 
@@ -109,7 +108,9 @@ status scalar_shape(inference_context& c) {
   return {};
 }
 
-status unknown_shape(inference_context&) { return {}; }
+status unknown_shape(inference_context&) {
+  return {};
+}
 
 result<std::pair<int64_t, int64_t>> conv_output_size(int64_t in, int64_t k, int64_t stride,
                                                      const std::string& padding) {
@@ -128,8 +129,6 @@ result<std::pair<int64_t, int64_t>> conv_output_size(int64_t in, int64_t k, int6
   }
   return invalid_argument("padding must be SAME or VALID, got '" + padding + "'");
 }
-
-
 
 status op_registry::add(op_def def) {
   if (ops_.count(def.name))

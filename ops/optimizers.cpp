@@ -84,8 +84,7 @@ graph_variable optimizer::slot(graph& g, output var, const std::string& slot_nam
 
 output gradient_descent_optimizer::apply_one(graph& g, output var, output grad) {
   auto lr = lr_.as_output(g, var.type());
-  return g.build("ApplyGradientDescent", "ApplyGradientDescent",
-                 {var.ep(), lr.ep(), grad.ep()})[0];
+  return g.build("ApplyGradientDescent", "ApplyGradientDescent", {var.ep(), lr.ep(), grad.ep()})[0];
 }
 
 output momentum_optimizer::apply_one(graph& g, output var, output grad) {
@@ -147,8 +146,7 @@ output exponential_decay(double lr, const graph_variable& global_step, double de
   return pow(scalar(g, t, decay_rate, "decay_rate"), p) * lr;
 }
 
-output piecewise_constant(const graph_variable& global_step,
-                          const std::vector<int64_t>& boundaries,
+output piecewise_constant(const graph_variable& global_step, const std::vector<int64_t>& boundaries,
                           const std::vector<double>& values, dtype t) {
   graph& g = global_step.ref.owner();
   if (values.size() != boundaries.size() + 1)

@@ -65,7 +65,9 @@ private:
 };
 
 /// The ok status.
-inline status ok_status() { return {}; }
+inline status ok_status() {
+  return {};
+}
 status invalid_argument(std::string message);
 status not_found(std::string message);
 status failed_precondition(std::string message);
@@ -97,8 +99,7 @@ inline void throw_if_error(const status& s) {
 }
 
 /// A T or a non-ok status.
-template <class T>
-class [[nodiscard]] result {
+template <class T> class [[nodiscard]] result {
 public:
   result(T value) : value_(std::move(value)) {}
   result(status s) : value_(std::move(s)) {

@@ -84,7 +84,8 @@ result<strided_slice_plan> plan_strided_slice(const shape& input, const std::vec
     };
     int64_t b = (m.begin >> i & 1) ? (s > 0 ? 0 : dim - 1) : clamp(begin[i]);
     int64_t e = (m.end >> i & 1) ? (s > 0 ? dim : -1) : clamp(end[i]);
-    int64_t count = s > 0 ? (e > b ? (e - b + s - 1) / s : 0) : (b > e ? (b - e + (-s) - 1) / (-s) : 0);
+    int64_t count =
+        s > 0 ? (e > b ? (e - b + s - 1) / s : 0) : (b > e ? (b - e + (-s) - 1) / (-s) : 0);
     plan.start.push_back(b);
     plan.stride.push_back(s);
     plan.count.push_back(count);

@@ -75,7 +75,9 @@ void free_block(void* p, size_t block_bytes) {
 
 } // namespace
 
-buffer_cache_stats buffer_cache_statistics() { return cache().stats(); }
+buffer_cache_stats buffer_cache_statistics() {
+  return cache().stats();
+}
 
 buffer* buffer::allocate(dtype t, size_t count) {
   size_t bytes = count * size_of(t);
@@ -195,7 +197,8 @@ double element_as_double(const tensor& t, int64_t i) {
 
 result<std::vector<int64_t>> to_int64_vector(const tensor& t) {
   if (t.type() != dtype::i32 && t.type() != dtype::i64)
-    return invalid_argument("expected an int32 or int64 tensor, got " + std::string(name(t.type())));
+    return invalid_argument("expected an int32 or int64 tensor, got " +
+                            std::string(name(t.type())));
   if (t.rank() > 1)
     return invalid_argument("expected a scalar or vector, got shape " + t.shape().to_string());
   std::vector<int64_t> v(static_cast<size_t>(t.num_elements()));
@@ -261,7 +264,9 @@ std::string tensor::to_string(int64_t max_elements) const {
   return std::string(name(type_)) + shape_.to_string() + " " + values_to_string(max_elements);
 }
 
-std::ostream& operator<<(std::ostream& os, const tensor& t) { return os << t.to_string(); }
+std::ostream& operator<<(std::ostream& os, const tensor& t) {
+  return os << t.to_string();
+}
 
 bool equal(const tensor& a, const tensor& b) {
   if (a.type() != b.type() || !(a.shape() == b.shape()))

@@ -133,9 +133,7 @@ public:
 
   void* raw_data() const { return buf_ ? static_cast<char*>(buf_->data()) + offset_ : nullptr; }
   template <class T> T* data() const { return static_cast<T*>(raw_data()); }
-  template <class T> std::span<T> flat() const {
-    return {data<T>(), size_t(num_elements())};
-  }
+  template <class T> std::span<T> flat() const { return {data<T>(), size_t(num_elements())}; }
   /// Rows [begin, end) of the first dimension, sharing this tensor's buffer.
   tensor slice(int64_t begin, int64_t end) const;
   /// The same buffer under another shape with the same number of elements.

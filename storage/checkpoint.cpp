@@ -35,20 +35,31 @@ private:
 struct quiet_errors {
   quiet_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 };
-void quiet() { static quiet_errors q; }
+void quiet() {
+  static quiet_errors q;
+}
 
 hid_t native_type(dtype t) {
   switch (t) {
-    case dtype::f32: return H5T_NATIVE_FLOAT;
-    case dtype::f64: return H5T_NATIVE_DOUBLE;
-    case dtype::i8: return H5T_NATIVE_INT8;
-    case dtype::u8: return H5T_NATIVE_UINT8;
-    case dtype::boolean: return H5T_NATIVE_UINT8;
-    case dtype::i32: return H5T_NATIVE_INT32;
-    case dtype::i64: return H5T_NATIVE_INT64;
+    case dtype::f32:
+      return H5T_NATIVE_FLOAT;
+    case dtype::f64:
+      return H5T_NATIVE_DOUBLE;
+    case dtype::i8:
+      return H5T_NATIVE_INT8;
+    case dtype::u8:
+      return H5T_NATIVE_UINT8;
+    case dtype::boolean:
+      return H5T_NATIVE_UINT8;
+    case dtype::i32:
+      return H5T_NATIVE_INT32;
+    case dtype::i64:
+      return H5T_NATIVE_INT64;
     case dtype::f16:
-    case dtype::bf16: return H5T_NATIVE_UINT16;
-    default: return -1;
+    case dtype::bf16:
+      return H5T_NATIVE_UINT16;
+    default:
+      return -1;
   }
 }
 
@@ -56,8 +67,7 @@ status write_string_attr(hid_t obj, const char* key, const std::string& value) {
   h5_handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(type.get(), value.size() + 1);
   h5_handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  h5_handle attr(H5Acreate2(obj, key, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                 H5Aclose);
+  h5_handle attr(H5Acreate2(obj, key, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!attr.ok() || H5Awrite(attr.get(), type.get(), value.c_str()) < 0)
     return internal_error(std::string("cannot write attribute ") + key);
   return {};
@@ -195,7 +205,8 @@ result<tensor> read_dataset(hid_t file, const std::string& name, const std::stri
   if (t == dtype::string) {
     h5_handle file_type(H5Dget_type(ds.get()), H5Tclose);
     if (H5Tis_variable_str(file_type.get()) <= 0)
-      return unimplemented("dataset " + path + " holds fixed-length strings, which Runnel "
+      return unimplemented("dataset " + path +
+                           " holds fixed-length strings, which Runnel "
                            "does not read yet");
     h5_handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mem.get(), H5T_VARIABLE);
@@ -272,8 +283,8 @@ status write_checkpoint(const std::string& path, const std::map<std::string, ten
       if (!s.ok())
         return fail(s);
     }
-    status s = write_scalar_attr(f.get(), "format_version", H5T_NATIVE_INT32,
-                                 checkpoint_format_version);
+    status s =
+        write_scalar_attr(f.get(), "format_version", H5T_NATIVE_INT32, checkpoint_format_version);
     if (s.ok() && global_step)
       s = write_scalar_attr(f.get(), "global_step", H5T_NATIVE_INT64, *global_step);
     if (s.ok())
@@ -335,8 +346,8 @@ result<checkpoint_contents> read_checkpoint(const std::string& path) {
   return c;
 }
 
-result<std::map<std::string, tensor>> read_checkpoint_tensors(const std::string& path,
-                                                              const std::vector<std::string>& names) {
+result<std::map<std::string, tensor>>
+read_checkpoint_tensors(const std::string& path, const std::vector<std::string>& names) {
   RUNNEL_ASSIGN_OR_RETURN(auto f, open_file(path));
   std::map<std::string, tensor> out;
   for (auto& n : names) {

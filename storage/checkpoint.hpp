@@ -45,8 +45,8 @@ result<checkpoint_contents> read_checkpoint(const std::string& path);
 /// Names, dtypes and shapes of every dataset, without reading the data.
 result<std::vector<checkpoint_entry>> list_checkpoint(const std::string& path);
 /// Reads the datasets named in `names` only; a missing one is not_found naming it and the file.
-result<std::map<std::string, tensor>> read_checkpoint_tensors(const std::string& path,
-                                                              const std::vector<std::string>& names);
+result<std::map<std::string, tensor>>
+read_checkpoint_tensors(const std::string& path, const std::vector<std::string>& names);
 
 /// The `global_step` attribute of a checkpoint (nullopt when it has none).
 result<std::optional<int64_t>> read_checkpoint_global_step(const std::string& path);

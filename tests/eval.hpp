@@ -22,7 +22,9 @@ inline std::vector<tensor> eval(const std::vector<output>& fetches, const feed_l
   REQUIRE(r.ok());
   return std::move(r).value();
 }
-inline tensor eval1(output o, const feed_list& feeds = {}) { return eval({o}, feeds)[0]; }
+inline tensor eval1(output o, const feed_list& feeds = {}) {
+  return eval({o}, feeds)[0];
+}
 
 /// Runs `fetch` and returns the error (the test fails if it succeeds).
 inline status eval_error(output o, const feed_list& feeds = {}) {

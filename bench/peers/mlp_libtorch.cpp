@@ -30,7 +30,9 @@ int main(int argc, char** argv) {
     auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i)
       step();
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count() /
+                steps;
     best = std::min(best, ms);
   }
   std::printf("ms_per_step %.4f\n", best);

@@ -232,19 +232,17 @@ public:
     if (params.rank() < 1)
       return invalid_argument("params must have rank at least 1");
     RUNNEL_ASSIGN_OR_RETURN(int64_t axis, read_axis(ctx.input(2), params.rank(), "axis"));
-    RUNNEL_ASSIGN_OR_RETURN(auto idx, indices.rank() <= 1 ? to_int64_vector(indices)
-                                                          : result<std::vector<int64_t>>(
-                                                                flatten_indices(indices)));
+    RUNNEL_ASSIGN_OR_RETURN(auto idx, indices.rank() <= 1
+                                          ? to_int64_vector(indices)
+                                          : result<std::vector<int64_t>>(flatten_indices(indices)));
     int64_t limit = params.dim(int(axis));
     for (size_t i = 0; i < idx.size(); ++i)
       if (idx[i] < 0 || idx[i] >= limit)
         return invalid_argument("indices[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
                                 " is not in [0, " + std::to_string(limit) + ")");
-    std::vector<int64_t> dims(params.shape().dims().begin(),
-                              params.shape().dims().begin() + axis);
+    std::vector<int64_t> dims(params.shape().dims().begin(), params.shape().dims().begin() + axis);
     dims.insert(dims.end(), indices.shape().dims().begin(), indices.shape().dims().end());
-    dims.insert(dims.end(), params.shape().dims().begin() + axis + 1,
-                params.shape().dims().end());
+    dims.insert(dims.end(), params.shape().dims().begin() + axis + 1, params.shape().dims().end());
     tensor& out = ctx.allocate_output(0, params.type(), shape(dims));
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; ++d)

@@ -201,7 +201,8 @@ class split_kernel : public kernel {
 public:
   explicit split_kernel(const kernel_construction& c) : n_(c.attr<int64_t>("num_split")) {}
   status compute(kernel_context& ctx) override {
-    RUNNEL_ASSIGN_OR_RETURN(int64_t axis, read_axis(ctx.input(0), ctx.input(1).rank(), "split_dim"));
+    RUNNEL_ASSIGN_OR_RETURN(int64_t axis,
+                            read_axis(ctx.input(0), ctx.input(1).rank(), "split_dim"));
     return split_into(ctx, ctx.input(1), axis, n_, true);
   }
 
@@ -325,7 +326,8 @@ public:
   status compute(kernel_context& ctx) override {
     const tensor& s = ctx.input(0);
     return dispatch_number(s.type(), [&]<class T>() -> status {
-      T start = *ctx.input(0).data<T>(), limit = *ctx.input(1).data<T>(), delta = *ctx.input(2).data<T>();
+      T start = *ctx.input(0).data<T>(), limit = *ctx.input(1).data<T>(),
+        delta = *ctx.input(2).data<T>();
       if (delta == T(0))
         return invalid_argument("delta must not be zero");
       if ((delta > 0 && start > limit) || (delta < 0 && start < limit))

@@ -13,10 +13,10 @@ namespace runnel {
 namespace {
 
 struct geometry {
-  int64_t n, h, w, c;       // input
-  int64_t kh, kw, o;        // window, output channels
-  int64_t sh, sw;           // strides
-  int64_t oh, ow, ph, pw;   // output size, leading padding
+  int64_t n, h, w, c;     // input
+  int64_t kh, kw, o;      // window, output channels
+  int64_t sh, sw;         // strides
+  int64_t oh, ow, ph, pw; // output size, leading padding
   int64_t patch() const { return kh * kw * c; }
 };
 
@@ -28,15 +28,16 @@ result<std::vector<int64_t>> four_ints(const std::vector<int64_t>& v, const char
   return v;
 }
 
-result<geometry> conv_geometry(const shape& in, const shape& filter, const std::vector<int64_t>& strides,
-                               const std::string& padding) {
+result<geometry> conv_geometry(const shape& in, const shape& filter,
+                               const std::vector<int64_t>& strides, const std::string& padding) {
   if (in.rank() != 4 || filter.rank() != 4)
     return invalid_argument("Conv2D needs a 4-D input (NHWC) and a 4-D filter (HWIO), got " +
                             in.to_string() + " and " + filter.to_string());
   if (in[3] != filter[2])
     return invalid_argument("input has " + std::to_string(in[3]) + " channels but the filter " +
                             filter.to_string() + " expects " + std::to_string(filter[2]));
-  geometry g{in[0], in[1], in[2], in[3], filter[0], filter[1], filter[3], strides[1], strides[2], 0, 0, 0, 0};
+  geometry g{in[0],      in[1],      in[2], in[3], filter[0], filter[1], filter[3],
+             strides[1], strides[2], 0,     0,     0,         0};
   RUNNEL_ASSIGN_OR_RETURN(auto hh, conv_output_size(g.h, g.kh, g.sh, padding));
   RUNNEL_ASSIGN_OR_RETURN(auto ww, conv_output_size(g.w, g.kw, g.sw, padding));
   g.oh = hh.first;
@@ -123,7 +124,8 @@ public:
       return {};
     }
     // Several images per GEMM keep BLAS efficient without a patch buffer for the whole batch.
-    int64_t per = std::max<int64_t>(1, std::min<int64_t>(g.n, (int64_t(8) << 20) / (rows * k * 4 + 1)));
+    int64_t per =
+        std::max<int64_t>(1, std::min<int64_t>(g.n, (int64_t(8) << 20) / (rows * k * 4 + 1)));
     // The patch buffer comes from the tensor allocator, whose cache recycles large blocks:
     // a fresh buffer per step would pay a page fault per 4 KiB.
     tensor cols_buffer(dtype::f32, shape{per * rows * k});
@@ -135,8 +137,8 @@ public:
           im2col(g, in.data<float>() + (b + i) * g.h * g.w * g.c, cols + i * rows * k);
       });
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m * rows), int(g.o), int(k), 1.f,
-                  cols, int(k), f.data<float>(), int(g.o), 0.f,
-                  out.data<float>() + b * rows * g.o, int(g.o));
+                  cols, int(k), f.data<float>(), int(g.o), 0.f, out.data<float>() + b * rows * g.o,
+                  int(g.o));
     }
     return {};
   }
@@ -170,8 +172,8 @@ public:
     for (int64_t b = 0; b < g.n; ++b) {
       // d patches = dy · filterᵀ, then scatter the patches back.
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(k), int(g.o), 1.f,
-                  dy.data<float>() + b * rows * g.o, int(g.o), f.data<float>(), int(g.o), 0.f,
-                  cols, int(k));
+                  dy.data<float>() + b * rows * g.o, int(g.o), f.data<float>(), int(g.o), 0.f, cols,
+                  int(k));
       col2im(g, cols, dx.data<float>() + b * g.h * g.w * g.c);
     }
     return {};
@@ -190,7 +192,8 @@ public:
     const tensor& dy = ctx.input(2);
     if (sizes.size() != 4)
       return invalid_argument("filter_sizes must have 4 entries");
-    RUNNEL_ASSIGN_OR_RETURN(auto g, conv_geometry(in.shape(), shape(sizes), a_.strides, a_.padding));
+    RUNNEL_ASSIGN_OR_RETURN(auto g,
+                            conv_geometry(in.shape(), shape(sizes), a_.strides, a_.padding));
     if (!(dy.shape() == shape{g.n, g.oh, g.ow, g.o}))
       return invalid_argument("out_backprop has shape " + dy.shape().to_string() + ", expected " +
                               shape{g.n, g.oh, g.ow, g.o}.to_string());
@@ -204,9 +207,9 @@ public:
     for (int64_t b = 0; b < g.n; ++b) {
       im2col(g, in.data<float>() + b * g.h * g.w * g.c, cols);
       // d filter += patchesᵀ · dy
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(k), int(g.o), int(rows), 1.f,
-                  cols, int(k), dy.data<float>() + b * rows * g.o, int(g.o), 1.f,
-                  df.data<float>(), int(g.o));
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(k), int(g.o), int(rows), 1.f, cols,
+                  int(k), dy.data<float>() + b * rows * g.o, int(g.o), 1.f, df.data<float>(),
+                  int(g.o));
     }
     return {};
   }

@@ -26,7 +26,9 @@ struct dnnl_conv::impl {
 dnnl_conv::dnnl_conv() : impl_(std::make_unique<impl>()) {}
 dnnl_conv::~dnnl_conv() = default;
 
-bool dnnl_conv::available() { return true; }
+bool dnnl_conv::available() {
+  return true;
+}
 
 status dnnl_conv::run(const conv_shape& s, const float* input, const float* filter, float* output) {
   using namespace dnnl;
@@ -37,14 +39,15 @@ status dnnl_conv::run(const conv_shape& s, const float* input, const float* filt
     if (key != d.key) {
       memory::dims src{s.n, s.c, s.h, s.w}, wei{s.o, s.c, s.kh, s.kw}, dst{s.n, s.o, s.oh, s.ow};
       memory::dims strides{s.sh, s.sw}, pad_l{s.ph, s.pw};
-      memory::dims pad_r{(s.oh - 1) * s.sh + s.kh - s.h - s.ph, (s.ow - 1) * s.sw + s.kw - s.w - s.pw};
+      memory::dims pad_r{(s.oh - 1) * s.sh + s.kh - s.h - s.ph,
+                         (s.ow - 1) * s.sw + s.kw - s.w - s.pw};
       auto src_md = memory::desc(src, memory::data_type::f32, tag::nhwc);
       auto dst_md = memory::desc(dst, memory::data_type::f32, tag::nhwc);
       auto any_wei = memory::desc(wei, memory::data_type::f32, tag::any);
       d.user_weights = memory::desc(wei, memory::data_type::f32, tag::hwio);
-      auto desc = convolution_forward::desc(prop_kind::forward_inference,
-                                            algorithm::convolution_direct, src_md, any_wei, dst_md,
-                                            strides, pad_l, pad_r);
+      auto desc =
+          convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                    src_md, any_wei, dst_md, strides, pad_l, pad_r);
       d.pd = convolution_forward::primitive_desc(desc, d.engine);
       d.prim = convolution_forward(d.pd);
       d.reorder_weights = d.pd.weights_desc() != d.user_weights;
@@ -62,7 +65,8 @@ status dnnl_conv::run(const conv_shape& s, const float* input, const float* filt
       d.weights_reorder.execute(d.stream, user_w, d.weights);
       w = d.weights;
     }
-    d.prim.execute(d.stream, {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst_mem}});
+    d.prim.execute(d.stream,
+                   {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst_mem}});
     d.stream.wait();
   } catch (const dnnl::error& e) {
     d.key.clear();
@@ -79,7 +83,9 @@ namespace runnel {
 struct dnnl_conv::impl {};
 dnnl_conv::dnnl_conv() = default;
 dnnl_conv::~dnnl_conv() = default;
-bool dnnl_conv::available() { return false; }
+bool dnnl_conv::available() {
+  return false;
+}
 status dnnl_conv::run(const conv_shape&, const float*, const float*, float*) {
   return unimplemented("built without oneDNN");
 }

@@ -20,7 +20,9 @@ cpu_device::cpu_device(int threads) {
 
 cpu_device::~cpu_device() = default;
 
-int cpu_device::num_threads() const { return impl_->pool.NumThreads(); }
+int cpu_device::num_threads() const {
+  return impl_->pool.NumThreads();
+}
 
 void cpu_device::parallel_for(int64_t n, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn) {

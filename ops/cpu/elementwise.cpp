@@ -31,8 +31,8 @@ result<broadcast_plan> plan_broadcast(const shape& a, const shape& b, const shap
     return p;
   }
   if (r > max_broadcast_rank)
-    return unimplemented("broadcasting supports ranks up to " +
-                         std::to_string(max_broadcast_rank) + ", got " + out.to_string());
+    return unimplemented("broadcasting supports ranks up to " + std::to_string(max_broadcast_rank) +
+                         ", got " + out.to_string());
   std::array<int64_t, max_broadcast_rank> sa{}, sb{};
   int64_t acc_a = 1, acc_b = 1;
   for (int d = r - 1; d >= 0; --d) {
@@ -53,12 +53,12 @@ result<broadcast_plan> plan_broadcast(const shape& a, const shape& b, const shap
       continue;
     if (k < max_broadcast_rank) {
       size_t i = size_t(k);
-      bool a_merge = (sa[size_t(d)] == 0 && p.stride_a[i] == 0) ||
-                     (sa[size_t(d)] != 0 && p.stride_a[i] != 0 &&
-                      sa[size_t(d)] == p.stride_a[i] * p.dims[i]);
-      bool b_merge = (sb[size_t(d)] == 0 && p.stride_b[i] == 0) ||
-                     (sb[size_t(d)] != 0 && p.stride_b[i] != 0 &&
-                      sb[size_t(d)] == p.stride_b[i] * p.dims[i]);
+      bool a_merge =
+          (sa[size_t(d)] == 0 && p.stride_a[i] == 0) ||
+          (sa[size_t(d)] != 0 && p.stride_a[i] != 0 && sa[size_t(d)] == p.stride_a[i] * p.dims[i]);
+      bool b_merge =
+          (sb[size_t(d)] == 0 && p.stride_b[i] == 0) ||
+          (sb[size_t(d)] != 0 && p.stride_b[i] != 0 && sb[size_t(d)] == p.stride_b[i] * p.dims[i]);
       if (a_merge && b_merge) {
         p.dims[i] *= n;
         continue;
@@ -164,9 +164,15 @@ template <class T> constexpr bool is_float_v = std::is_floating_point_v<T>;
 
 // Binary functors: `apply` computes one element; `check` validates the right-hand input before
 // the loop (integer division by zero and the like). Comparisons produce bool.
-struct op_add { template <class T> static T apply(T a, T b) { return T(a + b); } };
-struct op_sub { template <class T> static T apply(T a, T b) { return T(a - b); } };
-struct op_mul { template <class T> static T apply(T a, T b) { return T(a * b); } };
+struct op_add {
+  template <class T> static T apply(T a, T b) { return T(a + b); }
+};
+struct op_sub {
+  template <class T> static T apply(T a, T b) { return T(a - b); }
+};
+struct op_mul {
+  template <class T> static T apply(T a, T b) { return T(a * b); }
+};
 struct op_div {
   template <class T> static T apply(T a, T b) { return T(a / b); }
   template <class T> static status check(const tensor& b) {
@@ -262,19 +268,35 @@ struct op_rsqrt_grad {
 struct op_reciprocal_grad {
   template <class T> static T apply(T y, T g) { return T(-g * y * y); }
 };
-struct op_greater { template <class T> static bool apply(T a, T b) { return a > b; } };
-struct op_less { template <class T> static bool apply(T a, T b) { return a < b; } };
-struct op_greater_equal { template <class T> static bool apply(T a, T b) { return a >= b; } };
-struct op_less_equal { template <class T> static bool apply(T a, T b) { return a <= b; } };
-struct op_equal { template <class T> static bool apply(const T& a, const T& b) { return a == b; } };
+struct op_greater {
+  template <class T> static bool apply(T a, T b) { return a > b; }
+};
+struct op_less {
+  template <class T> static bool apply(T a, T b) { return a < b; }
+};
+struct op_greater_equal {
+  template <class T> static bool apply(T a, T b) { return a >= b; }
+};
+struct op_less_equal {
+  template <class T> static bool apply(T a, T b) { return a <= b; }
+};
+struct op_equal {
+  template <class T> static bool apply(const T& a, const T& b) { return a == b; }
+};
 struct op_not_equal {
   template <class T> static bool apply(const T& a, const T& b) { return !(a == b); }
 };
-struct op_logical_and { template <class T> static bool apply(T a, T b) { return a && b; } };
-struct op_logical_or { template <class T> static bool apply(T a, T b) { return a || b; } };
+struct op_logical_and {
+  template <class T> static bool apply(T a, T b) { return a && b; }
+};
+struct op_logical_or {
+  template <class T> static bool apply(T a, T b) { return a || b; }
+};
 
 template <class Op, class T>
-concept has_check = requires(const tensor& t) { Op::template check<T>(t); };
+concept has_check = requires(const tensor& t) {
+  Op::template check<T>(t);
+};
 
 /// An element-wise binary kernel. `Compare` ops produce bool; `Types` says which dtypes run.
 template <class Op, bool Compare> class binary_kernel : public kernel {
@@ -294,21 +316,24 @@ public:
         run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<bool>(),
                       [](const T& x, const T& y) { return Op::template apply<T>(x, y); });
       } else {
-        tensor& out = (a.shape() == out_shape)
-                          ? ctx.forward_or_allocate_output(0, 0, a.type(), out_shape)
-                      : (b.shape() == out_shape)
-                          ? ctx.forward_or_allocate_output(0, 1, a.type(), out_shape)
-                          : ctx.allocate_output(0, a.type(), out_shape);
+        tensor& out =
+            (a.shape() == out_shape)   ? ctx.forward_or_allocate_output(0, 0, a.type(), out_shape)
+            : (b.shape() == out_shape) ? ctx.forward_or_allocate_output(0, 1, a.type(), out_shape)
+                                       : ctx.allocate_output(0, a.type(), out_shape);
         run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<T>(),
                       [](T x, T y) { return Op::template apply<T>(x, y); });
       }
       return {};
     };
     switch (a.type()) {
-      case dtype::f32: return run.template operator()<float>();
-      case dtype::f64: return run.template operator()<double>();
-      case dtype::i32: return run.template operator()<int32_t>();
-      case dtype::i64: return run.template operator()<int64_t>();
+      case dtype::f32:
+        return run.template operator()<float>();
+      case dtype::f64:
+        return run.template operator()<double>();
+      case dtype::i32:
+        return run.template operator()<int32_t>();
+      case dtype::i64:
+        return run.template operator()<int64_t>();
       case dtype::boolean:
         if constexpr (Compare)
           return run.template operator()<bool>();
@@ -317,7 +342,8 @@ public:
         if constexpr (std::is_same_v<Op, op_equal> || std::is_same_v<Op, op_not_equal>)
           return run.template operator()<std::string>();
         break;
-      default: break;
+      default:
+        break;
     }
     return unimplemented("unsupported dtype " + std::string(name(a.type())));
   }
@@ -405,8 +431,25 @@ public:
 };
 
 enum class unary_kind {
-  neg, exp, log, sqrt, square, tanh, sigmoid, relu, abs, sign, log1p, rsqrt, reciprocal, sin,
-  cos, relu6, elu, softplus, floor
+  neg,
+  exp,
+  log,
+  sqrt,
+  square,
+  tanh,
+  sigmoid,
+  relu,
+  abs,
+  sign,
+  log1p,
+  rsqrt,
+  reciprocal,
+  sin,
+  cos,
+  relu6,
+  elu,
+  softplus,
+  floor
 };
 
 class unary_kernel : public kernel {
@@ -425,34 +468,69 @@ public:
         Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> v(in + b, e - b);
         Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> r(out + b, e - b);
         switch (kind_) {
-          case unary_kind::neg: r = -v; break;
-          case unary_kind::square: r = v.square(); break;
-          case unary_kind::relu: r = v.max(T(0)); break;
-          case unary_kind::abs: r = v.abs(); break;
+          case unary_kind::neg:
+            r = -v;
+            break;
+          case unary_kind::square:
+            r = v.square();
+            break;
+          case unary_kind::relu:
+            r = v.max(T(0));
+            break;
+          case unary_kind::abs:
+            r = v.abs();
+            break;
           case unary_kind::sign:
             r = (v > T(0)).template cast<T>() - (v < T(0)).template cast<T>();
             break;
-          case unary_kind::relu6: r = v.max(T(0)).min(T(6)); break;
+          case unary_kind::relu6:
+            r = v.max(T(0)).min(T(6));
+            break;
           default:
             if constexpr (std::is_floating_point_v<T>) {
               switch (kind_) {
-                case unary_kind::exp: r = v.exp(); break;
-                case unary_kind::log: r = v.log(); break;
-                case unary_kind::sqrt: r = v.sqrt(); break;
-                case unary_kind::tanh: r = v.tanh(); break;
-                case unary_kind::sigmoid: r = v.logistic(); break;
-                case unary_kind::log1p: r = v.log1p(); break;
-                case unary_kind::rsqrt: r = v.rsqrt(); break;
-                case unary_kind::reciprocal: r = v.inverse(); break;
-                case unary_kind::sin: r = v.sin(); break;
-                case unary_kind::cos: r = v.cos(); break;
-                case unary_kind::floor: r = v.floor(); break;
-                case unary_kind::elu: r = (v > T(0)).select(v, v.exp() - T(1)); break;
+                case unary_kind::exp:
+                  r = v.exp();
+                  break;
+                case unary_kind::log:
+                  r = v.log();
+                  break;
+                case unary_kind::sqrt:
+                  r = v.sqrt();
+                  break;
+                case unary_kind::tanh:
+                  r = v.tanh();
+                  break;
+                case unary_kind::sigmoid:
+                  r = v.logistic();
+                  break;
+                case unary_kind::log1p:
+                  r = v.log1p();
+                  break;
+                case unary_kind::rsqrt:
+                  r = v.rsqrt();
+                  break;
+                case unary_kind::reciprocal:
+                  r = v.inverse();
+                  break;
+                case unary_kind::sin:
+                  r = v.sin();
+                  break;
+                case unary_kind::cos:
+                  r = v.cos();
+                  break;
+                case unary_kind::floor:
+                  r = v.floor();
+                  break;
+                case unary_kind::elu:
+                  r = (v > T(0)).select(v, v.exp() - T(1));
+                  break;
                 case unary_kind::softplus:
                   // log(1 + e^x) without overflow: x + log1p(e^-x) for large x.
                   r = (v > T(0)).select(v + (-v).exp().log1p(), v.exp().log1p());
                   break;
-                default: break;
+                default:
+                  break;
               }
             }
         }
@@ -580,12 +658,13 @@ void register_elementwise_kernels(kernel_registry& reg) {
   reg.add("Maximum", cpu, numbers, factory<binary_kernel<op_maximum, false>>());
   reg.add("Minimum", cpu, numbers, factory<binary_kernel<op_minimum, false>>());
   reg.add("Pow", cpu, numbers, factory<binary_kernel<op_pow, false>>());
-  reg.add("SquaredDifference", cpu, numbers, factory<binary_kernel<op_squared_difference, false>>());
+  reg.add("SquaredDifference", cpu, numbers,
+          factory<binary_kernel<op_squared_difference, false>>());
   reg.add("Greater", cpu, numbers, factory<binary_kernel<op_greater, true>>());
   reg.add("Less", cpu, numbers, factory<binary_kernel<op_less, true>>());
   reg.add("GreaterEqual", cpu, numbers, factory<binary_kernel<op_greater_equal, true>>());
   reg.add("LessEqual", cpu, numbers, factory<binary_kernel<op_less_equal, true>>());
-  const std::vector<dtype> equatable{dtype::f32, dtype::f64, dtype::i32,
+  const std::vector<dtype> equatable{dtype::f32, dtype::f64,     dtype::i32,
                                      dtype::i64, dtype::boolean, dtype::string};
   reg.add("Equal", cpu, equatable, factory<binary_kernel<op_equal, true>>());
   reg.add("NotEqual", cpu, equatable, factory<binary_kernel<op_not_equal, true>>());
@@ -603,15 +682,24 @@ void register_elementwise_kernels(kernel_registry& reg) {
   reg.add("RsqrtGrad", cpu, reals, factory<float_binary_kernel<op_rsqrt_grad>>());
   reg.add("ReciprocalGrad", cpu, reals, factory<float_binary_kernel<op_reciprocal_grad>>());
   const std::vector<std::pair<const char*, unary_kind>> unaries{
-      {"Neg", unary_kind::neg},         {"Exp", unary_kind::exp},
-      {"Log", unary_kind::log},         {"Sqrt", unary_kind::sqrt},
-      {"Square", unary_kind::square},   {"Tanh", unary_kind::tanh},
-      {"Sigmoid", unary_kind::sigmoid}, {"Relu", unary_kind::relu},
-      {"Abs", unary_kind::abs},         {"Sign", unary_kind::sign},
-      {"Log1p", unary_kind::log1p},     {"Rsqrt", unary_kind::rsqrt},
-      {"Reciprocal", unary_kind::reciprocal}, {"Sin", unary_kind::sin},
-      {"Cos", unary_kind::cos},         {"Relu6", unary_kind::relu6},
-      {"Elu", unary_kind::elu},         {"Softplus", unary_kind::softplus},
+      {"Neg", unary_kind::neg},
+      {"Exp", unary_kind::exp},
+      {"Log", unary_kind::log},
+      {"Sqrt", unary_kind::sqrt},
+      {"Square", unary_kind::square},
+      {"Tanh", unary_kind::tanh},
+      {"Sigmoid", unary_kind::sigmoid},
+      {"Relu", unary_kind::relu},
+      {"Abs", unary_kind::abs},
+      {"Sign", unary_kind::sign},
+      {"Log1p", unary_kind::log1p},
+      {"Rsqrt", unary_kind::rsqrt},
+      {"Reciprocal", unary_kind::reciprocal},
+      {"Sin", unary_kind::sin},
+      {"Cos", unary_kind::cos},
+      {"Relu6", unary_kind::relu6},
+      {"Elu", unary_kind::elu},
+      {"Softplus", unary_kind::softplus},
       {"Floor", unary_kind::floor}};
   for (auto [op, kind] : unaries)
     reg.add(op, cpu, numbers, [kind = kind](const kernel_construction&) {

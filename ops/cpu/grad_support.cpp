@@ -190,7 +190,8 @@ public:
     for (int d = ids.rank(); d < data.rank(); ++d)
       dims.push_back(data.dim(d));
     tensor& out = ctx.allocate_output(0, data.type(), shape(dims));
-    int64_t k = ids.num_elements(), inner = k == 0 ? 0 : data.num_elements() / std::max<int64_t>(k, 1);
+    int64_t k = ids.num_elements(),
+            inner = k == 0 ? 0 : data.num_elements() / std::max<int64_t>(k, 1);
     if (k == 0)
       inner = out.num_elements() / std::max<int64_t>(n, 1);
     return dispatch_number(data.type(), [&]<class T>() -> status {
@@ -202,9 +203,8 @@ public:
         if (id < 0)
           continue; // negative ids are dropped, as in TensorFlow
         if (id >= n)
-          return invalid_argument("segment_ids[" + std::to_string(i) + "] = " +
-                                  std::to_string(id) + " is not in [0, " + std::to_string(n) +
-                                  ")");
+          return invalid_argument("segment_ids[" + std::to_string(i) + "] = " + std::to_string(id) +
+                                  " is not in [0, " + std::to_string(n) + ")");
         for (int64_t j = 0; j < inner; ++j)
           o[id * inner + j] += x[i * inner + j];
       }

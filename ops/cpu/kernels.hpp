@@ -26,10 +26,14 @@ inline constexpr int64_t elementwise_grain = int64_t(1) << 15;
 /// The arithmetic types the numeric kernels are compiled for.
 template <class F> decltype(auto) dispatch_number(dtype t, F&& f) {
   switch (t) {
-    case dtype::f64: return f.template operator()<double>();
-    case dtype::i32: return f.template operator()<int32_t>();
-    case dtype::i64: return f.template operator()<int64_t>();
-    default: return f.template operator()<float>();
+    case dtype::f64:
+      return f.template operator()<double>();
+    case dtype::i32:
+      return f.template operator()<int32_t>();
+    case dtype::i64:
+      return f.template operator()<int64_t>();
+    default:
+      return f.template operator()<float>();
   }
 }
 

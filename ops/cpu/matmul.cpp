@@ -33,13 +33,11 @@ public:
       return {};
     }
     if (a.type() == dtype::f32)
-      cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0f,
-                  a.data<float>(), lda, b.data<float>(), ldb, 0.0f, out.data<float>(),
-                  blasint(n));
+      cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0f, a.data<float>(),
+                  lda, b.data<float>(), ldb, 0.0f, out.data<float>(), blasint(n));
     else
-      cblas_dgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0,
-                  a.data<double>(), lda, b.data<double>(), ldb, 0.0, out.data<double>(),
-                  blasint(n));
+      cblas_dgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0, a.data<double>(),
+                  lda, b.data<double>(), ldb, 0.0, out.data<double>(), blasint(n));
     return {};
   }
 

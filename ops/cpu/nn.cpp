@@ -22,7 +22,8 @@ public:
       const T* x = v.data<T>();
       const T* bias = b.data<T>();
       T* o = out.data<T>();
-      ctx.cpu().parallel_for(rows, std::max<int64_t>(1, elementwise_grain / std::max<int64_t>(c, 1)),
+      ctx.cpu().parallel_for(rows,
+                             std::max<int64_t>(1, elementwise_grain / std::max<int64_t>(c, 1)),
                              [&](int64_t rb, int64_t re) {
                                for (int64_t r = rb; r < re; ++r)
                                  for (int64_t j = 0; j < c; ++j)
@@ -82,8 +83,7 @@ public:
     const tensor& logits = ctx.input(0);
     const tensor& labels = ctx.input(1);
     if (logits.rank() != 2)
-      return invalid_argument("logits must be a matrix, got shape " +
-                              logits.shape().to_string());
+      return invalid_argument("logits must be a matrix, got shape " + logits.shape().to_string());
     int64_t rows = logits.dim(0), cols = logits.dim(1);
     if (sparse_) {
       if (labels.rank() != 1 || labels.dim(0) != rows)
@@ -150,7 +150,8 @@ private:
 void register_nn_kernels(kernel_registry& reg) {
   reg.add("BiasAdd", device_type::cpu, {dtype::f32, dtype::f64, dtype::i32, dtype::i64},
           make_simple_kernel<bias_add_kernel>);
-  reg.add("Softmax", device_type::cpu, {dtype::f32, dtype::f64}, make_simple_kernel<softmax_kernel>);
+  reg.add("Softmax", device_type::cpu, {dtype::f32, dtype::f64},
+          make_simple_kernel<softmax_kernel>);
   reg.add("SoftmaxCrossEntropyWithLogits", device_type::cpu, {dtype::f32, dtype::f64},
           [](const kernel_construction&) {
             return result<std::unique_ptr<kernel>>(std::make_unique<xent_kernel>(false));

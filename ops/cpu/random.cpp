@@ -39,8 +39,12 @@ public:
       for (int64_t i = 0; i < n; ++i) {
         double v;
         switch (dist_) {
-          case distribution::uniform: v = uniform(engine_); break;
-          case distribution::normal: v = normal(engine_); break;
+          case distribution::uniform:
+            v = uniform(engine_);
+            break;
+          case distribution::normal:
+            v = normal(engine_);
+            break;
           default:
             do
               v = normal(engine_);
@@ -70,11 +74,12 @@ void register_random_kernels(kernel_registry& reg) {
       {"RandomStandardNormal", distribution::normal},
       {"TruncatedNormal", distribution::truncated_normal}};
   for (auto [op, d] : kinds)
-    reg.add(op, device_type::cpu, {dtype::f32, dtype::f64},
-            [d = d](const kernel_construction& c) {
-              return result<std::unique_ptr<kernel>>(std::make_unique<random_kernel>(c, d));
-            },
-            "dtype");
+    reg.add(
+        op, device_type::cpu, {dtype::f32, dtype::f64},
+        [d = d](const kernel_construction& c) {
+          return result<std::unique_ptr<kernel>>(std::make_unique<random_kernel>(c, d));
+        },
+        "dtype");
 }
 
 } // namespace runnel

@@ -28,21 +28,34 @@ void reduce_middle(cpu_device& cpu, const T* in, T* out, int64_t pre, int64_t re
                    reduce_kind kind) {
   auto combine = [kind](T a, T b) -> T {
     switch (kind) {
-      case reduce_kind::max: return a > b ? a : b;
-      case reduce_kind::min: return a < b ? a : b;
-      case reduce_kind::prod: return T(a * b);
-      case reduce_kind::all: return T(a && b);
-      case reduce_kind::any: return T(a || b);
-      default: return T(a + b);
+      case reduce_kind::max:
+        return a > b ? a : b;
+      case reduce_kind::min:
+        return a < b ? a : b;
+      case reduce_kind::prod:
+        return T(a * b);
+      case reduce_kind::all:
+        return T(a && b);
+      case reduce_kind::any:
+        return T(a || b);
+      default:
+        return T(a + b);
     }
   };
   T init = T(0);
   switch (kind) {
-    case reduce_kind::max: init = std::numeric_limits<T>::lowest(); break;
-    case reduce_kind::min: init = std::numeric_limits<T>::max(); break;
+    case reduce_kind::max:
+      init = std::numeric_limits<T>::lowest();
+      break;
+    case reduce_kind::min:
+      init = std::numeric_limits<T>::max();
+      break;
     case reduce_kind::prod:
-    case reduce_kind::all: init = T(1); break;
-    default: break;
+    case reduce_kind::all:
+      init = T(1);
+      break;
+    default:
+      break;
   }
   if (post == 1) {
     cpu.parallel_for(pre, std::max<int64_t>(1, elementwise_grain / std::max<int64_t>(red, 1)),
@@ -148,11 +161,11 @@ public:
         cur = std::move(next);
       }
       if constexpr (!std::is_same_v<T, bool>)
-      if (kind_ == reduce_kind::mean && count > 0) {
-        T* p = cur.data<T>();
-        for (int64_t i = 0; i < cur.num_elements(); ++i)
-          p[i] = T(p[i] / T(count));
-      }
+        if (kind_ == reduce_kind::mean && count > 0) {
+          T* p = cur.data<T>();
+          for (int64_t i = 0; i < cur.num_elements(); ++i)
+            p[i] = T(p[i] / T(count));
+        }
       if (cur.shares_buffer_with(x))
         cur = cur.copy();
       RUNNEL_ASSIGN_OR_RETURN(tensor out, cur.reshaped(shape(out_dims)));
@@ -224,9 +237,11 @@ private:
 
 void register_reduction_kernels(kernel_registry& reg) {
   const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
-  const std::vector<std::pair<const char*, reduce_kind>> kinds{
-      {"Sum", reduce_kind::sum}, {"Mean", reduce_kind::mean}, {"Max", reduce_kind::max},
-      {"Min", reduce_kind::min}, {"Prod", reduce_kind::prod}};
+  const std::vector<std::pair<const char*, reduce_kind>> kinds{{"Sum", reduce_kind::sum},
+                                                               {"Mean", reduce_kind::mean},
+                                                               {"Max", reduce_kind::max},
+                                                               {"Min", reduce_kind::min},
+                                                               {"Prod", reduce_kind::prod}};
   for (auto [op, kind] : kinds)
     reg.add(op, device_type::cpu, numbers, [kind](const kernel_construction& c) {
       return result<std::unique_ptr<kernel>>(std::make_unique<reduce_kernel>(c, kind));

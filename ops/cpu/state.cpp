@@ -102,15 +102,12 @@ void register_state_kernels(kernel_registry& reg) {
             bool needed = !c.output_value_needed.empty() && c.output_value_needed[0];
             return std::unique_ptr<kernel>(std::make_unique<variable_kernel>(std::move(v), needed));
           });
-  reg.add("Assign", device_type::cpu, {}, [](const kernel_construction& c) {
-    return make_assign(c, assign_kind::assign);
-  });
-  reg.add("AssignAdd", device_type::cpu, {}, [](const kernel_construction& c) {
-    return make_assign(c, assign_kind::add);
-  });
-  reg.add("AssignSub", device_type::cpu, {}, [](const kernel_construction& c) {
-    return make_assign(c, assign_kind::sub);
-  });
+  reg.add("Assign", device_type::cpu, {},
+          [](const kernel_construction& c) { return make_assign(c, assign_kind::assign); });
+  reg.add("AssignAdd", device_type::cpu, {},
+          [](const kernel_construction& c) { return make_assign(c, assign_kind::add); });
+  reg.add("AssignSub", device_type::cpu, {},
+          [](const kernel_construction& c) { return make_assign(c, assign_kind::sub); });
 }
 
 } // namespace runnel

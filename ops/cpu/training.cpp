@@ -135,8 +135,8 @@ public:
                                        "building the optimizer)");
           if (!(ss.value.shape() == vs.value.shape()))
             return invalid_argument("slot " + slot.name() + " has shape " +
-                                    ss.value.shape().to_string() + " but variable " +
-                                    var.name() + " has " + vs.value.shape().to_string());
+                                    ss.value.shape().to_string() + " but variable " + var.name() +
+                                    " has " + vs.value.shape().to_string());
           make_writable(ss);
           slot_states.push_back(&ss);
           return with_slots(k + 1);

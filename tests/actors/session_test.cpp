@@ -165,7 +165,7 @@ TEST_CASE("control dependencies order side effects", "[actors]") {
 TEST_CASE("several virtual CPU devices run one graph", "[actors]") {
   runtime rt(runtime_options{.cpu_devices = 2});
   CHECK(rt.devices() == std::vector<std::string>{"/job:localhost/replica:0/task:0/device:cpu:0",
-                                                  "/job:localhost/replica:0/task:0/device:cpu:1"});
+                                                 "/job:localhost/replica:0/task:0/device:cpu:1"});
   graph g;
   output a, b;
   {

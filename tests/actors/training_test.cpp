@@ -74,7 +74,8 @@ TEST_CASE("optimizers converge on a quadratic", "[actors]") {
   CHECK(std::abs(w[0]) < 1e-6);
 }
 
-TEST_CASE("global_step advances once per applied step; slots are named after variables", "[actors]") {
+TEST_CASE("global_step advances once per applied step; slots are named after variables",
+          "[actors]") {
   runtime rt;
   graph g;
   auto w = variable(g, constant(g, {{1.f, 2.f}}), "w");
@@ -208,7 +209,8 @@ TEST_CASE("saver: save, keep the newest, restore, and refuse mismatches", "[acto
   session s3(rt3, h);
   REQUIRE(hs.restore(s3, paths[2], {.only = {"bias"}, .name_map = {{"bias", "layer/b"}}}).ok());
   check_equal(s3.run({}, {bias.value}).value()[0], tensor::vector<float>({0.5f, 0.5f}));
-  auto mismatch = hs.restore(s3, paths[2], {.name_map = {{"bias", "layer/b"}, {"kernel", "layer/w"}}});
+  auto mismatch =
+      hs.restore(s3, paths[2], {.name_map = {{"bias", "layer/b"}, {"kernel", "layer/w"}}});
   REQUIRE_FALSE(mismatch.ok());
   CHECK(mismatch.message().find("variable 'kernel' has shape [3,3] but checkpoint") !=
         std::string::npos);
@@ -219,16 +221,19 @@ TEST_CASE("saver: save, keep the newest, restore, and refuse mismatches", "[acto
   fs::remove_all(dir);
 }
 
-TEST_CASE("saver: Keras-style weights written by h5py import into variables by name map", "[actors]") {
+TEST_CASE("saver: Keras-style weights written by h5py import into variables by name map",
+          "[actors]") {
   namespace fs = std::filesystem;
-  auto path = (fs::temp_directory_path() / ("runnel-keras-" + std::to_string(::getpid()) + ".h5")).string();
-  std::string script =
-      "/usr/bin/python3 -c \"import h5py, numpy as np\n"
-      "f = h5py.File('" + path + "', 'w')\n"
-      "g = f.create_group('model_weights/dense/dense')\n"
-      "g['kernel:0'] = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float32)\n"
-      "g['bias:0'] = np.array([0.5, 0, -0.5], dtype=np.float32)\n"
-      "f.close()\"";
+  auto path =
+      (fs::temp_directory_path() / ("runnel-keras-" + std::to_string(::getpid()) + ".h5")).string();
+  std::string script = "/usr/bin/python3 -c \"import h5py, numpy as np\n"
+                       "f = h5py.File('" +
+                       path +
+                       "', 'w')\n"
+                       "g = f.create_group('model_weights/dense/dense')\n"
+                       "g['kernel:0'] = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.float32)\n"
+                       "g['bias:0'] = np.array([0.5, 0, -0.5], dtype=np.float32)\n"
+                       "f.close()\"";
   REQUIRE(std::system(script.c_str()) == 0);
   runtime rt;
   graph g;
@@ -238,8 +243,9 @@ TEST_CASE("saver: Keras-style weights written by h5py import into variables by n
   auto y = bias_add(matmul(x, w), b);
   saver sv(g);
   session s(rt, g);
-  REQUIRE(sv.restore(s, path, {.name_map = {{"dense/kernel", "model_weights/dense/dense/kernel:0"},
-                                            {"dense/bias", "model_weights/dense/dense/bias:0"}}})
+  REQUIRE(sv.restore(s, path,
+                     {.name_map = {{"dense/kernel", "model_weights/dense/dense/kernel:0"},
+                                   {"dense/bias", "model_weights/dense/dense/bias:0"}}})
               .ok());
   check_equal(s.run({{x, vals<float>({1, 2}, {1, 1})}}, {y}).value()[0],
               vals<float>({1, 3}, {5.5f, 7, 8.5f}));

@@ -71,15 +71,22 @@ TEST_CASE("a graph survives a save/load round trip and runs the same", "[net]") 
 
 TEST_CASE("every attribute kind round-trips", "[net]") {
   graph g;
-  node_def d{"p", "Placeholder", {}, "/job:w/task:1", {{"dtype", dtype::i64}, {"shape", shape{-1, 4}}}};
+  node_def d{
+      "p", "Placeholder", {}, "/job:w/task:1", {{"dtype", dtype::i64}, {"shape", shape{-1, 4}}}};
   REQUIRE(g.add_node(d).ok());
   // Internal attributes ("_...") may hold any kind.
-  node_def n{"n", "NoOp", {"^p"}, "", {{"_ints", std::vector<int64_t>{1, -2}},
-                                      {"_reals", std::vector<double>{0.5, -1e300}},
-                                      {"_types", std::vector<dtype>{dtype::bf16, dtype::string}},
-                                      {"_strings", std::vector<std::string>{"a", std::string("\0b", 2)}},
-                                      {"_shapes", std::vector<shape>{shape::unknown(), shape{}}},
-                                      {"_real", 2.5}, {"_flag", true}, {"_text", std::string("hi")}}};
+  node_def n{"n",
+             "NoOp",
+             {"^p"},
+             "",
+             {{"_ints", std::vector<int64_t>{1, -2}},
+              {"_reals", std::vector<double>{0.5, -1e300}},
+              {"_types", std::vector<dtype>{dtype::bf16, dtype::string}},
+              {"_strings", std::vector<std::string>{"a", std::string("\0b", 2)}},
+              {"_shapes", std::vector<shape>{shape::unknown(), shape{}}},
+              {"_real", 2.5},
+              {"_flag", true},
+              {"_text", std::string("hi")}}};
   REQUIRE(g.add_node(n).ok());
   auto h = parse_graph(serialize_graph(g));
   REQUIRE(h.ok());
@@ -148,7 +155,8 @@ TEST_CASE("loading names dangling inputs, cycles, unknown ops and bad attributes
   SECTION("dangling control input") {
     auto d = good;
     d.nodes[2].inputs.push_back("^ghost");
-    CHECK(load(d).error().message().find("'ghost', which is not in the graph") != std::string::npos);
+    CHECK(load(d).error().message().find("'ghost', which is not in the graph") !=
+          std::string::npos);
   }
   SECTION("cycle") {
     auto d = good;

@@ -6,8 +6,8 @@ using namespace runnel::testing;
 TEST_CASE("Const, Identity, Shape and Reshape", "[ops]") {
   graph g;
   auto a = constant(g, vals<float>({2, 3}, {1, 2, 3, 4, 5, 6}));
-  auto r = eval({identity(a), shape_of(a), shape_of(a, dtype::i64), reshape(a, {3, -1}),
-                 reshape(a, {6})});
+  auto r = eval(
+      {identity(a), shape_of(a), shape_of(a, dtype::i64), reshape(a, {3, -1}), reshape(a, {6})});
   check_equal(r[0], vals<float>({2, 3}, {1, 2, 3, 4, 5, 6}));
   check_equal(r[1], tensor::vector<int32_t>({2, 3}));
   check_equal(r[2], tensor::vector<int64_t>({2, 3}));
@@ -52,15 +52,16 @@ TEST_CASE("ConcatV2 joins along any axis", "[ops]") {
   check_equal(r[1], vals<float>({3, 2}, {1, 2, 3, 4, 7, 8}));
   check_equal(r[2], r[0]);
   auto s = eval1(concat({constant(g, tensor::vector<std::string>({"a"})),
-                         constant(g, tensor::vector<std::string>({"b", "c"}))}, 0));
+                         constant(g, tensor::vector<std::string>({"b", "c"}))},
+                        0));
   check_equal(s, tensor::vector<std::string>({"a", "b", "c"}));
   CHECK_THROWS_AS(concat({a, c}, 1), runnel::error);
 }
 
 TEST_CASE("Fill, ZerosLike and OnesLike", "[ops]") {
   graph g;
-  auto r = eval({fill(constant(g, {2, 2}), constant(g, 7.5f)),
-                 zeros_like(constant(g, {1, 2, 3})), ones_like(constant(g, {1.0, 2.0}))});
+  auto r = eval({fill(constant(g, {2, 2}), constant(g, 7.5f)), zeros_like(constant(g, {1, 2, 3})),
+                 ones_like(constant(g, {1.0, 2.0}))});
   check_equal(r[0], vals<float>({2, 2}, {7.5f, 7.5f, 7.5f, 7.5f}));
   check_equal(r[1], tensor::vector<int32_t>({0, 0, 0}));
   check_equal(r[2], tensor::vector<double>({1, 1}));

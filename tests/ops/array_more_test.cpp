@@ -79,7 +79,8 @@ TEST_CASE("batch_matmul, matrix_inverse and matrix_determinant", "[ops]") {
   check_equal(r[1], vals<double>({2, 2, 2}, {10, 14, 14, 20, 4, 0, 0, 4}));
   check_close(r[2], vals<double>({2, 2, 2}, {-2, 1, 1.5, -0.5, 0.5, 0, 0, 0.5}));
   check_close(r[3], tensor::vector<double>({-2, 4}));
-  auto singular = eval_error(matrix_inverse(constant(g, vals<double>({2, 2}, {1, 2, 2, 4})), false, "inv"));
+  auto singular =
+      eval_error(matrix_inverse(constant(g, vals<double>({2, 2}, {1, 2, 2, 4})), false, "inv"));
   CHECK(singular.message() == "node 'inv' (op MatrixInverse): matrix 0 is not invertible");
 }
 
@@ -156,12 +157,12 @@ TEST_CASE("strided_slice follows NumPy/TensorFlow indexing", "[ops]") {
     ten[size_t(i)] = i;
   auto t = constant(g, tensor::vector<int32_t>(ten));
   auto r = eval({
-      strided_slice(x, {0, 1, 0}, {0, 0, 0}, {1, 1, 2}, 0b101, 0b111), // x[:, 1:, ::2]
+      strided_slice(x, {0, 1, 0}, {0, 0, 0}, {1, 1, 2}, 0b101, 0b111),   // x[:, 1:, ::2]
       strided_slice(x, {1, 0}, {2, 0}, {1, -1}, 0b10, 0b10, 0, 0, 0b01), // x[1, ::-1]
       strided_slice(x, {0, 1}, {0, 2}, {1, 1}, 0, 0, 0b01, 0, 0b10),     // x[..., 1]
       strided_slice(x, {0, 0, -1}, {0, 0, 0}, {1, 1, 1}, 0b001, 0b001, 0, 0b010, 0b100),
-      strided_slice(t, {-5}, {100}, {3}),                                 // t[-5:100:3]
-      strided_slice(t, {8}, {2}, {-2}),                                   // t[8:2:-2]
+      strided_slice(t, {-5}, {100}, {3}), // t[-5:100:3]
+      strided_slice(t, {8}, {2}, {-2}),   // t[8:2:-2]
   });
   check_equal(r[0], vals<int32_t>({2, 2, 2}, {4, 6, 8, 10, 16, 18, 20, 22}));
   check_equal(r[1], vals<int32_t>({3, 4}, {20, 21, 22, 23, 16, 17, 18, 19, 12, 13, 14, 15}));
@@ -169,8 +170,9 @@ TEST_CASE("strided_slice follows NumPy/TensorFlow indexing", "[ops]") {
   check_equal(r[3], vals<int32_t>({2, 1, 4}, {8, 9, 10, 11, 20, 21, 22, 23}));
   check_equal(r[4], tensor::vector<int32_t>({5, 8}));
   check_equal(r[5], tensor::vector<int32_t>({8, 6, 4}));
-  CHECK(strided_slice(x, {0, 1, 0}, {0, 0, 0}, {1, 1, 2}, 0b101, 0b111).shape() == shape({2, 2, 2}));
-  CHECK_THROWS_AS(strided_slice(x, {0}, {1}, {0}), runnel::error);       // zero stride
+  CHECK(strided_slice(x, {0, 1, 0}, {0, 0, 0}, {1, 1, 2}, 0b101, 0b111).shape() ==
+        shape({2, 2, 2}));
+  CHECK_THROWS_AS(strided_slice(x, {0}, {1}, {0}), runnel::error);                // zero stride
   CHECK_THROWS_AS(strided_slice(x, {5}, {6}, {1}, 0, 0, 0, 0, 1), runnel::error); // index 5 of 2
 }
 
@@ -199,9 +201,13 @@ TEST_CASE("gradients of FloorMod, Fill, UnsortedSegmentSum and the labels of xen
       labels);
 }
 
-TEST_CASE("Prod's gradient is right with zeros in the input; GatherV2's along inner axes", "[ops]") {
+TEST_CASE("Prod's gradient is right with zeros in the input; GatherV2's along inner axes",
+          "[ops]") {
   check_grad1([](output x) { return reduce_prod(x, {1}); },
               vals<double>({3, 3}, {0.5, 2, -1, 0, 3, 2, 0, 0, 4})); // no, one and two zeros
-  check_grad1([](output x) { return gather(x, constant(x.owner(), {2, 0, 2}), 1); },
-              sample({2, 3, 2}, 13));
+  check_grad1(
+      [](output x) {
+        return gather(x, constant(x.owner(), {2, 0, 2}), 1);
+      },
+      sample({2, 3, 2}, 13));
 }

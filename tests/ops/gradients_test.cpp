@@ -63,7 +63,9 @@ void check_gradient(const builder_fn& f, std::vector<tensor> inputs, double tol 
   }
 }
 
-output one_input(const std::vector<output>& x) { return x[0]; }
+output one_input(const std::vector<output>& x) {
+  return x[0];
+}
 
 } // namespace
 
@@ -89,9 +91,9 @@ TEST_CASE("gradients of unary ops match finite differences", "[ops]") {
   auto any = random_input({2, 3}, 0.2, 1.5, 5, true);
   auto pos = random_input({2, 3}, 0.2, 1.5, 6);
   using unary = output (*)(output, std::string_view);
-  for (unary f : {unary(neg), unary(exp), unary(square), unary(tanh), unary(sigmoid), unary(abs),
-                  unary(sin), unary(cos), unary(relu), unary(relu6), unary(elu), unary(softplus),
-                  unary(identity)})
+  for (unary f :
+       {unary(neg), unary(exp), unary(square), unary(tanh), unary(sigmoid), unary(abs), unary(sin),
+        unary(cos), unary(relu), unary(relu6), unary(elu), unary(softplus), unary(identity)})
     check_gradient([f](graph&, auto& x) { return f(x[0], {}); }, {any});
   check_gradient([](graph&, auto& x) { return print(x[0], "passing through: "); }, {any});
   for (unary f : {unary(log), unary(log1p), unary(sqrt), unary(rsqrt), unary(reciprocal)})
@@ -124,8 +126,7 @@ TEST_CASE("gradients of reductions and array ops", "[ops]") {
   auto b = random_input({2, 2, 2}, 0.5, 1.5, 12, true);
   check_gradient([](graph&, auto& x) { return concat({x[0], x[1]}, 1); }, {a, b});
   auto p = random_input({4, 3}, 0.5, 1.5, 13, true);
-  check_gradient(
-      [](graph& g, auto& x) { return gather(x[0], constant(g, {3, 0, 3, 1})); }, {p});
+  check_gradient([](graph& g, auto& x) { return gather(x[0], constant(g, {3, 0, 3, 1})); }, {p});
 }
 
 TEST_CASE("gradients of neural-network ops", "[ops]") {
@@ -163,15 +164,16 @@ TEST_CASE("gradients: unconnected inputs, stop_gradient, missing gradients", "[o
   CHECK_FALSE(gs[1].valid());
   auto zs = gradients({y}, {z}, {}, {.unconnected_zeros = true});
   REQUIRE(zs[0].valid());
-  auto r = eval({gs[0], zs[0]}, {{x, tensor::vector<double>({1, 2})},
-                                 {z, tensor::vector<double>({5, 6})}});
+  auto r = eval({gs[0], zs[0]},
+                {{x, tensor::vector<double>({1, 2})}, {z, tensor::vector<double>({5, 6})}});
   check_equal(r[0], tensor::vector<double>({3, 3})); // stop_gradient hid the x*x term
   check_equal(r[1], tensor::vector<double>({0, 0}));
   CHECK(gs[0].node().name.rfind("gradients/", 0) == 0);
 
   // A fed gradient of y scales the result.
   auto scaled = gradients({y}, {x}, {constant(g, 2.0)});
-  check_equal(eval1(scaled[0], {{x, tensor::vector<double>({1, 2})}}), tensor::vector<double>({6, 6}));
+  check_equal(eval1(scaled[0], {{x, tensor::vector<double>({1, 2})}}),
+              tensor::vector<double>({6, 6}));
 }
 
 TEST_CASE("gradients of Conv2D and pooling (float32, central differences)", "[ops]") {
@@ -189,8 +191,14 @@ TEST_CASE("gradients of Conv2D and pooling (float32, central differences)", "[op
   check_gradient([&](graph&, auto& in) { return cast(f32(in[0]), dtype::f64) * 2.0; }, {x}, 2e-3,
                  1e-2);
   auto p = random_input({1, 4, 4, 2}, 0.1, 1.0, 23, true); // distinct values: no ties
-  check_gradient([&](graph&, auto& in) { return max_pool(f32(in[0]), {2, 2}, {2, 2}); }, {p}, 2e-3,
-                 1e-3);
-  check_gradient([&](graph&, auto& in) { return avg_pool(f32(in[0]), {3, 3}, {1, 1}, "SAME"); }, {p},
-                 2e-3, 1e-2);
+  check_gradient(
+      [&](graph&, auto& in) {
+        return max_pool(f32(in[0]), {2, 2}, {2, 2});
+      },
+      {p}, 2e-3, 1e-3);
+  check_gradient(
+      [&](graph&, auto& in) {
+        return avg_pool(f32(in[0]), {3, 3}, {1, 1}, "SAME");
+      },
+      {p}, 2e-3, 1e-2);
 }

@@ -118,16 +118,20 @@ TEST_CASE("shape and dtype errors are reported when the node is added, naming it
 
 TEST_CASE("add_node validates ops, attributes and inputs", "[ops]") {
   graph g;
-  CHECK(g.add_node({"c", "Const", {}, "", {{"value", tensor::scalar<float>(1)}, {"dtype", dtype::f32}}}).ok());
+  CHECK(g.add_node(
+             {"c", "Const", {}, "", {{"value", tensor::scalar<float>(1)}, {"dtype", dtype::f32}}})
+            .ok());
   auto unknown = g.add_node({"u", "Frobnicate", {}, "", {}});
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().message() == "node 'u' (op Frobnicate): unknown op 'Frobnicate'");
   auto missing_attr = g.add_node({"p", "Placeholder", {}, "", {}});
   REQUIRE_FALSE(missing_attr.ok());
-  CHECK(missing_attr.error().message().find("missing required attribute 'dtype'") != std::string::npos);
+  CHECK(missing_attr.error().message().find("missing required attribute 'dtype'") !=
+        std::string::npos);
   auto bad_attr = g.add_node({"p", "Placeholder", {}, "", {{"dtype", int64_t(3)}}});
   REQUIRE_FALSE(bad_attr.ok());
-  CHECK(bad_attr.error().message().find("attribute 'dtype' must be type, got int") != std::string::npos);
+  CHECK(bad_attr.error().message().find("attribute 'dtype' must be type, got int") !=
+        std::string::npos);
   auto extra = g.add_node({"p", "Placeholder", {}, "", {{"dtype", dtype::f32}, {"colour", true}}});
   REQUIRE_FALSE(extra.ok());
   CHECK(extra.error().message().find("unknown attribute 'colour'") != std::string::npos);

@@ -5,15 +5,16 @@
 using namespace runnel;
 using namespace runnel::testing;
 
-TEMPLATE_TEST_CASE("arithmetic kernels broadcast like NumPy", "[ops]", float, double, int32_t, int64_t) {
+TEMPLATE_TEST_CASE("arithmetic kernels broadcast like NumPy", "[ops]", float, double, int32_t,
+                   int64_t) {
   using T = TestType;
   graph g;
   auto a = constant(g, vals<T>({2, 3}, {1, 2, 3, 4, 5, 6}));
   auto row = constant(g, vals<T>({3}, {10, 20, 30}));
   auto col = constant(g, vals<T>({2, 1}, {2, 3}));
   auto s = constant(g, tensor::scalar<T>(2));
-  auto r = eval({a + row, a - col, a * s, a / col, maximum(a, s), minimum(a, row), pow(a, s),
-                 s * a, col + row});
+  auto r = eval({a + row, a - col, a * s, a / col, maximum(a, s), minimum(a, row), pow(a, s), s * a,
+                 col + row});
   check_equal(r[0], vals<T>({2, 3}, {11, 22, 33, 14, 25, 36}));
   check_equal(r[1], vals<T>({2, 3}, {-1, 0, 1, 1, 2, 3}));
   check_equal(r[2], vals<T>({2, 3}, {2, 4, 6, 8, 10, 12}));
@@ -139,7 +140,7 @@ TEST_CASE("AddN sums same-shaped inputs and rejects broadcasting", "[ops]") {
 
 TEST_CASE("MatMul with transposes matches a hand computation", "[ops]") {
   graph g;
-  auto a = constant(g, {{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}}); // [2,3]
+  auto a = constant(g, {{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}});      // [2,3]
   auto b = constant(g, {{7.f, 8.f}, {9.f, 10.f}, {11.f, 12.f}}); // [3,2]
   auto r = eval({matmul(a, b), matmul(a, a, {.transpose_a = true}),
                  matmul(a, a, {.transpose_b = true}), matmul(b, a, {true, true})});

@@ -71,12 +71,12 @@ TEST_CASE("Conv2D matches a hand computation, with SAME and VALID padding", "[op
   // 1 image 3x3, 1 channel; a 2x2 filter of ones with 2 output channels (second doubled).
   auto x = constant(g, vals<float>({1, 3, 3, 1}, {1, 2, 3, 4, 5, 6, 7, 8, 9}));
   auto f = constant(g, vals<float>({2, 2, 1, 2}, {1, 2, 1, 2, 1, 2, 1, 2}));
-  auto r = eval({conv2d(x, f, {1, 1}, "VALID"), conv2d(x, f, {1, 1}, "SAME"),
-                 conv2d(x, f, {2, 2}, "SAME")});
+  auto r = eval(
+      {conv2d(x, f, {1, 1}, "VALID"), conv2d(x, f, {1, 1}, "SAME"), conv2d(x, f, {2, 2}, "SAME")});
   check_equal(r[0], vals<float>({1, 2, 2, 2}, {12, 24, 16, 32, 24, 48, 28, 56}));
   // SAME pads the bottom/right by one: the last row/column sums fewer pixels.
-  check_equal(r[1], vals<float>({1, 3, 3, 2}, {12, 24, 16, 32, 9, 18, 24, 48, 28, 56, 15, 30,
-                                                15, 30, 17, 34, 9, 18}));
+  check_equal(r[1], vals<float>({1, 3, 3, 2}, {12, 24, 16, 32, 9, 18, 24, 48, 28, 56, 15, 30, 15,
+                                               30, 17, 34, 9, 18}));
   check_equal(r[2], vals<float>({1, 2, 2, 2}, {12, 24, 9, 18, 15, 30, 9, 18}));
   // A 1x1 convolution is a matrix product over pixels.
   auto one = eval1(conv2d(x, constant(g, vals<float>({1, 1, 1, 2}, {1, -1}))));

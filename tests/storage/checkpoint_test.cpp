@@ -14,8 +14,8 @@ namespace {
 struct temp_dir {
   fs::path path;
   temp_dir() {
-    path = fs::temp_directory_path() / ("runnel-ckpt-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(std::rand()));
+    path = fs::temp_directory_path() /
+           ("runnel-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand()));
     fs::create_directories(path);
   }
   ~temp_dir() { fs::remove_all(path); }
@@ -71,16 +71,18 @@ TEST_CASE("checkpoints round-trip every dtype, nested names and the global step"
 TEST_CASE("checkpoints are readable by h5dump and h5py", "[storage]") {
   temp_dir dir;
   auto path = dir / "m.h5";
-  REQUIRE(write_checkpoint(path, {{"layer/kernel", tensor::from_values<float>({2, 2}, {1, 2, 3, 4})}}, 7)
+  REQUIRE(write_checkpoint(path,
+                           {{"layer/kernel", tensor::from_values<float>({2, 2}, {1, 2, 3, 4})}}, 7)
               .ok());
   int rc = 0;
   auto dump = run_command("h5dump -d /layer/kernel:0 " + path, rc);
   REQUIRE(rc == 0);
   CHECK(dump.find("H5T_IEEE_F32LE") != std::string::npos);
   CHECK(dump.find("(1,0): 3, 4") != std::string::npos);
-  auto py = run_command("/usr/bin/python3 -c \"import h5py; f = h5py.File('" + path +
-                            "', 'r'); print(f['layer/kernel:0'][()].sum(), f.attrs['global_step'])\"",
-                        rc);
+  auto py =
+      run_command("/usr/bin/python3 -c \"import h5py; f = h5py.File('" + path +
+                      "', 'r'); print(f['layer/kernel:0'][()].sum(), f.attrs['global_step'])\"",
+                  rc);
   REQUIRE(rc == 0);
   CHECK(py.find("10.0 7") != std::string::npos);
 }
@@ -89,18 +91,19 @@ TEST_CASE("Keras-style weight files written by h5py can be read", "[storage]") {
   temp_dir dir;
   auto path = dir / "keras.h5";
   int rc = 0;
-  auto out = run_command(
-      "/usr/bin/python3 -c \"import h5py, numpy as np\n"
-      "f = h5py.File('" + path + "', 'w')\n"
-      "g = f.create_group('model_weights/dense/dense')\n"
-      "g['kernel:0'] = np.arange(6, dtype=np.float32).reshape(2, 3)\n"
-      "g['bias:0'] = np.array([1, 2, 3], dtype=np.float32)\n"
-      "f.close()\"",
-      rc);
+  auto out = run_command("/usr/bin/python3 -c \"import h5py, numpy as np\n"
+                         "f = h5py.File('" +
+                             path +
+                             "', 'w')\n"
+                             "g = f.create_group('model_weights/dense/dense')\n"
+                             "g['kernel:0'] = np.arange(6, dtype=np.float32).reshape(2, 3)\n"
+                             "g['bias:0'] = np.array([1, 2, 3], dtype=np.float32)\n"
+                             "f.close()\"",
+                         rc);
   INFO(out);
   REQUIRE(rc == 0);
-  auto t = read_checkpoint_tensors(path, {"model_weights/dense/dense/kernel:0",
-                                          "model_weights/dense/dense/bias:0"});
+  auto t = read_checkpoint_tensors(
+      path, {"model_weights/dense/dense/kernel:0", "model_weights/dense/dense/bias:0"});
   REQUIRE(t.ok());
   CHECK(equal(t->at("model_weights/dense/dense/kernel:0"),
               tensor::from_values<float>({2, 3}, {0, 1, 2, 3, 4, 5})));
@@ -138,7 +141,8 @@ TEST_CASE("missing, truncated and foreign files give clear errors", "[storage]")
 TEST_CASE("the checkpoint state file round-trips", "[storage]") {
   temp_dir dir;
   CHECK(read_checkpoint_state(dir.path.string()).error().code() == error_code::not_found);
-  REQUIRE(write_checkpoint_state(dir.path.string(), {"model-2.h5", {"model-1.h5", "model-2.h5"}}).ok());
+  REQUIRE(
+      write_checkpoint_state(dir.path.string(), {"model-2.h5", {"model-1.h5", "model-2.h5"}}).ok());
   auto st = read_checkpoint_state(dir.path.string()).value();
   CHECK(st.latest == "model-2.h5");
   CHECK(st.all == std::vector<std::string>{"model-1.h5", "model-2.h5"});
