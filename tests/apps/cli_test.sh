@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the `runnel` tool on real files and checks its output and exit statuses.
-#   cli_test.sh RUNNEL_BINARY WORK_DIR
+#   cli_test.sh RUNNEL_BINARY WORK_DIR [TESTDATA_DIR]
 set -uo pipefail
 runnel=$1
 work=$2
+testdata=${RUNNEL_TESTDATA:-${3:-}}
 mkdir -p "$work"
 failures=0
 check() { # check NAME EXPECTED_STATUS PATTERN -- COMMAND...
@@ -45,6 +46,21 @@ check "graph dump" 0 "logits/probs = Softmax\(" -- "$runnel" graph dump "$work/d
 head -c 100 "$work/demo/mlp.graph" > "$work/truncated.graph"
 check "graph truncated" 1 "DATA_LOSS: .*truncated.graph" -- "$runnel" graph dump "$work/truncated.graph"
 check "graph help" 0 "usage: runnel graph dump" -- "$runnel" graph dump --help
+
+# Record files written by TensorFlow pipelines (../shared/testdata).
+if [[ -z $testdata || ! -d $testdata ]]; then
+  echo "FAIL records: the shared test data is missing (set RUNNEL_TESTDATA)"
+  failures=$((failures + 1))
+else
+  train=$testdata/tfrecord/spotify_featran/train
+  check "records count" 0 "total: 792 records" -- "$runnel" records count "$train"/part-0000{0,1,2,3,4}-of-00005.tfrecords
+  check "records count gz" 0 "tfrecords.gz: 3750 records" -- "$runnel" records count "$testdata/tfrecord/spotify_taxi_part-00000-of-00004.tfrecords.gz"
+  check "records verify" 0 "ok \(158 records\)" -- "$runnel" records verify "$train/part-00000-of-00005.tfrecords"
+  cp "$train/part-00000-of-00005.tfrecords" "$work/bad.tfrecords"
+  printf '\xff' | dd of="$work/bad.tfrecords" bs=1 seek=200 conv=notrunc status=none
+  check "records verify corrupt" 1 "bad.tfrecords:[0-9]+: bad (data|length) CRC" -- "$runnel" records verify "$work/bad.tfrecords"
+  check "records usage" 2 "needs at least one FILE" -- "$runnel" records count
+fi
 
 echo "$failures failed"
 exit $((failures > 0))

@@ -1,0 +1,294 @@
+#include "storage/record_file.hpp"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "storage/crc32c.hpp"
+
+namespace runnel {
+
+namespace {
+
+uint64_t load_u64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+uint32_t load_u32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+} // namespace
+
+/// A byte source over a file: raw, or inflated (gzip or zlib) on the fly.
+struct record_reader::impl {
+  std::string path;
+  record_reader_options options;
+  record_compression compression = record_compression::none;
+  std::FILE* file = nullptr;
+  bool inflating = false;
+  z_stream zs{};
+  std::vector<unsigned char> in_buf = std::vector<unsigned char>(1 << 16);
+  bool eof = false;
+  uint64_t offset = 0; // uncompressed position of the next byte
+  int64_t skipped = 0;
+
+  ~impl() {
+    if (inflating)
+      inflateEnd(&zs);
+    if (file)
+      std::fclose(file);
+  }
+
+  /// Reads up to n bytes; returns how many (less only at the end of the stream).
+  result<size_t> read(char* dst, size_t n) {
+    if (!inflating) {
+      size_t got = std::fread(dst, 1, n, file);
+      if (got < n && std::ferror(file))
+        return data_loss(path + ": read error: " + std::strerror(errno));
+      offset += got;
+      return got;
+    }
+    size_t got = 0;
+    while (got < n) {
+      if (zs.avail_in == 0 && !eof) {
+        size_t r = std::fread(in_buf.data(), 1, in_buf.size(), file);
+        if (r == 0)
+          eof = true;
+        zs.next_in = in_buf.data();
+        zs.avail_in = unsigned(r);
+      }
+      zs.next_out = reinterpret_cast<unsigned char*>(dst + got);
+      zs.avail_out = unsigned(n - got);
+      int rc = inflate(&zs, Z_NO_FLUSH);
+      got = n - zs.avail_out;
+      if (rc == Z_STREAM_END) {
+        // Concatenated gzip members are allowed: reset and go on if input remains.
+        if (zs.avail_in == 0) {
+          size_t r = std::fread(in_buf.data(), 1, in_buf.size(), file);
+          zs.next_in = in_buf.data();
+          zs.avail_in = unsigned(r);
+        }
+        if (zs.avail_in == 0)
+          break;
+        inflateReset(&zs);
+        continue;
+      }
+      if (rc != Z_OK && rc != Z_BUF_ERROR)
+        return data_loss(path + ": corrupt " +
+                         std::string(compression == record_compression::gzip ? "GZIP" : "ZLIB") +
+                         " stream near uncompressed offset " + std::to_string(offset + got) + ": " +
+                         (zs.msg ? zs.msg : "inflate failed"));
+      if (rc == Z_BUF_ERROR && zs.avail_in == 0 && eof)
+        break; // truncated compressed stream: report as a short read
+    }
+    offset += got;
+    return got;
+  }
+};
+
+record_reader::record_reader(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+record_reader::record_reader(record_reader&&) noexcept = default;
+record_reader& record_reader::operator=(record_reader&&) noexcept = default;
+record_reader::~record_reader() = default;
+uint64_t record_reader::offset() const {
+  return impl_->offset;
+}
+int64_t record_reader::skipped() const {
+  return impl_->skipped;
+}
+record_compression record_reader::compression() const {
+  return impl_->compression;
+}
+const std::string& record_reader::path() const {
+  return impl_->path;
+}
+
+result<record_reader> record_reader::open(const std::string& path, record_reader_options options) {
+  auto d = std::make_unique<impl>();
+  d->path = path;
+  d->options = options;
+  d->file = std::fopen(path.c_str(), "rb");
+  if (!d->file)
+    return not_found("cannot open record file " + path + ": " + std::strerror(errno));
+  auto c = options.compression;
+  if (c == record_compression::automatic) {
+    // A raw file starts with a length whose masked CRC checks out; otherwise look for the
+    // GZIP magic or a ZLIB header.
+    unsigned char head[12];
+    size_t n = std::fread(head, 1, sizeof head, d->file);
+    std::rewind(d->file);
+    c = record_compression::none;
+    bool raw_ok =
+        n == 12 && mask_crc(crc32c(head, 8)) == load_u32(reinterpret_cast<const char*>(head + 8));
+    if (!raw_ok && n >= 2) {
+      if (head[0] == 0x1f && head[1] == 0x8b)
+        c = record_compression::gzip;
+      else if ((head[0] & 0x0f) == 8 && ((head[0] << 8) | head[1]) % 31 == 0)
+        c = record_compression::zlib;
+    }
+  }
+  d->compression = c;
+  if (c == record_compression::gzip || c == record_compression::zlib) {
+    d->inflating = true;
+    if (inflateInit2(&d->zs, c == record_compression::gzip ? 16 + MAX_WBITS : MAX_WBITS) != Z_OK)
+      return internal_error("cannot start zlib");
+  }
+  return record_reader(std::move(d));
+}
+
+result<bool> record_reader::next(std::string& out) {
+  auto& d = *impl_;
+  for (;;) {
+    uint64_t start = d.offset;
+    char header[12];
+    RUNNEL_ASSIGN_OR_RETURN(size_t got, d.read(header, 12));
+    if (got == 0)
+      return false;
+    auto corrupt = [&](const std::string& what) -> result<bool> {
+      return data_loss(d.path + ":" + std::to_string(start) + ": " + what);
+    };
+    if (got < 12) {
+      if (d.options.skip_corrupt) {
+        ++d.skipped;
+        return false;
+      }
+      return corrupt("truncated record header (" + std::to_string(got) + " of 12 bytes)");
+    }
+    uint64_t len = load_u64(header);
+    if (mask_crc(crc32c(header, 8)) != load_u32(header + 8) || len > d.options.max_record_bytes) {
+      if (d.options.skip_corrupt && !d.inflating) {
+        // Resynchronise byte by byte: the next valid header starts somewhere after this one.
+        ++d.skipped;
+        std::fseek(d.file, long(start + 1), SEEK_SET);
+        d.offset = start + 1;
+        continue;
+      }
+      return corrupt("bad length CRC (the length field " + std::to_string(len) +
+                     " is corrupt, or this is not a record file)");
+    }
+    out.resize(len);
+    RUNNEL_ASSIGN_OR_RETURN(size_t data_got, d.read(out.data(), len));
+    char footer[4];
+    size_t foot_got = 0;
+    if (data_got == len) {
+      RUNNEL_ASSIGN_OR_RETURN(foot_got, d.read(footer, 4));
+    }
+    if (data_got < len || foot_got < 4) {
+      if (d.options.skip_corrupt) {
+        ++d.skipped;
+        return false;
+      }
+      return corrupt("truncated record: " + std::to_string(len) +
+                     " bytes of data announced, file ends after " + std::to_string(data_got));
+    }
+    if (mask_crc(crc32c(out.data(), len)) != load_u32(footer)) {
+      if (d.options.skip_corrupt) {
+        ++d.skipped;
+        continue;
+      }
+      return corrupt("bad data CRC in a record of " + std::to_string(len) + " bytes");
+    }
+    return true;
+  }
+}
+
+struct record_writer::impl {
+  std::string path;
+  std::FILE* file = nullptr;
+  gzFile gz = nullptr;
+  bool closed = false;
+  ~impl() {
+    if (gz)
+      gzclose(gz);
+    if (file)
+      std::fclose(file);
+  }
+};
+
+record_writer::record_writer(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+record_writer::record_writer(record_writer&&) noexcept = default;
+record_writer& record_writer::operator=(record_writer&&) noexcept = default;
+record_writer::~record_writer() {
+  if (impl_ && !impl_->closed)
+    (void)close();
+}
+
+result<record_writer> record_writer::open(const std::string& path, record_compression c) {
+  auto d = std::make_unique<impl>();
+  d->path = path;
+  if (c == record_compression::gzip) {
+    d->gz = gzopen(path.c_str(), "wb6");
+    if (!d->gz)
+      return unavailable("cannot create " + path + ": " + std::strerror(errno));
+  } else if (c == record_compression::zlib) {
+    return unimplemented("writing ZLIB record files is not supported yet (GZIP is)");
+  } else {
+    d->file = std::fopen(path.c_str(), "wb");
+    if (!d->file)
+      return unavailable("cannot create " + path + ": " + std::strerror(errno));
+  }
+  return record_writer(std::move(d));
+}
+
+status record_writer::write(std::string_view record) {
+  auto& d = *impl_;
+  if (d.closed)
+    return failed_precondition("record file " + d.path + " is closed");
+  char header[12];
+  uint64_t len = record.size();
+  std::memcpy(header, &len, 8);
+  uint32_t lc = mask_crc(crc32c(header, 8)), dc = mask_crc(crc32c(record.data(), record.size()));
+  std::memcpy(header + 8, &lc, 4);
+  char footer[4];
+  std::memcpy(footer, &dc, 4);
+  bool ok;
+  if (d.gz)
+    ok = gzwrite(d.gz, header, 12) == 12 &&
+         (record.empty() ||
+          gzwrite(d.gz, record.data(), unsigned(record.size())) == int(record.size())) &&
+         gzwrite(d.gz, footer, 4) == 4;
+  else
+    ok = std::fwrite(header, 1, 12, d.file) == 12 &&
+         std::fwrite(record.data(), 1, record.size(), d.file) == record.size() &&
+         std::fwrite(footer, 1, 4, d.file) == 4;
+  return ok ? status{} : unavailable("writing " + d.path + " failed: " + std::strerror(errno));
+}
+
+status record_writer::close() {
+  auto& d = *impl_;
+  if (d.closed)
+    return {};
+  d.closed = true;
+  if (d.gz) {
+    int rc = gzclose(d.gz);
+    d.gz = nullptr;
+    if (rc != Z_OK)
+      return unavailable("closing " + d.path + " failed");
+  } else if (d.file) {
+    int rc = std::fclose(d.file);
+    d.file = nullptr;
+    if (rc != 0)
+      return unavailable("closing " + d.path + " failed: " + std::strerror(errno));
+  }
+  return {};
+}
+
+result<int64_t> count_records(const std::string& path) {
+  RUNNEL_ASSIGN_OR_RETURN(auto r, record_reader::open(path));
+  std::string rec;
+  int64_t n = 0;
+  for (;;) {
+    RUNNEL_ASSIGN_OR_RETURN(bool more, r.next(rec));
+    if (!more)
+      return n;
+    ++n;
+  }
+}
+
+} // namespace runnel

@@ -1,0 +1,189 @@
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "storage/crc32c.hpp"
+#include "storage/record_file.hpp"
+
+using namespace runnel;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Files written by TensorFlow pipelines: ../shared/testdata, or $RUNNEL_TESTDATA.
+std::string testdata(const std::string& rel) {
+  const char* env = std::getenv("RUNNEL_TESTDATA");
+  fs::path root = env ? fs::path(env) : fs::path(RUNNEL_SOURCE_DIR) / ".." / "shared" / "testdata";
+  auto p = root / rel;
+  INFO("test data " << p.string()
+                    << " is missing: set RUNNEL_TESTDATA to the shared testdata folder");
+  REQUIRE(fs::exists(p));
+  return p.string();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> read_all(const std::string& path, record_reader_options o = {}) {
+  auto r = record_reader::open(path, o).value();
+  std::vector<std::string> out;
+  std::string rec;
+  while (r.next(rec).value())
+    out.push_back(rec);
+  return out;
+}
+
+std::string temp(const std::string& name) {
+  return (fs::temp_directory_path() / ("runnel-rec-" + std::to_string(::getpid()) + "-" + name))
+      .string();
+}
+
+} // namespace
+
+TEST_CASE("crc32c: known values, hardware and portable agree, masking", "[storage]") {
+  CHECK(crc32c("123456789", 9) == 0xe3069283u);
+  CHECK(crc32c_portable("123456789", 9) == 0xe3069283u);
+  CHECK(crc32c("", 0) == 0u);
+  std::mt19937 rng(1);
+  std::string data(100003, '\0');
+  for (auto& c : data)
+    c = char(rng());
+  for (size_t n : {0ul, 1ul, 7ul, 8ul, 9ul, 4096ul, data.size()})
+    CHECK(crc32c(data.data(), n) == crc32c_portable(data.data(), n));
+  CHECK(crc32c(data.data() + 5, 1000, crc32c(data.data(), 5)) == crc32c(data.data(), 1005));
+  CHECK(unmask_crc(mask_crc(0x12345678u)) == 0x12345678u);
+}
+
+TEST_CASE("files written by TensorFlow read here with the counts its README gives", "[storage]") {
+  const std::vector<int> train{158, 158, 159, 159, 158}, eval{52, 53, 51, 52};
+  for (int i = 0; i < 5; ++i)
+    CHECK(count_records(testdata("tfrecord/spotify_featran/train/part-0000" + std::to_string(i) +
+                                 "-of-00005.tfrecords"))
+              .value() == train[size_t(i)]);
+  for (int i = 0; i < 4; ++i)
+    CHECK(count_records(testdata("tfrecord/spotify_featran/eval/part-0000" + std::to_string(i) +
+                                 "-of-00004.tfrecords"))
+              .value() == eval[size_t(i)]);
+  auto taxi =
+      record_reader::open(testdata("tfrecord/spotify_taxi_part-00000-of-00004.tfrecords.gz"))
+          .value();
+  CHECK(taxi.compression() == record_compression::gzip);
+  CHECK(count_records(testdata("tfrecord/spotify_taxi_part-00000-of-00004.tfrecords.gz")).value() ==
+        3750);
+  CHECK(read_all(testdata("tfrecord/spotify_taxi_part-00000-of-00004.tfrecords.gz"))[0].size() ==
+        504);
+  CHECK(count_records(testdata("tfrecord/tft_sequence_example.tfrecord.gz")).value() == 3);
+  CHECK(count_records(testdata("tfrecord/train_elwc.tfrecord")).value() == 10);
+  CHECK(count_records(testdata("tfrecord/en_fr.tfrecord")).value() == 2);
+  // The first record's framing, byte for byte.
+  auto raw = slurp(testdata("tfrecord/spotify_featran/train/part-00000-of-00005.tfrecords"));
+  uint32_t length_crc, data_crc;
+  std::memcpy(&length_crc, raw.data() + 8, 4);
+  std::memcpy(&data_crc, raw.data() + 12 + 74, 4);
+  CHECK(length_crc == 0xb0db77afu);
+  CHECK(data_crc == 0x63e955b6u);
+  CHECK(read_all(testdata("tfrecord/spotify_featran/train/part-00000-of-00005.tfrecords"))[0]
+            .size() == 74);
+}
+
+TEST_CASE("records written here are byte-identical to TensorFlow's", "[storage]") {
+  auto src = testdata("tfrecord/spotify_featran/train/part-00000-of-00005.tfrecords");
+  auto records = read_all(src);
+  auto out = temp("copy.tfrecords");
+  auto w = record_writer::open(out).value();
+  for (auto& r : records)
+    REQUIRE(w.write(r).ok());
+  REQUIRE(w.close().ok());
+  CHECK(slurp(out) == slurp(src));
+  fs::remove(out);
+}
+
+TEST_CASE("round trips, raw and GZIP, including empty and large records", "[storage]") {
+  std::vector<std::string> records{"", "a", std::string(1 << 20, 'x'), "last"};
+  for (auto c : {record_compression::none, record_compression::gzip}) {
+    auto path = temp(c == record_compression::gzip ? "rt.gz" : "rt");
+    auto w = record_writer::open(path, c).value();
+    for (auto& r : records)
+      REQUIRE(w.write(r).ok());
+    REQUIRE(w.close().ok());
+    CHECK(read_all(path) == records);
+    fs::remove(path);
+  }
+}
+
+TEST_CASE("corruption is reported with file and offset, or skipped and counted", "[storage]") {
+  auto path = temp("corrupt");
+  {
+    auto w = record_writer::open(path).value();
+    for (int i = 0; i < 3; ++i)
+      REQUIRE(w.write("record number " + std::to_string(i)).ok());
+    REQUIRE(w.close().ok());
+  }
+  auto good = slurp(path);
+  size_t rec = 12 + 15 + 4; // each record's size on disk
+  auto write_bytes = [&](const std::string& bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+  };
+  auto error_of = [&](record_reader_options o = {}) {
+    auto r = record_reader::open(path, o).value();
+    std::string s;
+    for (;;) {
+      auto more = r.next(s);
+      if (!more)
+        return more.error();
+      if (!*more)
+        return status{};
+    }
+  };
+
+  SECTION("a flipped data bit") {
+    auto bad = good;
+    bad[rec + 12 + 3] ^= 0x10;
+    write_bytes(bad);
+    auto e = error_of();
+    CHECK(e.code() == error_code::data_loss);
+    CHECK(e.message() ==
+          path + ":" + std::to_string(rec) + ": bad data CRC in a record of 15 bytes");
+    record_reader_options skip;
+    skip.skip_corrupt = true;
+    auto r = record_reader::open(path, skip).value();
+    std::string s;
+    int n = 0;
+    while (r.next(s).value())
+      ++n;
+    CHECK(n == 2);
+    CHECK(r.skipped() == 1);
+  }
+  SECTION("a corrupt length") {
+    auto bad = good;
+    bad[rec] ^= 0x01;
+    write_bytes(bad);
+    CHECK(error_of().message().find(":" + std::to_string(rec) + ": bad length CRC") !=
+          std::string::npos);
+  }
+  SECTION("a truncated tail") {
+    write_bytes(good.substr(0, good.size() - 6));
+    auto e = error_of();
+    CHECK(e.message().find(":" + std::to_string(2 * rec) + ": truncated record") !=
+          std::string::npos);
+  }
+  SECTION("garbage") {
+    write_bytes("this is not a record file at all, just text");
+    CHECK(error_of().code() == error_code::data_loss);
+  }
+  SECTION("a missing file") {
+    auto r = record_reader::open(temp("nope"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == error_code::not_found);
+  }
+  fs::remove(path);
+}
