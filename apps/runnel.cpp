@@ -13,6 +13,7 @@
 
 #include "net/graph_def.hpp"
 #include "storage/checkpoint.hpp"
+#include "storage/example.hpp"
 #include "storage/record_file.hpp"
 
 using namespace runnel;
@@ -26,6 +27,7 @@ const char* main_usage =
     "  graph dump FILE                print a saved graph, one node per line\n"
     "  records count FILE...          count the records of TFRecord files\n"
     "  records verify FILE...         check every record's CRCs; non-zero exit on corruption\n"
+    "  records cat FILE [--limit N] [--raw]   records as JSON lines (decoded Examples)\n"
     "Run `runnel <command> <subcommand> --help` for details.\n";
 
 const char* ckpt_usage =
@@ -122,6 +124,62 @@ int records(const std::string& command, const std::vector<std::string>& args) {
   return bad ? 1 : 0;
 }
 
+const char* cat_usage =
+    "usage: runnel records cat FILE [--limit N] [--raw]\n"
+    "Prints each record as one JSON line: a tf.train.Example as\n"
+    "  {\"feature\": {\"type\": \"bytes\"|\"float\"|\"int64\", \"values\": [...]}, ...}\n"
+    "and a record that does not decode as an Example (or every record, with --raw) as\n"
+    "  {\"raw_base64\": \"...\"}\n";
+
+int records_cat(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(cat_usage, stdout);
+    return 0;
+  }
+  std::string file;
+  int64_t limit = -1;
+  bool raw = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--raw") {
+      raw = true;
+    } else if (args[i] == "--json") {
+      // JSON is the only output format; accepted for symmetry with the wording.
+    } else if (args[i] == "--limit") {
+      if (i + 1 >= args.size())
+        return usage_error("--limit needs a number", cat_usage);
+      char* end = nullptr;
+      limit = std::strtoll(args[++i].c_str(), &end, 10);
+      if (*end || limit < 0)
+        return usage_error("--limit needs a non-negative number, got '" + args[i] + "'", cat_usage);
+    } else if (!args[i].empty() && args[i][0] == '-') {
+      return usage_error("unknown option " + args[i], cat_usage);
+    } else if (file.empty()) {
+      file = args[i];
+    } else {
+      return usage_error("records cat takes one FILE", cat_usage);
+    }
+  }
+  if (file.empty())
+    return usage_error("records cat needs a FILE", cat_usage);
+  auto r = record_reader::open(file);
+  if (!r)
+    return fail(r.error());
+  std::string rec;
+  for (int64_t n = 0; limit < 0 || n < limit; ++n) {
+    auto more = r->next(rec);
+    if (!more)
+      return fail(more.error());
+    if (!*more)
+      break;
+    auto f = raw ? result<feature_map>(invalid_argument("raw")) : decode_example(rec);
+    if (f && !f->empty())
+      std::printf("%s\n", features_to_json(*f).c_str());
+    else
+      std::printf("{\"raw_base64\": \"%s\"}\n", base64(rec).c_str());
+  }
+  return 0;
+}
+
 int ckpt_inspect(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::fputs(ckpt_usage, stdout);
@@ -195,6 +253,8 @@ int main(int argc, char** argv) {
     return ckpt_inspect({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dump")
     return graph_dump({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "records" && args[1] == "cat")
+    return records_cat({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" && (args[1] == "count" || args[1] == "verify"))
     return records(args[1], {args.begin() + 2, args.end()});
   if (args[0] == "records")

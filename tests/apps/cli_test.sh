@@ -60,6 +60,8 @@ else
   printf '\xff' | dd of="$work/bad.tfrecords" bs=1 seek=200 conv=notrunc status=none
   check "records verify corrupt" 1 "bad.tfrecords:[0-9]+: bad (data|length) CRC" -- "$runnel" records verify "$work/bad.tfrecords"
   check "records usage" 2 "needs at least one FILE" -- "$runnel" records count
+  check "records cat" 0 '^\{"f1": \{"type": "float", "values": \[' -- "$runnel" records cat "$train/part-00000-of-00005.tfrecords" --limit 1
+  check "records cat raw" 0 '^\{"raw_base64": "' -- "$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw --limit 1
 fi
 
 echo "$failures failed"
