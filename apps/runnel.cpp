@@ -15,6 +15,7 @@
 #include "storage/checkpoint.hpp"
 #include "storage/example.hpp"
 #include "storage/record_file.hpp"
+#include "storage/record_index.hpp"
 
 using namespace runnel;
 
@@ -28,6 +29,7 @@ const char* main_usage =
     "  records count FILE...          count the records of TFRecord files\n"
     "  records verify FILE...         check every record's CRCs; non-zero exit on corruption\n"
     "  records cat FILE [--limit N] [--raw]   records as JSON lines (decoded Examples)\n"
+    "  records index FILE...          write FILE.index sidecars (counts and random access)\n"
     "Run `runnel <command> <subcommand> --help` for details.\n";
 
 const char* ckpt_usage =
@@ -105,7 +107,18 @@ int records(const std::string& command, const std::vector<std::string>& args) {
   int64_t total = 0;
   int bad = 0;
   for (auto& file : args) {
-    auto n = count_records(file);
+    if (command == "index") {
+      auto idx = write_record_index(file);
+      if (!idx) {
+        ++bad;
+        std::fprintf(stderr, "runnel: %s\n", idx.error().to_string().c_str());
+      } else {
+        std::printf("%s: %zu records -> %s\n", file.c_str(), idx->offsets.size(),
+                    record_index_path(file).c_str());
+      }
+      continue;
+    }
+    auto n = command == "count" ? count_records(file, true) : count_records(file);
     if (!n) {
       ++bad;
       std::fprintf(stderr, "runnel: %s\n", n.error().to_string().c_str());
@@ -119,6 +132,8 @@ int records(const std::string& command, const std::vector<std::string>& args) {
   }
   if (command == "count")
     std::printf("total: %lld records\n", static_cast<long long>(total));
+  else if (command == "index")
+    ;
   else if (bad)
     std::printf("%d of %zu files are corrupt or unreadable\n", bad, args.size());
   return bad ? 1 : 0;
@@ -255,7 +270,8 @@ int main(int argc, char** argv) {
     return graph_dump({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" && args[1] == "cat")
     return records_cat({args.begin() + 2, args.end()});
-  if (args.size() >= 2 && args[0] == "records" && (args[1] == "count" || args[1] == "verify"))
+  if (args.size() >= 2 && args[0] == "records" &&
+      (args[1] == "count" || args[1] == "verify" || args[1] == "index"))
     return records(args[1], {args.begin() + 2, args.end()});
   if (args[0] == "records")
     return usage_error("unknown records command", records_usage);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "storage/crc32c.hpp"
+#include "storage/record_index.hpp"
 
 namespace runnel {
 
@@ -101,6 +102,31 @@ uint64_t record_reader::offset() const {
 }
 int64_t record_reader::skipped() const {
   return impl_->skipped;
+}
+
+status record_reader::seek(uint64_t target) {
+  auto& d = *impl_;
+  if (!d.inflating) {
+    if (std::fseek(d.file, long(target), SEEK_SET) != 0)
+      return out_of_range(d.path + ": cannot seek to " + std::to_string(target));
+    d.offset = target;
+    return {};
+  }
+  if (target < d.offset) { // restart the stream
+    std::rewind(d.file);
+    inflateReset(&d.zs);
+    d.zs.avail_in = 0;
+    d.eof = false;
+    d.offset = 0;
+  }
+  char buf[1 << 14];
+  while (d.offset < target) {
+    size_t want = size_t(std::min<uint64_t>(sizeof buf, target - d.offset));
+    RUNNEL_ASSIGN_OR_RETURN(size_t got, d.read(buf, want));
+    if (got < want)
+      return out_of_range(d.path + ": offset " + std::to_string(target) + " is past the end");
+  }
+  return {};
 }
 record_compression record_reader::compression() const {
   return impl_->compression;
@@ -277,6 +303,13 @@ status record_writer::close() {
       return unavailable("closing " + d.path + " failed: " + std::strerror(errno));
   }
   return {};
+}
+
+result<int64_t> count_records(const std::string& path, bool use_index) {
+  if (use_index)
+    if (auto idx = read_record_index(path))
+      return int64_t(idx->offsets.size());
+  return count_records(path);
 }
 
 result<int64_t> count_records(const std::string& path) {

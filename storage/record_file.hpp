@@ -49,6 +49,9 @@ public:
   result<bool> next(std::string& out);
   /// Offset of the next record in the uncompressed stream.
   uint64_t offset() const;
+  /// Continues reading at `offset` (a record's offset, e.g. from an index): a seek for raw
+  /// files, decompression up to it for compressed ones.
+  status seek(uint64_t offset);
   int64_t skipped() const;
   record_compression compression() const;
   const std::string& path() const;
@@ -82,5 +85,7 @@ private:
 
 /// Counts the records of a file (reading and checking every one).
 result<int64_t> count_records(const std::string& path);
+/// The same, from a fresh sidecar index when `use_index` and there is one.
+result<int64_t> count_records(const std::string& path, bool use_index);
 
 } // namespace runnel

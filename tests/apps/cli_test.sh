@@ -60,6 +60,9 @@ else
   printf '\xff' | dd of="$work/bad.tfrecords" bs=1 seek=200 conv=notrunc status=none
   check "records verify corrupt" 1 "bad.tfrecords:[0-9]+: bad (data|length) CRC" -- "$runnel" records verify "$work/bad.tfrecords"
   check "records usage" 2 "needs at least one FILE" -- "$runnel" records count
+  cp "$train/part-00001-of-00005.tfrecords" "$work/indexed.tfrecords"
+  check "records index" 0 "158 records -> .*indexed.tfrecords.index" -- "$runnel" records index "$work/indexed.tfrecords"
+  check "records count indexed" 0 "indexed.tfrecords: 158 records" -- "$runnel" records count "$work/indexed.tfrecords"
   check "records cat" 0 '^\{"f1": \{"type": "float", "values": \[' -- "$runnel" records cat "$train/part-00000-of-00005.tfrecords" --limit 1
   check "records cat raw" 0 '^\{"raw_base64": "' -- "$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw --limit 1
 fi

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <ios>
 #include <random>
 #include <sstream>
 
@@ -186,4 +187,55 @@ TEST_CASE("corruption is reported with file and offset, or skipped and counted",
     CHECK(r.error().code() == error_code::not_found);
   }
   fs::remove(path);
+}
+
+#include "storage/record_index.hpp"
+
+TEST_CASE("a sidecar index gives counts and random access, and notices staleness", "[storage]") {
+  for (auto c : {record_compression::none, record_compression::gzip}) {
+    auto path = temp(c == record_compression::gzip ? "indexed.gz" : "indexed");
+    {
+      auto w = record_writer::open(path, c).value();
+      for (int i = 0; i < 100; ++i)
+        REQUIRE(w.write("record " + std::to_string(i)).ok());
+      REQUIRE(w.close().ok());
+    }
+    CHECK(read_record_index(path).error().code() == error_code::not_found);
+    auto idx = write_record_index(path).value();
+    REQUIRE(idx.offsets.size() == 100);
+    CHECK(read_record_index(path).value().offsets == idx.offsets);
+    CHECK(count_records(path, true).value() == 100);
+    auto r = record_reader::open(path).value();
+    std::string rec;
+    for (int i : {57, 3, 99}) {
+      REQUIRE(r.seek(idx.offsets[size_t(i)]).ok());
+      REQUIRE(r.next(rec).value());
+      CHECK(rec == "record " + std::to_string(i));
+    }
+    { // Append a record: the index is now stale.
+      std::ofstream(path, std::ios::binary | std::ios::app) << "x";
+      CHECK(read_record_index(path).error().code() == error_code::failed_precondition);
+    }
+    { // Corrupt the index itself.
+      std::fstream f(record_index_path(path), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(30);
+      f.put('\x7f');
+    }
+    CHECK(read_record_index(path).error().code() == error_code::data_loss);
+    fs::remove(path);
+    fs::remove(record_index_path(path));
+  }
+}
+
+TEST_CASE("shard names and globs", "[storage]") {
+  CHECK(shard_name("out/train", 3, 10) == "out/train-00003-of-00010");
+  auto files =
+      expand_record_files(testdata("tfrecord/spotify_featran/train") + "/part-*-of-00005.tfrecords")
+          .value();
+  REQUIRE(files.size() == 5);
+  CHECK(files[0].find("part-00000-of-00005") != std::string::npos);
+  CHECK(files[4].find("part-00004-of-00005") != std::string::npos);
+  auto none = expand_record_files("/nonexistent/train-*");
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().message() == "no record files match '/nonexistent/train-*'");
 }
