@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/records_tools.hpp"
 #include "net/graph_def.hpp"
 #include "storage/checkpoint.hpp"
 #include "storage/example.hpp"
@@ -30,6 +31,10 @@ const char* main_usage =
     "  records verify FILE...         check every record's CRCs; non-zero exit on corruption\n"
     "  records cat FILE [--limit N] [--raw]   records as JSON lines (decoded Examples)\n"
     "  records index FILE...          write FILE.index sidecars (counts and random access)\n"
+    "  records stats FILE...          per feature: type, length range, value range\n"
+    "  records convert --idx IMAGES LABELS OUT [--shards N] [--gzip]\n"
+    "  records convert --csv FILE OUT [--shards N] [--gzip]\n"
+    "                                 write sharded record files of Examples\n"
     "Run `runnel <command> <subcommand> --help` for details.\n";
 
 const char* ckpt_usage =
@@ -195,6 +200,63 @@ int records_cat(const std::vector<std::string>& args) {
   return 0;
 }
 
+const char* convert_usage =
+    "usage: runnel records convert --idx IMAGES LABELS OUT [--shards N] [--gzip]\n"
+    "       runnel records convert --csv FILE OUT [--shards N] [--gzip]\n"
+    "Writes OUT-00000-of-0000N ... (with .gz under --gzip). idx: Examples {image_raw (bytes),\n"
+    "label, height, width (int64)}; CSV (header row): one feature per column.\n";
+
+int records_convert(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(convert_usage, stdout);
+    return 0;
+  }
+  std::vector<std::string> pos;
+  int shards = 1;
+  bool gzip = false;
+  std::string mode;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--idx" || args[i] == "--csv")
+      mode = args[i];
+    else if (args[i] == "--gzip")
+      gzip = true;
+    else if (args[i] == "--shards" && i + 1 < args.size())
+      shards = std::atoi(args[++i].c_str());
+    else if (!args[i].empty() && args[i][0] == '-')
+      return usage_error("unknown option " + args[i], convert_usage);
+    else
+      pos.push_back(args[i]);
+  }
+  if (shards < 1)
+    return usage_error("--shards must be a positive integer", convert_usage);
+  auto c = gzip ? record_compression::gzip : record_compression::none;
+  result<std::vector<std::string>> files = invalid_argument("");
+  if (mode == "--idx" && pos.size() == 3)
+    files = apps::convert_idx(pos[0], pos[1], pos[2], shards, c);
+  else if (mode == "--csv" && pos.size() == 2)
+    files = apps::convert_csv(pos[0], pos[1], shards, c);
+  else
+    return usage_error("records convert needs --idx IMAGES LABELS OUT or --csv FILE OUT",
+                       convert_usage);
+  if (!files)
+    return fail(files.error());
+  for (auto& f : *files)
+    std::printf("wrote %s\n", f.c_str());
+  return 0;
+}
+
+int records_stats(const std::vector<std::string>& args) {
+  if (wants_help(args) || args.empty()) {
+    std::fputs("usage: runnel records stats FILE...\n", args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  auto s = apps::record_stats(args);
+  if (!s)
+    return fail(s.error());
+  std::fputs(s->c_str(), stdout);
+  return 0;
+}
+
 int ckpt_inspect(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::fputs(ckpt_usage, stdout);
@@ -268,6 +330,10 @@ int main(int argc, char** argv) {
     return ckpt_inspect({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dump")
     return graph_dump({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "records" && args[1] == "convert")
+    return records_convert({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "records" && args[1] == "stats")
+    return records_stats({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" && args[1] == "cat")
     return records_cat({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" &&

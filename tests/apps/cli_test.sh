@@ -62,6 +62,15 @@ else
   check "records usage" 2 "needs at least one FILE" -- "$runnel" records count
   cp "$train/part-00001-of-00005.tfrecords" "$work/indexed.tfrecords"
   check "records index" 0 "158 records -> .*indexed.tfrecords.index" -- "$runnel" records index "$work/indexed.tfrecords"
+  check "records stats" 0 "f3  float  in 158 records  length 1..1" -- "$runnel" records stats "$train/part-00000-of-00005.tfrecords"
+  printf 'name,count,score\ncat,1,0.5\n"dog, big",2,1.5\nbird,3,2\n' > "$work/small.csv"
+  check "records convert csv" 0 "wrote .*csv-00001-of-00002" -- "$runnel" records convert --csv "$work/small.csv" "$work/csv" --shards 2
+  check "records convert csv content" 0 '"name": \{"type": "bytes", "values": \["dog, big"\]\}' -- "$runnel" records cat "$work/csv-00000-of-00002"
+  check "records convert csv types" 0 'count  int64.*|score  float' -- "$runnel" records stats "$work/csv-00000-of-00002" "$work/csv-00001-of-00002"
+  fm=/usr/share/datasets/fashion-mnist
+  check "records convert idx" 0 "wrote .*fm-00003-of-00004.gz" -- "$runnel" records convert --idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$work/fm" --shards 4 --gzip
+  check "records convert idx count" 0 "total: 10000 records" -- "$runnel" records count "$work"/fm-0000{0,1,2,3}-of-00004.gz
+  check "records convert idx stats" 0 "image_raw  bytes  in 2500 records" -- "$runnel" records stats "$work/fm-00000-of-00004.gz"
   check "records count indexed" 0 "indexed.tfrecords: 158 records" -- "$runnel" records count "$work/indexed.tfrecords"
   check "records cat" 0 '^\{"f1": \{"type": "float", "values": \[' -- "$runnel" records cat "$train/part-00000-of-00005.tfrecords" --limit 1
   check "records cat raw" 0 '^\{"raw_base64": "' -- "$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw --limit 1
