@@ -116,7 +116,7 @@ TEST_CASE("concurrent runs from several threads all get their own results", "[ac
   CHECK(s.num_instances() == 1);
 }
 
-TEST_CASE("run_async returns futures; many steps may be in flight", "[actors]") {
+TEST_CASE("run_async returns futures, and many steps may be in flight", "[actors]") {
   graph g;
   auto x = placeholder(g, dtype::f32, shape{}, "x");
   auto y = square(x);
@@ -134,7 +134,7 @@ TEST_CASE("run_async returns futures; many steps may be in flight", "[actors]") 
   CHECK(err.error().code() == error_code::invalid_argument);
 }
 
-TEST_CASE("close stops the session; later runs are cancelled", "[actors]") {
+TEST_CASE("close stops the session, and later runs are cancelled", "[actors]") {
   graph g;
   auto y = constant(g, 1.f) + 1.0;
   session s(test_runtime(), g);

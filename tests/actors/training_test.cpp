@@ -74,12 +74,12 @@ TEST_CASE("optimizers converge on a quadratic", "[actors]") {
   CHECK(std::abs(w[0]) < 1e-6);
 }
 
-TEST_CASE("global_step advances once per applied step; slots are named after variables",
+TEST_CASE("global_step advances once per applied step, and slots are named after variables",
           "[actors]") {
   runtime rt;
   graph g;
   auto w = variable(g, constant(g, {{1.f, 2.f}}), "w");
-  auto b = variable(g, constant(g, {0.5f}), "b");
+  auto b = variable(g, constant(g, {0.5f, -0.5f}), "b");
   auto step = variable(g, constant(g, int64_t(0)), "global_step", false);
   auto loss = sum(square(bias_add(w.value, b.value)));
   adam_optimizer opt(0.01);

@@ -201,7 +201,7 @@ TEST_CASE("gradients of FloorMod, Fill, UnsortedSegmentSum and the labels of xen
       labels);
 }
 
-TEST_CASE("Prod's gradient is right with zeros in the input; GatherV2's along inner axes",
+TEST_CASE("Prod's gradient is right with zeros in the input, and GatherV2's along inner axes",
           "[ops]") {
   check_grad1([](output x) { return reduce_prod(x, {1}); },
               vals<double>({3, 3}, {0.5, 2, -1, 0, 3, 2, 0, 0, 4})); // no, one and two zeros

@@ -81,7 +81,7 @@ TEST_CASE("SequenceExamples written by TensorFlow decode", "[storage]") {
   CHECK(again.feature_lists == s.feature_lists);
 }
 
-TEST_CASE("unpacked lists and unknown fields decode; malformed bytes name an offset", "[storage]") {
+TEST_CASE("unpacked lists and unknown fields decode, and malformed bytes name an offset", "[storage]") {
   // Example{features{feature{"x": Feature{float_list{value: 1.5 (unpacked), value: 2}}}}},
   // plus an unknown varint field 7 at the top level.
   std::string floats = std::string("\x0d", 1) + std::string("\x00\x00\xc0\x3f", 4) +
