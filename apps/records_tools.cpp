@@ -17,7 +17,7 @@
 namespace runnel::apps {
 namespace {
 
-/// Writes examples round-robin... no: in contiguous runs, `per_shard` each, into named shards.
+/// Writes records into `shards` files in contiguous runs of ceil(total / shards) each.
 class sharded_writer {
 public:
   sharded_writer(std::string base, int shards, int64_t total, record_compression c)
