@@ -293,6 +293,15 @@ struct op_logical_or {
   template <class T> static bool apply(T a, T b) { return a || b; }
 };
 
+/// The output shape of a binary op on `a` and `b`, and its broadcasting plan.
+result<std::pair<shape, broadcast_plan>> plan_binary(const tensor& a, const tensor& b) {
+  RUNNEL_ASSIGN_OR_RETURN(shape out, a.shape() == b.shape()
+                                         ? result<shape>(a.shape())
+                                         : broadcast_shapes(a.shape(), b.shape()));
+  RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_broadcast(a.shape(), b.shape(), out));
+  return std::pair{std::move(out), plan};
+}
+
 template <class Op, class T>
 concept has_check = requires(const tensor& t) {
   Op::template check<T>(t);
@@ -304,10 +313,8 @@ public:
   status compute(kernel_context& ctx) override {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
-    RUNNEL_ASSIGN_OR_RETURN(shape out_shape, a.shape() == b.shape()
-                                                 ? result<shape>(a.shape())
-                                                 : broadcast_shapes(a.shape(), b.shape()));
-    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_broadcast(a.shape(), b.shape(), out_shape));
+    RUNNEL_ASSIGN_OR_RETURN(auto bp, plan_binary(a, b));
+    auto& [out_shape, plan] = bp;
     auto run = [&]<class T>() -> status {
       if constexpr (has_check<Op, T>)
         RUNNEL_RETURN_IF_ERROR(Op::template check<T>(b));
@@ -355,10 +362,8 @@ public:
   status compute(kernel_context& ctx) override {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
-    RUNNEL_ASSIGN_OR_RETURN(shape out_shape, a.shape() == b.shape()
-                                                 ? result<shape>(a.shape())
-                                                 : broadcast_shapes(a.shape(), b.shape()));
-    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_broadcast(a.shape(), b.shape(), out_shape));
+    RUNNEL_ASSIGN_OR_RETURN(auto bp, plan_binary(a, b));
+    auto& [out_shape, plan] = bp;
     auto run = [&]<class T>() {
       tensor& out = ctx.allocate_output(0, a.type(), out_shape);
       run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<T>(),
@@ -377,8 +382,8 @@ public:
   status compute(kernel_context& ctx) override {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
-    RUNNEL_ASSIGN_OR_RETURN(shape out_shape, broadcast_shapes(a.shape(), b.shape()));
-    RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_broadcast(a.shape(), b.shape(), out_shape));
+    RUNNEL_ASSIGN_OR_RETURN(auto bp, plan_binary(a, b));
+    auto& [out_shape, plan] = bp;
     tensor& out = ctx.allocate_output(0, dtype::boolean, out_shape);
     run_broadcast(ctx.cpu(), plan, a.data<bool>(), b.data<bool>(), out.data<bool>(),
                   [](bool x, bool y) { return Op::template apply<bool>(x, y); });

@@ -6,20 +6,13 @@
 
 #include "storage/example.hpp"
 #include "storage/record_file.hpp"
+#include "tests/testdata.hpp"
 
 using namespace runnel;
+using runnel::testing::testdata;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string testdata(const std::string& rel) {
-  const char* env = std::getenv("RUNNEL_TESTDATA");
-  fs::path root = env ? fs::path(env) : fs::path(RUNNEL_SOURCE_DIR) / ".." / "shared" / "testdata";
-  auto p = root / rel;
-  INFO("test data " << p.string() << " is missing: set RUNNEL_TESTDATA");
-  REQUIRE(fs::exists(p));
-  return p.string();
-}
 
 std::string first_record(const std::string& path) {
   auto r = record_reader::open(path).value();
@@ -81,7 +74,8 @@ TEST_CASE("SequenceExamples written by TensorFlow decode", "[storage]") {
   CHECK(again.feature_lists == s.feature_lists);
 }
 
-TEST_CASE("unpacked lists and unknown fields decode, and malformed bytes name an offset", "[storage]") {
+TEST_CASE("unpacked lists and unknown fields decode, and malformed bytes name an offset",
+          "[storage]") {
   // Example{features{feature{"x": Feature{float_list{value: 1.5 (unpacked), value: 2}}}}},
   // plus an unknown varint field 7 at the top level.
   std::string floats = std::string("\x0d", 1) + std::string("\x00\x00\xc0\x3f", 4) +

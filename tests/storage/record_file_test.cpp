@@ -10,22 +10,15 @@
 
 #include "storage/crc32c.hpp"
 #include "storage/record_file.hpp"
+#include "tests/testdata.hpp"
 
 using namespace runnel;
+using runnel::testing::testdata;
 namespace fs = std::filesystem;
 
 namespace {
 
 /// Files written by TensorFlow pipelines: ../shared/testdata, or $RUNNEL_TESTDATA.
-std::string testdata(const std::string& rel) {
-  const char* env = std::getenv("RUNNEL_TESTDATA");
-  fs::path root = env ? fs::path(env) : fs::path(RUNNEL_SOURCE_DIR) / ".." / "shared" / "testdata";
-  auto p = root / rel;
-  INFO("test data " << p.string()
-                    << " is missing: set RUNNEL_TESTDATA to the shared testdata folder");
-  REQUIRE(fs::exists(p));
-  return p.string();
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
