@@ -2,8 +2,6 @@
 #include "actors/internal.hpp"
 
 namespace runnel {
-namespace {
-
 /// A variable whose updates run at its own actor, one at a time.
 class actor_variable : public variable, public std::enable_shared_from_this<actor_variable> {
 public:
@@ -27,7 +25,7 @@ private:
   variable_actor actor_;
 };
 
-variable_actor::behavior_type variable_behavior(variable_actor::pointer, actor_variable* var) {
+static variable_actor::behavior_type variable_behavior(variable_actor::pointer, actor_variable* var) {
   return {
       [var](update_atom, update_request_ptr& req) {
         auto [st, value] = var->run_update(req->fn);
@@ -40,44 +38,67 @@ void actor_variable::start(caf::actor_system& sys) {
   actor_ = sys.spawn(variable_behavior, this);
 }
 
-/// The device's resources, touched only from the device actor.
-class device_resources : public resource_manager {
-public:
-  explicit device_resources(caf::actor_system& sys) : sys_(sys) {}
-  result<std::shared_ptr<variable>> find_or_create_variable(const std::string& name, dtype type,
-                                                            const shape& s) override {
-    auto it = variables_.find(name);
-    if (it != variables_.end()) {
-      auto& v = it->second;
-      if (v->type() != type || !v->declared_shape().is_compatible_with(s))
-        return invalid_argument("variable " + name + " already exists as " +
-                                std::string(runnel::name(v->type())) +
-                                v->declared_shape().to_string() + "; it cannot be used as " +
-                                std::string(runnel::name(type)) + s.to_string());
-      return std::shared_ptr<variable>(v);
-    }
-    auto v = std::make_shared<actor_variable>(name, type, s);
-    v->start(sys_);
-    variables_.emplace(name, v);
+result<std::shared_ptr<variable>> device_resources::find_or_create_variable(const std::string& name,
+                                                                          dtype type,
+                                                                          const shape& s) {
+  std::lock_guard lock(mu_);
+  auto it = variables_.find(name);
+  if (it != variables_.end()) {
+    auto& v = it->second;
+    if (v->type() != type || !v->declared_shape().is_compatible_with(s))
+      return invalid_argument("variable " + name + " already exists as " +
+                              std::string(runnel::name(v->type())) +
+                              v->declared_shape().to_string() + "; it cannot be used as " +
+                              std::string(runnel::name(type)) + s.to_string());
     return std::shared_ptr<variable>(v);
   }
-  void clear() { variables_.clear(); }
+  auto v = std::make_shared<actor_variable>(name, type, s);
+  v->start(sys_);
+  variables_.emplace(name, v);
+  return std::shared_ptr<variable>(v);
+}
 
-private:
-  caf::actor_system& sys_;
-  std::unordered_map<std::string, std::shared_ptr<actor_variable>> variables_;
-};
+result<std::shared_ptr<queue_resource>>
+device_resources::find_or_create_queue(const std::string& name, const queue_spec& spec) {
+  std::lock_guard lock(mu_);
+  auto it = queues_.find(name);
+  if (it != queues_.end()) {
+    if (!(it->second->spec() == spec))
+      return invalid_argument("queue '" + name + "' already exists as a " +
+                              to_string(it->second->spec().kind) +
+                              " with other component types, shapes or options; give the new "
+                              "queue another name (or shared_name)");
+    return it->second;
+  }
+  auto q = make_actor_queue(sys_, name, spec);
+  queues_.emplace(name, q);
+  return q;
+}
 
-struct device_state {
-  std::unique_ptr<device_resources> resources;
-};
+result<std::shared_ptr<iterator_resource>>
+device_resources::find_or_create_iterator(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = iterators_.find(name);
+  if (it != iterators_.end())
+    return it->second;
+  auto r = make_actor_iterator(sys_, name);
+  iterators_.emplace(name, r);
+  return r;
+}
 
-device_actor::behavior_type device_behavior(device_actor::stateful_pointer<device_state> self,
-                                            local_device* dev) {
-  self->state.resources = std::make_unique<device_resources>(self->system());
+void device_resources::clear() {
+  std::lock_guard lock(mu_);
+  variables_.clear();
+  queues_.clear();
+  iterators_.clear();
+}
+
+namespace {
+
+device_actor::behavior_type device_behavior(device_actor::pointer self, local_device* dev) {
   return {
       [self, dev](spawn_atom, spawn_request_ptr& req) -> status {
-        auto& kernels = builtin_kernels();
+        auto& kernels = runtime_kernels();
         std::vector<std::shared_ptr<node_setup>> setups;
         for (size_t i = 0; i < req->node_ids.size(); ++i) {
           const node& n = req->g->at(req->node_ids[i]);
@@ -85,7 +106,7 @@ device_actor::behavior_type device_behavior(device_actor::stateful_pointer<devic
                                 *req->g,
                                 dev->type,
                                 dev->cpu.get(),
-                                self->state.resources.get(),
+                                dev->resources.get(),
                                 req->output_value_needed[i]};
           auto factory = kernels.find(n, dev->type);
           if (!factory)
@@ -106,7 +127,7 @@ device_actor::behavior_type device_behavior(device_actor::stateful_pointer<devic
         req->setups = std::move(setups);
         return {};
       },
-      [self](clear_atom) { self->state.resources->clear(); },
+      [dev](clear_atom) { dev->resources->clear(); },
   };
 }
 

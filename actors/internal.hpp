@@ -25,6 +25,7 @@
 #include "actors/session.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/kernel.hpp"
+#include "ops/queue.hpp"
 #include "ops/variable.hpp"
 
 namespace runnel {
@@ -157,13 +158,46 @@ struct spawn_request {
 node_actor::behavior_type node_behavior(node_actor::pointer self,
                                         std::shared_ptr<node_setup> setup);
 
-/// A local device: its actor, its thread pool and its name.
+class actor_variable;
+
+/// A device's resources: variables, queues and dataset iterators by name, each served by its own
+/// actor. Kernels find them when they are built; initialize_iterator finds iterators from outside.
+class device_resources : public resource_manager {
+public:
+  explicit device_resources(caf::actor_system& sys) : sys_(sys) {}
+  result<std::shared_ptr<variable>> find_or_create_variable(const std::string& name, dtype type,
+                                                            const shape& s) override;
+  result<std::shared_ptr<queue_resource>> find_or_create_queue(const std::string& name,
+                                                               const queue_spec& spec) override;
+  result<std::shared_ptr<iterator_resource>> find_or_create_iterator(
+      const std::string& name) override;
+  /// Drops every resource (at shutdown).
+  void clear();
+
+private:
+  caf::actor_system& sys_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<actor_variable>> variables_;
+  std::unordered_map<std::string, std::shared_ptr<queue_resource>> queues_;
+  std::unordered_map<std::string, std::shared_ptr<iterator_resource>> iterators_;
+};
+
+/// A local device: its actor, its thread pool, its resources and its name.
 struct local_device {
   std::string name;
   device_type type = device_type::cpu;
   std::unique_ptr<cpu_device> cpu;
+  std::unique_ptr<device_resources> resources;
   device_actor actor;
 };
+
+/// The kernels the runtime instantiates: the builtin ones plus those of storage/ (parsing).
+const kernel_registry& runtime_kernels();
+/// A queue served by its own actor (actors/queue.cpp).
+std::shared_ptr<queue_resource> make_actor_queue(caf::actor_system& sys, std::string name,
+                                                 queue_spec spec);
+/// A dataset iterator served by its own actor (actors/dataset.cpp).
+std::shared_ptr<iterator_resource> make_actor_iterator(caf::actor_system& sys, std::string name);
 
 struct runtime::impl {
   runtime_options options;

@@ -1,6 +1,7 @@
 #include <thread>
 
 #include "actors/internal.hpp"
+#include "storage/example_parse.hpp"
 
 namespace runnel {
 
@@ -14,6 +15,16 @@ void configure_scheduler(caf::actor_system_config& cfg, int threads) {
   cfg.set("work-stealing.moderate-poll-attempts", size_t(1000));
   cfg.set("work-stealing.moderate-sleep-duration", caf::timespan(0));
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));
+}
+
+const kernel_registry& runtime_kernels() {
+  static const kernel_registry* reg = [] {
+    auto* r = new kernel_registry;
+    register_builtin_kernels(*r);
+    register_parsing_kernels(*r);
+    return r;
+  }();
+  return *reg;
 }
 
 runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
@@ -37,6 +48,7 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
     int intra =
         d.options.intra_op_threads > 0 ? d.options.intra_op_threads : std::max(1, cores / n - 1);
     dev.cpu = std::make_unique<cpu_device>(intra);
+    dev.resources = std::make_unique<device_resources>(*d.system);
     dev.actor = spawn_device_actor(*d.system, dev);
   }
 }

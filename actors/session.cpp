@@ -399,21 +399,33 @@ result<std::vector<tensor>> session::run(const named_feed_list& feeds,
   return run(f, outs, ops);
 }
 
+void session::run_callback(const feed_list& feeds, const std::vector<output>& fetches,
+                           const std::vector<operation>& targets,
+                           std::function<void(result<std::vector<tensor>>)> done) {
+  auto shared = std::make_shared<std::function<void(result<std::vector<tensor>>)>>(std::move(done));
+  auto started = impl_->start(feeds, fetches, targets, [shared](step_state& s) {
+    if (s.aborted.load(std::memory_order_acquire)) {
+      status error;
+      {
+        std::lock_guard lock(s.error_mu);
+        error = s.error;
+      }
+      (*shared)(std::move(error));
+    } else {
+      (*shared)(std::move(s.fetches));
+    }
+  });
+  if (!started)
+    (*shared)(started.error());
+}
+
 std::future<result<std::vector<tensor>>> session::run_async(const feed_list& feeds,
                                                             const std::vector<output>& fetches,
                                                             const std::vector<operation>& targets) {
   auto promise = std::make_shared<std::promise<result<std::vector<tensor>>>>();
   auto future = promise->get_future();
-  auto started = impl_->start(feeds, fetches, targets, [promise](step_state& s) {
-    if (s.aborted.load(std::memory_order_acquire)) {
-      std::lock_guard lock(s.error_mu);
-      promise->set_value(s.error);
-    } else {
-      promise->set_value(std::move(s.fetches));
-    }
-  });
-  if (!started)
-    promise->set_value(started.error());
+  run_callback(feeds, fetches, targets,
+               [promise](result<std::vector<tensor>> r) { promise->set_value(std::move(r)); });
   return future;
 }
 
@@ -433,6 +445,10 @@ void session::close() {
   std::lock_guard sessions_lock(impl_->rt.sessions_mu);
   auto& open = impl_->rt.sessions;
   open.erase(std::remove(open.begin(), open.end(), this), open.end());
+}
+
+runtime::impl& session::runtime_internals() const {
+  return impl_->rt;
 }
 
 bool session::closed() const {

@@ -17,6 +17,7 @@
 // only its step. The graph must outlive the session and must not change while `run` executes.
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -63,6 +64,12 @@ public:
                                                      const std::vector<output>& fetches,
                                                      const std::vector<operation>& targets = {});
 
+  /// Starts a step and calls `done` with what `run` would return, from a runtime thread, when it
+  /// finishes (or at once when it cannot start). `done` must not block.
+  void run_callback(const feed_list& feeds, const std::vector<output>& fetches,
+                    const std::vector<operation>& targets,
+                    std::function<void(result<std::vector<tensor>>)> done);
+
   /// Waits for steps in flight, then stops every node actor. Later runs fail with `cancelled`.
   void close();
   bool closed() const;
@@ -70,6 +77,8 @@ public:
   size_t num_instances() const;
 
   struct impl;
+  /// The runtime's internals (for actors/ code that starts actors next to this session's).
+  runtime::impl& runtime_internals() const;
 
 private:
   std::unique_ptr<impl> impl_;

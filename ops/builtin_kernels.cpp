@@ -14,6 +14,7 @@ void register_builtin_kernels(kernel_registry& reg) {
   register_training_kernels(reg);
   register_conv_kernels(reg);
   register_more_array_kernels(reg);
+  register_queue_kernels(reg);
 }
 
 } // namespace runnel

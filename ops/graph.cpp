@@ -180,7 +180,23 @@ result<int> graph::finish_node(node n) {
   for (size_t a = 0; a < def.inputs.size(); ++a) {
     auto& arg = def.inputs[a];
     int64_t count = 1;
-    if (!arg.number_attr.empty()) {
+    const std::vector<dtype>* list_types = nullptr;
+    if (!arg.type_list_attr.empty()) {
+      auto it = n.attrs.find(arg.type_list_attr);
+      if (it == n.attrs.end()) {
+        // Inferred from the inputs this list receives (later args are single tensors).
+        size_t after = def.inputs.size() - a - 1;
+        std::vector<dtype> types;
+        for (size_t j = k; j + after < n.inputs.size(); ++j)
+          types.push_back(at(n.inputs[j].node).output_types[size_t(n.inputs[j].index)]);
+        it = n.attrs.emplace(arg.type_list_attr, types).first;
+      }
+      list_types = std::get_if<std::vector<dtype>>(&it->second);
+      if (!list_types)
+        return fail(invalid_argument("attribute '" + arg.type_list_attr +
+                                     "' must be a list of types"));
+      count = int64_t(list_types->size());
+    } else if (!arg.number_attr.empty()) {
       auto it = n.attrs.find(arg.number_attr);
       if (it == n.attrs.end()) {
         size_t after = def.inputs.size() - a - 1; // later args are single tensors
@@ -207,6 +223,16 @@ result<int> graph::finish_node(node n) {
         return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
                                      "') must be a variable, but comes from '" + producer.name +
                                      "' (op " + producer.op + ")"));
+      if (list_types) {
+        dtype want = (*list_types)[size_t(j)];
+        if (t != want)
+          return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name + "[" +
+                                       std::to_string(j) + "]') must be " +
+                                       std::string(name(want)) + " (attribute " +
+                                       arg.type_list_attr + "), got " + std::string(name(t)) +
+                                       " from '" + endpoint_name(e) + "'"));
+        continue;
+      }
       if (arg.fixed != dtype::invalid) {
         if (t != arg.fixed)
           return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
@@ -259,6 +285,11 @@ result<int> graph::finish_node(node n) {
 
   // Output dtypes.
   for (auto& arg : def.outputs) {
+    if (!arg.type_list_attr.empty()) {
+      for (dtype t : get_attr<std::vector<dtype>>(n.attrs, arg.type_list_attr))
+        n.output_types.push_back(t);
+      continue;
+    }
     int64_t count = arg.number_attr.empty() ? 1 : get_attr<int64_t>(n.attrs, arg.number_attr);
     dtype t = arg.fixed != dtype::invalid ? arg.fixed : get_attr<dtype>(n.attrs, arg.type_attr);
     for (int64_t j = 0; j < count; ++j)

@@ -4,6 +4,16 @@
 
 namespace runnel {
 
+result<std::shared_ptr<queue_resource>>
+resource_manager::find_or_create_queue(const std::string& name, const queue_spec&) {
+  return unimplemented("queue '" + name + "': this runtime has no queues");
+}
+
+result<std::shared_ptr<iterator_resource>>
+resource_manager::find_or_create_iterator(const std::string& name) {
+  return unimplemented("iterator '" + name + "': this runtime has no dataset iterators");
+}
+
 const char* to_string(device_type t) {
   return t == device_type::cpu ? "CPU" : "GPU";
 }
@@ -50,7 +60,7 @@ result<const kernel_factory*> kernel_registry::find(const node& n, device_type d
 std::vector<bool> ref_input_slots(const node& n) {
   std::vector<bool> out;
   for (auto& arg : n.def->inputs) {
-    int64_t count = arg.number_attr.empty() ? 1 : get_attr<int64_t>(n.attrs, arg.number_attr);
+    int64_t count = arg.count(n.attrs);
     for (int64_t j = 0; j < count; ++j)
       out.push_back(arg.is_ref);
   }

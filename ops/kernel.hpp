@@ -34,6 +34,9 @@ const char* to_string(device_type t);
 
 class cpu_device;
 class variable;
+class queue_resource;
+class iterator_resource;
+struct queue_spec;
 
 /// Where stateful kernels find the state they read and update; the runtime implements it.
 class resource_manager {
@@ -42,6 +45,13 @@ public:
   /// The variable called `name`, created (uninitialised) on first use.
   virtual result<std::shared_ptr<variable>> find_or_create_variable(const std::string& name,
                                                                     dtype type, const shape& s) = 0;
+  /// The queue called `name`, created with `spec` on first use; an existing queue with another
+  /// spec is an error naming both.
+  virtual result<std::shared_ptr<queue_resource>> find_or_create_queue(const std::string& name,
+                                                                       const queue_spec& spec);
+  /// The dataset iterator called `name`, created uninitialised on first use.
+  virtual result<std::shared_ptr<iterator_resource>> find_or_create_iterator(
+      const std::string& name);
 };
 
 /// What a kernel factory sees of the node it builds a kernel for.

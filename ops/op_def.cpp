@@ -5,29 +5,56 @@
 namespace runnel {
 
 op_def& op_def::input(std::string arg, std::string type_attr, bool is_ref) {
-  inputs.push_back({std::move(arg), dtype::invalid, std::move(type_attr), {}, is_ref});
+  inputs.push_back({std::move(arg), dtype::invalid, std::move(type_attr), {}, is_ref, {}});
   return *this;
 }
 op_def& op_def::input(std::string arg, dtype fixed) {
-  inputs.push_back({std::move(arg), fixed, {}, {}, false});
+  inputs.push_back({std::move(arg), fixed, {}, {}, false, {}});
   return *this;
 }
 op_def& op_def::input_list(std::string arg, std::string type_attr, std::string number_attr) {
-  inputs.push_back({std::move(arg), dtype::invalid, std::move(type_attr), std::move(number_attr)});
+  inputs.push_back({std::move(arg), dtype::invalid, std::move(type_attr), std::move(number_attr), false, {}});
   return *this;
 }
 op_def& op_def::output(std::string arg, std::string type_attr) {
-  outputs.push_back({std::move(arg), dtype::invalid, std::move(type_attr), {}, false});
+  outputs.push_back({std::move(arg), dtype::invalid, std::move(type_attr), {}, false, {}});
   return *this;
 }
 op_def& op_def::output(std::string arg, dtype fixed) {
-  outputs.push_back({std::move(arg), fixed, {}, {}, false});
+  outputs.push_back({std::move(arg), fixed, {}, {}, false, {}});
   return *this;
 }
 op_def& op_def::output_list(std::string arg, std::string type_attr, std::string number_attr) {
-  outputs.push_back({std::move(arg), dtype::invalid, std::move(type_attr), std::move(number_attr)});
+  outputs.push_back({std::move(arg), dtype::invalid, std::move(type_attr), std::move(number_attr), false, {}});
   return *this;
 }
+op_def& op_def::input_list(std::string arg, dtype fixed, std::string number_attr) {
+  inputs.push_back({std::move(arg), fixed, {}, std::move(number_attr), false, {}});
+  return *this;
+}
+op_def& op_def::output_list(std::string arg, dtype fixed, std::string number_attr) {
+  outputs.push_back({std::move(arg), fixed, {}, std::move(number_attr), false, {}});
+  return *this;
+}
+op_def& op_def::input_type_list(std::string arg, std::string types_attr) {
+  arg_def a{std::move(arg), dtype::invalid, {}, {}, false, {}};
+  a.type_list_attr = std::move(types_attr);
+  inputs.push_back(std::move(a));
+  return *this;
+}
+op_def& op_def::output_type_list(std::string arg, std::string types_attr) {
+  arg_def a{std::move(arg), dtype::invalid, {}, {}, false, {}};
+  a.type_list_attr = std::move(types_attr);
+  outputs.push_back(std::move(a));
+  return *this;
+}
+
+int64_t arg_def::count(const attr_map& attrs) const {
+  if (!type_list_attr.empty())
+    return int64_t(get_attr<std::vector<dtype>>(attrs, type_list_attr).size());
+  return number_attr.empty() ? 1 : get_attr<int64_t>(attrs, number_attr);
+}
+
 op_def& op_def::type_attr(std::string attr_name, std::vector<dtype> allowed) {
   attrs.push_back({std::move(attr_name), attr_type::type, {}, std::move(allowed)});
   return *this;
@@ -168,6 +195,8 @@ void register_builtin_ops(op_registry& reg) {
   register_conv_ops(reg);
   register_more_array_ops(reg);
   register_strided_slice_ops(reg);
+  register_data_flow_ops(reg);
+  register_parsing_ops(reg);
 }
 
 const op_registry& builtin_ops() {

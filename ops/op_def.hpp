@@ -29,6 +29,12 @@ struct arg_def {
   std::string number_attr;
   /// A ref input names the state it updates (a Variable's output); no value flows along it.
   bool is_ref = false;
+  /// With `type_list_attr` the argument is a list of tensors whose dtypes are that `list(type)`
+  /// attribute (a queue's components: image float32, label int64).
+  std::string type_list_attr;
+
+  /// How many tensors this argument stands for on a node with attributes `attrs`.
+  int64_t count(const attr_map& attrs) const;
 };
 
 struct attr_def {
@@ -59,6 +65,12 @@ struct op_def {
   op_def& output(std::string arg, std::string type_attr);
   op_def& output(std::string arg, dtype fixed);
   op_def& output_list(std::string arg, std::string type_attr, std::string number_attr);
+  /// A list of `number_attr` tensors of the fixed dtype `fixed`.
+  op_def& input_list(std::string arg, dtype fixed, std::string number_attr);
+  op_def& output_list(std::string arg, dtype fixed, std::string number_attr);
+  /// Lists whose dtypes are the list(type) attribute `types_attr` (declared separately).
+  op_def& input_type_list(std::string arg, std::string types_attr);
+  op_def& output_type_list(std::string arg, std::string types_attr);
   op_def& type_attr(std::string attr, std::vector<dtype> allowed = {});
   op_def& type_attr(std::string attr, std::vector<dtype> allowed, dtype default_type);
   op_def& attr(std::string attr, attr_type type, std::optional<attr_value> default_value = {});
@@ -146,6 +158,11 @@ void register_training_ops(op_registry& reg);
 void register_conv_ops(op_registry& reg);
 void register_more_array_ops(op_registry& reg);
 void register_strided_slice_ops(op_registry& reg);
+/// Queues, dataset iterators (ops/data_flow_ops.cpp).
+void register_data_flow_ops(op_registry& reg);
+/// ParseExample, ParseSingleExample, ParseSingleSequenceExample, DecodeRaw; their kernels live
+/// in storage/ (ops/parsing_ops.cpp).
+void register_parsing_ops(op_registry& reg);
 
 /// The registry of all builtin ops, built explicitly on first use.
 const op_registry& builtin_ops();

@@ -1,0 +1,181 @@
+#include "actors/coordinator.hpp"
+
+#include <condition_variable>
+#include <mutex>
+
+#include "actors/internal.hpp"
+
+namespace runnel {
+
+using rerun_atom = caf::atom_constant<caf::atom("rerun")>;
+
+struct coordinator::impl {
+  mutable std::mutex mu;
+  mutable std::condition_variable cv;
+  bool stop = false;
+  status error;
+  int running = 0;                          ///< loops still going
+  std::vector<std::string> running_names;   ///< for join's error
+  std::vector<std::function<void()>> on_stop; ///< start the cancel ops (must not block)
+
+  void request_stop(status why) {
+    std::vector<std::function<void()>> hooks;
+    {
+      std::lock_guard lock(mu);
+      if (!why.ok() && error.ok())
+        error = why;
+      if (stop)
+        return;
+      stop = true;
+      hooks = std::move(on_stop);
+      cv.notify_all();
+    }
+    for (auto& h : hooks)
+      h();
+  }
+
+  void loop_ended(const std::string& name) {
+    std::lock_guard lock(mu);
+    --running;
+    auto it = std::find(running_names.begin(), running_names.end(), name);
+    if (it != running_names.end())
+      running_names.erase(it);
+    cv.notify_all();
+  }
+};
+
+coordinator::coordinator() : impl_(std::make_shared<impl>()) {}
+
+coordinator::~coordinator() {
+  request_stop();
+  (void)join();
+}
+
+void coordinator::request_stop(status why) {
+  impl_->request_stop(std::move(why));
+}
+
+bool coordinator::should_stop() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stop;
+}
+
+bool coordinator::wait_for_stop(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(impl_->mu);
+  return impl_->cv.wait_for(lock, timeout, [&] { return impl_->stop; });
+}
+
+status coordinator::join(std::chrono::milliseconds grace) {
+  std::unique_lock lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return impl_->stop || impl_->running == 0; });
+  if (!impl_->cv.wait_for(lock, grace, [&] { return impl_->running == 0; })) {
+    std::string names;
+    for (auto& n : impl_->running_names)
+      names += (names.empty() ? "" : ", ") + n;
+    status late = deadline_exceeded("coordinator: " + std::to_string(impl_->running) +
+                                    " queue runner loops did not stop within " +
+                                    std::to_string(grace.count()) + " ms: " + names);
+    return impl_->error.ok() ? late : impl_->error;
+  }
+  return impl_->error;
+}
+
+status coordinator::error() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->error;
+}
+
+queue_runner::queue_runner(const graph_queue& q, std::vector<operation> enqueue_ops)
+    : queue_name_(q.name()), enqueue_ops_(std::move(enqueue_ops)) {
+  if (enqueue_ops_.empty())
+    throw error(invalid_argument("queue_runner for '" + queue_name_ + "' needs an enqueue op"));
+  close_op_ = q.close(false, queue_name_ + "_runner_close");
+  cancel_op_ = q.close(true, queue_name_ + "_runner_cancel");
+}
+
+namespace {
+
+using ended_atom = caf::atom_constant<caf::atom("ended")>;
+
+/// What the loops of one started runner share.
+struct runner_state {
+  session* s = nullptr;
+  std::shared_ptr<coordinator::impl> coord;
+  operation close_op;
+  std::atomic<int> loops_left{0};
+};
+
+using loop_actor =
+    caf::typed_actor<caf::reacts_to<rerun_atom>, caf::reacts_to<ended_atom, bool>>;
+
+loop_actor::behavior_type loop_behavior(loop_actor::pointer self,
+                                        std::shared_ptr<runner_state> st, operation op) {
+  return {
+      [self, st, op](rerun_atom) {
+        {
+          std::lock_guard lock(st->coord->mu);
+          if (st->coord->stop) {
+            caf::anon_send(caf::actor_cast<loop_actor>(self), ended_atom::value, false);
+            return;
+          }
+        }
+        loop_actor handle = caf::actor_cast<loop_actor>(self);
+        st->s->run_callback({}, {}, {op}, [handle, st, op](result<std::vector<tensor>> r) {
+          if (r.ok())
+            return caf::anon_send(handle, rerun_atom::value);
+          auto code = r.error().code();
+          bool exhausted = code == error_code::out_of_range || code == error_code::cancelled;
+          if (!exhausted)
+            st->coord->request_stop(
+                r.error().with_context("queue runner op '" + op.name() + "'"));
+          caf::anon_send(handle, ended_atom::value, exhausted);
+        });
+      },
+      [self, st, op](ended_atom, bool close_queue) {
+        std::string name = op.name();
+        if (st->loops_left.fetch_sub(1) == 1 && close_queue) {
+          // The last loop of this runner closes its queue: consumers drain it, then get
+          // out_of_range.
+          st->s->run_callback({}, {}, {st->close_op}, [st, name](result<std::vector<tensor>> r) {
+            if (!r && r.error().code() != error_code::cancelled)
+              st->coord->request_stop(r.error());
+            st->coord->loop_ended(name);
+          });
+        } else {
+          st->coord->loop_ended(name);
+        }
+        self->quit();
+      },
+  };
+}
+
+} // namespace
+
+status queue_runner::start(session& s, coordinator& coord) const {
+  auto& c = coord.internals();
+  auto st = std::make_shared<runner_state>();
+  st->s = &s;
+  st->coord = std::shared_ptr<coordinator::impl>(coord.shared_impl());
+  st->close_op = close_op_;
+  st->loops_left = int(enqueue_ops_.size());
+  {
+    std::lock_guard lock(c.mu);
+    if (c.stop)
+      return cancelled("queue_runner for '" + queue_name_ + "': the coordinator is stopped");
+    c.running += int(enqueue_ops_.size());
+    for (auto& op : enqueue_ops_)
+      c.running_names.push_back(op.name());
+    // At stop, close the queue cancelling pending enqueues, so no loop stays blocked.
+    c.on_stop.push_back([&s, cancel = cancel_op_] {
+      s.run_callback({}, {}, {cancel}, [](result<std::vector<tensor>>) {});
+    });
+  }
+  auto& sys = *s.runtime_internals().system;
+  for (auto& op : enqueue_ops_) {
+    auto a = sys.spawn(loop_behavior, st, op);
+    caf::anon_send(a, rerun_atom::value);
+  }
+  return {};
+}
+
+} // namespace runnel

@@ -1,0 +1,80 @@
+#pragma once
+// Building queue and iterator ops.
+//
+//   auto q = random_shuffle_queue(g, {dtype::f32, dtype::i64},
+//                                 {.shapes = {{784}, {}}, .capacity = 10'000,
+//                                  .min_after_dequeue = 1'000, .seed = 7});
+//   operation enq = q.enqueue_many({images, labels});
+//   std::vector<output> batch = q.dequeue_many(100);   // float32[100,784], int64[100]
+//   operation stop = q.close(/*cancel_pending_enqueues=*/true);
+//
+// The queue itself lives in the runtime (one per name per device) and outlives sessions: two
+// sessions over graphs that name the same queue share it.
+
+#include <string_view>
+#include <vector>
+
+#include "ops/graph.hpp"
+#include "ops/queue.hpp"
+
+namespace runnel {
+
+struct queue_options {
+  std::vector<shape> shapes; ///< per component; empty: any shape (no dequeue_many)
+  int64_t capacity = -1;     ///< -1: unbounded
+  int64_t min_after_dequeue = 0; ///< random_shuffle_queue only
+  int64_t seed = 0;              ///< random_shuffle_queue only; 0: random
+  std::string shared_name;       ///< the runtime name; default: the node's name
+  int64_t timeout_ms = 60'000;   ///< longest a dequeue waits; -1: forever
+};
+
+/// A queue node and builders for the ops that use it.
+class graph_queue {
+public:
+  graph_queue() = default;
+  graph_queue(output handle, std::vector<dtype> types, std::vector<shape> shapes)
+      : handle_(handle), types_(std::move(types)), shapes_(std::move(shapes)) {}
+
+  output handle() const { return handle_; }
+  const std::vector<dtype>& types() const { return types_; }
+  const std::string& name() const { return handle_.node().name; }
+
+  operation enqueue(const std::vector<output>& components, std::string_view name = {}) const;
+  /// Enqueues the rows of each component (their first dimensions must agree).
+  operation enqueue_many(const std::vector<output>& components, std::string_view name = {}) const;
+  std::vector<output> dequeue(std::string_view name = {}) const;
+  std::vector<output> dequeue_many(int64_t n, std::string_view name = {}) const;
+  std::vector<output> dequeue_many(output n, std::string_view name = {}) const;
+  /// Up to n elements: fewer only once the queue is closed (the final partial batch).
+  std::vector<output> dequeue_up_to(int64_t n, std::string_view name = {}) const;
+  operation close(bool cancel_pending_enqueues = false, std::string_view name = {}) const;
+  output size(std::string_view name = {}) const;
+
+private:
+  std::vector<output> dequeue_op(std::string_view op, std::vector<endpoint> in,
+                                 std::string_view name) const;
+  output handle_;
+  std::vector<dtype> types_;
+  std::vector<shape> shapes_;
+};
+
+graph_queue fifo_queue(graph& g, std::vector<dtype> types, queue_options options = {},
+                       std::string_view name = {});
+graph_queue random_shuffle_queue(graph& g, std::vector<dtype> types, queue_options options = {},
+                                 std::string_view name = {});
+/// Elements may differ in shape along dimensions `options.shapes` leaves unknown (-1);
+/// dequeue_many pads them with zeros to the longest.
+graph_queue padding_fifo_queue(graph& g, std::vector<dtype> types, queue_options options = {},
+                               std::string_view name = {});
+/// Component 0 of every element is an int64 priority; the smallest is dequeued first (ties in
+/// enqueue order). `types` excludes that priority component.
+graph_queue priority_queue(graph& g, std::vector<dtype> types, queue_options options = {},
+                           std::string_view name = {});
+
+/// An IteratorGetNext node reading the dataset iterator `iterator_name` of the runtime
+/// (initialised from C++, see actors/dataset.hpp). Throws on an empty `types`.
+std::vector<output> iterator_get_next(graph& g, const std::string& iterator_name,
+                                      std::vector<dtype> types, std::vector<shape> shapes = {},
+                                      std::string_view name = {});
+
+} // namespace runnel

@@ -1,0 +1,295 @@
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "actors/dataset.hpp"
+#include "ops/data_flow.hpp"
+#include "storage/example.hpp"
+#include "storage/record_index.hpp"
+#include "tests/eval.hpp"
+#include "tests/testdata.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+
+namespace {
+
+std::vector<int64_t> read_all_scalars(const dataset& ds) {
+  auto stream = ds.open(&test_runtime()).value();
+  std::vector<int64_t> out;
+  element e;
+  for (;;) {
+    auto more = stream->next(e);
+    REQUIRE(more.ok());
+    if (!*more)
+      break;
+    out.push_back(*e[0].data<int64_t>());
+  }
+  return out;
+}
+
+std::vector<int64_t> iota(int64_t n, int64_t from = 0) {
+  std::vector<int64_t> v;
+  for (int64_t i = from; i < from + n; ++i)
+    v.push_back(i);
+  return v;
+}
+
+/// Writes `shards` record files of Examples {"id": int64, "x": float[3]} under a fresh folder.
+std::vector<std::string> write_shards(const std::string& name, int shards, int per_shard) {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / ("runnel_ds_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::string> files;
+  int64_t id = 0;
+  for (int s = 0; s < shards; ++s) {
+    auto path = shard_name((dir / "data").string(), s, shards);
+    auto w = record_writer::open(path).value();
+    for (int i = 0; i < per_shard; ++i, ++id) {
+      feature_map f;
+      f["id"] = feature{.kind = feature_kind::int64s, .int64s = {id}};
+      f["x"] = feature{.kind = feature_kind::floats, .floats = {float(id), 1, 2}};
+      REQUIRE(w.write(encode_example(f)).ok());
+    }
+    REQUIRE(w.close().ok());
+    files.push_back(path);
+  }
+  return files;
+}
+
+} // namespace
+
+TEST_CASE("dataset stages: range, map, filter, take, skip, repeat, batch", "[dataset]") {
+  CHECK(read_all_scalars(dataset::range(5)) == iota(5));
+  auto doubled = dataset::range(5).map([](element e) -> result<element> {
+    return element{tensor::scalar<int64_t>(*e[0].data<int64_t>() * 2)};
+  });
+  CHECK(read_all_scalars(doubled) == std::vector<int64_t>{0, 2, 4, 6, 8});
+  auto even = dataset::range(10).filter(
+      [](const element& e) -> result<bool> { return *e[0].data<int64_t>() % 2 == 0; });
+  CHECK(read_all_scalars(even) == std::vector<int64_t>{0, 2, 4, 6, 8});
+  CHECK(read_all_scalars(dataset::range(10).skip(3).take(4)) == iota(4, 3));
+  auto twice = read_all_scalars(dataset::range(3).repeat(2));
+  CHECK(twice == std::vector<int64_t>{0, 1, 2, 0, 1, 2});
+  CHECK(read_all_scalars(dataset::range(0).repeat()).empty()); // no endless loop
+
+  auto stream = dataset::range(7).batch(3).open(&test_runtime()).value();
+  element b;
+  REQUIRE(stream->next(b).value());
+  check_equal(b[0], tensor::vector<int64_t>({0, 1, 2}));
+  REQUIRE(stream->next(b).value());
+  REQUIRE(stream->next(b).value());
+  check_equal(b[0], tensor::vector<int64_t>({6})); // the smaller final batch
+  CHECK_FALSE(stream->next(b).value());
+  auto dropped = dataset::range(7).batch(3, /*drop_remainder=*/true);
+  auto s2 = dropped.open(&test_runtime()).value();
+  int n = 0;
+  while (s2->next(b).value())
+    ++n;
+  CHECK(n == 2);
+}
+
+TEST_CASE("parallel map keeps order and prefetch delivers everything", "[dataset]") {
+  auto ds = dataset::range(1000)
+                .map([](element e) -> result<element> {
+                  return element{tensor::scalar<int64_t>(*e[0].data<int64_t>() + 1)};
+                },
+                     3)
+                .prefetch(16);
+  CHECK(read_all_scalars(ds) == iota(1000, 1));
+}
+
+TEST_CASE("errors end a stream with the stage's message", "[dataset]") {
+  auto ds = dataset::range(10).map(
+      [](element e) -> result<element> {
+        if (*e[0].data<int64_t>() == 4)
+          return invalid_argument("element 4 is bad");
+        return e;
+      },
+      2);
+  auto stream = ds.prefetch(2).open(&test_runtime()).value();
+  element e;
+  int good = 0;
+  status st;
+  for (;;) {
+    auto r = stream->next(e);
+    if (!r) {
+      st = r.error();
+      break;
+    }
+    if (!*r)
+      break;
+    ++good;
+  }
+  REQUIRE_FALSE(st.ok());
+  CHECK_THAT(st.message(), Catch::Contains("element 4 is bad"));
+  CHECK(good <= 4);
+}
+
+TEST_CASE("shuffle is a seeded permutation that changes each epoch", "[dataset]") {
+  auto ds = dataset::range(100).shuffle(30, /*seed=*/11).repeat(2);
+  auto all = read_all_scalars(ds);
+  REQUIRE(all.size() == 200);
+  std::vector<int64_t> e1(all.begin(), all.begin() + 100), e2(all.begin() + 100, all.end());
+  CHECK(e1 != iota(100));
+  CHECK(e1 != e2);
+  std::sort(e1.begin(), e1.end());
+  std::sort(e2.begin(), e2.end());
+  CHECK(e1 == iota(100));
+  CHECK(e2 == iota(100));
+  // The same seed gives the same order.
+  CHECK(read_all_scalars(dataset::range(100).shuffle(30, 11)) ==
+        read_all_scalars(dataset::range(100).shuffle(30, 11)));
+  // Without reshuffling, both epochs agree.
+  auto same = read_all_scalars(dataset::range(50).shuffle(10, 3, false).repeat(2));
+  CHECK(std::vector<int64_t>(same.begin(), same.begin() + 50) ==
+        std::vector<int64_t>(same.begin() + 50, same.end()));
+}
+
+TEST_CASE("padded_batch and bucket_by_length", "[dataset]") {
+  // Sequences of length 1..6: [1], [1,2], ...
+  std::vector<element> seqs;
+  auto ds = dataset::range(6).map([](element e) -> result<element> {
+    int64_t n = *e[0].data<int64_t>() + 1;
+    std::vector<int64_t> v;
+    for (int64_t i = 0; i < n; ++i)
+      v.push_back(i + 1);
+    return element{tensor::vector<int64_t>(v)};
+  });
+  auto padded = ds.padded_batch(3).open(&test_runtime()).value();
+  element b;
+  REQUIRE(padded->next(b).value());
+  check_equal(b[0], vals<int64_t>({3, 3}, {1, 0, 0, 1, 2, 0, 1, 2, 3}));
+  auto to8 = ds.padded_batch(6, {shape{8}}).open(&test_runtime()).value();
+  REQUIRE(to8->next(b).value());
+  CHECK(b[0].shape() == shape{6, 8});
+
+  auto length = [](const element& e) { return e[0].dim(0); };
+  // Buckets [0,3) batch 2, [3,5) batch 2, [5,inf) batch 4.
+  auto bucketed = ds.bucket_by_length(length, {3, 5}, {2, 2, 4}).open(&test_runtime()).value();
+  std::vector<shape> shapes;
+  while (bucketed->next(b).value())
+    shapes.push_back(b[0].shape());
+  // Lengths 1,2 -> bucket 0 (full); 3,4 -> bucket 1 (full); 5,6 -> bucket 2 flushed at the end.
+  REQUIRE(shapes.size() == 3);
+  CHECK(shapes[0] == shape{2, 2});
+  CHECK(shapes[1] == shape{2, 4});
+  CHECK(shapes[2] == shape{2, 6});
+  auto boundary =
+      ds.bucket_by_length(length, {3, 5}, {2, 2, 4}, true).open(&test_runtime()).value();
+  REQUIRE(boundary->next(b).value());
+  CHECK(b[0].shape() == shape{2, 2}); // padded to boundary 3 - 1
+  REQUIRE(boundary->next(b).value());
+  CHECK(b[0].shape() == shape{2, 4}); // boundary 5 - 1
+}
+
+TEST_CASE("records() interleaves shards and parses Examples", "[dataset]") {
+  auto files = write_shards("interleave", 3, 10);
+  auto pattern = files[0].substr(0, files[0].size() - 13) + "*-of-00003";
+  auto ds = dataset::records({pattern})
+                .map(parse_examples({{.key = "id", .type = dtype::i64, .shape = {}},
+                                     {.key = "x", .type = dtype::f32, .shape = {3}}}));
+  auto ids = read_all_scalars(ds);
+  // Round-robin over the three shards: 0, 10, 20, 1, 11, 21, ...
+  REQUIRE(ids.size() == 30);
+  CHECK(std::vector<int64_t>(ids.begin(), ids.begin() + 6) ==
+        std::vector<int64_t>{0, 10, 20, 1, 11, 21});
+  auto sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == iota(30));
+
+  // Batch then parse: one ParseExample per batch.
+  auto batched = dataset::records(files, {.cycle_length = 1})
+                     .batch(8)
+                     .map(parse_examples({{.key = "id", .type = dtype::i64, .shape = {}},
+                                          {.key = "x", .type = dtype::f32, .shape = {3}}}),
+                          2)
+                     .prefetch(2);
+  auto stream = batched.open(&test_runtime()).value();
+  element b;
+  REQUIRE(stream->next(b).value());
+  check_equal(b[0], tensor::vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}));
+  CHECK(b[1].shape() == shape{8, 3});
+  CHECK(b[1].data<float>()[3] == 1.f);
+}
+
+TEST_CASE("records() reports a corrupt shard with its file and offset", "[dataset]") {
+  auto files = write_shards("corrupt", 2, 5);
+  {
+    std::fstream f(files[1], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put('\x7f');
+  }
+  auto stream = dataset::records(files).open(&test_runtime()).value();
+  element e;
+  status st;
+  for (;;) {
+    auto r = stream->next(e);
+    if (!r) {
+      st = r.error();
+      break;
+    }
+    if (!*r)
+      break;
+  }
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.code() == error_code::data_loss);
+  CHECK_THAT(st.message(), Catch::Contains(files[1]));
+}
+
+TEST_CASE("an iterator op reads a dataset in a graph and is re-initialisable", "[dataset]") {
+  graph g;
+  auto next = iterator_get_next(g, "ds_test_iter", {dtype::i64}, {shape{-1}});
+  auto total = sum(next[0]);
+  session s(test_runtime(), g);
+  auto before = s.run({}, {total});
+  REQUIRE_FALSE(before.ok());
+  CHECK(before.error().code() == error_code::failed_precondition);
+  CHECK_THAT(before.error().message(), Catch::Contains("initialize_iterator"));
+
+  auto train = dataset::range(10).batch(4);
+  auto validation = dataset::range(3).map([](element e) -> result<element> {
+                      return element{tensor::scalar<int64_t>(100 + *e[0].data<int64_t>())};
+                    }).batch(3);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    REQUIRE(initialize_iterator(test_runtime(), "ds_test_iter", train).ok());
+    std::vector<int64_t> sums;
+    for (;;) {
+      auto r = s.run({}, {total});
+      if (!r) {
+        CHECK(r.error().code() == error_code::out_of_range);
+        break;
+      }
+      sums.push_back(*r.value()[0].data<int64_t>());
+    }
+    CHECK(sums == std::vector<int64_t>{6, 22, 17});
+    // Switch to validation data, then back (next epoch).
+    REQUIRE(initialize_iterator(test_runtime(), "ds_test_iter", validation).ok());
+    CHECK(*s.run({}, {total}).value()[0].data<int64_t>() == 303);
+  }
+  // A dataset with the wrong dtype is reported by name.
+  REQUIRE(initialize_iterator(test_runtime(), "ds_test_iter",
+                              dataset::from_tensors({tensor::vector<float>({1})}))
+              .ok());
+  auto wrong = s.run({}, {total});
+  REQUIRE_FALSE(wrong.ok());
+  CHECK_THAT(wrong.error().message(), Catch::Contains("float32"));
+}
+
+TEST_CASE("records from TensorFlow (spotify featran shards) through a dataset", "[dataset]") {
+  auto first = testdata("tfrecord/spotify_featran/train/part-00000-of-00005.tfrecords");
+  auto pattern = first.substr(0, first.size() - std::string("00000-of-00005.tfrecords").size()) +
+                 "*-of-00005.tfrecords";
+  auto ds = dataset::records({pattern})
+                .map(parse_examples({{.key = "label", .type = dtype::f32, .shape = {1}},
+                                     {.key = "f1", .type = dtype::f32, .shape = {1}}}),
+                     2)
+                .batch(100);
+  auto stream = ds.open(&test_runtime()).value();
+  element b;
+  int64_t n = 0;
+  while (stream->next(b).value())
+    n += b[0].dim(0);
+  CHECK(n == 158 + 158 + 159 + 159 + 158);
+}
