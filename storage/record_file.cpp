@@ -1,5 +1,9 @@
 #include "storage/record_file.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -38,16 +42,48 @@ struct record_reader::impl {
   bool eof = false;
   uint64_t offset = 0; // uncompressed position of the next byte
   int64_t skipped = 0;
+  /// Uncompressed files are mapped: a record is copied once, from the page cache to its string.
+  const char* map = nullptr;
+  size_t map_size = 0;
 
   ~impl() {
     if (inflating)
       inflateEnd(&zs);
+    if (map)
+      munmap(const_cast<char*>(map), map_size);
     if (file)
       std::fclose(file);
   }
 
+  /// Maps the file when it is a regular, uncompressed file; falls back to stdio otherwise.
+  void try_map() {
+    struct stat st {};
+    if (fstat(fileno(file), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0)
+      return;
+    void* p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fileno(file), 0);
+    if (p == MAP_FAILED)
+      return;
+    madvise(p, size_t(st.st_size), MADV_SEQUENTIAL);
+    madvise(p, size_t(st.st_size), MADV_WILLNEED);
+    map = static_cast<const char*>(p);
+    map_size = size_t(st.st_size);
+  }
+
+  /// Moves to `pos` of a raw stream.
+  void set_position(uint64_t pos) {
+    if (!map)
+      std::fseek(file, long(pos), SEEK_SET);
+    offset = pos;
+  }
+
   /// Reads up to n bytes; returns how many (less only at the end of the stream).
   result<size_t> read(char* dst, size_t n) {
+    if (map) {
+      size_t got = offset >= map_size ? 0 : std::min<size_t>(n, map_size - size_t(offset));
+      std::memcpy(dst, map + offset, got);
+      offset += got;
+      return got;
+    }
     if (!inflating) {
       size_t got = std::fread(dst, 1, n, file);
       if (got < n && std::ferror(file))
@@ -106,6 +142,13 @@ int64_t record_reader::skipped() const {
 
 status record_reader::seek(uint64_t target) {
   auto& d = *impl_;
+  if (d.map) {
+    if (target > d.map_size)
+      return out_of_range(d.path + ": cannot seek to " + std::to_string(target) +
+                          ", past the end (" + std::to_string(d.map_size) + " bytes)");
+    d.offset = target;
+    return {};
+  }
   if (!d.inflating) {
     if (std::fseek(d.file, long(target), SEEK_SET) != 0)
       return out_of_range(d.path + ": cannot seek to " + std::to_string(target));
@@ -160,6 +203,8 @@ result<record_reader> record_reader::open(const std::string& path, record_reader
     }
   }
   d->compression = c;
+  if (c == record_compression::none)
+    d->try_map();
   if (c == record_compression::gzip || c == record_compression::zlib) {
     d->inflating = true;
     if (inflateInit2(&d->zs, c == record_compression::gzip ? 16 + MAX_WBITS : MAX_WBITS) != Z_OK)
@@ -191,15 +236,21 @@ result<bool> record_reader::next(std::string& out) {
       if (d.options.skip_corrupt && !d.inflating) {
         // Resynchronise byte by byte: the next valid header starts somewhere after this one.
         ++d.skipped;
-        std::fseek(d.file, long(start + 1), SEEK_SET);
-        d.offset = start + 1;
+        d.set_position(start + 1);
         continue;
       }
       return corrupt("bad length CRC (the length field " + std::to_string(len) +
                      " is corrupt, or this is not a record file)");
     }
-    out.resize(len);
-    RUNNEL_ASSIGN_OR_RETURN(size_t data_got, d.read(out.data(), len));
+    size_t data_got = 0;
+    if (d.map) { // one copy, without zero-filling the string first
+      data_got = size_t(std::min<uint64_t>(len, d.map_size - d.offset));
+      out.assign(d.map + d.offset, data_got);
+      d.offset += data_got;
+    } else {
+      out.resize(len);
+      RUNNEL_ASSIGN_OR_RETURN(data_got, d.read(out.data(), len));
+    }
     char footer[4];
     size_t foot_got = 0;
     if (data_got == len) {

@@ -51,8 +51,11 @@ TEST_CASE("crc32c: known values, hardware and portable agree, masking", "[storag
   std::string data(100003, '\0');
   for (auto& c : data)
     c = char(rng());
-  for (size_t n : {0ul, 1ul, 7ul, 8ul, 9ul, 4096ul, data.size()})
-    CHECK(crc32c(data.data(), n) == crc32c_portable(data.data(), n));
+  // Lengths around the three-stream block sizes (3 x 256 and 3 x 4096 bytes) and odd offsets.
+  for (size_t n : {0ul, 1ul, 7ul, 8ul, 9ul, 767ul, 768ul, 769ul, 1000ul, 3136ul, 4096ul, 12287ul,
+                   12288ul, 12289ul, 13063ul, 50000ul, data.size() - 3})
+    for (size_t off : {0ul, 3ul})
+      CHECK(crc32c(data.data() + off, n) == crc32c_portable(data.data() + off, n));
   CHECK(crc32c(data.data() + 5, 1000, crc32c(data.data(), 5)) == crc32c(data.data(), 1005));
   CHECK(unmask_crc(mask_crc(0x12345678u)) == 0x12345678u);
 }

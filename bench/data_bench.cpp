@@ -1,0 +1,189 @@
+// Input-pipeline benchmarks:
+//   records_pipeline  records/s through records → shuffle(10k) → batch(100) → parse (784 float32
+//                     + int64 label) → prefetch, beside the raw read rate of the same files
+//   queue_handoff     µs from an actor's enqueue to the waiting consumer actor receiving the
+//                     tensor, beside a bare actor-to-actor message
+// Each prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/dataset.hpp"
+#include "actors/internal.hpp"
+#include "storage/example.hpp"
+#include "storage/record_index.hpp"
+
+using namespace runnel;
+namespace fs = std::filesystem;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Writes `shards` files of Fashion-MNIST-shaped Examples (784 floats + int64 label).
+std::vector<std::string> write_files(const fs::path& dir, int shards, int per_shard) {
+  fs::create_directories(dir);
+  std::vector<std::string> files;
+  feature_map f;
+  f["image"] = feature{.kind = feature_kind::floats};
+  f["label"] = feature{.kind = feature_kind::int64s, .int64s = {0}};
+  f["image"].floats.resize(784);
+  for (int s = 0; s < shards; ++s) {
+    auto path = shard_name((dir / "pipeline").string(), s, shards);
+    files.push_back(path);
+    if (fs::exists(path))
+      continue;
+    auto w = record_writer::open(path + ".tmp").value();
+    for (int i = 0; i < per_shard; ++i) {
+      for (int k = 0; k < 784; ++k)
+        f["image"].floats[size_t(k)] = float((i * 31 + k) % 255) / 255.f;
+      f["label"].int64s[0] = i % 10;
+      throw_if_error(w.write(encode_example(f)));
+    }
+    throw_if_error(w.close());
+    fs::rename(path + ".tmp", path);
+  }
+  return files;
+}
+
+double raw_read_bytes_per_s(const std::vector<std::string>& files, size_t& total_bytes) {
+  std::vector<char> buf(size_t(4) << 20);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    total_bytes = 0;
+    double t0 = now();
+    for (auto& path : files) {
+      FILE* f = std::fopen(path.c_str(), "rb");
+      size_t n;
+      while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0)
+        total_bytes += n;
+      std::fclose(f);
+    }
+    best = std::max(best, double(total_bytes) / (now() - t0));
+  }
+  return best;
+}
+
+void records_pipeline(runtime& rt) {
+  int shards = 4, per_shard = 50'000;
+  auto files = write_files(fs::temp_directory_path() / "runnel_bench_records", shards, per_shard);
+  size_t bytes = 0;
+  double raw = raw_read_bytes_per_s(files, bytes);
+  double raw_records = raw / (double(bytes) / double(shards * per_shard));
+  int cycle = std::getenv("RUNNEL_CYCLE") ? std::atoi(std::getenv("RUNNEL_CYCLE")) : 2;
+  int par = std::getenv("RUNNEL_PAR") ? std::atoi(std::getenv("RUNNEL_PAR")) : 2;
+  auto ds = dataset::records(files, {.cycle_length = cycle})
+                .shuffle(10'000, 1)
+                .batch(100)
+                .map(parse_examples({{.key = "image", .type = dtype::f32, .shape = {784}},
+                                     {.key = "label", .type = dtype::i64, .shape = {}}}),
+                     par)
+                .prefetch(4);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto stream = ds.open(&rt).value();
+    element b;
+    int64_t n = 0;
+    double t0 = now();
+    while (stream->next(b).value())
+      n += b[0].dim(0);
+    double rate = double(n) / (now() - t0);
+    std::printf("records_pipeline run %d: %lld records in batches, %.0f records/s\n", rep,
+                (long long)n, rate);
+    best = std::max(best, rate);
+  }
+  std::printf("bench records_pipeline: %.3g records/s (%.2fx raw read of the same files: %.2f "
+              "GB/s = %.3g records/s; target 1e+06)\n",
+              best, best / raw_records, raw / 1e9, raw_records);
+}
+
+using token_atom = caf::atom_constant<caf::atom("token")>;
+
+void queue_handoff(runtime& rt) {
+  auto& sys = *rt.internals().system;
+  queue_spec spec{.kind = queue_kind::fifo, .types = {dtype::f32}, .shapes = {shape{}}};
+  int rounds = std::getenv("RUNNEL_HANDOFF_ROUNDS") ? std::atoi(std::getenv("RUNNEL_HANDOFF_ROUNDS")) : 200000;
+  tensor t = tensor::scalar<float>(1.f);
+
+  // Two actors pass a tensor back and forth: A enqueues on q1, B (waiting on q1) receives it and
+  // enqueues on q2, A (waiting on q2) receives it. Each leg is one hand-off.
+  auto measure = [&](bool through_queues) {
+    // Fresh queues each time: the consumer's last dequeue stays pending when it stops.
+    auto q1 = make_actor_queue(sys, "bench_q1", spec);
+    auto q2 = make_actor_queue(sys, "bench_q2", spec);
+    std::promise<double> done;
+    struct st {
+      int left = 0;
+      double t0 = 0;
+    };
+    auto state = std::make_shared<st>();
+    state->left = rounds;
+    caf::actor a, b;
+    b = sys.spawn([&, through_queues](caf::event_based_actor* self) -> caf::behavior {
+      auto handle = caf::actor_cast<caf::actor>(self);
+      if (through_queues)
+        q1->dequeue(1, dequeue_mode::one, -1, [handle](status, std::vector<tensor> v) {
+          caf::anon_send(handle, token_atom::value, v[0]);
+        });
+      return {[&, self, handle, through_queues](token_atom, tensor& x) {
+        if (through_queues) {
+          q2->enqueue({x}, false, -1, [](status) {});
+          q1->dequeue(1, dequeue_mode::one, -1, [handle](status, std::vector<tensor> v) {
+            caf::anon_send(handle, token_atom::value, v[0]);
+          });
+        } else {
+          self->send(a, token_atom::value, x);
+        }
+      }};
+    });
+    a = sys.spawn([&, through_queues](caf::event_based_actor* self) -> caf::behavior {
+      auto handle = caf::actor_cast<caf::actor>(self);
+      return {[&, self, handle, through_queues](token_atom, tensor& x) {
+        if (state->t0 == 0)
+          state->t0 = now();
+        else if (--state->left == 0) {
+          done.set_value((now() - state->t0) / rounds / 2);
+          self->quit();
+          return;
+        }
+        if (through_queues) {
+          q2->dequeue(1, dequeue_mode::one, -1, [handle](status, std::vector<tensor> v) {
+            caf::anon_send(handle, token_atom::value, v[0]);
+          });
+          q1->enqueue({x}, false, -1, [](status) {});
+        } else {
+          self->send(b, token_atom::value, x);
+        }
+      }};
+    });
+    caf::anon_send(a, token_atom::value, t);
+    double per = done.get_future().get();
+    caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+    return per;
+  };
+  double best_q = 1e9, best_bare = 1e9;
+  for (int rep = 0; rep < 3; ++rep) {
+    best_bare = std::min(best_bare, measure(false));
+    best_q = std::min(best_q, measure(true));
+  }
+  std::printf("bench queue_handoff: %.3g us (%.2fx a bare actor message, %.3g us; target 2 us)\n",
+              best_q * 1e6, best_q / best_bare, best_bare * 1e6);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::string filter = argc > 1 ? argv[1] : "all";
+  auto* rt = new runtime; // never destroyed: see tests/eval.hpp
+  if (filter == "all" || filter == "queue_handoff")
+    queue_handoff(*rt);
+  if (filter == "all" || filter == "records_pipeline")
+    records_pipeline(*rt);
+  return 0;
+}
