@@ -1,6 +1,8 @@
 // Trains a classifier on Fashion-MNIST with the embedded API: softmax regression or an MLP
 // (784-512-10, ReLU), with a live progress line, a checkpoint per epoch, --resume, and the
-// loss/accuracy curves as CSV and SVG. Data: Debian's dataset-fashion-mnist.
+// loss/accuracy curves as CSV and SVG. Data: Debian's dataset-fashion-mnist, converted once into
+// sharded record files of tf.train.Examples that a dataset reads (shuffle, batch, parallel parse,
+// prefetch) into the graph through an iterator op; `--input memory` feeds the idx data directly.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -8,11 +10,15 @@
 #include <numeric>
 #include <random>
 
+#include "actors/dataset.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "apps/app_support.hpp"
+#include "apps/records_tools.hpp"
+#include "ops/data_flow.hpp"
 #include "ops/optimizers.hpp"
 #include "storage/checkpoint.hpp"
+#include "storage/record_index.hpp"
 
 using namespace runnel;
 using namespace runnel::apps;
@@ -28,6 +34,10 @@ const char* usage =
     "  --optimizer adam|sgd|momentum   (default adam)\n"
     "  --lr X                   learning rate (default 0.001 adam, 0.1 sgd/momentum)\n"
     "  --data DIR               idx files (default /usr/share/datasets/fashion-mnist)\n"
+    "  --input records|memory   read through record files and a dataset (default), or feed\n"
+    "                           the idx data from memory\n"
+    "  --records-dir DIR        where the record shards are converted once and cached\n"
+    "                           (default ./runnel-fashion-mnist-records)\n"
     "  --checkpoint-dir DIR     a checkpoint per epoch (default ./runnel-fashion-mnist)\n"
     "  --resume                 continue from the latest checkpoint in --checkpoint-dir\n"
     "  --csv FILE, --plot FILE  write the loss/accuracy curves as CSV / SVG\n"
@@ -48,8 +58,10 @@ std::unique_ptr<model> build(const std::string& kind, const std::string& opt_nam
   auto m = std::make_unique<model>();
   graph& g = m->g;
   g.set_seed(seed);
-  m->x = placeholder(g, dtype::f32, shape{-1, 784}, "images");
-  m->y = placeholder(g, dtype::i32, shape{-1}, "labels");
+  // Batches come from the dataset iterator "train"; evaluation (and --input memory) feeds them.
+  auto next = iterator_get_next(g, "train", {dtype::f32, dtype::i32}, {{-1, 784}, {-1}}, "input");
+  m->x = next[0];
+  m->y = next[1];
   output logits;
   if (kind == "mlp") {
     output h;
@@ -84,6 +96,68 @@ std::unique_ptr<model> build(const std::string& kind, const std::string& opt_nam
   return m;
 }
 
+/// The shards of one split, converted from idx on first use.
+std::vector<std::string> record_shards(const std::string& dir, const std::string& data,
+                                       const std::string& split, int shards) {
+  namespace fs = std::filesystem;
+  std::string base = dir + "/" + split;
+  std::vector<std::string> files;
+  bool complete = true;
+  for (int i = 0; i < shards; ++i) {
+    files.push_back(shard_name(base, i, shards));
+    complete &= fs::exists(files.back());
+  }
+  if (complete)
+    return files;
+  std::string prefix = split == "train" ? "train" : "t10k";
+  std::fprintf(stderr, "converting %s/%s-*-idx?-ubyte.gz into %d record shards under %s (once)\n",
+               data.c_str(), prefix.c_str(), shards, dir.c_str());
+  fs::create_directories(dir);
+  // Written under a temporary name and renamed, so an interrupted conversion is redone.
+  auto tmp = convert_idx(data + "/" + prefix + "-images-idx3-ubyte.gz",
+                         data + "/" + prefix + "-labels-idx1-ubyte.gz", base + ".partial", shards,
+                         record_compression::none)
+                 .value();
+  for (int i = 0; i < shards; ++i)
+    fs::rename(tmp[size_t(i)], files[size_t(i)]);
+  return files;
+}
+
+/// Serialized Examples (a batch) -> images float32 [B,784] in [0,1], labels int32 [B].
+map_fn decode_batch() {
+  auto parse = parse_examples({{.key = "image_raw", .type = dtype::string, .shape = {}},
+                               {.key = "label", .type = dtype::i64, .shape = {}}});
+  return [parse](element e) -> result<element> {
+    RUNNEL_ASSIGN_OR_RETURN(auto parsed, parse(std::move(e)));
+    int64_t n = parsed[0].dim(0);
+    tensor images(dtype::f32, shape{n, 784});
+    tensor labels(dtype::i32, shape{n});
+    for (int64_t i = 0; i < n; ++i) {
+      const std::string& raw = parsed[0].data<std::string>()[i];
+      if (raw.size() != 784)
+        return invalid_argument("image_raw of record " + std::to_string(i) + " of a batch has " +
+                                std::to_string(raw.size()) + " bytes, expected 784");
+      float* row = images.data<float>() + i * 784;
+      for (int k = 0; k < 784; ++k)
+        row[k] = float(uint8_t(raw[size_t(k)])) / 255.f;
+      labels.data<int32_t>()[i] = int32_t(parsed[1].data<int64_t>()[i]);
+    }
+    return element{std::move(images), std::move(labels)};
+  };
+}
+
+/// A whole split read through a dataset, as one batch.
+image_set read_split(const std::vector<std::string>& files, int64_t limit) {
+  auto ds = dataset::records(files, {.cycle_length = 1});
+  if (limit > 0)
+    ds = ds.take(limit);
+  auto stream = ds.batch(1 << 30).map(decode_batch()).open().value();
+  element all;
+  if (!stream->next(all).value())
+    throw error(data_loss("no records in " + files.at(0)));
+  return {all[0], all[1]};
+}
+
 int run(const flags& f) {
   auto kind = f.get("model", "mlp");
   auto opt_name = f.get("optimizer", "adam");
@@ -102,17 +176,36 @@ int run(const flags& f) {
     throw error(invalid_argument("--epochs and --batch must be positive"));
   auto data = f.get("data", "/usr/share/datasets/fashion-mnist");
   auto ckpt_dir = f.get("checkpoint-dir", "runnel-fashion-mnist");
+  auto input = f.get("input", "records");
+  if (input != "records" && input != "memory")
+    throw error(invalid_argument("--input must be records or memory, got '" + input + "'"));
+  bool use_records = input == "records";
+  int64_t limit_train = f.get_int("limit-train", -1).value();
 
-  std::fprintf(stderr, "loading %s ...\n", data.c_str());
-  auto train =
-      load_image_set(data + "/train-images-idx3-ubyte.gz", data + "/train-labels-idx1-ubyte.gz",
-                     f.get_int("limit-train", -1).value())
-          .value();
-  auto test =
-      load_image_set(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz")
-          .value();
+  image_set train, test;
+  std::vector<std::string> train_files;
+  if (use_records) {
+    auto dir = f.get("records-dir", "runnel-fashion-mnist-records");
+    train_files = record_shards(dir, data, "train", 4);
+    auto test_files = record_shards(dir, data, "test", 1);
+    std::fprintf(stderr, "reading %s/{train,test}-*-of-* through datasets ...\n", dir.c_str());
+    // The training split is read once here only to count it; batches stream from the dataset.
+    int64_t count = 0;
+    for (auto& file : train_files)
+      count += count_records(file, /*use_index=*/true).value();
+    train.labels = tensor(dtype::i32, shape{limit_train > 0 ? std::min(limit_train, count) : count});
+    test = read_split(test_files, -1);
+  } else {
+    std::fprintf(stderr, "loading %s ...\n", data.c_str());
+    train = load_image_set(data + "/train-images-idx3-ubyte.gz",
+                           data + "/train-labels-idx1-ubyte.gz", limit_train)
+                .value();
+    test = load_image_set(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz")
+               .value();
+  }
+  int64_t train_size = train.labels.dim(0);
   std::fprintf(stderr, "%lld training and %lld test images; model %s, %s lr %g, batch %lld\n",
-               static_cast<long long>(train.size()), static_cast<long long>(test.size()),
+               static_cast<long long>(train_size), static_cast<long long>(test.size()),
                kind.c_str(), opt_name.c_str(), lr, static_cast<long long>(batch));
 
   auto m = build(kind, opt_name, lr, seed);
@@ -120,7 +213,7 @@ int run(const flags& f) {
   auto init = global_variables_initializer(m->g);
   runtime rt;
   session s(rt, m->g);
-  int64_t steps_per_epoch = (train.size() + batch - 1) / batch;
+  int64_t steps_per_epoch = (train_size + batch - 1) / batch;
   int64_t global_step = 0;
   if (f.has("resume")) {
     auto latest = saver::latest_checkpoint(ckpt_dir);
@@ -142,21 +235,43 @@ int run(const flags& f) {
   if (max_steps > 0)
     total_steps = std::min(total_steps, max_steps);
   progress_line progress(total_steps, epochs);
-  std::vector<int64_t> order(static_cast<size_t>(train.size()));
+  std::vector<int64_t> order(static_cast<size_t>(train_size));
   double first_loss = -1, last_loss = 0, test_accuracy = 0;
   std::string last_checkpoint;
   int start_epoch = int(global_step / steps_per_epoch);
   for (int epoch = start_epoch; epoch < epochs && global_step < total_steps; ++epoch) {
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(uint64_t(seed * 1000 + epoch)));
+    uint64_t epoch_seed = uint64_t(seed * 1000 + epoch);
+    int64_t resume_batches = global_step % steps_per_epoch;
+    if (use_records) {
+      // This epoch's data: a fixed seed per epoch, so a resumed run skips exactly the batches it
+      // already trained on.
+      auto ds = dataset::records(train_files);
+      if (limit_train > 0)
+        ds = ds.take(limit_train);
+      ds = ds.shuffle(10'000, epoch_seed, false)
+               .batch(batch)
+               .skip(resume_batches)
+               .map(decode_batch(), 2)
+               .prefetch(4);
+      throw_if_error(initialize_iterator(rt, "train", ds));
+    } else {
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), std::mt19937_64(epoch_seed));
+    }
     double loss_sum = 0, acc_sum = 0, window_loss = 0, window_acc = 0;
     int64_t n = 0, window = 0;
     int64_t log_every = std::max<int64_t>(1, steps_per_epoch / 10);
-    for (int64_t b = (global_step % steps_per_epoch) * batch; b < train.size(); b += batch) {
-      int64_t e = std::min(train.size(), b + batch);
-      feed_list feeds{{m->x, gather_rows(train.images, order, b, e)},
-                      {m->y, gather_rows(train.labels, order, b, e)}};
-      auto r = s.run(feeds, {m->loss, m->accuracy}, {m->train}).value();
+    for (int64_t b = resume_batches * batch; b < train_size; b += batch) {
+      feed_list feeds;
+      if (!use_records) {
+        int64_t e = std::min(train_size, b + batch);
+        feeds = {{m->x, gather_rows(train.images, order, b, e)},
+                 {m->y, gather_rows(train.labels, order, b, e)}};
+      }
+      auto step = s.run(feeds, {m->loss, m->accuracy}, {m->train});
+      if (!step && step.error().code() == error_code::out_of_range)
+        break; // the dataset ended (the last batch may be smaller)
+      auto r = std::move(step).value();
       double l = *r[0].data<float>(), a = *r[1].data<float>();
       if (first_loss < 0)
         first_loss = l;
@@ -221,7 +336,8 @@ int run(const flags& f) {
 
 int main(int argc, char** argv) {
   return app_main("fashion_mnist", argc, argv, usage,
-                  {"model", "epochs", "batch", "optimizer", "lr", "data", "checkpoint-dir",
+                  {"model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
+                   "checkpoint-dir",
                    "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy", "seed"},
                   run);
 }
