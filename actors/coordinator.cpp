@@ -34,6 +34,13 @@ struct coordinator::impl {
       h();
   }
 
+  void record_error(status why) {
+    std::lock_guard lock(mu);
+    if (error.ok())
+      error = std::move(why);
+    cv.notify_all();
+  }
+
   void loop_ended(const std::string& name) {
     std::lock_guard lock(mu);
     --running;
@@ -106,7 +113,7 @@ struct runner_state {
 };
 
 using loop_actor =
-    caf::typed_actor<caf::reacts_to<rerun_atom>, caf::reacts_to<ended_atom, bool>>;
+    caf::typed_actor<caf::reacts_to<rerun_atom>, caf::reacts_to<ended_atom, status>>;
 
 loop_actor::behavior_type loop_behavior(loop_actor::pointer self,
                                         std::shared_ptr<runner_state> st, operation op) {
@@ -115,30 +122,39 @@ loop_actor::behavior_type loop_behavior(loop_actor::pointer self,
         {
           std::lock_guard lock(st->coord->mu);
           if (st->coord->stop) {
-            caf::anon_send(caf::actor_cast<loop_actor>(self), ended_atom::value, false);
+            caf::anon_send(caf::actor_cast<loop_actor>(self), ended_atom::value,
+                           cancelled("the coordinator stopped"));
             return;
           }
         }
         loop_actor handle = caf::actor_cast<loop_actor>(self);
-        st->s->run_callback({}, {}, {op}, [handle, st, op](result<std::vector<tensor>> r) {
+        // The completion runs on a runtime thread: it only sends a message back here.
+        st->s->run_callback({}, {}, {op}, [handle](result<std::vector<tensor>> r) {
           if (r.ok())
-            return caf::anon_send(handle, rerun_atom::value);
-          auto code = r.error().code();
-          bool exhausted = code == error_code::out_of_range || code == error_code::cancelled;
-          if (!exhausted)
-            st->coord->request_stop(
-                r.error().with_context("queue runner op '" + op.name() + "'"));
-          caf::anon_send(handle, ended_atom::value, exhausted);
+            caf::anon_send(handle, rerun_atom::value);
+          else
+            caf::anon_send(handle, ended_atom::value, r.error());
         });
       },
-      [self, st, op](ended_atom, bool close_queue) {
+      [self, st, op](ended_atom, status why) {
         std::string name = op.name();
+        auto code = why.code();
+        bool exhausted = code == error_code::out_of_range || code == error_code::cancelled;
+        bool stopping;
+        {
+          std::lock_guard lock(st->coord->mu);
+          stopping = st->coord->stop;
+        }
+        if (!exhausted && !stopping)
+          st->coord->request_stop(why.with_context("queue runner op '" + name + "'"));
+        // At a stop the cancel op has closed the queue already.
+        bool close_queue = exhausted && !stopping;
         if (st->loops_left.fetch_sub(1) == 1 && close_queue) {
           // The last loop of this runner closes its queue: consumers drain it, then get
           // out_of_range.
           st->s->run_callback({}, {}, {st->close_op}, [st, name](result<std::vector<tensor>> r) {
             if (!r && r.error().code() != error_code::cancelled)
-              st->coord->request_stop(r.error());
+              st->coord->record_error(r.error());
             st->coord->loop_ended(name);
           });
         } else {
@@ -172,7 +188,9 @@ status queue_runner::start(session& s, coordinator& coord) const {
   }
   auto& sys = *s.runtime_internals().system;
   for (auto& op : enqueue_ops_) {
-    auto a = sys.spawn(loop_behavior, st, op);
+    // Detached: a loop may block briefly in session::run_callback (while another thread
+    // instantiates a graph), which must never hold one of the scheduler's threads.
+    auto a = sys.spawn<caf::detached>(loop_behavior, st, op);
     caf::anon_send(a, rerun_atom::value);
   }
   return {};
