@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "actors/internal.hpp"
+#include "ops/builder.hpp"
 
 namespace runnel {
 
@@ -92,12 +93,21 @@ status coordinator::error() const {
   return impl_->error;
 }
 
-queue_runner::queue_runner(const graph_queue& q, std::vector<operation> enqueue_ops)
+queue_runner::queue_runner(const graph_queue& q, std::vector<operation> enqueue_ops,
+                           const std::vector<graph_queue>& also_close)
     : queue_name_(q.name()), enqueue_ops_(std::move(enqueue_ops)) {
   if (enqueue_ops_.empty())
     throw error(invalid_argument("queue_runner for '" + queue_name_ + "' needs an enqueue op"));
-  close_op_ = q.close(false, queue_name_ + "_runner_close");
-  cancel_op_ = q.close(true, queue_name_ + "_runner_cancel");
+  std::vector<operation> closes{q.close(false, queue_name_ + "_runner_close")};
+  std::vector<operation> cancels{q.close(true, queue_name_ + "_runner_cancel")};
+  for (auto& other : also_close) {
+    closes.push_back(other.close(false, other.name() + "_runner_close"));
+    cancels.push_back(other.close(true, other.name() + "_runner_cancel"));
+  }
+  graph& g = q.handle().owner();
+  close_op_ = closes.size() == 1 ? closes[0] : group(g, closes, queue_name_ + "_runner_closes");
+  cancel_op_ =
+      cancels.size() == 1 ? cancels[0] : group(g, cancels, queue_name_ + "_runner_cancels");
 }
 
 namespace {

@@ -63,8 +63,10 @@ private:
 
 class queue_runner {
 public:
-  /// Adds the close ops for `q` to its graph; `enqueue_ops` each get their own loop.
-  queue_runner(const graph_queue& q, std::vector<operation> enqueue_ops);
+  /// Adds the close ops for `q` (and `also_close`) to its graph; `enqueue_ops` each get their
+  /// own loop.
+  queue_runner(const graph_queue& q, std::vector<operation> enqueue_ops,
+               const std::vector<graph_queue>& also_close = {});
   /// Starts the loops on `s`'s runtime; `s` and `coord` must outlive them (join first).
   status start(session& s, coordinator& coord) const;
   const std::string& queue_name() const { return queue_name_; }

@@ -231,8 +231,8 @@ private:
       items.reserve(r.got.size());
       for (auto& e : r.got)
         items.push_back(e[c]);
-      auto stacked = stack_tensors(items, pad, c < spec_.shapes.size() ? spec_.shapes[c]
-                                                                      : shape::unknown());
+      const auto& pads = spec_.padded_shapes.empty() ? spec_.shapes : spec_.padded_shapes;
+      auto stacked = stack_tensors(items, pad, c < pads.size() ? pads[c] : shape::unknown());
       if (!stacked) {
         restore(std::move(r.got));
         r.done(stacked.error().with_context("component " + std::to_string(c) + " of " +

@@ -88,7 +88,27 @@ graph_queue random_shuffle_queue(graph& g, std::vector<dtype> types, queue_optio
 }
 graph_queue padding_fifo_queue(graph& g, std::vector<dtype> types, queue_options o,
                                std::string_view name) {
-  return make_queue(g, "PaddingFIFOQueueV2", std::move(types), o, name);
+  return make_queue(g, "PaddingFIFOQueueV2", std::move(types), o, name,
+                    {{"padded_shapes", o.padded_shapes}});
+}
+
+operation bucket_enqueue(output length, const std::vector<graph_queue>& buckets,
+                         const std::vector<int64_t>& boundaries,
+                         const std::vector<output>& components, std::string_view name) {
+  if (buckets.size() != boundaries.size() + 1)
+    throw error(invalid_argument("bucket_enqueue: " + std::to_string(boundaries.size()) +
+                                 " boundaries need " + std::to_string(boundaries.size() + 1) +
+                                 " queues, got " + std::to_string(buckets.size())));
+  graph& g = length.owner();
+  std::vector<endpoint> in{length.ep()};
+  for (auto& q : buckets)
+    in.push_back(q.handle().ep());
+  for (auto& c : components)
+    in.push_back(c.ep());
+  return build_op(g, "BucketEnqueue", name.empty() ? "bucket_enqueue" : name, in,
+                  {{"N", int64_t(buckets.size())},
+                   {"Tcomponents", buckets.at(0).types()},
+                   {"boundaries", boundaries}});
 }
 graph_queue priority_queue(graph& g, std::vector<dtype> types, queue_options o,
                            std::string_view name) {

@@ -26,6 +26,8 @@ struct queue_options {
   int64_t seed = 0;              ///< random_shuffle_queue only; 0: random
   std::string shared_name;       ///< the runtime name; default: the node's name
   int64_t timeout_ms = 60'000;   ///< longest a dequeue waits; -1: forever
+  /// padding_fifo_queue only: pad dequeue_many to these dimensions where given (-1: longest).
+  std::vector<shape> padded_shapes;
 };
 
 /// A queue node and builders for the ops that use it.
@@ -70,6 +72,12 @@ graph_queue padding_fifo_queue(graph& g, std::vector<dtype> types, queue_options
 /// enqueue order). `types` excludes that priority component.
 graph_queue priority_queue(graph& g, std::vector<dtype> types, queue_options options = {},
                            std::string_view name = {});
+
+/// A BucketEnqueue node: enqueues `components` into `buckets[i]`, where i is the bucket of
+/// `length` (an int64 scalar) among `boundaries` ([b_{i-1}, b_i)); one more queue than boundaries.
+operation bucket_enqueue(output length, const std::vector<graph_queue>& buckets,
+                         const std::vector<int64_t>& boundaries,
+                         const std::vector<output>& components, std::string_view name = {});
 
 /// An IteratorGetNext node reading the dataset iterator `iterator_name` of the runtime
 /// (initialised from C++, see actors/dataset.hpp). Throws on an empty `types`.

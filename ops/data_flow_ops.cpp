@@ -59,7 +59,8 @@ op_def queue_op(const char* name) {
 
 void register_data_flow_ops(op_registry& reg) {
   add(reg, queue_op("FIFOQueueV2"));
-  add(reg, queue_op("PaddingFIFOQueueV2"));
+  add(reg, queue_op("PaddingFIFOQueueV2")
+               .attr("padded_shapes", attr_type::list_shape, std::vector<shape>{}));
   add(reg, queue_op("PriorityQueueV2"));
   add(reg, queue_op("RandomShuffleQueueV2")
                .attr("min_after_dequeue", attr_type::integer, int64_t(0))
@@ -97,6 +98,17 @@ void register_data_flow_ops(op_registry& reg) {
                      batch = int64_t(*n->data<int32_t>());
                    return element_shapes(c, true, batch);
                  }));
+  // Runnel: enqueues one element into the queue of its bucket, chosen by `length` against
+  // `boundaries` (bucket i holds lengths in [boundaries[i-1], boundaries[i])).
+  add(reg, op_def("BucketEnqueue")
+               .input("length", dtype::i64)
+               .input_list("handles", dtype::string, "N")
+               .input_type_list("components", "Tcomponents")
+               .attr("N", attr_type::integer)
+               .attr("Tcomponents", attr_type::list_type)
+               .attr("boundaries", attr_type::list_int)
+               .attr("timeout_ms", attr_type::integer, int64_t(-1))
+               .set_stateful());
   add(reg, op_def("QueueCloseV2")
                .input("handle", dtype::string)
                .attr("cancel_pending_enqueues", attr_type::boolean, false)

@@ -34,6 +34,8 @@ result<queue_spec> queue_spec::from_node_attrs(std::string_view op, const attr_m
   if (!shapes)
     return shapes.error();
   s.shapes = *shapes;
+  if (auto padded = find_attr<std::vector<shape>>(attrs, "padded_shapes"))
+    s.padded_shapes = *padded;
   s.capacity = get_attr<int64_t>(attrs, "capacity");
   s.dequeue_timeout_ms = get_attr<int64_t>(attrs, "timeout_ms");
   if (s.kind == queue_kind::random_shuffle) {

@@ -32,6 +32,9 @@ struct queue_spec {
   queue_kind kind = queue_kind::fifo;
   std::vector<dtype> types;  ///< one per component
   std::vector<shape> shapes; ///< one per component, or empty (any shape)
+  /// padding_fifo: what dequeue_many pads each component to where a dimension is given (-1: the
+  /// longest in the batch); empty: the longest. A Runnel extension used by bucketing.
+  std::vector<shape> padded_shapes;
   int64_t capacity = -1;     ///< elements; -1: unbounded
   int64_t min_after_dequeue = 0; ///< random_shuffle: elements kept back to shuffle among
   int64_t seed = 0;              ///< random_shuffle: 0 draws a random seed

@@ -4,6 +4,8 @@
 #include "ops/cpu/kernels.hpp"
 #include "ops/queue.hpp"
 
+#include <algorithm>
+
 namespace runnel {
 namespace {
 
@@ -22,14 +24,41 @@ result<std::shared_ptr<queue_resource>> queue_of_node(const kernel_construction&
   return c.resources->find_or_create_queue(resource_name(q), *spec);
 }
 
-/// The queue behind input 0 of the node being built.
-result<std::shared_ptr<queue_resource>> input_queue(const kernel_construction& c) {
-  const node& producer = c.graph.at(c.node.inputs.at(0).node);
+/// The queue behind input `i` (0: 'handle') of the node being built.
+result<std::shared_ptr<queue_resource>> input_queue(const kernel_construction& c, size_t i = 0) {
+  const node& producer = c.graph.at(c.node.inputs.at(i).node);
   if (!queue_spec::from_node_attrs(producer.op, producer.attrs))
-    return invalid_argument("input 0 ('handle') must come from a queue op, but comes from '" +
-                            producer.name + "' (op " + producer.op + ")");
+    return invalid_argument("input " + std::to_string(i) +
+                            " must come from a queue op, but comes from '" + producer.name +
+                            "' (op " + producer.op + ")");
   return queue_of_node(c, producer);
 }
+
+class bucket_enqueue_kernel : public kernel {
+public:
+  bucket_enqueue_kernel(std::vector<std::shared_ptr<queue_resource>> qs,
+                        std::vector<int64_t> boundaries, int64_t timeout_ms)
+      : queues_(std::move(qs)), boundaries_(std::move(boundaries)), timeout_ms_(timeout_ms) {}
+  bool is_async() const override { return true; }
+  status compute(kernel_context&) override { return internal_error("enqueue is asynchronous"); }
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
+    const tensor& len = ctx.input(0);
+    if (len.rank() != 0)
+      return done(invalid_argument("length must be a scalar, got shape " + len.shape().to_string()));
+    int64_t l = *len.data<int64_t>();
+    size_t b = size_t(std::upper_bound(boundaries_.begin(), boundaries_.end(), l) -
+                      boundaries_.begin());
+    auto in = ctx.inputs();
+    size_t first = 1 + queues_.size();
+    queues_[b]->enqueue(std::vector<tensor>(in.begin() + long(first), in.end()), false,
+                        timeout_ms_, std::move(done));
+  }
+
+private:
+  std::vector<std::shared_ptr<queue_resource>> queues_;
+  std::vector<int64_t> boundaries_;
+  int64_t timeout_ms_;
+};
 
 class queue_kernel : public kernel {
 public:
@@ -203,6 +232,25 @@ void register_queue_kernels(kernel_registry& reg) {
               return std::unique_ptr<kernel>(
                   std::make_unique<dequeue_kernel>(*q, mode, c.attr<int64_t>("timeout_ms")));
             });
+  reg.add("BucketEnqueue", cpu, {},
+          [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
+            auto n = size_t(c.attr<int64_t>("N"));
+            auto boundaries = c.attr<std::vector<int64_t>>("boundaries");
+            if (n != boundaries.size() + 1)
+              return invalid_argument(std::to_string(boundaries.size()) +
+                                      " boundaries need " +
+                                      std::to_string(boundaries.size() + 1) + " queues, got " +
+                                      std::to_string(n));
+            std::vector<std::shared_ptr<queue_resource>> qs;
+            for (size_t i = 0; i < n; ++i) {
+              auto q = input_queue(c, 1 + i);
+              if (!q)
+                return q.error();
+              qs.push_back(*q);
+            }
+            return std::unique_ptr<kernel>(std::make_unique<bucket_enqueue_kernel>(
+                std::move(qs), std::move(boundaries), c.attr<int64_t>("timeout_ms")));
+          });
   reg.add("QueueCloseV2", cpu, {}, [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
     auto q = input_queue(c);
     if (!q)

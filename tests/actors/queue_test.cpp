@@ -2,7 +2,7 @@
 #include <set>
 #include <thread>
 
-#include "actors/coordinator.hpp"
+#include "actors/batching.hpp"
 #include "ops/data_flow.hpp"
 #include "tests/eval.hpp"
 
@@ -348,4 +348,121 @@ TEST_CASE("request_stop unblocks runners waiting on a full queue", "[queue]") {
   std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the queue fills; the loop blocks
   coord.request_stop();
   CHECK(coord.join(std::chrono::seconds(5)).ok());
+}
+
+namespace {
+
+/// A closed queue holding `values` (one int64 vector element each), as a finite input.
+graph_queue filled_source(graph& g, session& s, const std::vector<std::vector<int64_t>>& values) {
+  auto q = fifo_queue(g, {dtype::i64}, {}, qname("src"));
+  auto v = placeholder(g, dtype::i64, {-1}, "src_value");
+  auto enq = q.enqueue({v});
+  auto close = q.close();
+  for (auto& x : values)
+    REQUIRE(s.run({{v, tensor::vector<int64_t>(x)}}, {}, {enq}).ok());
+  REQUIRE(s.run({close}).ok());
+  return q;
+}
+
+} // namespace
+
+TEST_CASE("batch with dynamic_pad and allow_smaller_final_batch", "[queue][batching]") {
+  graph g;
+  session s(test_runtime(), g);
+  auto src = filled_source(g, s, {{1}, {1, 2}, {1, 2, 3}, {4}, {5, 6}});
+  auto element = src.dequeue()[0];
+  auto b = batch({element}, {.batch_size = 2, .num_threads = 1, .dynamic_pad = true,
+                             .allow_smaller_final_batch = true, .name = qname("batch")});
+  coordinator coord;
+  for (auto& r : b.runners)
+    REQUIRE(r.start(s, coord).ok());
+  std::vector<tensor> got;
+  for (;;) {
+    auto r = s.run({}, b.tensors);
+    if (!r) {
+      REQUIRE(r.error().code() == error_code::out_of_range);
+      break;
+    }
+    got.push_back(r.value()[0]);
+  }
+  REQUIRE(got.size() == 3);
+  check_equal(got[0], vals<int64_t>({2, 2}, {1, 0, 1, 2}));
+  check_equal(got[1], vals<int64_t>({2, 3}, {1, 2, 3, 4, 0, 0}));
+  check_equal(got[2], vals<int64_t>({1, 2}, {5, 6})); // the smaller final batch
+  coord.request_stop();
+  CHECK(coord.join().ok());
+}
+
+TEST_CASE("shuffle_batch delivers every element once, mixed", "[queue][batching]") {
+  graph g;
+  session s(test_runtime(), g);
+  std::vector<std::vector<int64_t>> values;
+  for (int64_t i = 0; i < 40; ++i)
+    values.push_back({i});
+  auto src = filled_source(g, s, values);
+  auto b = shuffle_batch({src.dequeue()[0]},
+                         {.batch_size = 10, .num_threads = 2, .capacity = 40,
+                          .allow_smaller_final_batch = true, .name = qname("shuffle_batch")},
+                         /*min_after_dequeue=*/10, /*seed=*/3);
+  coordinator coord;
+  for (auto& r : b.runners)
+    REQUIRE(r.start(s, coord).ok());
+  std::vector<int64_t> got;
+  for (;;) {
+    auto r = s.run({}, b.tensors);
+    if (!r)
+      break;
+    for (auto x : r.value()[0].flat<int64_t>())
+      got.push_back(x);
+  }
+  auto sorted = got;
+  std::sort(sorted.begin(), sorted.end());
+  REQUIRE(sorted.size() == 40);
+  for (int64_t i = 0; i < 40; ++i)
+    CHECK(sorted[size_t(i)] == i);
+  CHECK(got != sorted);
+  CHECK(coord.join().ok());
+}
+
+TEST_CASE("bucket_by_sequence_length batches similar lengths together", "[queue][batching]") {
+  graph g;
+  session s(test_runtime(), g);
+  // Lengths 1..8, twice.
+  std::vector<std::vector<int64_t>> values;
+  for (int rep = 0; rep < 2; ++rep)
+    for (int64_t n = 1; n <= 8; ++n)
+      values.push_back(std::vector<int64_t>(size_t(n), n));
+  for (bool to_boundary : {false, true}) {
+    auto src = filled_source(g, s, values);
+    auto seq = src.dequeue()[0];
+    auto length = size(seq); // int32
+    auto b = bucket_by_sequence_length(length, {seq}, {3, 6}, {2, 3, 3},
+                                       {.pad_to_bucket_boundary = to_boundary,
+                                        .allow_smaller_final_batch = true,
+                                        .name = qname("bucket")});
+    coordinator coord;
+    for (auto& r : b.runners)
+      REQUIRE(r.start(s, coord).ok());
+    int64_t total = 0;
+    for (;;) {
+      auto r = s.run({}, b.tensors);
+      if (!r) {
+        REQUIRE(r.error().code() == error_code::out_of_range);
+        break;
+      }
+      auto lengths = r.value()[0].flat<int64_t>();
+      auto batch = r.value()[1];
+      int64_t lo = *std::min_element(lengths.begin(), lengths.end());
+      int64_t hi = *std::max_element(lengths.begin(), lengths.end());
+      // Every batch comes from one bucket: [1,3), [3,6) or [6,inf).
+      auto bucket = [](int64_t l) { return l < 3 ? 0 : l < 6 ? 1 : 2; };
+      CHECK(bucket(lo) == bucket(hi));
+      // Padded to the longest, or to the bucket's boundary - 1 (2 and 5; the last is open).
+      int64_t want = !to_boundary || bucket(hi) == 2 ? hi : bucket(hi) == 0 ? 2 : 5;
+      CHECK(batch.dim(1) == want);
+      total += int64_t(lengths.size());
+    }
+    CHECK(total == 16);
+    CHECK(coord.join().ok());
+  }
 }
