@@ -840,6 +840,11 @@ public:
 
   void get_next(queue_resource::dequeue_done_fn done) override {
     run_on(worker_, [s = state_, name = name_, done = std::move(done)] {
+      if (!s->returned.empty()) {
+        auto e = std::move(s->returned.front());
+        s->returned.pop_front();
+        return done({}, std::move(e));
+      }
       if (!s->stream)
         return done(failed_precondition("iterator '" + name +
                                         "' is not initialized: call initialize_iterator(runtime, "
@@ -858,6 +863,12 @@ public:
     });
   }
 
+  void put_back(std::vector<tensor> element) override {
+    run_on(worker_, [s = state_, e = std::move(element)]() mutable {
+      s->returned.push_front(std::move(e));
+    });
+  }
+
   /// Replaces the dataset; requests sent before this one still read the old one.
   status initialize(const dataset& ds) {
     open_context ctx{&sys_};
@@ -869,6 +880,7 @@ public:
     auto holder = std::make_shared<stream_ptr>(std::move(stream).value());
     run_on(worker_, [s = state_, holder, &installed] {
       s->stream = std::move(*holder);
+      s->returned.clear();
       installed.set_value();
     });
     fut.wait();
@@ -878,6 +890,7 @@ public:
 private:
   struct state {
     stream_ptr stream; // touched only by the worker
+    std::deque<element> returned; // given back by aborted steps, served first
   };
   std::string name_;
   caf::actor_system& sys_;

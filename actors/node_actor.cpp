@@ -108,6 +108,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     call->inputs = std::move(inputs);
     call->ctx = std::make_unique<kernel_context>(
         std::span<const tensor>(call->inputs.data(), size_t(s.num_inputs)), s.num_outputs, s.cpu);
+    call->ctx->set_abort_flag(&step->aborted);
     node_actor handle = caf::actor_cast<node_actor>(self);
     auto* ctx = call->ctx.get();
     s.kern->compute_async(*ctx, [handle, call](status st) mutable {

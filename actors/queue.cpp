@@ -83,6 +83,11 @@ public:
     process();
   }
 
+  void give_back(std::vector<element> elements) {
+    restore(std::move(elements));
+    process();
+  }
+
   void expire(int64_t id) {
     for (auto it = enqueues_.begin(); it != enqueues_.end(); ++it)
       if (it->id == id) {
@@ -369,6 +374,21 @@ public:
     send([n, mode, timeout_ms, done = std::move(done)](queue_state& q) mutable {
       q.dequeue(n, mode, timeout_ms, std::move(done));
     });
+  }
+  void put_back(std::vector<tensor> components, dequeue_mode mode) override {
+    std::vector<element> elements;
+    if (mode == dequeue_mode::one) {
+      elements.push_back(std::move(components));
+    } else if (!components.empty()) {
+      size_t rows = size_t(components[0].dim(0));
+      elements.resize(rows);
+      for (auto& c : components) {
+        auto r = unstack_rows(c);
+        for (size_t i = 0; i < rows; ++i)
+          elements[i].push_back(std::move(r[i]));
+      }
+    }
+    send([e = std::move(elements)](queue_state& q) mutable { q.give_back(std::move(e)); });
   }
   void close(bool cancel_pending, done_fn done) override {
     send([cancel_pending, done = std::move(done)](queue_state& q) {

@@ -17,6 +17,7 @@
 // the hot path) and then computes once per step. The runtime never runs one kernel object on two
 // threads at once. Kernels return errors as status values; the runtime adds the node's name and op.
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <span>
@@ -90,10 +91,16 @@ public:
   tensor& output(int i) { return outputs_[size_t(i)]; }
   std::vector<tensor>& outputs() { return outputs_; }
 
+  /// For asynchronous kernels: whether the step was aborted while they waited (e.g. a dequeue,
+  /// which then gives its elements back instead of losing them).
+  bool step_aborted() const { return aborted_ && aborted_->load(std::memory_order_acquire); }
+  void set_abort_flag(const std::atomic<bool>* flag) { aborted_ = flag; }
+
 private:
   std::span<const tensor> inputs_;
   std::vector<tensor> outputs_;
   cpu_device* cpu_;
+  const std::atomic<bool>* aborted_ = nullptr;
 };
 
 class kernel {

@@ -73,6 +73,9 @@ public:
   /// Closes the queue; `done` runs once the close has taken effect. With `cancel_pending_enqueues`
   /// waiting enqueues fail with `cancelled`; otherwise they still complete as room appears.
   virtual void close(bool cancel_pending_enqueues, done_fn done) = 0;
+  /// Gives back what a dequeue in `mode` returned, to the front of the queue, when the step that
+  /// asked for it was aborted meanwhile: nothing is lost. (Padded batches go back padded.)
+  virtual void put_back(std::vector<tensor> components, dequeue_mode mode) = 0;
   /// Elements in the queue now (a snapshot).
   virtual int64_t size() const = 0;
   virtual bool closed() const = 0;
@@ -87,6 +90,8 @@ public:
   /// The next element; `out_of_range` at the end of the dataset, `failed_precondition` before
   /// the iterator is initialised.
   virtual void get_next(queue_resource::dequeue_done_fn done) = 0;
+  /// Returns an element taken by a step that was aborted meanwhile; get_next gives it again.
+  virtual void put_back(std::vector<tensor> element) = 0;
 };
 
 /// Stacks equally shaped tensors along a new first dimension. With `pad` the items may differ in

@@ -107,7 +107,11 @@ public:
         return done(invalid_argument("n must be >= 0, got " + std::to_string(n)));
     }
     q_->dequeue(n, mode_, timeout_ms_,
-                [&ctx, done = std::move(done)](status st, std::vector<tensor> out) {
+                [this, &ctx, done = std::move(done)](status st, std::vector<tensor> out) {
+                  if (st.ok() && ctx.step_aborted()) {
+                    q_->put_back(std::move(out), mode_); // exactly once: nobody will read it
+                    return done(cancelled("the step was aborted"));
+                  }
                   if (st.ok())
                     for (size_t i = 0; i < out.size(); ++i)
                       ctx.set_output(int(i), std::move(out[i]));
@@ -155,6 +159,10 @@ public:
   status compute(kernel_context&) override { return internal_error("get_next is asynchronous"); }
   void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
     it_->get_next([this, &ctx, done = std::move(done)](status st, std::vector<tensor> out) {
+      if (st.ok() && ctx.step_aborted()) {
+        it_->put_back(std::move(out));
+        return done(cancelled("the step was aborted"));
+      }
       if (st.ok()) {
         if (out.size() != types_.size())
           st = invalid_argument("the dataset of iterator '" + it_->name() + "' gives " +

@@ -466,3 +466,20 @@ TEST_CASE("bucket_by_sequence_length batches similar lengths together", "[queue]
     CHECK(coord.join().ok());
   }
 }
+
+TEST_CASE("an element dequeued for an aborted step goes back to the queue", "[queue]") {
+  graph g;
+  auto a = fifo_queue(g, {dtype::i32}, {.shapes = {{}}, .timeout_ms = 5000}, qname("abort_a"));
+  auto b = fifo_queue(g, {dtype::i32}, {.shapes = {{}}, .timeout_ms = 100}, qname("abort_b"));
+  auto v = placeholder(g, dtype::i32, {}, "v");
+  auto enq = a.enqueue({v});
+  auto from_a = a.dequeue()[0];
+  auto from_b = b.dequeue()[0]; // nobody fills b: the step fails after 100 ms
+  session s(test_runtime(), g);
+  auto r = s.run({}, {from_a, from_b});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == error_code::deadline_exceeded);
+  // The aborted step's dequeue from a is still waiting; the element it gets must not be lost.
+  REQUIRE(s.run({{v, tensor::scalar<int32_t>(7)}}, {}, {enq}).ok());
+  check_equal(s.run({}, {from_a}).value()[0], tensor::scalar<int32_t>(7));
+}
