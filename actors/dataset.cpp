@@ -326,6 +326,11 @@ public:
   records_node(std::vector<std::string> patterns, records_options o)
       : patterns_(std::move(patterns)), options_(o) {}
   result<stream_ptr> open(open_context& ctx) const override {
+    RUNNEL_ASSIGN_OR_RETURN(auto files, expand());
+    return stream_ptr(std::make_unique<records_stream>(ctx, std::move(files), options_));
+  }
+  /// The files of one pass, in the order they are opened.
+  result<std::vector<std::string>> expand() const {
     std::vector<std::string> files;
     for (auto& p : patterns_) {
       auto matched = expand_record_files(p);
@@ -339,13 +344,112 @@ public:
       std::mt19937_64 rng(options_.shuffle_files_seed + opens_++);
       std::shuffle(files.begin(), files.end(), rng);
     }
-    return stream_ptr(std::make_unique<records_stream>(ctx, std::move(files), options_));
+    return files;
   }
+  const records_options& options() const { return options_; }
 
 private:
   std::vector<std::string> patterns_;
   records_options options_;
   mutable std::atomic<uint64_t> opens_{0};
+};
+
+/// records(...).shuffle(n) fused: the buffer holds where records lie in the mapped files, not
+/// their payloads, so a 10k-record window costs 10k small entries instead of 10k strings copied
+/// in and read back cold. Each record is copied out (and its CRC checked) once, when it is
+/// emitted. Records of compressed files, which cannot be addressed, are held as payloads.
+class records_shuffle_stream : public element_stream {
+public:
+  records_shuffle_stream(std::vector<std::string> files, records_options o, size_t buffer,
+                         uint64_t seed)
+      : files_(std::move(files)), options_(o), capacity_(std::max<size_t>(1, buffer)),
+        rng_(seed) {
+    size_t cycle = options_.cycle_length > 0 ? size_t(options_.cycle_length)
+                                             : std::min<size_t>(files_.size(), 8);
+    slots_.resize(std::max<size_t>(1, std::min(cycle, files_.size())));
+  }
+  status next_chunk(std::vector<element>& out, size_t max) override {
+    for (size_t n = 0; n < max; ++n) {
+      RUNNEL_RETURN_IF_ERROR(fill());
+      if (buf_.empty())
+        break;
+      size_t i = std::uniform_int_distribution<size_t>(0, buf_.size() - 1)(rng_);
+      std::swap(buf_[i], buf_.back());
+      entry e = std::move(buf_.back());
+      buf_.pop_back();
+      if (e.reader) {
+        std::string rec;
+        RUNNEL_RETURN_IF_ERROR(e.reader->read_span(e.offset, e.length, rec));
+        out.push_back({tensor::scalar<std::string>(std::move(rec))});
+      } else {
+        out.push_back(std::move(e.value));
+      }
+    }
+    return {};
+  }
+
+private:
+  struct entry {
+    std::shared_ptr<record_reader> reader; ///< null: `value` holds the record
+    uint64_t offset = 0, length = 0;
+    element value;
+  };
+  struct slot {
+    std::shared_ptr<record_reader> reader;
+    size_t taken = 0;
+  };
+  status fill() {
+    while (!ended_ && buf_.size() < capacity_) {
+      bool any = false;
+      for (auto& s : slots_) {
+        if (!s.reader && next_file_ < files_.size()) {
+          auto r = record_reader::open(files_[next_file_++], options_.reader);
+          if (!r)
+            return r.error();
+          s.reader = std::make_shared<record_reader>(std::move(r).value());
+          s.taken = 0;
+        }
+        any |= bool(s.reader);
+      }
+      if (!any) {
+        ended_ = true;
+        break;
+      }
+      auto& s = slots_[current_];
+      if (!s.reader) {
+        current_ = (current_ + 1) % slots_.size();
+        continue;
+      }
+      entry e;
+      bool more;
+      if (s.reader->mapped()) {
+        RUNNEL_ASSIGN_OR_RETURN(more, s.reader->next_span(e.offset, e.length));
+        e.reader = s.reader;
+      } else {
+        std::string rec;
+        RUNNEL_ASSIGN_OR_RETURN(more, s.reader->next(rec));
+        e.value = {tensor::scalar<std::string>(std::move(rec))};
+      }
+      if (!more) {
+        s.reader.reset(); // entries still in the buffer keep the file mapped
+        continue;
+      }
+      buf_.push_back(std::move(e));
+      if (++s.taken >= size_t(std::max(1, options_.block_length))) {
+        s.taken = 0;
+        current_ = (current_ + 1) % slots_.size();
+      }
+    }
+    return {};
+  }
+  std::vector<std::string> files_;
+  records_options options_;
+  size_t capacity_;
+  std::mt19937_64 rng_;
+  std::vector<slot> slots_;
+  size_t current_ = 0, next_file_ = 0;
+  std::vector<entry> buf_;
+  bool ended_ = false;
 };
 
 // ---- map, filter ----
@@ -542,8 +646,15 @@ public:
       : unary_node(std::move(in)), buffer_(buffer),
         seed_(seed ? seed : std::random_device{}()), reshuffle_(reshuffle) {}
   result<stream_ptr> open(open_context& ctx) const override {
-    RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     uint64_t seed = reshuffle_ ? seed_ + 0x9e3779b97f4a7c15ull * opens_++ : seed_;
+    // Straight after records(): shuffle places in the files rather than payloads.
+    if (auto* records = dynamic_cast<const records_node*>(input_.get());
+        records && !records->options().reader.skip_corrupt) {
+      RUNNEL_ASSIGN_OR_RETURN(auto files, records->expand());
+      return stream_ptr(std::make_unique<records_shuffle_stream>(std::move(files),
+                                                                 records->options(), buffer_, seed));
+    }
+    RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return stream_ptr(std::make_unique<shuffle_stream>(std::move(up), buffer_, seed));
   }
 

@@ -171,6 +171,46 @@ status record_reader::seek(uint64_t target) {
   }
   return {};
 }
+bool record_reader::mapped() const {
+  return impl_->map != nullptr;
+}
+
+result<bool> record_reader::next_span(uint64_t& data_offset, uint64_t& length) {
+  auto& d = *impl_;
+  if (!d.map)
+    return failed_precondition(d.path + ": next_span needs an uncompressed (mapped) file");
+  uint64_t start = d.offset;
+  if (start >= d.map_size)
+    return false;
+  if (d.map_size - start < 12)
+    return data_loss(d.path + ":" + std::to_string(start) + ": truncated record header (" +
+                     std::to_string(d.map_size - start) + " of 12 bytes)");
+  const char* header = d.map + start;
+  uint64_t len = load_u64(header);
+  if (mask_crc(crc32c(header, 8)) != load_u32(header + 8) || len > d.options.max_record_bytes)
+    return data_loss(d.path + ":" + std::to_string(start) + ": bad length CRC (the length field " +
+                     std::to_string(len) + " is corrupt, or this is not a record file)");
+  if (d.map_size - start - 12 < len + 4)
+    return data_loss(d.path + ":" + std::to_string(start) + ": truncated record: " +
+                     std::to_string(len) + " bytes of data announced, file ends after " +
+                     std::to_string(d.map_size - start - 12));
+  data_offset = start + 12;
+  length = len;
+  d.offset = start + 12 + len + 4;
+  return true;
+}
+
+status record_reader::read_span(uint64_t data_offset, uint64_t length, std::string& out) const {
+  auto& d = *impl_;
+  if (!d.map || data_offset + length + 4 > d.map_size)
+    return out_of_range(d.path + ": no record data at " + std::to_string(data_offset));
+  out.assign(d.map + data_offset, size_t(length));
+  if (mask_crc(crc32c(out.data(), out.size())) != load_u32(d.map + data_offset + length))
+    return data_loss(d.path + ":" + std::to_string(data_offset - 12) +
+                     ": bad data CRC in a record of " + std::to_string(length) + " bytes");
+  return {};
+}
+
 record_compression record_reader::compression() const {
   return impl_->compression;
 }

@@ -53,6 +53,13 @@ public:
   /// files, decompression up to it for compressed ones.
   status seek(uint64_t offset);
   int64_t skipped() const;
+
+  /// Random access for uncompressed files, which are mapped into memory: `next_span` checks the
+  /// next record's header and skips over it, giving where its data lies; `read_span` copies that
+  /// data out and checks its CRC. A shuffle buffer can then hold places instead of payloads.
+  bool mapped() const;
+  result<bool> next_span(uint64_t& data_offset, uint64_t& length);
+  status read_span(uint64_t data_offset, uint64_t length, std::string& out) const;
   record_compression compression() const;
   const std::string& path() const;
 

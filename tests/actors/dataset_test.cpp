@@ -293,3 +293,48 @@ TEST_CASE("records from TensorFlow (spotify featran shards) through a dataset", 
     n += b[0].dim(0);
   CHECK(n == 158 + 158 + 159 + 159 + 158);
 }
+
+TEST_CASE("records().shuffle() shuffles places in the files, every record once", "[dataset]") {
+  auto files = write_shards("fused", 3, 20);
+  // A GZIP copy of one shard: compressed files cannot be addressed and are buffered whole.
+  auto gz = files[2] + ".gz";
+  {
+    auto r = record_reader::open(files[2]).value();
+    auto w = record_writer::open(gz, record_compression::gzip).value();
+    std::string rec;
+    while (r.next(rec).value())
+      REQUIRE(w.write(rec).ok());
+    REQUIRE(w.close().ok());
+  }
+  auto parse = parse_examples({{.key = "id", .type = dtype::i64, .shape = {}}});
+  auto ids = read_all_scalars(dataset::records({files[0], files[1], gz}).shuffle(25, 9).map(parse));
+  REQUIRE(ids.size() == 60);
+  CHECK(ids != iota(60));
+  auto sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == iota(60));
+  // Seeded: the same order again.
+  CHECK(read_all_scalars(dataset::records({files[0], files[1], gz}).shuffle(25, 9).map(parse)) ==
+        ids);
+  // A corrupt payload is found when its record is emitted, with the file and offset.
+  {
+    std::fstream f(files[1], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(30);
+    f.put('\x55');
+  }
+  auto stream = dataset::records({files[0], files[1]}).shuffle(100, 1).open(&test_runtime()).value();
+  element e;
+  status st;
+  for (;;) {
+    auto r = stream->next(e);
+    if (!r) {
+      st = r.error();
+      break;
+    }
+    if (!*r)
+      break;
+  }
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.code() == error_code::data_loss);
+  CHECK_THAT(st.message(), Catch::Contains(files[1] + ":0: bad data CRC"));
+}
