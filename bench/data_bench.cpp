@@ -4,6 +4,8 @@
 //   queue_handoff     µs from an actor's enqueue to the waiting consumer actor receiving the
 //                     tensor, beside a bare actor-to-actor message
 // Each prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`.
+// RUNNEL_CYCLE (shards read at once, default 2) and RUNNEL_PAR (parse actors, default 2) vary
+// the pipeline's shape. The record files are written once under $TMPDIR/runnel_bench_records.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -31,9 +33,10 @@ std::vector<std::string> write_files(const fs::path& dir, int shards, int per_sh
   fs::create_directories(dir);
   std::vector<std::string> files;
   feature_map f;
-  f["image"] = feature{.kind = feature_kind::floats};
-  f["label"] = feature{.kind = feature_kind::int64s, .int64s = {0}};
+  f["image"].kind = feature_kind::floats;
   f["image"].floats.resize(784);
+  f["label"].kind = feature_kind::int64s;
+  f["label"].int64s = {0};
   for (int s = 0; s < shards; ++s) {
     auto path = shard_name((dir / "pipeline").string(), s, shards);
     files.push_back(path);
@@ -108,7 +111,7 @@ using token_atom = caf::atom_constant<caf::atom("token")>;
 void queue_handoff(runtime& rt) {
   auto& sys = *rt.internals().system;
   queue_spec spec{.kind = queue_kind::fifo, .types = {dtype::f32}, .shapes = {shape{}}};
-  int rounds = std::getenv("RUNNEL_HANDOFF_ROUNDS") ? std::atoi(std::getenv("RUNNEL_HANDOFF_ROUNDS")) : 200000;
+  constexpr int rounds = 200'000;
   tensor t = tensor::scalar<float>(1.f);
 
   // Two actors pass a tensor back and forth: A enqueues on q1, B (waiting on q1) receives it and
