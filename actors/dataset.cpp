@@ -354,52 +354,64 @@ private:
   mutable std::atomic<uint64_t> opens_{0};
 };
 
-/// records(...).shuffle(n) fused: the buffer holds where records lie in the mapped files, not
-/// their payloads, so a 10k-record window costs 10k small entries instead of 10k strings copied
-/// in and read back cold. Each record is copied out (and its CRC checked) once, when it is
-/// emitted. Records of compressed files, which cannot be addressed, are held as payloads.
-class records_shuffle_stream : public element_stream {
+/// Where a record lies: in a mapped file (reader, offset, length), or, for compressed files,
+/// which cannot be addressed, the record itself.
+struct record_place {
+  std::shared_ptr<record_reader> reader;
+  uint64_t offset = 0, length = 0;
+  std::string value;
+
+  /// The record's bytes after checking its CRC (a mapped record is checked here; a read one
+  /// was checked when it was read). Valid while this place lives.
+  result<std::string_view> view() const {
+    if (!reader)
+      return std::string_view(value);
+    return reader->checked_view(offset, length);
+  }
+};
+
+/// The places of the records of `files`, interleaved like records(), optionally through a
+/// shuffle window of `buffer` places (0: in order).
+class record_places {
 public:
-  records_shuffle_stream(std::vector<std::string> files, records_options o, size_t buffer,
-                         uint64_t seed)
+  record_places(std::vector<std::string> files, records_options o, size_t buffer, uint64_t seed)
       : files_(std::move(files)), options_(o), capacity_(std::max<size_t>(1, buffer)),
-        rng_(seed) {
+        shuffle_(buffer > 0), rng_(seed) {
     size_t cycle = options_.cycle_length > 0 ? size_t(options_.cycle_length)
                                              : std::min<size_t>(files_.size(), 8);
     slots_.resize(std::max<size_t>(1, std::min(cycle, files_.size())));
   }
-  status next_chunk(std::vector<element>& out, size_t max) override {
-    for (size_t n = 0; n < max; ++n) {
+  /// Appends up to `n` places; fewer only at the end.
+  status next(std::vector<record_place>& out, size_t n) {
+    for (size_t k = 0; k < n; ++k) {
       RUNNEL_RETURN_IF_ERROR(fill());
       if (buf_.empty())
         break;
-      size_t i = std::uniform_int_distribution<size_t>(0, buf_.size() - 1)(rng_);
-      std::swap(buf_[i], buf_.back());
-      entry e = std::move(buf_.back());
-      buf_.pop_back();
-      if (e.reader) {
-        std::string rec;
-        RUNNEL_RETURN_IF_ERROR(e.reader->read_span(e.offset, e.length, rec));
-        out.push_back({tensor::scalar<std::string>(std::move(rec))});
+      size_t i = shuffle_ ? std::uniform_int_distribution<size_t>(0, buf_.size() - 1)(rng_)
+                          : head_;
+      if (shuffle_) {
+        std::swap(buf_[i], buf_.back());
+        out.push_back(std::move(buf_.back()));
+        buf_.pop_back();
       } else {
-        out.push_back(std::move(e.value));
+        out.push_back(std::move(buf_[head_++]));
+        if (head_ == buf_.size()) {
+          buf_.clear();
+          head_ = 0;
+        }
       }
     }
     return {};
   }
 
 private:
-  struct entry {
-    std::shared_ptr<record_reader> reader; ///< null: `value` holds the record
-    uint64_t offset = 0, length = 0;
-    element value;
-  };
   struct slot {
     std::shared_ptr<record_reader> reader;
     size_t taken = 0;
   };
   status fill() {
-    while (!ended_ && buf_.size() < capacity_) {
+    size_t want = shuffle_ ? capacity_ : 1;
+    while (!ended_ && buf_.size() - head_ < want) {
       bool any = false;
       for (auto& s : slots_) {
         if (!s.reader && next_file_ < files_.size()) {
@@ -420,21 +432,19 @@ private:
         current_ = (current_ + 1) % slots_.size();
         continue;
       }
-      entry e;
+      record_place p;
       bool more;
       if (s.reader->mapped()) {
-        RUNNEL_ASSIGN_OR_RETURN(more, s.reader->next_span(e.offset, e.length));
-        e.reader = s.reader;
+        RUNNEL_ASSIGN_OR_RETURN(more, s.reader->next_span(p.offset, p.length));
+        p.reader = s.reader;
       } else {
-        std::string rec;
-        RUNNEL_ASSIGN_OR_RETURN(more, s.reader->next(rec));
-        e.value = {tensor::scalar<std::string>(std::move(rec))};
+        RUNNEL_ASSIGN_OR_RETURN(more, s.reader->next(p.value));
       }
       if (!more) {
-        s.reader.reset(); // entries still in the buffer keep the file mapped
+        s.reader.reset(); // places still buffered keep the file mapped
         continue;
       }
-      buf_.push_back(std::move(e));
+      buf_.push_back(std::move(p));
       if (++s.taken >= size_t(std::max(1, options_.block_length))) {
         s.taken = 0;
         current_ = (current_ + 1) % slots_.size();
@@ -445,11 +455,144 @@ private:
   std::vector<std::string> files_;
   records_options options_;
   size_t capacity_;
+  bool shuffle_;
   std::mt19937_64 rng_;
   std::vector<slot> slots_;
   size_t current_ = 0, next_file_ = 0;
-  std::vector<entry> buf_;
+  std::vector<record_place> buf_;
+  size_t head_ = 0; // in order: the next place to hand out
   bool ended_ = false;
+};
+
+/// records(...).shuffle(n) fused: the buffer holds where records lie in the mapped files, not
+/// their payloads, so a 10k-record window costs 10k small entries instead of 10k strings copied
+/// in and read back cold. Each record is copied out (and its CRC checked) once, when it is
+/// emitted.
+class records_shuffle_stream : public element_stream {
+public:
+  records_shuffle_stream(std::vector<std::string> files, records_options o, size_t buffer,
+                         uint64_t seed)
+      : places_(std::move(files), o, buffer, seed) {}
+  status next_chunk(std::vector<element>& out, size_t max) override {
+    picked_.clear();
+    RUNNEL_RETURN_IF_ERROR(places_.next(picked_, max));
+    for (auto& p : picked_) {
+      std::string rec;
+      if (p.reader)
+        RUNNEL_RETURN_IF_ERROR(p.reader->read_span(p.offset, p.length, rec));
+      else
+        rec = std::move(p.value);
+      out.push_back({tensor::scalar<std::string>(std::move(rec))});
+    }
+    return {};
+  }
+
+private:
+  record_places places_;
+  std::vector<record_place> picked_;
+};
+
+/// records()[.shuffle(n)].batch(b).parse_examples(specs) fused: each batch's records are
+/// parsed straight from the mapped files (CRC checked in place), on `parallelism` actors, with
+/// no copy of any record. The same records in the same order as the unfused pipeline.
+class records_parse_stream : public element_stream {
+public:
+  records_parse_stream(caf::actor_system& sys, record_places places, int64_t batch, bool drop,
+                       std::shared_ptr<const example_parser> parser, int parallelism)
+      : places_(std::move(places)), batch_(size_t(batch)), drop_(drop),
+        parser_(std::move(parser)) {
+    for (int i = 0; i < parallelism && parallelism > 1; ++i)
+      workers_.push_back(spawn_worker(sys));
+  }
+  ~records_parse_stream() override {
+    for (auto& t : in_flight_) {
+      std::unique_lock lock(t->mu);
+      t->cv.wait(lock, [&] { return t->done; });
+    }
+    for (auto& w : workers_)
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  }
+  status next_chunk(std::vector<element>& out, size_t max) override {
+    size_t limit = std::max<size_t>(1, 4 * workers_.size());
+    while (!ended_ && in_flight_.size() < limit) {
+      auto t = std::make_shared<task>();
+      status st = places_.next(t->places, batch_);
+      if (!st.ok()) {
+        ended_ = true;
+        end_error_ = st;
+        break;
+      }
+      if (t->places.empty() || (drop_ && t->places.size() < batch_)) {
+        ended_ = true;
+        break;
+      }
+      if (workers_.empty()) {
+        parse(*t);
+        t->done = true;
+      } else {
+        run_on(workers_[next_worker_++ % workers_.size()], [t, parser = parser_] {
+          parse_with(*t, *parser);
+          std::lock_guard lock(t->mu);
+          t->done = true;
+          t->cv.notify_all();
+        });
+      }
+      in_flight_.push_back(std::move(t));
+      if (workers_.empty())
+        break; // inline: one batch per call
+    }
+    for (size_t k = 0; k < max && !in_flight_.empty(); ++k) {
+      auto& t = in_flight_.front();
+      {
+        std::unique_lock lock(t->mu);
+        t->cv.wait(lock, [&] { return t->done; });
+      }
+      if (!t->result.ok())
+        return t->result;
+      out.push_back(std::move(t->parsed));
+      in_flight_.pop_front();
+      if (!workers_.empty())
+        break; // hand out what is ready; refill on the next call
+    }
+    if (out.empty() && in_flight_.empty())
+      return end_error_;
+    return {};
+  }
+
+private:
+  struct task {
+    std::vector<record_place> places;
+    element parsed;
+    status result;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  static void parse_with(task& t, const example_parser& parser) {
+    std::vector<std::string_view> views;
+    views.reserve(t.places.size());
+    for (auto& p : t.places) {
+      auto v = p.view();
+      if (!v) {
+        t.result = v.error();
+        return;
+      }
+      views.push_back(*v);
+    }
+    t.result = parser.parse_batch(std::span<const std::string_view>(views), t.parsed);
+    t.places.clear(); // release the mappings early
+  }
+  void parse(task& t) { parse_with(t, *parser_); }
+
+  record_places places_;
+  size_t batch_;
+  bool drop_;
+  std::shared_ptr<const example_parser> parser_;
+  std::vector<caf::actor> workers_;
+  std::deque<std::shared_ptr<task>> in_flight_;
+  size_t next_worker_ = 0;
+  bool ended_ = false;
+  status end_error_;
 };
 
 // ---- map, filter ----
@@ -646,7 +789,7 @@ public:
       : unary_node(std::move(in)), buffer_(buffer),
         seed_(seed ? seed : std::random_device{}()), reshuffle_(reshuffle) {}
   result<stream_ptr> open(open_context& ctx) const override {
-    uint64_t seed = reshuffle_ ? seed_ + 0x9e3779b97f4a7c15ull * opens_++ : seed_;
+    uint64_t seed = next_seed();
     // Straight after records(): shuffle places in the files rather than payloads.
     if (auto* records = dynamic_cast<const records_node*>(input_.get());
         records && !records->options().reader.skip_corrupt) {
@@ -657,6 +800,10 @@ public:
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return stream_ptr(std::make_unique<shuffle_stream>(std::move(up), buffer_, seed));
   }
+  const dataset_node* input() const { return input_.get(); }
+  size_t buffer() const { return buffer_; }
+  /// The seed of the next pass (advances it when reshuffling each iteration).
+  uint64_t next_seed() const { return reshuffle_ ? seed_ + 0x9e3779b97f4a7c15ull * opens_++ : seed_; }
 
 private:
   size_t buffer_;
@@ -757,6 +904,10 @@ public:
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return stream_ptr(std::make_unique<batch_stream>(std::move(up), n_, drop_, pad_, shapes_));
   }
+  const dataset_node* input() const { return input_.get(); }
+  int64_t size() const { return n_; }
+  bool drop_remainder() const { return drop_; }
+  bool padded() const { return pad_; }
 
 private:
   int64_t n_;
@@ -845,6 +996,41 @@ private:
   length_fn len_;
   std::vector<int64_t> bounds_, sizes_;
   bool to_boundary_;
+};
+
+/// parse_examples(specs) as a stage: map(parse_examples) unless it directly follows
+/// records()[.shuffle(n)].batch(b) (unpadded), which it then parses in place.
+class parse_node : public unary_node {
+public:
+  parse_node(std::shared_ptr<const dataset_node> in, std::vector<feature_spec> specs, int p)
+      : unary_node(std::move(in)),
+        parser_(std::make_shared<example_parser>(example_parser::create(specs).value())),
+        fallback_(parse_examples(std::move(specs))), parallelism_(p) {}
+  result<stream_ptr> open(open_context& ctx) const override {
+    auto* b = dynamic_cast<const batch_node*>(input_.get());
+    if (b && !b->padded()) {
+      const dataset_node* below = b->input();
+      auto* sh = dynamic_cast<const shuffle_node*>(below);
+      auto* rec = dynamic_cast<const records_node*>(sh ? sh->input() : below);
+      if (rec && !rec->options().reader.skip_corrupt) {
+        RUNNEL_ASSIGN_OR_RETURN(auto files, rec->expand());
+        record_places places(std::move(files), rec->options(), sh ? sh->buffer() : 0,
+                             sh ? sh->next_seed() : 0);
+        return stream_ptr(std::make_unique<records_parse_stream>(
+            *ctx.sys, std::move(places), b->size(), b->drop_remainder(), parser_, parallelism_));
+      }
+    }
+    RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
+    if (parallelism_ <= 1)
+      return stream_ptr(std::make_unique<map_stream>(std::move(up), fallback_));
+    return stream_ptr(
+        std::make_unique<parallel_map_stream>(*ctx.sys, std::move(up), fallback_, parallelism_));
+  }
+
+private:
+  std::shared_ptr<const example_parser> parser_;
+  map_fn fallback_;
+  int parallelism_;
 };
 
 // ---- repeat, take, skip ----
@@ -1058,6 +1244,9 @@ dataset dataset::range(int64_t n) {
 }
 dataset dataset::map(map_fn fn, int parallelism) const {
   return dataset(std::make_shared<map_node>(node_, std::move(fn), parallelism));
+}
+dataset dataset::parse_examples(std::vector<feature_spec> specs, int parallelism) const {
+  return dataset(std::make_shared<parse_node>(node_, std::move(specs), parallelism));
 }
 dataset dataset::filter(predicate_fn keep) const {
   return dataset(std::make_shared<filter_node>(node_, std::move(keep)));

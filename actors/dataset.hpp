@@ -89,6 +89,10 @@ public:
 
   /// Applies `fn` to each element, on `parallelism` actors when more than 1 (order is kept).
   dataset map(map_fn fn, int parallelism = 1) const;
+  /// Like map(runnel::parse_examples(specs), parallelism). Directly after
+  /// records()[.shuffle(n)].batch(b) it parses each batch straight from the mapped record files
+  /// (CRC checked in place), copying no record: the fast path for training input.
+  dataset parse_examples(std::vector<feature_spec> specs, int parallelism = 1) const;
   dataset filter(predicate_fn keep) const;
   /// Shuffles within a window of `buffer` elements; seed 0 draws a random seed.
   dataset shuffle(size_t buffer, uint64_t seed = 0, bool reshuffle_each_iteration = true) const;

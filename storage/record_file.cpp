@@ -200,10 +200,23 @@ result<bool> record_reader::next_span(uint64_t& data_offset, uint64_t& length) {
   return true;
 }
 
+result<std::string_view> record_reader::checked_view(uint64_t data_offset,
+                                                     uint64_t length) const {
+  auto& d = *impl_;
+  if (!d.map || data_offset + length + 4 > d.map_size)
+    return out_of_range(d.path + ": no record data at " + std::to_string(data_offset));
+  std::string_view data(d.map + data_offset, size_t(length));
+  if (mask_crc(crc32c(data.data(), data.size())) != load_u32(d.map + data_offset + length))
+    return data_loss(d.path + ":" + std::to_string(data_offset - 12) +
+                     ": bad data CRC in a record of " + std::to_string(length) + " bytes");
+  return data;
+}
+
 status record_reader::read_span(uint64_t data_offset, uint64_t length, std::string& out) const {
   auto& d = *impl_;
   if (!d.map || data_offset + length + 4 > d.map_size)
     return out_of_range(d.path + ": no record data at " + std::to_string(data_offset));
+  // Copy first, then check the copy: the CRC then reads cache-hot bytes.
   out.assign(d.map + data_offset, size_t(length));
   if (mask_crc(crc32c(out.data(), out.size())) != load_u32(d.map + data_offset + length))
     return data_loss(d.path + ":" + std::to_string(data_offset - 12) +

@@ -60,6 +60,8 @@ public:
   bool mapped() const;
   result<bool> next_span(uint64_t& data_offset, uint64_t& length);
   status read_span(uint64_t data_offset, uint64_t length, std::string& out) const;
+  /// The mapped data of a span, without a copy, after checking its CRC (for parsing in place).
+  result<std::string_view> checked_view(uint64_t data_offset, uint64_t length) const;
   record_compression compression() const;
   const std::string& path() const;
 

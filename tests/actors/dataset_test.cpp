@@ -338,3 +338,56 @@ TEST_CASE("records().shuffle() shuffles places in the files, every record once",
   CHECK(st.code() == error_code::data_loss);
   CHECK_THAT(st.message(), Catch::Contains(files[1] + ":0: bad data CRC"));
 }
+
+TEST_CASE("parse_examples after records/shuffle/batch parses in place like map(parse)",
+          "[dataset]") {
+  auto files = write_shards("fusedparse", 3, 30);
+  std::vector<feature_spec> specs{{.key = "id", .type = dtype::i64, .shape = {}},
+                                  {.key = "x", .type = dtype::f32, .shape = {3}}};
+  auto collect = [&](const dataset& ds) {
+    std::vector<element> out;
+    auto s = ds.open(&test_runtime()).value();
+    element e;
+    while (s->next(e).value())
+      out.push_back(e);
+    return out;
+  };
+  for (int parallelism : {1, 3}) {
+    for (bool shuffled : {false, true}) {
+      auto base = dataset::records(files, {.cycle_length = 2});
+      if (shuffled)
+        base = base.shuffle(40, 5, /*reshuffle_each_iteration=*/false);
+      auto fused = collect(base.batch(8).parse_examples(specs, parallelism).prefetch(2));
+      auto plain = collect(base.batch(8).map(parse_examples(specs)));
+      INFO("parallelism " << parallelism << ", shuffled " << shuffled);
+      REQUIRE(fused.size() == plain.size());
+      REQUIRE(fused.size() == 12); // 90 records: 11 batches of 8 and one of 2
+      for (size_t i = 0; i < fused.size(); ++i) {
+        check_equal(fused[i][0], plain[i][0]);
+        check_equal(fused[i][1], plain[i][1]);
+      }
+    }
+  }
+  auto dropped = collect(dataset::records(files).batch(8, true).parse_examples(specs));
+  CHECK(dropped.size() == 11);
+  // A corrupt record is reported with its file and offset.
+  {
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x01');
+  }
+  auto s = dataset::records(files).batch(8).parse_examples(specs, 2).open(&test_runtime()).value();
+  element e;
+  status st;
+  for (;;) {
+    auto r = s->next(e);
+    if (!r) {
+      st = r.error();
+      break;
+    }
+    if (!*r)
+      break;
+  }
+  REQUIRE_FALSE(st.ok());
+  CHECK_THAT(st.message(), Catch::Contains(files[0] + ":0: bad data CRC"));
+}
