@@ -1,6 +1,12 @@
-// Queue resource actors: FIFO, random-shuffle, padding-FIFO and priority queues. All of a queue's
-// state lives in its actor; kernels and the C++ API send it requests (enqueue, dequeue, close)
-// whose completions run from the actor, so blocked operations hold no thread.
+// Queue resources: FIFO, random-shuffle, padding-FIFO and priority queues. A queue's elements
+// and waiting requests are guarded by its lock; an operation runs in the caller's thread and
+// either completes at once or leaves a request that a later operation completes, so a blocked
+// enqueue or dequeue holds no thread. Completions run after the lock is released. Each queue
+// has an actor that owns its timers (deadlines of waiting requests).
+//
+// Why not every operation through the actor's mailbox (the first version): a hand-off then took
+// three actor messages (the enqueue request, the completion, and the consumer's next dequeue
+// request competing for the same threads), 2.3-2.7 us against a 2 us target; now it is one.
 #include <algorithm>
 #include <deque>
 #include <random>
@@ -10,7 +16,6 @@
 
 namespace runnel {
 
-using queue_atom = caf::atom_constant<caf::atom("queueop")>;
 using expire_atom = caf::atom_constant<caf::atom("qexpire")>;
 
 namespace {
@@ -46,9 +51,51 @@ public:
   std::atomic<int64_t> size_{0};
   std::atomic<bool> closed_flag_{false};
 
+  // Entry points: each runs under the queue's lock; completions run after it is released.
   void enqueue(std::vector<element> elements, int64_t timeout_ms, queue_resource::done_fn done) {
+    locked([&] { enqueue_locked(std::move(elements), timeout_ms, std::move(done)); });
+  }
+  void dequeue(int64_t n, dequeue_mode mode, int64_t timeout_ms,
+               queue_resource::dequeue_done_fn done) {
+    locked([&] { dequeue_locked(n, mode, timeout_ms, std::move(done)); });
+  }
+  void close(bool cancel_pending) {
+    locked([&] { close_locked(cancel_pending); });
+  }
+  void expire(int64_t id) {
+    locked([&] { expire_locked(id); });
+  }
+  void give_back(std::vector<element> elements) {
+    locked([&] {
+      restore(std::move(elements));
+      process();
+    });
+  }
+
+private:
+  template <class F> void locked(F&& body) {
+    std::vector<std::function<void()>> ready;
+    {
+      std::lock_guard lock(mu_);
+      body();
+      ready.swap(ready_);
+    }
+    for (auto& r : ready)
+      r();
+  }
+  void complete(queue_resource::done_fn& done, status st) {
+    ready_.push_back([d = std::move(done), st = std::move(st)]() mutable { d(std::move(st)); });
+  }
+  void complete(queue_resource::dequeue_done_fn& done, status st, std::vector<tensor> out) {
+    ready_.push_back([d = std::move(done), st = std::move(st), o = std::move(out)]() mutable {
+      d(std::move(st), std::move(o));
+    });
+  }
+
+  void enqueue_locked(std::vector<element> elements, int64_t timeout_ms,
+                      queue_resource::done_fn done) {
     if (closed_)
-      return done(cancelled(describe() + " is closed; nothing more can be enqueued"));
+      return complete(done, cancelled(describe() + " is closed; nothing more can be enqueued"));
     enqueue_request r{next_id_++, std::move(elements), 0, std::move(done)};
     if (timeout_ms >= 0)
       schedule_expiry(r.id, timeout_ms);
@@ -56,8 +103,8 @@ public:
     process();
   }
 
-  void dequeue(int64_t n, dequeue_mode mode, int64_t timeout_ms,
-               queue_resource::dequeue_done_fn done) {
+  void dequeue_locked(int64_t n, dequeue_mode mode, int64_t timeout_ms,
+                      queue_resource::dequeue_done_fn done) {
     dequeue_request r;
     r.id = next_id_++;
     r.n = n;
@@ -71,29 +118,25 @@ public:
     process();
   }
 
-  void close(bool cancel_pending) {
+  void close_locked(bool cancel_pending) {
     closed_ = true;
     closed_flag_.store(true);
     if (cancel_pending) {
       auto pending = std::move(enqueues_);
       enqueues_.clear();
       for (auto& e : pending)
-        e.done(cancelled("enqueue to " + describe() + " was cancelled: the queue was closed"));
+        complete(e.done,
+                 cancelled("enqueue to " + describe() + " was cancelled: the queue was closed"));
     }
     process();
   }
 
-  void give_back(std::vector<element> elements) {
-    restore(std::move(elements));
-    process();
-  }
-
-  void expire(int64_t id) {
+  void expire_locked(int64_t id) {
     for (auto it = enqueues_.begin(); it != enqueues_.end(); ++it)
       if (it->id == id) {
         auto r = std::move(*it);
         enqueues_.erase(it);
-        r.done(deadline_exceeded("enqueue to " + describe() + " timed out with " +
+        complete(r.done, deadline_exceeded("enqueue to " + describe() + " timed out with " +
                                  std::to_string(r.next) + " of " +
                                  std::to_string(r.elements.size()) +
                                  " elements enqueued: the queue stayed full (capacity " +
@@ -113,7 +156,7 @@ public:
                 ? "nothing was enqueued while it waited. Were the queue runners started "
                   "(coordinator::start), or is the producer blocked?"
                 : std::to_string(arrived) + " elements were enqueued while it waited";
-        r.done(deadline_exceeded("dequeue of " + std::to_string(r.n) + " from " + describe() +
+        complete(r.done, deadline_exceeded("dequeue of " + std::to_string(r.n) + " from " + describe() +
                                  " timed out after " + std::to_string(r.timeout_ms) + " ms with " +
                                  std::to_string(got) + " of " + std::to_string(r.n) +
                                  " elements available; " + why +
@@ -124,7 +167,6 @@ public:
       }
   }
 
-private:
   std::string describe() const { return std::string(to_string(spec_.kind)) + " '" + name_ + "'"; }
   int64_t count() const {
     switch (spec_.kind) {
@@ -213,7 +255,7 @@ private:
     std::vector<tensor> out;
     if (r.mode == dequeue_mode::one) {
       out = std::move(r.got.front());
-      r.done({}, std::move(out));
+      complete(r.done, {}, std::move(out));
       return;
     }
     size_t k = spec_.types.size();
@@ -222,9 +264,10 @@ private:
       if (r.got.empty()) {
         shape s = c < spec_.shapes.size() ? spec_.shapes[c] : shape::unknown();
         if (!s.is_fully_defined()) {
-          r.done(invalid_argument("dequeue_many(0) from " + describe() +
-                                  " needs fully defined component shapes"),
-                 {});
+          complete(r.done,
+                   invalid_argument("dequeue_many(0) from " + describe() +
+                                    " needs fully defined component shapes"),
+                   {});
           return;
         }
         std::vector<int64_t> dims{0};
@@ -240,14 +283,15 @@ private:
       auto stacked = stack_tensors(items, pad, c < pads.size() ? pads[c] : shape::unknown());
       if (!stacked) {
         restore(std::move(r.got));
-        r.done(stacked.error().with_context("component " + std::to_string(c) + " of " +
-                                            describe()),
-               {});
+        complete(r.done,
+                 stacked.error().with_context("component " + std::to_string(c) + " of " +
+                                              describe()),
+                 {});
         return;
       }
       out.push_back(std::move(stacked).value());
     }
-    r.done({}, std::move(out));
+    complete(r.done, {}, std::move(out));
   }
 
   void process() {
@@ -264,7 +308,7 @@ private:
           break;
         auto done = std::move(e.done);
         enqueues_.pop_front();
-        done({});
+        complete(done, {});
         progress = true;
       }
       while (!dequeues_.empty()) {
@@ -283,7 +327,7 @@ private:
             dequeues_.pop_front();
             int64_t got = int64_t(r.got.size());
             restore(std::move(r.got));
-            r.done(out_of_range(describe() + " is closed and has insufficient elements "
+            complete(r.done, out_of_range(describe() + " is closed and has insufficient elements "
                                              "(requested " +
                                 std::to_string(r.n) + ", current size " +
                                 std::to_string(count()) + ")"),
@@ -301,6 +345,8 @@ private:
     }
   }
 
+  std::mutex mu_;
+  std::vector<std::function<void()>> ready_; ///< completions to run once the lock is released
   std::string name_;
   queue_spec spec_;
   bool closed_ = false;
@@ -315,28 +361,16 @@ private:
   std::deque<dequeue_request> dequeues_;
 };
 
-using queue_request = std::function<void(queue_state&)>;
-using queue_request_ptr = std::shared_ptr<queue_request>;
-
 } // namespace
-} // namespace runnel
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::queue_request_ptr)
+/// The queue's actor owns its timeouts: a request still waiting at its deadline is failed from
+/// here.
+using queue_actor = caf::typed_actor<caf::reacts_to<expire_atom, int64_t>>;
 
-namespace runnel {
 namespace {
 
-using queue_actor = caf::typed_actor<caf::reacts_to<queue_atom, queue_request_ptr>,
-                                     caf::reacts_to<expire_atom, int64_t>>;
-
-
-queue_actor::behavior_type queue_behavior(queue_actor::pointer self,
-                                          std::shared_ptr<queue_state> q) {
-  q->schedule_expiry = [self](int64_t id, int64_t ms) {
-    self->delayed_send(self, std::chrono::milliseconds(ms), expire_atom::value, id);
-  };
+queue_actor::behavior_type queue_behavior(queue_actor::pointer, std::shared_ptr<queue_state> q) {
   return {
-      [q](queue_atom, queue_request_ptr& r) { (*r)(*q); },
       [q](expire_atom, int64_t id) { q->expire(id); },
   };
 }
@@ -347,6 +381,11 @@ public:
       : name_(std::move(name)), spec_(std::move(spec)) {
     state_ = std::make_shared<queue_state>(name_, spec_);
     actor_ = sys.spawn(queue_behavior, state_);
+    // The state holds the actor's handle for its timers; the exit in the destructor breaks
+    // that cycle.
+    state_->schedule_expiry = [a = actor_](int64_t id, int64_t ms) {
+      caf::delayed_anon_send(a, std::chrono::milliseconds(ms), expire_atom::value, id);
+    };
   }
   ~actor_queue() override { caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown); }
 
@@ -360,10 +399,7 @@ public:
     auto elements = split(std::move(components), many);
     if (!elements)
       return done(elements.error());
-    send([e = std::move(elements).value(), timeout_ms,
-          done = std::move(done)](queue_state& q) mutable {
-      q.enqueue(std::move(e), timeout_ms, std::move(done));
-    });
+    state_->enqueue(std::move(elements).value(), timeout_ms, std::move(done));
   }
   void dequeue(int64_t n, dequeue_mode mode, int64_t timeout_ms,
                dequeue_done_fn done) override {
@@ -371,9 +407,7 @@ public:
       timeout_ms = spec_.dequeue_timeout_ms;
     if (mode == dequeue_mode::one)
       n = 1;
-    send([n, mode, timeout_ms, done = std::move(done)](queue_state& q) mutable {
-      q.dequeue(n, mode, timeout_ms, std::move(done));
-    });
+    state_->dequeue(n, mode, timeout_ms, std::move(done));
   }
   void put_back(std::vector<tensor> components, dequeue_mode mode) override {
     std::vector<element> elements;
@@ -388,20 +422,15 @@ public:
           elements[i].push_back(std::move(r[i]));
       }
     }
-    send([e = std::move(elements)](queue_state& q) mutable { q.give_back(std::move(e)); });
+    state_->give_back(std::move(elements));
   }
   void close(bool cancel_pending, done_fn done) override {
-    send([cancel_pending, done = std::move(done)](queue_state& q) {
-      q.close(cancel_pending);
-      done({});
-    });
+    state_->close(cancel_pending);
+    done({});
   }
 
 private:
   std::string describe() const { return std::string(to_string(spec_.kind)) + " '" + name_ + "'"; }
-  void send(queue_request r) {
-    caf::anon_send(actor_, queue_atom::value, std::make_shared<queue_request>(std::move(r)));
-  }
   /// Checks components against the spec and splits them into elements.
   result<std::vector<element>> split(std::vector<tensor> comps, bool many) const {
     size_t k = spec_.types.size();

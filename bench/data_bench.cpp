@@ -3,7 +3,8 @@
 //                     (784 float32 + int64 label; fused: parsed in place from the mapped files,
 //                     CRC-checked) → prefetch, beside the raw read rate of the same files
 //   queue_handoff     µs from an actor's enqueue to the waiting consumer actor receiving the
-//                     tensor, beside a bare actor-to-actor message
+//                     tensor (the dequeue completes in the enqueuer's thread and messages the
+//                     consumer), beside a bare actor-to-actor message
 // Each prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`.
 // RUNNEL_CYCLE (shards read at once, default 2) and RUNNEL_PAR (parse actors, default 3: one more than our cores hides the cost of waking them) vary
 // the pipeline's shape. The record files are written once under $TMPDIR/runnel_bench_records.
