@@ -98,6 +98,10 @@ std::string summary(const tensor& t) {
 const char* records_usage =
     "usage: runnel records count FILE...\n"
     "       runnel records verify FILE...\n"
+    "       runnel records cat FILE [--limit N] [--json] [--raw]\n"
+    "       runnel records index FILE...\n"
+    "       runnel records stats FILE...\n"
+    "       runnel records convert --idx IMAGES LABELS OUT | --csv FILE OUT [--shards N] [--gzip]\n"
     "TFRecord files (raw, GZIP or ZLIB, detected automatically). count prints `FILE: N records`\n"
     "per file and `total: N records`; verify checks every length and data CRC and reports the\n"
     "first corruption of each file as FILE:OFFSET, exiting with status 1 if any file is bad.\n";
@@ -145,7 +149,7 @@ int records(const std::string& command, const std::vector<std::string>& args) {
 }
 
 const char* cat_usage =
-    "usage: runnel records cat FILE [--limit N] [--raw]\n"
+    "usage: runnel records cat FILE [--limit N] [--json] [--raw]\n"
     "Prints each record as one JSON line: a tf.train.Example as\n"
     "  {\"feature\": {\"type\": \"bytes\"|\"float\"|\"int64\", \"values\": [...]}, ...}\n"
     "and a record that does not decode as an Example (or every record, with --raw) as\n"
@@ -340,7 +344,11 @@ int main(int argc, char** argv) {
       (args[1] == "count" || args[1] == "verify" || args[1] == "index"))
     return records(args[1], {args.begin() + 2, args.end()});
   if (args[0] == "records")
-    return usage_error("unknown records command", records_usage);
+    return wants_help(args) ? (std::fputs(records_usage, stdout), 0)
+                            : usage_error(args.size() < 2 ? "records needs a command"
+                                                          : "unknown records command '" +
+                                                                args[1] + "'",
+                                          records_usage);
   if (args[0] == "ckpt")
     return args.size() >= 2 && wants_help(args) ? (std::fputs(ckpt_usage, stdout), 0)
                                                 : usage_error("unknown ckpt command", ckpt_usage);

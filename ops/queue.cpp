@@ -49,9 +49,7 @@ namespace {
 
 // Copies `src` (shape `s`) into `dst` laid out with the larger shape `d`, row by row.
 void copy_padded(const char* src, char* dst, const shape& s, const shape& d, size_t elem,
-                 dtype t, int dim, size_t src_stride_elems, size_t dst_stride_elems) {
-  (void)src_stride_elems;
-  (void)dst_stride_elems;
+                 dtype t, int dim) {
   int rank = s.rank();
   if (rank == 0 || dim == rank - 1) {
     size_t n = rank == 0 ? 1 : size_t(s[dim]);
@@ -72,7 +70,7 @@ void copy_padded(const char* src, char* dst, const shape& s, const shape& d, siz
   }
   for (int64_t i = 0; i < s[dim]; ++i)
     copy_padded(src + size_t(i) * src_inner * elem, dst + size_t(i) * dst_inner * elem, s, d, elem,
-                t, dim + 1, 0, 0);
+                t, dim + 1);
 }
 
 } // namespace
@@ -135,8 +133,7 @@ result<tensor> stack_tensors(std::span<const tensor> items, bool pad, const shap
         std::memcpy(row, x.raw_data(), per * elem);
       }
     } else if (x.num_elements() > 0) {
-      copy_padded(static_cast<const char*>(x.raw_data()), row, x.shape(), target, elem, t, 0, 0,
-                  0);
+      copy_padded(static_cast<const char*>(x.raw_data()), row, x.shape(), target, elem, t, 0);
     }
   }
   return out;
