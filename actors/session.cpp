@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "actors/internal.hpp"
+#include "placement/placer.hpp"
 
 namespace runnel {
 namespace {
@@ -31,30 +32,12 @@ int64_t encode(endpoint e) {
   return (int64_t(e.node) << 16) | e.index;
 }
 
-/// Which local device a node's requested device names (the first CPU when it names none).
-result<size_t> pick_device(const runtime::impl& rt, const node& n) {
-  if (n.device.empty())
-    return size_t(0);
-  std::string spec = n.device;
-  for (auto& c : spec)
-    c = char(std::tolower(static_cast<unsigned char>(c)));
-  auto pos = spec.find("cpu:");
-  if (pos == std::string::npos) {
-    if (spec.find("gpu") != std::string::npos)
-      return invalid_argument("node '" + n.name + "' (op " + n.op + ") requests device '" +
-                              n.device + "', but this runtime has only CPU devices (" +
-                              rt.devices.front().name + " ...)");
-    return size_t(0);
-  }
-  auto idx_str = spec.substr(pos + 4);
-  if (idx_str.empty() || idx_str[0] == '*')
-    return size_t(0);
-  size_t idx = size_t(std::atoi(idx_str.c_str()));
-  if (idx >= rt.devices.size())
-    return invalid_argument("node '" + n.name + "' (op " + n.op + ") requests device '" + n.device +
-                            "', but this runtime has " + std::to_string(rt.devices.size()) +
-                            " CPU device(s)");
-  return idx;
+/// The runtime's devices for the placer, in priority order.
+std::vector<placement_device> placement_devices(const runtime::impl& rt) {
+  std::vector<placement_device> out;
+  for (auto& d : rt.devices)
+    out.push_back({d.name, device_spec::parse(d.name).value()});
+  return out;
 }
 
 } // namespace
@@ -154,13 +137,23 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     instantiate[size_t(v)] = needed[size_t(v)] && (!bindable[size_t(v)] || keep[size_t(v)]);
   }
 
-  // Spawn node actors, device by device.
-  std::vector<std::vector<int>> by_device(rt.devices.size());
+  // Place (constraints, then the first feasible device), and spawn node actors device by device.
+  std::vector<int> placed;
   for (int v = 0; v < n; ++v)
-    if (instantiate[size_t(v)]) {
-      RUNNEL_ASSIGN_OR_RETURN(size_t d, pick_device(rt, g.at(v)));
-      by_device[d].push_back(v);
-    }
+    if (instantiate[size_t(v)])
+      placed.push_back(v);
+  auto& kernels = runtime_kernels();
+  RUNNEL_ASSIGN_OR_RETURN(
+      auto where,
+      place_simple(g, placed, placement_devices(rt),
+                   [&](const node& nd, const std::string& type) {
+                     return kernels.has_kernel(nd, type == "GPU" ? device_type::gpu
+                                                                 : device_type::cpu);
+                   },
+                   {.allow_soft_placement = options.allow_soft_placement}));
+  std::vector<std::vector<int>> by_device(rt.devices.size());
+  for (size_t i = 0; i < placed.size(); ++i)
+    by_device[where[i]].push_back(placed[i]);
   std::vector<std::shared_ptr<node_setup>> setups(static_cast<size_t>(n));
   std::vector<node_actor> actors(static_cast<size_t>(n));
   auto inst = std::make_shared<instance>();

@@ -32,6 +32,9 @@ namespace runnel {
 struct session_options {
   /// Steps of one signature that may run at once; further `run` calls wait.
   int max_in_flight_steps = 8;
+  /// Relax a device spec no device satisfies (e.g. /device:GPU:0 on a CPU-only runtime) instead
+  /// of failing; job, replica and task are never relaxed.
+  bool allow_soft_placement = false;
 };
 
 /// What a run feeds: a tensor for an output (usually a placeholder's).

@@ -185,12 +185,21 @@ TEST_CASE("several virtual CPU devices run one graph", "[actors]") {
   }
   auto r = s.run({}, {c});
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message().find("requests device '/device:gpu:0'") != std::string::npos);
+  CHECK_THAT(r.error().message(), Catch::Contains("device spec '/device:GPU:0'"));
+  CHECK_THAT(r.error().message(), Catch::Contains("/job:localhost/replica:0/task:0/device:cpu:1"));
+  // With soft placement the GPU request falls back to a CPU.
+  session soft(rt, g, {.allow_soft_placement = true});
+  check_equal(soft.run({}, {c}).value()[0], tensor::vector<float>({8, 14}));
   {
     auto d = g.device("/cpu:7");
     c = b * 2.0;
   }
   CHECK_FALSE(s.run({}, {c}).ok());
+  {
+    auto d = g.device("/job:ps/cpu:0"); // jobs are never relaxed
+    c = b * 2.0;
+  }
+  CHECK_FALSE(soft.run({}, {c}).ok());
 }
 
 TEST_CASE("a runtime shuts down cleanly with sessions closed and variables alive", "[actors]") {

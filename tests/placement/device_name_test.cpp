@@ -65,3 +65,83 @@ TEST_CASE("device specs match devices and merge", "[placement]") {
                                  device_spec::parse("/job:worker").value(), true)
                   .ok()); // jobs never relax
 }
+
+#include "ops/builder.hpp"
+#include "placement/placer.hpp"
+
+namespace {
+
+std::vector<placement_device> two_cpus_one_gpu() {
+  std::vector<placement_device> out;
+  for (auto name : {"/job:localhost/replica:0/task:0/device:CPU:0",
+                    "/job:localhost/replica:0/task:0/device:CPU:1",
+                    "/job:localhost/replica:0/task:0/device:GPU:0"})
+    out.push_back({name, device_spec::parse(name).value()});
+  return out;
+}
+
+std::vector<int> all_nodes(const graph& g) {
+  std::vector<int> v(size_t(g.num_nodes()));
+  for (int i = 0; i < g.num_nodes(); ++i)
+    v[size_t(i)] = i;
+  return v;
+}
+
+bool everything(const node&, const std::string&) {
+  return true;
+}
+
+} // namespace
+
+TEST_CASE("the simple placer honours specs, colocation and kernels", "[placement]") {
+  graph g;
+  output x, y;
+  graph_variable w;
+  {
+    auto d = g.device("/device:CPU:1");
+    w = variable(g, constant(g, {1.f, 2.f}), "w"); // its initializer's Assign is colocated
+  }
+  {
+    auto d = g.device("/device:GPU:*");
+    x = w.value * 2.0;
+  }
+  y = x + 1.0;
+  auto nodes = all_nodes(g);
+  auto where = place_simple(g, nodes, two_cpus_one_gpu(), everything).value();
+  auto device_of = [&](const std::string& name) { return where[size_t(*g.find(name))]; };
+  CHECK(device_of("w") == 1);
+  CHECK(device_of(w.initializer.name()) == 1); // Assign follows its variable
+  CHECK(device_of(x.node().name) == 2);
+  CHECK(device_of(y.node().name) == 0); // unconstrained: the first device
+  // Without GPU kernels for Mul, the GPU spec cannot be met...
+  auto no_gpu_mul = [](const node& n, const std::string& type) {
+    return !(n.op == "Mul" && type == "GPU");
+  };
+  auto err = place_simple(g, nodes, two_cpus_one_gpu(), no_gpu_mul);
+  REQUIRE_FALSE(err.ok());
+  CHECK_THAT(err.error().message(), Catch::Contains("cannot place node '" + x.node().name + "'"));
+  CHECK_THAT(err.error().message(), Catch::Contains("has no GPU kernel"));
+  CHECK_THAT(err.error().message(), Catch::Contains("device:CPU:1"));
+  // ...unless soft placement relaxes it to a device that has them.
+  auto soft = place_simple(g, nodes, two_cpus_one_gpu(), no_gpu_mul, {.allow_soft_placement = true})
+                  .value();
+  CHECK(soft[size_t(x.node_id())] == 0);
+}
+
+TEST_CASE("conflicting specs in one colocation group are named", "[placement]") {
+  graph g;
+  output a, b;
+  {
+    auto d = g.device("/device:CPU:0");
+    a = constant(g, 1.f) + 1.0;
+  }
+  {
+    auto c = g.colocate_with(operation(a));
+    auto d = g.device("/device:CPU:1");
+    b = a * 2.0;
+  }
+  auto err = place_simple(g, all_nodes(g), two_cpus_one_gpu(), everything);
+  REQUIRE_FALSE(err.ok());
+  CHECK_THAT(err.error().message(), Catch::Contains("colocation group"));
+  CHECK_THAT(err.error().message(), Catch::Contains("device ids differ"));
+}

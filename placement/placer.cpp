@@ -1,0 +1,137 @@
+#include "placement/placer.hpp"
+
+#include <map>
+#include <numeric>
+#include <unordered_map>
+
+#include "ops/kernel.hpp"
+
+namespace runnel {
+namespace {
+
+struct union_find {
+  std::vector<int> parent;
+  explicit union_find(int n) : parent(size_t(n)) { std::iota(parent.begin(), parent.end(), 0); }
+  int find(int x) {
+    while (parent[size_t(x)] != x) {
+      parent[size_t(x)] = parent[size_t(parent[size_t(x)])];
+      x = parent[size_t(x)];
+    }
+    return x;
+  }
+  void unite(int a, int b) {
+    a = find(a);
+    b = find(b);
+    if (a != b)
+      parent[size_t(std::max(a, b))] = std::min(a, b);
+  }
+};
+
+} // namespace
+
+std::vector<int> colocation_groups(const graph& g, const std::vector<int>& nodes) {
+  union_find uf(g.num_nodes());
+  for (int v : nodes) {
+    const node& n = g.at(v);
+    for (auto& name : n.colocation)
+      if (auto other = g.find(name))
+        uf.unite(v, *other);
+    // A stateful op stays with the variables it updates (its ref inputs).
+    auto refs = ref_input_slots(n);
+    for (size_t i = 0; i < n.inputs.size() && i < refs.size(); ++i)
+      if (refs[i])
+        uf.unite(v, n.inputs[i].node);
+  }
+  std::vector<int> out;
+  out.reserve(nodes.size());
+  for (int v : nodes)
+    out.push_back(uf.find(v));
+  return out;
+}
+
+result<std::vector<size_t>> place_simple(const graph& g, const std::vector<int>& nodes,
+                                         const std::vector<placement_device>& devices,
+                                         const kernel_check& has_kernel,
+                                         const placement_options& options) {
+  if (devices.empty())
+    return failed_precondition("no devices to place on");
+  auto groups = colocation_groups(g, nodes);
+  std::map<int, std::vector<int>> members; // group -> node ids, in id order
+  for (size_t i = 0; i < nodes.size(); ++i)
+    members[groups[i]].push_back(nodes[i]);
+
+  std::unordered_map<int, size_t> group_device;
+  for (auto& [group, ids] : members) {
+    auto group_names = [&, &ids = ids] {
+      std::string s;
+      for (int v : ids)
+        s += (s.empty() ? "" : ", ") + g.at(v).name;
+      return s;
+    };
+    auto considered = [&] {
+      std::string s;
+      for (auto& d : devices)
+        s += (s.empty() ? "" : ", ") + d.name;
+      return s;
+    };
+    // The group's spec: every member's, merged.
+    device_spec spec;
+    for (int v : ids) {
+      const node& n = g.at(v);
+      auto own = device_spec::parse(n.device);
+      if (!own)
+        return own.error().with_context("node '" + n.name + "' (op " + n.op + ")");
+      auto merged = device_spec::merge(*own, spec, options.allow_soft_placement);
+      if (!merged)
+        return merged.error().with_context("node '" + n.name + "' (op " + n.op +
+                                           ") in colocation group [" + group_names() + "]");
+      spec = *merged;
+    }
+    auto feasible = [&](const placement_device& d, bool check_spec) {
+      if (check_spec && !spec.matches(d.spec))
+        return false;
+      for (int v : ids)
+        if (!has_kernel(g.at(v), *d.spec.type))
+          return false;
+      return true;
+    };
+    std::optional<size_t> chosen;
+    for (size_t d = 0; d < devices.size() && !chosen; ++d)
+      if (feasible(devices[d], true))
+        chosen = d;
+    if (!chosen && options.allow_soft_placement) {
+      // Relax the device type and id; keep job, replica and task.
+      device_spec relaxed = spec;
+      relaxed.type.reset();
+      relaxed.id.reset();
+      for (size_t d = 0; d < devices.size() && !chosen; ++d)
+        if (relaxed.matches(devices[d].spec) && feasible(devices[d], false))
+          chosen = d;
+    }
+    if (!chosen) {
+      const node& first = g.at(ids.front());
+      std::string kernels;
+      for (auto& d : devices)
+        if (spec.matches(d.spec))
+          for (int v : ids)
+            if (!has_kernel(g.at(v), *d.spec.type))
+              kernels = "; node '" + g.at(v).name + "' (op " + g.at(v).op + ") has no " +
+                        *d.spec.type + " kernel";
+      return invalid_argument("cannot place node '" + first.name + "' (op " + first.op +
+                              "): device spec '" + spec.to_string() + "' of colocation group [" +
+                              group_names() + "] matches no usable device among: " +
+                              considered() + kernels +
+                              (options.allow_soft_placement
+                                   ? ""
+                                   : " (soft placement is off)"));
+    }
+    group_device[group] = *chosen;
+  }
+  std::vector<size_t> out;
+  out.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    out.push_back(group_device.at(groups[i]));
+  return out;
+}
+
+} // namespace runnel

@@ -1,0 +1,49 @@
+#pragma once
+// Placement constraints and the simple placement policy TensorFlow shipped.
+//
+//   std::vector<placement_device> devices = ...;        // the runtime's, in priority order
+//   auto where = place_simple(g, nodes, devices, has_kernel, {.allow_soft_placement = true});
+//   // where.value()[i]: the index in `devices` of nodes[i]'s device
+//
+// Constraints, as in TensorFlow: a node's device spec (full or partial, TensorFlow's grammar);
+// colocation groups (`colocate_with`, and every stateful op with the variables it updates
+// through ref inputs), resolved with union-find and placed together; kernel availability (a node
+// never goes to a device type it has no kernel for). With soft placement, a spec no device
+// satisfies is relaxed to the group's other constraints instead of failing. An unsatisfiable
+// placement is an error naming the node, its spec, its colocation group and the devices
+// considered.
+//
+// The simple policy puts each group on the first feasible device in priority order; the
+// cost-model placer (to come) chooses among the same feasible devices.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ops/graph.hpp"
+#include "placement/device_name.hpp"
+
+namespace runnel {
+
+struct placement_device {
+  std::string name;  ///< full name, e.g. /job:localhost/replica:0/task:0/device:CPU:0
+  device_spec spec;  ///< the same, parsed
+};
+
+struct placement_options {
+  bool allow_soft_placement = false;
+};
+
+/// Whether node `n` has a kernel for the device type `type` ("CPU", "GPU").
+using kernel_check = std::function<bool(const node& n, const std::string& type)>;
+
+/// The colocation groups of `nodes` (ids in `g`): for each of them, a representative id.
+std::vector<int> colocation_groups(const graph& g, const std::vector<int>& nodes);
+
+/// For each of `nodes`, the index in `devices` of its device (simple policy).
+result<std::vector<size_t>> place_simple(const graph& g, const std::vector<int>& nodes,
+                                         const std::vector<placement_device>& devices,
+                                         const kernel_check& has_kernel,
+                                         const placement_options& options = {});
+
+} // namespace runnel
