@@ -49,18 +49,18 @@ std::vector<int> colocation_groups(const graph& g, const std::vector<int>& nodes
   return out;
 }
 
-result<std::vector<size_t>> place_simple(const graph& g, const std::vector<int>& nodes,
-                                         const std::vector<placement_device>& devices,
-                                         const kernel_check& has_kernel,
-                                         const placement_options& options) {
+result<placement_constraints> resolve_constraints(const graph& g, const std::vector<int>& nodes,
+                                                  const std::vector<placement_device>& devices,
+                                                  const kernel_check& has_kernel,
+                                                  const placement_options& options) {
   if (devices.empty())
     return failed_precondition("no devices to place on");
-  auto groups = colocation_groups(g, nodes);
+  placement_constraints out;
+  out.group_of = colocation_groups(g, nodes);
   std::map<int, std::vector<int>> members; // group -> node ids, in id order
   for (size_t i = 0; i < nodes.size(); ++i)
-    members[groups[i]].push_back(nodes[i]);
+    members[out.group_of[i]].push_back(nodes[i]);
 
-  std::unordered_map<int, size_t> group_device;
   for (auto& [group, ids] : members) {
     auto group_names = [&, &ids = ids] {
       std::string s;
@@ -87,28 +87,26 @@ result<std::vector<size_t>> place_simple(const graph& g, const std::vector<int>&
                                            ") in colocation group [" + group_names() + "]");
       spec = *merged;
     }
-    auto feasible = [&](const placement_device& d, bool check_spec) {
-      if (check_spec && !spec.matches(d.spec))
-        return false;
+    auto kernels_ok = [&](const placement_device& d) {
       for (int v : ids)
         if (!has_kernel(g.at(v), *d.spec.type))
           return false;
       return true;
     };
-    std::optional<size_t> chosen;
-    for (size_t d = 0; d < devices.size() && !chosen; ++d)
-      if (feasible(devices[d], true))
-        chosen = d;
-    if (!chosen && options.allow_soft_placement) {
+    std::vector<size_t> feasible;
+    for (size_t d = 0; d < devices.size(); ++d)
+      if (spec.matches(devices[d].spec) && kernels_ok(devices[d]))
+        feasible.push_back(d);
+    if (feasible.empty() && options.allow_soft_placement) {
       // Relax the device type and id; keep job, replica and task.
       device_spec relaxed = spec;
       relaxed.type.reset();
       relaxed.id.reset();
-      for (size_t d = 0; d < devices.size() && !chosen; ++d)
-        if (relaxed.matches(devices[d].spec) && feasible(devices[d], false))
-          chosen = d;
+      for (size_t d = 0; d < devices.size(); ++d)
+        if (relaxed.matches(devices[d].spec) && kernels_ok(devices[d]))
+          feasible.push_back(d);
     }
-    if (!chosen) {
+    if (feasible.empty()) {
       const node& first = g.at(ids.front());
       std::string kernels;
       for (auto& d : devices)
@@ -121,16 +119,22 @@ result<std::vector<size_t>> place_simple(const graph& g, const std::vector<int>&
                               "): device spec '" + spec.to_string() + "' of colocation group [" +
                               group_names() + "] matches no usable device among: " +
                               considered() + kernels +
-                              (options.allow_soft_placement
-                                   ? ""
-                                   : " (soft placement is off)"));
+                              (options.allow_soft_placement ? "" : " (soft placement is off)"));
     }
-    group_device[group] = *chosen;
+    out.feasible[group] = std::move(feasible);
   }
+  return out;
+}
+
+result<std::vector<size_t>> place_simple(const graph& g, const std::vector<int>& nodes,
+                                         const std::vector<placement_device>& devices,
+                                         const kernel_check& has_kernel,
+                                         const placement_options& options) {
+  RUNNEL_ASSIGN_OR_RETURN(auto c, resolve_constraints(g, nodes, devices, has_kernel, options));
   std::vector<size_t> out;
   out.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i)
-    out.push_back(group_device.at(groups[i]));
+    out.push_back(c.feasible.at(c.group_of[i]).front());
   return out;
 }
 

@@ -18,6 +18,7 @@
 
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ops/graph.hpp"
@@ -39,6 +40,17 @@ using kernel_check = std::function<bool(const node& n, const std::string& type)>
 
 /// The colocation groups of `nodes` (ids in `g`): for each of them, a representative id.
 std::vector<int> colocation_groups(const graph& g, const std::vector<int>& nodes);
+
+/// The constraints of `nodes`, resolved: each node's colocation group, and each group's
+/// feasible devices (indices into `devices`, in priority order; never empty).
+struct placement_constraints {
+  std::vector<int> group_of; ///< per node (parallel to `nodes`)
+  std::unordered_map<int, std::vector<size_t>> feasible;
+};
+result<placement_constraints> resolve_constraints(const graph& g, const std::vector<int>& nodes,
+                                                  const std::vector<placement_device>& devices,
+                                                  const kernel_check& has_kernel,
+                                                  const placement_options& options = {});
 
 /// For each of `nodes`, the index in `devices` of its device (simple policy).
 result<std::vector<size_t>> place_simple(const graph& g, const std::vector<int>& nodes,

@@ -1,0 +1,148 @@
+#include <catch2/catch.hpp>
+
+#include "ops/builder.hpp"
+#include "placement/cost_model.hpp"
+
+using namespace runnel;
+
+namespace {
+
+std::vector<placement_device> devices(std::initializer_list<const char*> names) {
+  std::vector<placement_device> out;
+  for (auto n : names)
+    out.push_back({n, device_spec::parse(n).value()});
+  return out;
+}
+
+std::vector<int> all_nodes(const graph& g) {
+  std::vector<int> v(size_t(g.num_nodes()));
+  for (int i = 0; i < g.num_nodes(); ++i)
+    v[size_t(i)] = i;
+  return v;
+}
+
+bool everything(const node&, const std::string&) {
+  return true;
+}
+
+/// A tower of `depth` matmuls of width `w` on input x.
+output tower(output x, int depth, int64_t w, const std::string& name) {
+  graph& g = x.owner();
+  auto s = g.name_scope(name);
+  for (int i = 0; i < depth; ++i)
+    x = tanh(matmul(x, zeros(g, dtype::f32, {w, w})));
+  return x;
+}
+
+} // namespace
+
+TEST_CASE("the cost model estimates FLOPs and bytes from shapes", "[placement]") {
+  graph g;
+  auto a = placeholder(g, dtype::f32, {64, 128}, "a");
+  auto b = placeholder(g, dtype::f32, {128, 32}, "b");
+  auto c = matmul(a, b);
+  cost_model costs;
+  CHECK(costs.flops(g, c.node()) == 2.0 * 64 * 128 * 32);
+  CHECK(costs.output_bytes(c.node()) == 64 * 32 * 4);
+  auto t = tanh(c);
+  CHECK(costs.flops(g, t.node()) == 64 * 32);
+  device_params p{.flops_per_s = 1e9, .bytes_per_s = 1e9, .node_overhead_s = 0};
+  CHECK(costs.compute_seconds(g, c.node(), "CPU", p) == Approx(2.0 * 64 * 128 * 32 / 1e9));
+  costs.record(c.node().name, "CPU", 0.5);
+  CHECK(costs.compute_seconds(g, c.node(), "CPU", p) == 0.5);
+}
+
+TEST_CASE("greedy placement splits independent towers over two devices", "[placement]") {
+  graph g;
+  auto x = placeholder(g, dtype::f32, {256, 512}, "x");
+  auto a = tower(x, 4, 512, "tower_a");
+  auto b = tower(x, 4, 512, "tower_b");
+  auto y = a + b;
+  auto devs = devices({"/job:localhost/replica:0/task:0/device:CPU:0",
+                       "/job:localhost/replica:0/task:0/device:CPU:1"});
+  std::vector<device_params> params(2);
+  cost_model costs;
+  auto nodes = all_nodes(g);
+  auto greedy = place_greedy(g, nodes, devs, params, costs, everything).value();
+  auto simple = place_simple(g, nodes, devs, everything).value();
+  double t_greedy = simulate_placement(g, nodes, greedy.device, devs, params, costs);
+  double t_simple = simulate_placement(g, nodes, simple, devs, params, costs);
+  INFO(greedy.explain(g, nodes, devs));
+  CHECK(t_greedy == Approx(greedy.makespan_s));
+  CHECK(t_greedy < 0.6 * t_simple);
+  // The two towers' matmuls sit on different devices.
+  size_t dev_a = 0, dev_b = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const node& n = g.at(nodes[i]);
+    if (n.op != "MatMul")
+      continue;
+    (n.name.rfind("tower_a", 0) == 0 ? dev_a : dev_b) |= size_t(1) << greedy.device[i];
+  }
+  CHECK(dev_a != dev_b);
+  CHECK(greedy.explain(g, nodes, devs).find("earliest estimated finish") != std::string::npos);
+  // Deterministic.
+  CHECK(place_greedy(g, nodes, devs, params, costs, everything).value().device == greedy.device);
+}
+
+TEST_CASE("a chain stays on one device when moving data costs more than it saves",
+          "[placement]") {
+  graph g;
+  auto x = placeholder(g, dtype::f32, {1000, 1000}, "x");
+  output y = x;
+  for (int i = 0; i < 6; ++i)
+    y = y * 2.0; // cheap ops on 4 MB tensors
+  // Two devices in different processes: every hop costs 50 us + 4 MB / 2.5 GB/s.
+  auto devs = devices({"/job:worker/replica:0/task:0/device:CPU:0",
+                       "/job:worker/replica:0/task:1/device:CPU:0"});
+  std::vector<device_params> params(2);
+  cost_model costs;
+  auto nodes = all_nodes(g);
+  auto p = place_greedy(g, nodes, devs, params, costs, everything).value();
+  INFO(p.explain(g, nodes, devs));
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (g.at(nodes[i]).op == "Mul") // (the scalar constants may go anywhere: 4 bytes)
+      CHECK(p.device[i] == p.device[0]);
+}
+
+TEST_CASE("greedy placement keeps colocation, specs and memory limits", "[placement]") {
+  graph g;
+  graph_variable w;
+  {
+    auto d = g.device("/device:CPU:1");
+    w = variable(g, constant(g, {1.f, 2.f}), "w");
+  }
+  auto big = placeholder(g, dtype::f32, {1024, 1024}, "big"); // 4 MB
+  auto doubled = big * 2.0;
+  auto devs = devices({"/job:localhost/replica:0/task:0/device:CPU:0",
+                       "/job:localhost/replica:0/task:0/device:CPU:1"});
+  auto nodes = all_nodes(g);
+  std::vector<device_params> params(2);
+  params[0].memory_bytes = 1 << 20; // 1 MB: the 4 MB products do not fit on CPU:0
+  cost_model costs;
+  auto p = place_greedy(g, nodes, devs, params, costs, everything).value();
+  auto at = [&](const std::string& name) { return p.device[size_t(*g.find(name))]; };
+  CHECK(at("w") == 1);
+  CHECK(at(w.initializer.name()) == 1);
+  CHECK(at(doubled.node().name) == 1);
+  params[1].memory_bytes = 1 << 20;
+  auto none = place_greedy(g, nodes, devs, params, costs, everything);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().code() == error_code::resource_exhausted);
+  CHECK_THAT(none.error().message(), Catch::Contains("out of memory"));
+}
+
+TEST_CASE("measured timings change a later placement", "[placement]") {
+  graph g;
+  auto x = placeholder(g, dtype::f32, {512, 512}, "x");
+  auto y = matmul(x, zeros(g, dtype::f32, {512, 512}), {}, "mm");
+  auto devs = devices({"/job:localhost/replica:0/task:0/device:CPU:0",
+                       "/job:localhost/replica:0/task:0/device:GPU:0"});
+  std::vector<device_params> params(2);
+  params[1].flops_per_s = 1e13; // the GPU looks much faster on paper
+  cost_model costs;
+  auto nodes = all_nodes(g);
+  auto at = [&](const greedy_placement& p) { return p.device[size_t(y.node_id())]; };
+  CHECK(at(place_greedy(g, nodes, devs, params, costs, everything).value()) == 1);
+  costs.record("mm", "GPU", 1.0); // but a traced run measured it at 1 s there
+  CHECK(at(place_greedy(g, nodes, devs, params, costs, everything).value()) == 0);
+}
