@@ -51,9 +51,13 @@ constexpr size_t chunk_size = 64;
 
 /// A detached actor (its own thread, so it may block) that runs the tasks sent to it.
 caf::actor spawn_worker(caf::actor_system& sys) {
-  return sys.spawn<caf::detached>([](caf::event_based_actor*) -> caf::behavior {
-    return {[](task_atom, task_ptr& t) { (*t)(); }};
-  });
+  // (The unused argument: CAF 0.17 dereferences a null tuple for argument-less function actors,
+  // which UBSan reports.)
+  return sys.spawn<caf::detached>(
+      [](caf::event_based_actor*, int) -> caf::behavior {
+        return {[](task_atom, task_ptr& t) { (*t)(); }};
+      },
+      0);
 }
 
 void run_on(const caf::actor& worker, std::function<void()> fn) {

@@ -228,6 +228,8 @@ struct values {
   }
   /// Copies values [0, n) to `dst` (elements of type t) at element offset `at`.
   void copy_to(const tensor& dst, dtype t, int64_t at, size_t n) const {
+    if (n == 0)
+      return; // (memcpy from an empty vector's null data() is undefined)
     if (t == dtype::f32)
       std::memcpy(dst.data<float>() + at, f.data(), n * 4);
     else if (t == dtype::i64)
