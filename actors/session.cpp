@@ -1,9 +1,11 @@
 #include "actors/session.hpp"
 
+#include <cstdio>
 #include <semaphore>
 #include <unordered_map>
 
 #include "actors/internal.hpp"
+#include "placement/cost_model.hpp"
 #include "placement/placer.hpp"
 
 namespace runnel {
@@ -143,14 +145,23 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     if (instantiate[size_t(v)])
       placed.push_back(v);
   auto& kernels = runtime_kernels();
-  RUNNEL_ASSIGN_OR_RETURN(
-      auto where,
-      place_simple(g, placed, placement_devices(rt),
-                   [&](const node& nd, const std::string& type) {
-                     return kernels.has_kernel(nd, type == "GPU" ? device_type::gpu
-                                                                 : device_type::cpu);
-                   },
-                   {.allow_soft_placement = options.allow_soft_placement}));
+  auto has_kernel = [&](const node& nd, const std::string& type) {
+    return kernels.has_kernel(nd, type == "GPU" ? device_type::gpu : device_type::cpu);
+  };
+  auto devices = placement_devices(rt);
+  placement_options popts{.allow_soft_placement = options.allow_soft_placement};
+  std::vector<size_t> where;
+  if (options.placement == session_options::placement_policy::cost_model) {
+    cost_model costs;
+    std::vector<device_params> params(devices.size());
+    RUNNEL_ASSIGN_OR_RETURN(auto p,
+                            place_greedy(g, placed, devices, params, costs, has_kernel, popts));
+    if (options.trace_placement)
+      std::fprintf(stderr, "%s", p.explain(g, placed, devices).c_str());
+    where = std::move(p.device);
+  } else {
+    RUNNEL_ASSIGN_OR_RETURN(where, place_simple(g, placed, devices, has_kernel, popts));
+  }
   std::vector<std::vector<int>> by_device(rt.devices.size());
   for (size_t i = 0; i < placed.size(); ++i)
     by_device[where[i]].push_back(placed[i]);

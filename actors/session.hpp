@@ -35,6 +35,13 @@ struct session_options {
   /// Relax a device spec no device satisfies (e.g. /device:GPU:0 on a CPU-only runtime) instead
   /// of failing; job, replica and task are never relaxed.
   bool allow_soft_placement = false;
+  /// How unconstrained nodes are spread over the runtime's devices: the first feasible device
+  /// (TensorFlow's policy, the default while devices share the scheduler's threads), or the
+  /// greedy cost-model placer (placement/cost_model.hpp).
+  enum class placement_policy { first_feasible, cost_model } placement =
+      placement_policy::first_feasible;
+  /// With `trace_placement`, each new instance's placement is explained on stderr.
+  bool trace_placement = false;
 };
 
 /// What a run feeds: a tensor for an output (usually a placeholder's).

@@ -202,6 +202,26 @@ TEST_CASE("several virtual CPU devices run one graph", "[actors]") {
   CHECK_FALSE(soft.run({}, {c}).ok());
 }
 
+TEST_CASE("the cost-model placer spreads independent work over virtual devices", "[actors]") {
+  runtime rt(runtime_options{.cpu_devices = 2});
+  graph g;
+  auto x = placeholder(g, dtype::f32, {64, 64}, "x");
+  output a = x, b = x;
+  for (int i = 0; i < 3; ++i) {
+    a = tanh(matmul(a, ones(g, dtype::f32, {64, 64})));
+    b = tanh(matmul(b, ones(g, dtype::f32, {64, 64})));
+  }
+  auto y = a + b;
+  auto feed = tensor(dtype::f32, shape{64, 64});
+  for (auto& v : feed.flat<float>())
+    v = 0.01f;
+  session simple(rt, g);
+  session greedy(rt, g, {.placement = session_options::placement_policy::cost_model});
+  auto r1 = simple.run({{x, feed}}, {y}).value()[0];
+  auto r2 = greedy.run({{x, feed}}, {y}).value()[0];
+  CHECK(all_close(r1, r2));
+}
+
 TEST_CASE("a runtime shuts down cleanly with sessions closed and variables alive", "[actors]") {
   for (int i = 0; i < 3; ++i) {
     runtime rt;
