@@ -120,6 +120,7 @@ device_actor::behavior_type device_behavior(device_actor::pointer self, local_de
           setup->kern = std::move(k).value();
           setup->cpu = dev->cpu.get();
           setup->num_outputs = n.num_outputs();
+          setup->device = dev->name;
           setups.push_back(std::move(setup));
         }
         for (auto& s : setups)

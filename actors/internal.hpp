@@ -8,6 +8,7 @@
 // cycles). A step_state is shared by the caller and every message of that step.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <unordered_map>
@@ -77,6 +78,16 @@ struct instance_actors {
   std::vector<node_actor> nodes;
 };
 
+/// What a traced step records per node.
+struct trace_buffer {
+  std::mutex mu;
+  std::vector<node_trace> nodes;
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+  int64_t since_origin_ns(std::chrono::steady_clock::time_point t) const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t - origin).count();
+  }
+};
+
 /// One step in flight: the countdown of nodes still to run, fetched tensors, the first error.
 struct step_state {
   int64_t id = 0;
@@ -88,6 +99,8 @@ struct step_state {
   status error;
   std::vector<tensor> fetches;
   std::shared_ptr<instance_actors> actors;
+  /// Set for traced steps (run_options::trace).
+  std::shared_ptr<trace_buffer> trace;
   /// Runs once when the step finishes (success or abort), before waiters wake.
   std::function<void(step_state&)> on_finish;
 
@@ -128,6 +141,7 @@ struct node_setup {
   std::vector<std::shared_ptr<variable>> ref_reads;
   bool has_ref_reads = false;
   int num_outputs = 0;
+  std::string device; ///< the device's full name (for traces)
 
   std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
 };
@@ -135,6 +149,7 @@ struct node_setup {
 /// A kernel computing asynchronously, with what it needs when it resumes.
 struct async_call {
   step_ptr step;
+  std::chrono::steady_clock::time_point started; ///< for traces
   std::vector<tensor> inputs;
   std::unique_ptr<kernel_context> ctx;
   status result;

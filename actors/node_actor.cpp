@@ -66,6 +66,19 @@ struct node_state {
   std::vector<pending_step> pending; // a handful of steps in flight: a vector beats a map
 };
 
+void record_trace(node_setup& s, const step_ptr& step, std::chrono::steady_clock::time_point start,
+                  const std::vector<tensor>& outputs) {
+  auto end = std::chrono::steady_clock::now();
+  int64_t bytes = 0;
+  for (auto& t : outputs)
+    if (t.type() != dtype::string)
+      bytes += int64_t(t.bytes());
+  auto& tb = *step->trace;
+  std::lock_guard lock(tb.mu);
+  tb.nodes.push_back({s.name, s.op, s.device, tb.since_origin_ns(start), tb.since_origin_ns(end),
+                      bytes});
+}
+
 void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
           std::vector<tensor>& outputs) {
   for (int o = 0; o < s.num_outputs; ++o) {
@@ -102,9 +115,12 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     }
   }
   std::span<const tensor> data(inputs.data(), size_t(s.num_inputs));
+  auto started = step->trace ? std::chrono::steady_clock::now()
+                             : std::chrono::steady_clock::time_point{};
   if (s.kern->is_async()) {
     auto call = std::make_shared<async_call>();
     call->step = step;
+    call->started = started;
     call->inputs = std::move(inputs);
     call->ctx = std::make_unique<kernel_context>(
         std::span<const tensor>(call->inputs.data(), size_t(s.num_inputs)), s.num_outputs, s.cpu);
@@ -124,6 +140,8 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     step->fail(st.with_context(s.describe()));
     return;
   }
+  if (step->trace)
+    record_trace(s, step, started, ctx.outputs());
   emit(self, s, step, ctx.outputs());
 }
 
@@ -175,6 +193,8 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         }
         if (call->step->aborted.load(std::memory_order_acquire))
           return;
+        if (call->step->trace)
+          record_trace(s, call->step, call->started, call->ctx->outputs());
         emit(self, s, call->step, call->ctx->outputs());
       },
   };

@@ -63,7 +63,8 @@ struct session::impl {
                                           const std::vector<int>& targets);
   result<step_ptr> start(const feed_list& feeds, const std::vector<output>& fetches,
                          const std::vector<operation>& targets,
-                         std::function<void(step_state&)> extra_finish);
+                         std::function<void(step_state&)> extra_finish,
+                         std::shared_ptr<trace_buffer> trace = nullptr);
   void stop_instances();
 };
 
@@ -264,7 +265,8 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
 
 result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<output>& fetches,
                                       const std::vector<operation>& targets,
-                                      std::function<void(step_state&)> extra_finish) {
+                                      std::function<void(step_state&)> extra_finish,
+                                      std::shared_ptr<trace_buffer> trace) {
   std::vector<int64_t> key;
   key.reserve(feeds.size() + fetches.size() + targets.size() + 3);
   key.push_back(g.num_nodes());
@@ -318,6 +320,7 @@ result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<
 
   inst->in_flight->acquire();
   auto step = std::make_shared<step_state>();
+  step->trace = std::move(trace);
   step->id = next_step.fetch_add(1, std::memory_order_relaxed);
   step->remaining.store(inst->num_nodes, std::memory_order_relaxed);
   step->fetches.resize(fetches.size());
@@ -372,6 +375,79 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
     return step->error;
   }
   return std::move(step->fetches);
+}
+
+result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
+                                         const std::vector<operation>& targets,
+                                         const run_options& options, run_metadata* metadata) {
+  std::shared_ptr<trace_buffer> trace;
+  if (options.trace)
+    trace = std::make_shared<trace_buffer>();
+  RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr, trace));
+  step->wait();
+  if (trace && metadata) {
+    std::lock_guard lock(trace->mu);
+    metadata->nodes = trace->nodes;
+    metadata->output_bytes_per_device.clear();
+    for (auto& d : impl_->rt.devices) {
+      int64_t bytes = 0;
+      for (auto& n : trace->nodes)
+        if (n.device == d.name)
+          bytes += n.output_bytes;
+      metadata->output_bytes_per_device.emplace_back(d.name, bytes);
+    }
+  }
+  if (step->aborted.load(std::memory_order_acquire)) {
+    std::lock_guard lock(step->error_mu);
+    return step->error;
+  }
+  return std::move(step->fetches);
+}
+
+void learn_costs(const run_metadata& metadata, cost_model& costs) {
+  for (auto& n : metadata.nodes) {
+    auto spec = device_spec::parse(n.device);
+    if (spec && spec->type)
+      costs.record(n.node, *spec->type, double(n.end_ns - n.start_ns) / 1e9);
+  }
+}
+
+std::string run_metadata::to_chrome_trace() const {
+  // Devices become threads (tracks) of one process, in order of first appearance.
+  std::vector<std::string> devices;
+  auto track = [&](const std::string& d) {
+    auto it = std::find(devices.begin(), devices.end(), d);
+    if (it != devices.end())
+      return int(it - devices.begin());
+    devices.push_back(d);
+    return int(devices.size() - 1);
+  };
+  auto quote = [](const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\')
+        out += '\\';
+      if (static_cast<unsigned char>(c) < 0x20)
+        continue;
+      out += c;
+    }
+    return out + "\"";
+  };
+  std::string events;
+  char buf[128];
+  for (auto& n : nodes) {
+    int tid = track(n.device);
+    std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
+                  tid, double(n.start_ns) / 1e3, double(n.end_ns - n.start_ns) / 1e3);
+    events += (events.empty() ? "" : ",\n") + std::string("{\"name\":") + quote(n.node) +
+              ",\"cat\":" + quote(n.op) + buf + ",\"args\":{\"op\":" + quote(n.op) +
+              ",\"output_bytes\":" + std::to_string(n.output_bytes) + "}}";
+  }
+  for (size_t i = 0; i < devices.size(); ++i)
+    events += (events.empty() ? "" : ",\n") +
+              std::string("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":") +
+              std::to_string(i) + ",\"args\":{\"name\":" + quote(devices[i]) + "}}";
+  return "{\"traceEvents\":[\n" + events + "\n],\"displayTimeUnit\":\"ns\"}\n";
 }
 
 result<std::vector<tensor>> session::run(const named_feed_list& feeds,

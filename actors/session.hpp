@@ -44,6 +44,33 @@ struct session_options {
   bool trace_placement = false;
 };
 
+struct run_options {
+  /// Record when each node ran, where, and what it produced (run_metadata).
+  bool trace = false;
+};
+
+/// One node's run in a traced step.
+struct node_trace {
+  std::string node, op, device;
+  int64_t start_ns = 0, end_ns = 0; ///< since the step started
+  int64_t output_bytes = 0;
+};
+
+/// What a traced run reports.
+struct run_metadata {
+  std::vector<node_trace> nodes; ///< in the order they finished
+  /// Bytes of the outputs each device produced during the step (an upper bound on the step's
+  /// peak memory there: buffers freed during the step are not subtracted).
+  std::vector<std::pair<std::string, int64_t>> output_bytes_per_device;
+  /// Chrome's trace-event JSON (open in Perfetto or chrome://tracing): one track per device.
+  std::string to_chrome_trace() const;
+};
+
+class cost_model;
+/// Records a traced run's node times in `costs` (by device type), so the cost-model placer uses
+/// measured times for those nodes from then on.
+void learn_costs(const run_metadata& metadata, cost_model& costs);
+
 /// What a run feeds: a tensor for an output (usually a placeholder's).
 using feed_list = std::vector<std::pair<output, tensor>>;
 /// The same by name ("x" or "x:0").
@@ -65,6 +92,10 @@ public:
     auto r = run({}, {}, targets);
     return r.error();
   }
+  /// Runs one step as above; with `options.trace` fills `metadata` with per-node timings.
+  result<std::vector<tensor>> run(const feed_list& feeds, const std::vector<output>& fetches,
+                                  const std::vector<operation>& targets,
+                                  const run_options& options, run_metadata* metadata);
   /// The same by tensor and node names.
   result<std::vector<tensor>> run(const named_feed_list& feeds,
                                   const std::vector<std::string>& fetches,

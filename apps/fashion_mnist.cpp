@@ -41,6 +41,8 @@ const char* usage =
     "  --checkpoint-dir DIR     a checkpoint per epoch (default ./runnel-fashion-mnist)\n"
     "  --resume                 continue from the latest checkpoint in --checkpoint-dir\n"
     "  --csv FILE, --plot FILE  write the loss/accuracy curves as CSV / SVG\n"
+    "  --trace FILE             after training, trace one evaluation step on 100 test images and\n"
+    "                           write its timeline (Chrome trace JSON: Perfetto, chrome://tracing)\n"
     "  --limit-train N          use only the first N training images\n"
     "  --max-steps N            stop after N steps in total\n"
     "  --min-accuracy A         exit with status 3 unless test accuracy >= A and the loss fell\n"
@@ -312,6 +314,25 @@ int run(const flags& f) {
     auto eval = s.run({{m->x, test.images}, {m->y, test.labels}}, {m->accuracy}).value();
     test_accuracy = *eval[0].data<float>();
   }
+  if (f.has("trace")) {
+    run_metadata md;
+    int64_t n = std::min<int64_t>(100, test.size());
+    std::vector<int64_t> first(static_cast<size_t>(n));
+    std::iota(first.begin(), first.end(), 0);
+    throw_if_error(s.run({{m->x, gather_rows(test.images, first, 0, n)},
+                          {m->y, gather_rows(test.labels, first, 0, n)}},
+                         {m->loss, m->accuracy}, {}, {.trace = true}, &md)
+                       .error());
+    auto path = f.get("trace", "");
+    std::FILE* out = std::fopen(path.c_str(), "w");
+    if (!out)
+      throw error(not_found("cannot write trace file " + path));
+    auto json = md.to_chrome_trace();
+    std::fwrite(json.data(), 1, json.size(), out);
+    if (std::fclose(out) != 0)
+      throw error(data_loss("cannot write trace file " + path));
+    std::fprintf(stderr, "trace of one step (%zu nodes) -> %s\n", md.nodes.size(), path.c_str());
+  }
   if (f.has("csv"))
     throw_if_error(write_curve_csv(f.get("csv", ""), curve));
   if (f.has("plot"))
@@ -337,7 +358,7 @@ int run(const flags& f) {
 int main(int argc, char** argv) {
   return app_main("fashion_mnist", argc, argv, usage,
                   {"model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
-                   "checkpoint-dir",
+                   "checkpoint-dir", "trace",
                    "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy", "seed"},
                   run);
 }

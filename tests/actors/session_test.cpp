@@ -1,6 +1,9 @@
+#include <filesystem>
+#include <fstream>
 #include <atomic>
 #include <thread>
 
+#include "placement/cost_model.hpp"
 #include "tests/eval.hpp"
 
 using namespace runnel;
@@ -220,6 +223,51 @@ TEST_CASE("the cost-model placer spreads independent work over virtual devices",
   auto r1 = simple.run({{x, feed}}, {y}).value()[0];
   auto r2 = greedy.run({{x, feed}}, {y}).value()[0];
   CHECK(all_close(r1, r2));
+}
+
+TEST_CASE("a traced run reports each node's device and time, as a Chrome trace", "[actors]") {
+  runtime rt(runtime_options{.cpu_devices = 2});
+  graph g;
+  auto x = placeholder(g, dtype::f32, {32, 32}, "x");
+  output a, b;
+  {
+    auto d = g.device("/cpu:0");
+    a = matmul(x, ones(g, dtype::f32, {32, 32}), {}, "on_cpu0");
+  }
+  {
+    auto d = g.device("/cpu:1");
+    b = tanh(a, "on_cpu1");
+  }
+  session s(rt, g);
+  run_metadata md;
+  auto r = s.run({{x, tensor(dtype::f32, shape{32, 32})}}, {b}, {}, {.trace = true}, &md);
+  REQUIRE(r.ok());
+  REQUIRE(md.nodes.size() == 2);
+  for (auto& n : md.nodes) {
+    CHECK(n.end_ns >= n.start_ns);
+    CHECK(n.output_bytes == 32 * 32 * 4);
+    CHECK(n.device == (n.node == "on_cpu0" ? rt.devices()[0] : rt.devices()[1]));
+  }
+  CHECK(md.output_bytes_per_device.size() == 2);
+  CHECK(md.output_bytes_per_device[1].second == 32 * 32 * 4);
+  // The timeline is JSON that Python can read, with one named track per device.
+  auto path = (std::filesystem::temp_directory_path() / "runnel_trace_test.json").string();
+  {
+    std::ofstream f(path);
+    f << md.to_chrome_trace();
+  }
+  std::string check = "python3 -c \"import json,sys; t=json.load(open(sys.argv[1]))['traceEvents']; "
+                      "assert sum(e['ph']=='X' for e in t)==2; "
+                      "assert sum(e['ph']=='M' for e in t)==2\" " + path;
+  CHECK(std::system(check.c_str()) == 0);
+  // Untraced runs record nothing.
+  run_metadata none;
+  REQUIRE(s.run({{x, tensor(dtype::f32, shape{32, 32})}}, {b}, {}, {}, &none).ok());
+  CHECK(none.nodes.empty());
+  // Measured times feed the cost model.
+  cost_model costs;
+  learn_costs(md, costs);
+  CHECK(costs.has_measurement("on_cpu0", "CPU"));
 }
 
 TEST_CASE("a runtime shuts down cleanly with sessions closed and variables alive", "[actors]") {
