@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "apps/records_tools.hpp"
+#include "placement/cost_model.hpp"
+#include "placement/dot.hpp"
 #include "net/graph_def.hpp"
 #include "storage/checkpoint.hpp"
 #include "storage/example.hpp"
@@ -45,8 +47,12 @@ const char* ckpt_usage =
 
 const char* graph_usage =
     "usage: runnel graph dump FILE\n"
-    "Prints a graph saved with save_graph, one node per line:\n"
-    "  name = Op(inputs, ^control_inputs) {attrs} -> output dtypes and shapes @device\n";
+    "       runnel graph dot FILE [--place first|cost] [--devices N] [--explain]\n"
+    "dump prints a graph saved with save_graph, one node per line:\n"
+    "  name = Op(inputs, ^control_inputs) {attrs} -> output dtypes and shapes @device\n"
+    "dot prints it for Graphviz (dot -Tsvg), nodes colored by device: the devices the nodes\n"
+    "request, or with --place the devices a placer picks over N virtual CPUs (default 2);\n"
+    "--explain prints the cost-model placer's reasons on stderr.\n";
 
 int fail(const status& s) {
   std::fprintf(stderr, "runnel: %s\n", s.to_string().c_str());
@@ -322,6 +328,72 @@ int graph_dump(const std::vector<std::string>& args) {
   return 0;
 }
 
+int graph_dot(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(graph_usage, stdout);
+    return 0;
+  }
+  std::string file, policy;
+  int64_t devices = 2;
+  bool explain = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--place" && i + 1 < args.size()) {
+      policy = args[++i];
+    } else if (args[i] == "--devices" && i + 1 < args.size()) {
+      devices = std::atoll(args[++i].c_str());
+    } else if (args[i] == "--explain") {
+      explain = true;
+    } else if (file.empty() && !args[i].empty() && args[i][0] != '-') {
+      file = args[i];
+    } else {
+      return usage_error("graph dot: unexpected argument '" + args[i] + "'", graph_usage);
+    }
+  }
+  if (file.empty())
+    return usage_error("graph dot needs a FILE", graph_usage);
+  if (!policy.empty() && policy != "first" && policy != "cost")
+    return usage_error("--place must be first or cost, got '" + policy + "'", graph_usage);
+  if (devices < 1 || devices > 64)
+    return usage_error("--devices must be between 1 and 64", graph_usage);
+  auto g = load_graph(file);
+  if (!g)
+    return fail(g.error());
+  if (policy.empty()) {
+    std::fputs(to_dot(*g).c_str(), stdout);
+    return 0;
+  }
+  std::vector<placement_device> devs;
+  for (int64_t i = 0; i < devices; ++i) {
+    auto name = "/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(i);
+    devs.push_back({name, device_spec::parse(name).value()});
+  }
+  std::vector<int> nodes(size_t(g->num_nodes()));
+  for (int i = 0; i < g->num_nodes(); ++i)
+    nodes[size_t(i)] = i;
+  auto any = [](const node&, const std::string&) { return true; };
+  std::vector<size_t> where;
+  if (policy == "cost") {
+    cost_model costs;
+    auto p = place_greedy(*g, nodes, devs, std::vector<device_params>(devs.size()), costs, any,
+                          {.allow_soft_placement = true});
+    if (!p)
+      return fail(p.error());
+    if (explain)
+      std::fputs(p->explain(*g, nodes, devs).c_str(), stderr);
+    where = p->device;
+  } else {
+    auto p = place_simple(*g, nodes, devs, any, {.allow_soft_placement = true});
+    if (!p)
+      return fail(p.error());
+    where = *p;
+  }
+  std::vector<std::string> names;
+  for (auto d : where)
+    names.push_back(devs[d].name);
+  std::fputs(to_dot(*g, &names).c_str(), stdout);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -334,6 +406,8 @@ int main(int argc, char** argv) {
     return ckpt_inspect({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dump")
     return graph_dump({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "graph" && args[1] == "dot")
+    return graph_dot({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" && args[1] == "convert")
     return records_convert({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" && args[1] == "stats")

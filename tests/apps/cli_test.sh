@@ -46,6 +46,10 @@ check "graph dump" 0 "logits/probs = Softmax\(" -- "$runnel" graph dump "$work/d
 head -c 100 "$work/demo/mlp.graph" > "$work/truncated.graph"
 check "graph truncated" 1 "DATA_LOSS: .*truncated.graph" -- "$runnel" graph dump "$work/truncated.graph"
 check "graph help" 0 "usage: runnel graph dump" -- "$runnel" graph dump --help
+check "graph dot" 0 "digraph runnel" -- "$runnel" graph dot "$work/demo/mlp.graph"
+check "graph dot placed" 0 "device:CPU:1" -- "$runnel" graph dot "$work/demo/mlp.graph" --place cost --devices 2
+check "graph dot explain" 0 "earliest estimated finish" -- "$runnel" graph dot "$work/demo/mlp.graph" --place cost --explain
+check "graph dot bad policy" 2 "--place must be first or cost" -- "$runnel" graph dot "$work/demo/mlp.graph" --place nope
 
 # Record files written by TensorFlow pipelines (../shared/testdata).
 if [[ -z $testdata || ! -d $testdata ]]; then

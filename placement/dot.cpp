@@ -1,0 +1,58 @@
+#include "placement/dot.hpp"
+
+#include <map>
+
+namespace runnel {
+namespace {
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+const char* palette[] = {"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3",
+                         "#fdb462", "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd"};
+
+} // namespace
+
+std::string to_dot(const graph& g, const std::vector<std::string>* device_of_node) {
+  std::map<std::string, std::string> color; // device -> fill color, in order of appearance
+  auto device_of = [&](int v) {
+    if (device_of_node && size_t(v) < device_of_node->size())
+      return (*device_of_node)[size_t(v)];
+    return g.at(v).device;
+  };
+  std::string nodes, edges;
+  for (int v = 0; v < g.num_nodes(); ++v) {
+    const node& n = g.at(v);
+    std::string dev = device_of(v);
+    if (!color.count(dev))
+      color[dev] = palette[color.size() % (sizeof palette / sizeof *palette)];
+    nodes += "  n" + std::to_string(v) + " [label=\"" + escape(n.name) + "\\n" + escape(n.op) +
+             "\", fillcolor=\"" + color[dev] + "\", tooltip=\"" +
+             escape(dev.empty() ? "(no device)" : dev) + "\"];\n";
+    for (auto e : n.inputs) {
+      auto& s = g.at(e.node).output_shapes[size_t(e.index)];
+      edges += "  n" + std::to_string(e.node) + " -> n" + std::to_string(v) + " [label=\"" +
+               escape(s.to_string()) + "\"];\n";
+    }
+    for (int c : n.control_inputs)
+      edges += "  n" + std::to_string(c) + " -> n" + std::to_string(v) + " [style=dashed];\n";
+  }
+  std::string legend = "  subgraph cluster_legend {\n    label=\"devices\";\n";
+  int i = 0;
+  for (auto& [dev, c] : color)
+    legend += "    legend" + std::to_string(i++) + " [label=\"" +
+              escape(dev.empty() ? "(no device)" : dev) + "\", fillcolor=\"" + c + "\"];\n";
+  legend += "  }\n";
+  return "digraph runnel {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", "
+         "fontname=\"Helvetica\"];\n  edge [fontsize=9];\n" +
+         nodes + edges + legend + "}\n";
+}
+
+} // namespace runnel
