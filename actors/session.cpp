@@ -368,13 +368,7 @@ session::~session() {
 
 result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
                                          const std::vector<operation>& targets) {
-  RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr));
-  step->wait();
-  if (step->aborted.load(std::memory_order_acquire)) {
-    std::lock_guard lock(step->error_mu);
-    return step->error;
-  }
-  return std::move(step->fetches);
+  return run(feeds, fetches, targets, run_options{}, nullptr);
 }
 
 result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,

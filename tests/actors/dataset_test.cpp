@@ -28,6 +28,18 @@ std::vector<int64_t> read_all_scalars(const dataset& ds) {
   return out;
 }
 
+/// Reads `s` to its end; the error that ended it, or ok.
+status drain(element_stream& s) {
+  element e;
+  for (;;) {
+    auto r = s.next(e);
+    if (!r)
+      return r.error();
+    if (!*r)
+      return {};
+  }
+}
+
 std::vector<int64_t> iota(int64_t n, int64_t from = 0) {
   std::vector<int64_t> v;
   for (int64_t i = from; i < from + n; ++i)
@@ -222,17 +234,7 @@ TEST_CASE("records() reports a corrupt shard with its file and offset", "[datase
     f.put('\x7f');
   }
   auto stream = dataset::records(files).open(&test_runtime()).value();
-  element e;
-  status st;
-  for (;;) {
-    auto r = stream->next(e);
-    if (!r) {
-      st = r.error();
-      break;
-    }
-    if (!*r)
-      break;
-  }
+  status st = drain(*stream);
   REQUIRE_FALSE(st.ok());
   CHECK(st.code() == error_code::data_loss);
   CHECK_THAT(st.message(), Catch::Contains(files[1]));
@@ -323,17 +325,7 @@ TEST_CASE("records().shuffle() shuffles places in the files, every record once",
     f.put('\x55');
   }
   auto stream = dataset::records({files[0], files[1]}).shuffle(100, 1).open(&test_runtime()).value();
-  element e;
-  status st;
-  for (;;) {
-    auto r = stream->next(e);
-    if (!r) {
-      st = r.error();
-      break;
-    }
-    if (!*r)
-      break;
-  }
+  status st = drain(*stream);
   REQUIRE_FALSE(st.ok());
   CHECK(st.code() == error_code::data_loss);
   CHECK_THAT(st.message(), Catch::Contains(files[1] + ":0: bad data CRC"));
@@ -377,17 +369,7 @@ TEST_CASE("parse_examples after records/shuffle/batch parses in place like map(p
     f.put('\x01');
   }
   auto s = dataset::records(files).batch(8).parse_examples(specs, 2).open(&test_runtime()).value();
-  element e;
-  status st;
-  for (;;) {
-    auto r = s->next(e);
-    if (!r) {
-      st = r.error();
-      break;
-    }
-    if (!*r)
-      break;
-  }
+  status st = drain(*s);
   REQUIRE_FALSE(st.ok());
   CHECK_THAT(st.message(), Catch::Contains(files[0] + ":0: bad data CRC"));
 }
