@@ -119,6 +119,33 @@ void register_data_flow_ops(op_registry& reg) {
                .set_stateful()
                .shape_fn(scalar_shape));
 
+  // Send/Recv between partitions (placement/partition.hpp). The key that pairs them is built
+  // from these attributes in TensorFlow's rendezvous format.
+  add(reg, op_def("_Send")
+               .input("tensor", "T")
+               .type_attr("T")
+               .attr("tensor_name", attr_type::string)
+               .attr("send_device", attr_type::string)
+               .attr("send_device_incarnation", attr_type::integer)
+               .attr("recv_device", attr_type::string)
+               .attr("client_terminated", attr_type::boolean, false)
+               .set_stateful());
+  add(reg, op_def("_Recv")
+               .output("tensor", "tensor_type")
+               .type_attr("tensor_type")
+               .attr("tensor_name", attr_type::string)
+               .attr("send_device", attr_type::string)
+               .attr("send_device_incarnation", attr_type::integer)
+               .attr("recv_device", attr_type::string)
+               .attr("client_terminated", attr_type::boolean, false)
+               // Runnel: the shape the sender's side inferred, so shapes survive the cut.
+               .attr("shape", attr_type::shape, shape::unknown())
+               .set_stateful()
+               .shape_fn([](inference_context& c) -> status {
+                 c.set_output(0, c.attr<shape>("shape"));
+                 return {};
+               }));
+
   // Dataset iterators: the node names an iterator resource, initialised from C++
   // (make_iterator / iterator::initialize in actors/dataset.hpp).
   add(reg, op_def("IteratorGetNext")
