@@ -36,10 +36,12 @@ std::vector<int> colocation_groups(const graph& g, const std::vector<int>& nodes
     for (auto& name : n.colocation)
       if (auto other = g.find(name))
         uf.unite(v, *other);
-    // A stateful op stays with the variables it updates (its ref inputs).
+    // A stateful op stays with the variables it updates (its ref inputs), and every reader of a
+    // variable with the variable: consumers of a VariableV2 read the variable resource of their
+    // own device when they run.
     auto refs = ref_input_slots(n);
-    for (size_t i = 0; i < n.inputs.size() && i < refs.size(); ++i)
-      if (refs[i])
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if ((i < refs.size() && refs[i]) || g.at(n.inputs[i].node).op == "VariableV2")
         uf.unite(v, n.inputs[i].node);
   }
   std::vector<int> out;

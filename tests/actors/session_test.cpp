@@ -225,6 +225,26 @@ TEST_CASE("the cost-model placer spreads independent work over virtual devices",
   CHECK(all_close(r1, r2));
 }
 
+TEST_CASE("reads of a variable stay on the variable's device", "[actors]") {
+  runtime rt(runtime_options{.cpu_devices = 2});
+  graph g;
+  graph_variable w;
+  {
+    auto d = g.device("/cpu:1");
+    w = variable(g, constant(g, {1.f, 2.f}), "w");
+  }
+  auto y = w.value * 3.0; // no device: the read must still find w's value
+  for (auto policy : {session_options::placement_policy::first_feasible,
+                      session_options::placement_policy::cost_model}) {
+    session s(rt, g, {.placement = policy});
+    REQUIRE(s.run({w.initializer}).ok());
+    auto r = s.run({}, {y});
+    INFO((r.ok() ? std::string("ok") : r.error().to_string()));
+    REQUIRE(r.ok());
+    check_equal(r.value()[0], tensor::vector<float>({3, 6}));
+  }
+}
+
 TEST_CASE("a traced run reports each node's device and time, as a Chrome trace", "[actors]") {
   runtime rt(runtime_options{.cpu_devices = 2});
   graph g;

@@ -111,6 +111,7 @@ TEST_CASE("the simple placer honours specs, colocation and kernels", "[placement
   auto device_of = [&](const std::string& name) { return where[size_t(*g.find(name))]; };
   CHECK(device_of("w") == 1);
   CHECK(device_of(w.initializer.name()) == 1); // Assign follows its variable
+  CHECK(device_of(w.value.node().name) == 1);   // and so does the read (it reads the resource)
   CHECK(device_of(x.node().name) == 2);
   CHECK(device_of(y.node().name) == 0); // unconstrained: the first device
   // Without GPU kernels for Mul, the GPU spec cannot be met...
