@@ -1205,12 +1205,10 @@ std::shared_ptr<iterator_resource> make_actor_iterator(caf::actor_system& sys, s
   return std::make_shared<actor_iterator>(sys, std::move(name));
 }
 
-status initialize_iterator(runtime& rt, const std::string& name, const dataset& ds, int device) {
+status initialize_iterator(runtime& rt, const std::string& name, const dataset& ds) {
   auto& devices = rt.internals().devices;
-  if (device < 0 || size_t(device) >= devices.size())
-    return invalid_argument("initialize_iterator('" + name + "'): the runtime has no device cpu:" +
-                            std::to_string(device));
-  auto it = devices[size_t(device)].resources->find_or_create_iterator(name);
+  // Iterators live with the first device's resources; the others forward to it.
+  auto it = devices.front().resources->find_or_create_iterator(name);
   if (!it)
     return it.error();
   return static_cast<actor_iterator&>(**it).initialize(ds);

@@ -130,10 +130,9 @@ private:
 /// example_parser (see storage/example_parse.hpp), a string vector (after batch) a batch of them.
 map_fn parse_examples(std::vector<feature_spec> specs);
 
-/// (Re)initialises the runtime's iterator `name` (on CPU device `device`) with `ds`: the
-/// IteratorGetNext nodes that name it read `ds` from its start. Steps waiting on the old dataset
-/// get out_of_range.
-status initialize_iterator(runtime& rt, const std::string& name, const dataset& ds,
-                           int device = 0);
+/// (Re)initialises the runtime's iterator `name` with `ds`: the IteratorGetNext nodes that name
+/// it, on whichever device they run, read `ds` from its start. Iterators are runtime-wide
+/// (one per name).
+status initialize_iterator(runtime& rt, const std::string& name, const dataset& ds);
 
 } // namespace runnel

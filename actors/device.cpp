@@ -77,6 +77,8 @@ device_resources::find_or_create_queue(const std::string& name, const queue_spec
 
 result<std::shared_ptr<iterator_resource>>
 device_resources::find_or_create_iterator(const std::string& name) {
+  if (iterator_home_)
+    return iterator_home_->find_or_create_iterator(name); // iterators are runtime-wide
   std::lock_guard lock(mu_);
   auto it = iterators_.find(name);
   if (it != iterators_.end())

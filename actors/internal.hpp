@@ -179,7 +179,9 @@ class actor_variable;
 /// actor. Kernels find them when they are built; initialize_iterator finds iterators from outside.
 class device_resources : public resource_manager {
 public:
-  explicit device_resources(caf::actor_system& sys) : sys_(sys) {}
+  /// `iterator_home`: the resources that hold the runtime's iterators (null: these).
+  explicit device_resources(caf::actor_system& sys, device_resources* iterator_home = nullptr)
+      : sys_(sys), iterator_home_(iterator_home) {}
   result<std::shared_ptr<variable>> find_or_create_variable(const std::string& name, dtype type,
                                                             const shape& s) override;
   result<std::shared_ptr<queue_resource>> find_or_create_queue(const std::string& name,
@@ -191,6 +193,7 @@ public:
 
 private:
   caf::actor_system& sys_;
+  device_resources* iterator_home_;
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<actor_variable>> variables_;
   std::unordered_map<std::string, std::shared_ptr<queue_resource>> queues_;

@@ -48,7 +48,8 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
     int intra =
         d.options.intra_op_threads > 0 ? d.options.intra_op_threads : std::max(1, cores / n - 1);
     dev.cpu = std::make_unique<cpu_device>(intra);
-    dev.resources = std::make_unique<device_resources>(*d.system);
+    dev.resources = std::make_unique<device_resources>(
+        *d.system, i == 0 ? nullptr : d.devices.front().resources.get());
     dev.actor = spawn_device_actor(*d.system, dev);
   }
 }

@@ -56,7 +56,53 @@ struct session::impl {
   std::condition_variable active_cv;
   int active = 0;
 
+  /// The device of each node of `g` (placed when a build first sees the graph at its size).
+  std::vector<size_t> device_of_node;
+
   impl(runtime::impl& r, const graph& graph, session_options o) : rt(r), g(graph), options(o) {}
+
+  /// Places the nodes added since the last placement (all of them the first time); nodes placed
+  /// before keep their device, and new members of their colocation groups follow them.
+  status place_graph() {
+    int n = g.num_nodes();
+    if (size_t(n) == device_of_node.size())
+      return {};
+    std::vector<int> all(static_cast<size_t>(n));
+    for (int v = 0; v < n; ++v)
+      all[size_t(v)] = v;
+    auto& kernels = runtime_kernels();
+    auto has_kernel = [&](const node& nd, const std::string& type) {
+      return kernels.has_kernel(nd, type == "GPU" ? device_type::gpu : device_type::cpu);
+    };
+    auto devices = placement_devices(rt);
+    placement_options popts{.allow_soft_placement = options.allow_soft_placement};
+    std::vector<size_t> where;
+    if (options.placement == session_options::placement_policy::cost_model) {
+      cost_model costs;
+      std::vector<device_params> params(devices.size());
+      RUNNEL_ASSIGN_OR_RETURN(auto p,
+                              place_greedy(g, all, devices, params, costs, has_kernel, popts));
+      if (options.trace_placement)
+        std::fprintf(stderr, "%s", p.explain(g, all, devices).c_str());
+      where = std::move(p.device);
+    } else {
+      RUNNEL_ASSIGN_OR_RETURN(where, place_simple(g, all, devices, has_kernel, popts));
+    }
+    size_t old = device_of_node.size();
+    if (old > 0) {
+      auto groups = colocation_groups(g, all);
+      std::unordered_map<int, size_t> kept;
+      for (size_t v = 0; v < old; ++v) {
+        where[v] = device_of_node[v];
+        kept.emplace(groups[v], device_of_node[v]);
+      }
+      for (size_t v = old; v < where.size(); ++v)
+        if (auto it = kept.find(groups[v]); it != kept.end())
+          where[v] = it->second;
+    }
+    device_of_node = std::move(where);
+    return {};
+  }
 
   result<std::shared_ptr<instance>> build(const std::vector<endpoint>& feeds,
                                           const std::vector<endpoint>& fetches,
@@ -140,29 +186,16 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     instantiate[size_t(v)] = needed[size_t(v)] && (!bindable[size_t(v)] || keep[size_t(v)]);
   }
 
-  // Place (constraints, then the first feasible device), and spawn node actors device by device.
+  // Place the whole graph (once per graph size), so that every instance agrees on where
+  // stateful nodes live; then spawn node actors device by device.
+  RUNNEL_RETURN_IF_ERROR(place_graph());
   std::vector<int> placed;
-  for (int v = 0; v < n; ++v)
-    if (instantiate[size_t(v)])
-      placed.push_back(v);
-  auto& kernels = runtime_kernels();
-  auto has_kernel = [&](const node& nd, const std::string& type) {
-    return kernels.has_kernel(nd, type == "GPU" ? device_type::gpu : device_type::cpu);
-  };
-  auto devices = placement_devices(rt);
-  placement_options popts{.allow_soft_placement = options.allow_soft_placement};
   std::vector<size_t> where;
-  if (options.placement == session_options::placement_policy::cost_model) {
-    cost_model costs;
-    std::vector<device_params> params(devices.size());
-    RUNNEL_ASSIGN_OR_RETURN(auto p,
-                            place_greedy(g, placed, devices, params, costs, has_kernel, popts));
-    if (options.trace_placement)
-      std::fprintf(stderr, "%s", p.explain(g, placed, devices).c_str());
-    where = std::move(p.device);
-  } else {
-    RUNNEL_ASSIGN_OR_RETURN(where, place_simple(g, placed, devices, has_kernel, popts));
-  }
+  for (int v = 0; v < n; ++v)
+    if (instantiate[size_t(v)]) {
+      placed.push_back(v);
+      where.push_back(device_of_node[size_t(v)]);
+    }
   std::vector<std::vector<int>> by_device(rt.devices.size());
   for (size_t i = 0; i < placed.size(); ++i)
     by_device[where[i]].push_back(placed[i]);

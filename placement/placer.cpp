@@ -27,6 +27,12 @@ struct union_find {
   }
 };
 
+/// Ops whose output names a device resource that consumers look up on their own device.
+bool holds_resource(const std::string& op) {
+  return op == "VariableV2" || op == "FIFOQueueV2" || op == "RandomShuffleQueueV2" ||
+         op == "PaddingFIFOQueueV2" || op == "PriorityQueueV2";
+}
+
 } // namespace
 
 std::vector<int> colocation_groups(const graph& g, const std::vector<int>& nodes) {
@@ -36,12 +42,11 @@ std::vector<int> colocation_groups(const graph& g, const std::vector<int>& nodes
     for (auto& name : n.colocation)
       if (auto other = g.find(name))
         uf.unite(v, *other);
-    // A stateful op stays with the variables it updates (its ref inputs), and every reader of a
-    // variable with the variable: consumers of a VariableV2 read the variable resource of their
-    // own device when they run.
+    // A stateful op stays with the variables it updates (its ref inputs), and every consumer of
+    // a variable or queue with it: consumers find the resource on their own device.
     auto refs = ref_input_slots(n);
     for (size_t i = 0; i < n.inputs.size(); ++i)
-      if ((i < refs.size() && refs[i]) || g.at(n.inputs[i].node).op == "VariableV2")
+      if ((i < refs.size() && refs[i]) || holds_resource(g.at(n.inputs[i].node).op))
         uf.unite(v, n.inputs[i].node);
   }
   std::vector<int> out;

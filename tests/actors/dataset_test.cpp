@@ -373,3 +373,30 @@ TEST_CASE("parse_examples after records/shuffle/batch parses in place like map(p
   REQUIRE_FALSE(st.ok());
   CHECK_THAT(st.message(), Catch::Contains(files[0] + ":0: bad data CRC"));
 }
+
+TEST_CASE("iterators and queues are found whatever device their ops land on", "[dataset]") {
+  runtime rt(runtime_options{.cpu_devices = 2});
+  graph g;
+  std::vector<output> next;
+  {
+    auto d = g.device("/cpu:1");
+    next = iterator_get_next(g, "multi_device_iter", {dtype::i64}, {shape{}});
+  }
+  auto q = fifo_queue(g, {dtype::i64}, {.shapes = {{}}}, "multi_device_queue");
+  operation enq;
+  {
+    auto d = g.device("/cpu:1");
+    enq = q.enqueue({next[0]});
+  }
+  auto deq = q.dequeue()[0]; // no device: it must find the queue its enqueue filled
+  session s(rt, g);
+  REQUIRE(initialize_iterator(rt, "multi_device_iter", dataset::range(3)).ok());
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(s.run({enq}).ok());
+  for (int64_t i = 0; i < 3; ++i) {
+    auto r = s.run({}, {deq});
+    INFO((r.ok() ? std::string("ok") : r.error().to_string()));
+    REQUIRE(r.ok());
+    CHECK(*r.value()[0].data<int64_t>() == i);
+  }
+}
