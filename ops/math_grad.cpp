@@ -6,14 +6,6 @@ namespace {
 
 using grads = std::vector<output>;
 
-output scalar_of(output like, double v) {
-  tensor t(like.type(), shape{});
-  if (like.type() == dtype::f64)
-    *t.data<double>() = v;
-  else
-    *t.data<float>() = float(v);
-  return constant(like.owner(), t);
-}
 
 /// The keep_dims shape of a reduction of `x` over `axes` (a tensor of axes).
 output kept_shape(output x, output axes) {

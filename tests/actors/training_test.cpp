@@ -173,7 +173,7 @@ TEST_CASE("saver: save, keep the newest, restore, and refuse mismatches", "[acto
   runtime rt;
   graph g;
   auto w = variable(g, constant(g, {{1.f, 2.f}, {3.f, 4.f}}), "layer/w");
-  auto b = variable(g, constant(g, {0.5f, 0.5f}), "layer/b");
+  [[maybe_unused]] auto b = variable(g, constant(g, {0.5f, 0.5f}), "layer/b"); // saved too
   auto grow = assign_add(w, constant(g, {{1.f, 1.f}, {1.f, 1.f}}));
   saver sv(g, {}, {.max_to_keep = 2});
   session s(rt, g);
@@ -203,7 +203,7 @@ TEST_CASE("saver: save, keep the newest, restore, and refuse mismatches", "[acto
   // Only some variables, under another name in the file.
   graph h;
   auto bias = variable(h, dtype::f32, shape{2}, "bias");
-  auto kernel = variable(h, dtype::f32, shape{3, 3}, "kernel");
+  [[maybe_unused]] auto kernel = variable(h, dtype::f32, shape{3, 3}, "kernel"); // not restored
   saver hs(h);
   runtime rt3;
   session s3(rt3, h);

@@ -63,10 +63,6 @@ void check_gradient(const builder_fn& f, std::vector<tensor> inputs, double tol 
   }
 }
 
-output one_input(const std::vector<output>& x) {
-  return x[0];
-}
-
 } // namespace
 
 TEST_CASE("gradients of broadcasting binary ops match finite differences", "[ops]") {
