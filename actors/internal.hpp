@@ -22,6 +22,7 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/rendezvous.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/cpu/cpu_device.hpp"
@@ -136,6 +137,11 @@ struct node_setup {
   int expected = 0;
   std::vector<std::vector<consumer>> consumers; ///< per output
   std::vector<consumer> control_consumers;
+  /// Sends: per output, the rendezvous keys its value goes out under (edges to other devices;
+  /// the Send runs inline, in this actor, when the node emits), and keys for control edges.
+  std::vector<std::vector<std::string>> send_keys;
+  std::vector<std::string> control_send_keys;
+  local_rendezvous* rendezvous = nullptr;
   std::vector<std::vector<int>> fetch_slots; ///< per output: indices into step_state::fetches
   /// Per data input: the variable to read when the node fires (inputs fed by a VariableV2).
   std::vector<std::shared_ptr<variable>> ref_reads;
@@ -222,6 +228,8 @@ struct runtime::impl {
   std::unique_ptr<caf::actor_system_config> config;
   std::unique_ptr<caf::actor_system> system;
   std::vector<local_device> devices;
+  /// Where Send nodes leave tensors for Recv nodes across devices.
+  local_rendezvous rendezvous;
   /// Open sessions: the runtime closes them if it goes first.
   std::mutex sessions_mu;
   std::vector<session*> sessions;

@@ -85,6 +85,9 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
     auto& value = outputs[size_t(o)];
     for (int f : s.fetch_slots[size_t(o)])
       step->fetches[size_t(f)] = value;
+    if (!s.send_keys.empty())
+      for (auto& key : s.send_keys[size_t(o)])
+        s.rendezvous->send(step->id, key, value); // shares the buffer
     auto& cs = s.consumers[size_t(o)];
     for (size_t c = 0; c < cs.size(); ++c) {
       if (c + 1 == cs.size())
@@ -95,6 +98,8 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
   }
   for (auto& c : s.control_consumers)
     self->send(c.actor, input_atom::value, step, c.slot, tensor());
+  for (auto& key : s.control_send_keys)
+    s.rendezvous->send(step->id, key, tensor());
   step->node_done();
 }
 
@@ -125,6 +130,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     call->ctx = std::make_unique<kernel_context>(
         std::span<const tensor>(call->inputs.data(), size_t(s.num_inputs)), s.num_outputs, s.cpu);
     call->ctx->set_abort_flag(&step->aborted);
+    call->ctx->set_step_id(step->id);
     node_actor handle = caf::actor_cast<node_actor>(self);
     auto* ctx = call->ctx.get();
     s.kern->compute_async(*ctx, [handle, call](status st) mutable {
@@ -134,6 +140,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     return;
   }
   kernel_context ctx(data, s.num_outputs, s.cpu);
+  ctx.set_step_id(step->id);
   status st = s.kern->compute(ctx);
   inputs.clear(); // drop input references before emitting, so consumers may reuse buffers
   if (!st.ok()) {

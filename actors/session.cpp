@@ -1,11 +1,13 @@
 #include "actors/session.hpp"
 
 #include <cstdio>
+#include <map>
 #include <semaphore>
 #include <unordered_map>
 
 #include "actors/internal.hpp"
 #include "placement/cost_model.hpp"
+#include "placement/partition.hpp"
 #include "placement/placer.hpp"
 
 namespace runnel {
@@ -18,6 +20,7 @@ struct instance {
   std::vector<node_actor> sources;                   ///< nodes with no inputs at all
   std::vector<int> fed_fetches;                      ///< per fetch: feed index, or -1
   int num_nodes = 0;
+  bool uses_rendezvous = false; ///< some edge crosses devices (Send/Recv)
   std::unique_ptr<std::counting_semaphore<4096>> in_flight;
 };
 
@@ -41,6 +44,25 @@ std::vector<placement_device> placement_devices(const runtime::impl& rt) {
     out.push_back({d.name, device_spec::parse(d.name).value()});
   return out;
 }
+
+/// Waits (asynchronously) for its key's tensor of the step.
+class recv_kernel : public kernel {
+public:
+  recv_kernel(local_rendezvous& r, std::string key) : r_(r), key_(std::move(key)) {}
+  bool is_async() const override { return true; }
+  status compute(kernel_context&) override { return internal_error("recv is asynchronous"); }
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
+    r_.recv(ctx.step_id(), key_, [&ctx, done = std::move(done)](status st, tensor t) {
+      if (st.ok())
+        ctx.set_output(0, std::move(t));
+      done(std::move(st));
+    });
+  }
+
+private:
+  local_rendezvous& r_;
+  std::string key_;
+};
 
 } // namespace
 
@@ -248,6 +270,52 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     s.fetch_slots.assign(size_t(s.num_outputs), {});
   }
   inst->feed_consumers.assign(feeds.size(), {});
+  // Edges between devices go through a Send on the producer's device and one Recv per
+  // (tensor, destination device) on the consumer's, paired by a rendezvous key. The Send runs
+  // inline in the producer's actor; the Recv is a node actor of its own.
+  std::map<std::pair<std::string, size_t>, std::shared_ptr<node_setup>> recvs;
+  auto spawn_extra = [&](std::shared_ptr<node_setup> setup) {
+    node_actor a = rt.system->spawn(node_behavior, setup);
+    inst->actors->nodes.push_back(a);
+    inst->num_nodes++;
+    return a;
+  };
+  // The Recv on device `dst` for `tensor` (node u's output `index`, or its control output).
+  auto recv_for = [&](int u, int index, size_t dst) -> node_setup& {
+    size_t src = device_of_node[size_t(u)];
+    const node& pn = g.at(u);
+    std::string tensor_name = index < 0 ? pn.name + ":ctrl" : pn.name + ":" + std::to_string(index);
+    auto it = recvs.find({tensor_name, dst});
+    if (it != recvs.end())
+      return *it->second;
+    std::string key = rendezvous_key(rt.devices[src].name, 1, rt.devices[dst].name,
+                                     "edge_" + std::to_string(u) + "_" + tensor_name);
+    std::string base = pn.name + "_" + (index < 0 ? std::string("ctrl") : std::to_string(index)) +
+                       "_to_" + std::to_string(dst);
+    // The Send runs inline in the producer's actor when it emits (no extra hop).
+    auto& producer = *setups[size_t(u)];
+    producer.rendezvous = &rt.rendezvous;
+    if (index < 0) {
+      producer.control_send_keys.push_back(key);
+    } else {
+      if (producer.send_keys.empty())
+        producer.send_keys.assign(size_t(producer.num_outputs), {});
+      producer.send_keys[size_t(index)].push_back(key);
+    }
+    auto recv = std::make_shared<node_setup>();
+    recv->name = "_recv/" + base;
+    recv->op = "_Recv";
+    recv->kern = std::make_unique<recv_kernel>(rt.rendezvous, key);
+    recv->cpu = rt.devices[dst].cpu.get();
+    recv->device = rt.devices[dst].name;
+    recv->num_outputs = 1;
+    recv->consumers.assign(1, {});
+    recv->fetch_slots.assign(1, {});
+    inst->sources.push_back(spawn_extra(recv));
+    recvs.emplace(std::make_pair(tensor_name, dst), recv);
+    inst->uses_rendezvous = true;
+    return *recv;
+  };
   for (int v = 0; v < n; ++v) {
     if (!instantiate[size_t(v)])
       continue;
@@ -275,12 +343,21 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
           setup.has_ref_reads = true;
         }
       }
-      producer.consumers[size_t(e.index)].push_back(c);
+      size_t here = device_of_node[size_t(v)];
+      if (device_of_node[size_t(e.node)] != here && !setup.ref_reads[slot] && !refs[slot])
+        recv_for(e.node, e.index, here).consumers[0].push_back(c);
+      else
+        producer.consumers[size_t(e.index)].push_back(c);
       setup.expected++;
     }
-    for (size_t k = 0; k < nd.control_inputs.size(); ++k)
-      setups[size_t(nd.control_inputs[k])]->control_consumers.push_back(
-          {actors[size_t(v)], int32_t(nd.inputs.size() + k)});
+    for (size_t k = 0; k < nd.control_inputs.size(); ++k) {
+      int u = nd.control_inputs[k];
+      consumer c{actors[size_t(v)], int32_t(nd.inputs.size() + k)};
+      if (device_of_node[size_t(u)] != device_of_node[size_t(v)])
+        recv_for(u, -1, device_of_node[size_t(v)]).consumers[0].push_back(c);
+      else
+        setups[size_t(u)]->control_consumers.push_back(c);
+    }
     if (setup.expected == 0)
       inst->sources.push_back(actors[size_t(v)]);
     inst->num_nodes++;
@@ -360,6 +437,8 @@ result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<
   step->actors = inst->actors;
   step->on_finish = [this, inst, extra = std::move(extra_finish)](step_state& s) {
     s.actors.reset();
+    if (inst->uses_rendezvous)
+      rt.rendezvous.end_step(s.id);
     if (extra)
       extra(s);
     inst->in_flight->release();

@@ -3,12 +3,15 @@
 //                    cost-model placer (target <= 1 s), beside the simple policy on the same graph
 //   placer_towers    simulated step time of 4 independent MLP towers joined at the end, over 2
 //                    devices: greedy vs first-device policy vs the best hand placement
+//   local_sendrecv   µs a Send/Recv pair adds per tensor inside one process: a chain of 200
+//                    Identity nodes alternating between two devices, against the same chain on one
 // Each prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`. The step times are the cost
 // model's simulation, not measured runs (the runtime does not yet give devices exclusive
 // compute budgets; see docs/placement.md).
 #include <chrono>
 #include <cstdio>
 
+#include "actors/session.hpp"
 #include "ops/builder.hpp"
 #include "placement/cost_model.hpp"
 
@@ -109,10 +112,42 @@ void placer_towers() {
               tg * 1e3, tg / ts, ts * 1e3, th * 1e3, tg / th);
 }
 
+void local_sendrecv() {
+  auto* rt = new runtime(runtime_options{.cpu_devices = 2}); // never destroyed: see tests/eval.hpp
+  constexpr int chain = 200;
+  auto measure = [&](bool alternate) {
+    graph g;
+    auto x = placeholder(g, dtype::f32, {16}, "x");
+    output y = x;
+    for (int i = 0; i < chain; ++i) {
+      auto d = g.device(alternate && i % 2 ? "/cpu:1" : "/cpu:0");
+      y = identity(y);
+    }
+    session s(*rt, g);
+    feed_list feeds{{x, tensor(dtype::f32, shape{16})}};
+    throw_if_error(s.run(feeds, {y}).error());
+    double best = 1e9;
+    for (int rep = 0; rep < 5; ++rep) {
+      int runs = 200;
+      double t0 = now();
+      for (int r = 0; r < runs; ++r)
+        throw_if_error(s.run(feeds, {y}).error());
+      best = std::min(best, (now() - t0) / runs);
+    }
+    return best;
+  };
+  double same = measure(false), crossing = measure(true);
+  double per_tensor = (crossing - same) / chain;
+  std::printf("bench local_sendrecv: %.3g us per tensor (a chain of %d nodes: %.3g us crossing "
+              "devices at every edge, %.3g us on one device = %.2fx; target 2 us)\n",
+              per_tensor * 1e6, chain, crossing * 1e6, same * 1e6, crossing / same);
+}
+
 } // namespace
 
 int main() {
   placer_towers();
   place_10k_nodes();
+  local_sendrecv();
   return 0;
 }

@@ -91,6 +91,10 @@ public:
   tensor& output(int i) { return outputs_[size_t(i)]; }
   std::vector<tensor>& outputs() { return outputs_; }
 
+  /// The id of the step being computed (Send/Recv key their tensors by it).
+  int64_t step_id() const { return step_id_; }
+  void set_step_id(int64_t id) { step_id_ = id; }
+
   /// For asynchronous kernels: whether the step was aborted while they waited (e.g. a dequeue,
   /// which then gives its elements back instead of losing them).
   bool step_aborted() const { return aborted_ && aborted_->load(std::memory_order_acquire); }
@@ -101,6 +105,7 @@ private:
   std::vector<tensor> outputs_;
   cpu_device* cpu_;
   const std::atomic<bool>* aborted_ = nullptr;
+  int64_t step_id_ = 0;
 };
 
 class kernel {

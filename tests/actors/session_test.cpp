@@ -1,3 +1,5 @@
+#include <random>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <atomic>
@@ -245,6 +247,61 @@ TEST_CASE("reads of a variable stay on the variable's device", "[actors]") {
   }
 }
 
+TEST_CASE("random graphs spread over three devices compute what one device computes",
+          "[actors]") {
+  runtime one;
+  runtime three(runtime_options{.cpu_devices = 3});
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 10; ++trial) {
+    graph g;
+    auto x = placeholder(g, dtype::f32, {4}, "x");
+    std::vector<output> values{x};
+    std::vector<operation> ops;
+    for (int i = 0; i < 25; ++i) {
+      auto pick = [&] {
+        return values[std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)];
+      };
+      auto d = g.device("/cpu:" + std::to_string(rng() % 3));
+      // Some nodes also wait on an earlier node (a control edge, often across devices).
+      std::vector<operation> deps;
+      if (rng() % 4 == 0 && !ops.empty())
+        deps.push_back(ops[rng() % ops.size()]);
+      auto c = g.control_dependencies(deps);
+      output v = (rng() % 2) ? add(pick(), pick()) : tanh(pick());
+      values.push_back(v);
+      ops.push_back(operation(v));
+    }
+    std::vector<output> fetches(values.end() - 5, values.end());
+    auto feed = tensor::vector<float>({0.1f, -0.2f, 0.3f, 0.4f});
+    session s1(one, g, {.allow_soft_placement = true}); // one device: specs relax to cpu:0
+    session s3(three, g);
+    for (int step = 0; step < 3; ++step) {
+      auto a = s1.run({{x, feed}}, fetches).value();
+      auto b = s3.run({{x, feed}}, fetches).value();
+      for (size_t i = 0; i < a.size(); ++i)
+        check_equal(b[i], a[i]);
+    }
+  }
+}
+
+TEST_CASE("Send/Recv between devices hands the buffer over without a copy", "[actors]") {
+  runtime rt(runtime_options{.cpu_devices = 2});
+  graph g;
+  auto x = placeholder(g, dtype::f32, {1024}, "x");
+  output a, b;
+  {
+    auto d = g.device("/cpu:0");
+    a = x * 2.0;
+  }
+  {
+    auto d = g.device("/cpu:1");
+    b = identity(a);
+  }
+  session s(rt, g);
+  auto r = s.run({{x, tensor(dtype::f32, shape{1024})}}, {a, b}).value();
+  CHECK(r[0].shares_buffer_with(r[1]));
+}
+
 TEST_CASE("a traced run reports each node's device and time, as a Chrome trace", "[actors]") {
   runtime rt(runtime_options{.cpu_devices = 2});
   graph g;
@@ -262,14 +319,20 @@ TEST_CASE("a traced run reports each node's device and time, as a Chrome trace",
   run_metadata md;
   auto r = s.run({{x, tensor(dtype::f32, shape{32, 32})}}, {b}, {}, {.trace = true}, &md);
   REQUIRE(r.ok());
-  REQUIRE(md.nodes.size() == 2);
+  // The two nodes, and the Recv that carried the product from cpu:0 to cpu:1 (the Send runs
+  // inside the MatMul's actor).
+  REQUIRE(md.nodes.size() == 3);
+  std::map<std::string, node_trace> by_op;
   for (auto& n : md.nodes) {
     CHECK(n.end_ns >= n.start_ns);
-    CHECK(n.output_bytes == 32 * 32 * 4);
-    CHECK(n.device == (n.node == "on_cpu0" ? rt.devices()[0] : rt.devices()[1]));
+    by_op[n.op] = n;
   }
+  CHECK(by_op["MatMul"].device == rt.devices()[0]);
+  CHECK(by_op["_Recv"].device == rt.devices()[1]);
+  CHECK(by_op["Tanh"].device == rt.devices()[1]);
+  CHECK(by_op["Tanh"].output_bytes == 32 * 32 * 4);
   CHECK(md.output_bytes_per_device.size() == 2);
-  CHECK(md.output_bytes_per_device[1].second == 32 * 32 * 4);
+  CHECK(md.output_bytes_per_device[1].second == 2 * 32 * 32 * 4); // the Recv's and Tanh's
   // The timeline is JSON that Python can read, with one named track per device.
   auto path = (std::filesystem::temp_directory_path() / "runnel_trace_test.json").string();
   {
@@ -277,7 +340,7 @@ TEST_CASE("a traced run reports each node's device and time, as a Chrome trace",
     f << md.to_chrome_trace();
   }
   std::string check = "python3 -c \"import json,sys; t=json.load(open(sys.argv[1]))['traceEvents']; "
-                      "assert sum(e['ph']=='X' for e in t)==2; "
+                      "assert sum(e['ph']=='X' for e in t)==3; "
                       "assert sum(e['ph']=='M' for e in t)==2\" " + path;
   CHECK(std::system(check.c_str()) == 0);
   // Untraced runs record nothing.
