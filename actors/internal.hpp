@@ -230,6 +230,8 @@ struct runtime::impl {
   std::vector<local_device> devices;
   /// Where Send nodes leave tensors for Recv nodes across devices.
   local_rendezvous rendezvous;
+  /// Step ids, unique across the runtime's sessions (the rendezvous is keyed by them).
+  std::atomic<int64_t> next_step_id{1};
   /// Open sessions: the runtime closes them if it goes first.
   std::mutex sessions_mu;
   std::vector<session*> sessions;

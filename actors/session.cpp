@@ -73,7 +73,6 @@ struct session::impl {
   std::mutex mu; // guards instances_ and closed
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<instance>, signature_hash> instances;
   bool closed = false;
-  std::atomic<int64_t> next_step{1};
   std::mutex active_mu;
   std::condition_variable active_cv;
   int active = 0;
@@ -431,7 +430,8 @@ result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<
   inst->in_flight->acquire();
   auto step = std::make_shared<step_state>();
   step->trace = std::move(trace);
-  step->id = next_step.fetch_add(1, std::memory_order_relaxed);
+  // Runtime-wide ids: Send/Recv of concurrent sessions share the rendezvous, keyed by step.
+  step->id = rt.next_step_id.fetch_add(1, std::memory_order_relaxed);
   step->remaining.store(inst->num_nodes, std::memory_order_relaxed);
   step->fetches.resize(fetches.size());
   step->actors = inst->actors;

@@ -284,6 +284,35 @@ TEST_CASE("random graphs spread over three devices compute what one device compu
   }
 }
 
+TEST_CASE("concurrent sessions over one multi-device graph keep their tensors apart",
+          "[actors]") {
+  runtime rt(runtime_options{.cpu_devices = 2});
+  graph g;
+  auto x = placeholder(g, dtype::f32, {}, "x");
+  output y;
+  {
+    auto d = g.device("/cpu:1");
+    y = x * 2.0;
+  }
+  auto z = y + 1.0; // back on cpu:0
+  session s1(rt, g), s2(rt, g);
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      session& s = t ? s2 : s1;
+      for (int i = 0; i < 300; ++i) {
+        float v = float(t * 1000 + i);
+        auto r = s.run({{x, tensor::scalar<float>(v)}}, {z});
+        if (!r || *r.value()[0].data<float>() != 2 * v + 1)
+          ++wrong;
+      }
+    });
+  for (auto& th : threads)
+    th.join();
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("Send/Recv between devices hands the buffer over without a copy", "[actors]") {
   runtime rt(runtime_options{.cpu_devices = 2});
   graph g;
