@@ -39,10 +39,10 @@ int64_t encode(endpoint e) {
 
 /// The runtime's devices for the placer, in priority order.
 std::vector<placement_device> placement_devices(const runtime::impl& rt) {
-  std::vector<placement_device> out;
+  std::vector<std::string> names;
   for (auto& d : rt.devices)
-    out.push_back({d.name, device_spec::parse(d.name).value()});
-  return out;
+    names.push_back(d.name);
+  return placement_devices_from(names);
 }
 
 /// Waits (asynchronously) for its key's tensor of the step.
@@ -88,9 +88,7 @@ struct session::impl {
     int n = g.num_nodes();
     if (size_t(n) == device_of_node.size())
       return {};
-    std::vector<int> all(static_cast<size_t>(n));
-    for (int v = 0; v < n; ++v)
-      all[size_t(v)] = v;
+    auto all = all_nodes(g);
     auto& kernels = runtime_kernels();
     auto has_kernel = [&](const node& nd, const std::string& type) {
       return kernels.has_kernel(nd, type == "GPU" ? device_type::gpu : device_type::cpu);

@@ -362,15 +362,9 @@ int graph_dot(const std::vector<std::string>& args) {
     std::fputs(to_dot(*g).c_str(), stdout);
     return 0;
   }
-  std::vector<placement_device> devs;
-  for (int64_t i = 0; i < devices; ++i) {
-    auto name = "/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(i);
-    devs.push_back({name, device_spec::parse(name).value()});
-  }
-  std::vector<int> nodes(size_t(g->num_nodes()));
-  for (int i = 0; i < g->num_nodes(); ++i)
-    nodes[size_t(i)] = i;
-  auto any = [](const node&, const std::string&) { return true; };
+  auto devs = local_cpu_devices(int(devices));
+  auto nodes = all_nodes(*g);
+  auto any = any_kernel;
   std::vector<size_t> where;
   if (policy == "cost") {
     cost_model costs;

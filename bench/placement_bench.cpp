@@ -23,25 +23,8 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::vector<placement_device> cpu_devices(int n) {
-  std::vector<placement_device> out;
-  for (int i = 0; i < n; ++i) {
-    auto name = "/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(i);
-    out.push_back({name, device_spec::parse(name).value()});
-  }
-  return out;
-}
 
-std::vector<int> all_nodes(const graph& g) {
-  std::vector<int> v(size_t(g.num_nodes()));
-  for (int i = 0; i < g.num_nodes(); ++i)
-    v[size_t(i)] = i;
-  return v;
-}
 
-bool everything(const node&, const std::string&) {
-  return true;
-}
 
 void place_10k_nodes() {
   graph g;
@@ -59,16 +42,16 @@ void place_10k_nodes() {
   for (size_t i = 1; i < heads.size(); ++i)
     sum = sum + heads[i];
   auto nodes = all_nodes(g);
-  auto devices = cpu_devices(8);
+  auto devices = local_cpu_devices(8);
   std::vector<device_params> params(8);
   cost_model costs;
   double best = 1e9, best_simple = 1e9;
   for (int rep = 0; rep < 3; ++rep) {
     double t0 = now();
-    auto p = place_greedy(g, nodes, devices, params, costs, everything).value();
+    auto p = place_greedy(g, nodes, devices, params, costs, any_kernel).value();
     best = std::min(best, now() - t0);
     t0 = now();
-    auto s = place_simple(g, nodes, devices, everything).value();
+    auto s = place_simple(g, nodes, devices, any_kernel).value();
     best_simple = std::min(best_simple, now() - t0);
   }
   std::printf("bench place_10k_nodes: %.3g s for %d nodes over 8 devices (%.2fx the simple "
@@ -94,11 +77,11 @@ void placer_towers() {
   auto y = (heads[0] + heads[1]) + (heads[2] + heads[3]);
   (void)y;
   auto nodes = all_nodes(g);
-  auto devices = cpu_devices(2);
+  auto devices = local_cpu_devices(2);
   std::vector<device_params> params(2);
   cost_model costs;
-  auto greedy = place_greedy(g, nodes, devices, params, costs, everything).value();
-  auto simple = place_simple(g, nodes, devices, everything).value();
+  auto greedy = place_greedy(g, nodes, devices, params, costs, any_kernel).value();
+  auto simple = place_simple(g, nodes, devices, any_kernel).value();
   // By hand: towers 0 and 1 on CPU:0, 2 and 3 on CPU:1, the rest on CPU:0.
   std::vector<size_t> hand(nodes.size(), 0);
   for (int t = 2; t < 4; ++t)

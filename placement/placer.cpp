@@ -35,6 +35,31 @@ bool holds_resource(const std::string& op) {
 
 } // namespace
 
+bool any_kernel(const node&, const std::string&) {
+  return true;
+}
+
+std::vector<placement_device> placement_devices_from(const std::vector<std::string>& names) {
+  std::vector<placement_device> out;
+  for (auto& n : names)
+    out.push_back({n, device_spec::parse(n).value()});
+  return out;
+}
+
+std::vector<placement_device> local_cpu_devices(int n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i)
+    names.push_back("/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(i));
+  return placement_devices_from(names);
+}
+
+std::vector<int> all_nodes(const graph& g) {
+  std::vector<int> v(size_t(g.num_nodes()));
+  for (int i = 0; i < g.num_nodes(); ++i)
+    v[size_t(i)] = i;
+  return v;
+}
+
 std::vector<int> colocation_groups(const graph& g, const std::vector<int>& nodes) {
   union_find uf(g.num_nodes());
   for (int v : nodes) {

@@ -37,6 +37,15 @@ struct placement_options {
 
 /// Whether node `n` has a kernel for the device type `type` ("CPU", "GPU").
 using kernel_check = std::function<bool(const node& n, const std::string& type)>;
+/// A kernel_check that accepts every node on every device (planning without a runtime).
+bool any_kernel(const node& n, const std::string& type);
+
+/// Devices from their full names, which must parse (throws runnel::error otherwise).
+std::vector<placement_device> placement_devices_from(const std::vector<std::string>& names);
+/// `n` local virtual CPU devices: /job:localhost/replica:0/task:0/device:CPU:0 ...
+std::vector<placement_device> local_cpu_devices(int n);
+/// Every node of `g`, in id (topological) order.
+std::vector<int> all_nodes(const graph& g);
 
 /// The colocation groups of `nodes` (ids in `g`): for each of them, a representative id.
 std::vector<int> colocation_groups(const graph& g, const std::vector<int>& nodes);

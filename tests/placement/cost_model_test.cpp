@@ -8,22 +8,10 @@ using namespace runnel;
 namespace {
 
 std::vector<placement_device> devices(std::initializer_list<const char*> names) {
-  std::vector<placement_device> out;
-  for (auto n : names)
-    out.push_back({n, device_spec::parse(n).value()});
-  return out;
+  return placement_devices_from(std::vector<std::string>(names.begin(), names.end()));
 }
 
-std::vector<int> all_nodes(const graph& g) {
-  std::vector<int> v(size_t(g.num_nodes()));
-  for (int i = 0; i < g.num_nodes(); ++i)
-    v[size_t(i)] = i;
-  return v;
-}
 
-bool everything(const node&, const std::string&) {
-  return true;
-}
 
 /// A tower of `depth` matmuls of width `w` on input x.
 output tower(output x, int depth, int64_t w, const std::string& name) {
@@ -63,8 +51,8 @@ TEST_CASE("greedy placement splits independent towers over two devices", "[place
   std::vector<device_params> params(2);
   cost_model costs;
   auto nodes = all_nodes(g);
-  auto greedy = place_greedy(g, nodes, devs, params, costs, everything).value();
-  auto simple = place_simple(g, nodes, devs, everything).value();
+  auto greedy = place_greedy(g, nodes, devs, params, costs, any_kernel).value();
+  auto simple = place_simple(g, nodes, devs, any_kernel).value();
   double t_greedy = simulate_placement(g, nodes, greedy.device, devs, params, costs);
   double t_simple = simulate_placement(g, nodes, simple, devs, params, costs);
   INFO(greedy.explain(g, nodes, devs));
@@ -81,7 +69,7 @@ TEST_CASE("greedy placement splits independent towers over two devices", "[place
   CHECK(dev_a != dev_b);
   CHECK(greedy.explain(g, nodes, devs).find("earliest estimated finish") != std::string::npos);
   // Deterministic.
-  CHECK(place_greedy(g, nodes, devs, params, costs, everything).value().device == greedy.device);
+  CHECK(place_greedy(g, nodes, devs, params, costs, any_kernel).value().device == greedy.device);
 }
 
 TEST_CASE("a chain stays on one device when moving data costs more than it saves",
@@ -97,7 +85,7 @@ TEST_CASE("a chain stays on one device when moving data costs more than it saves
   std::vector<device_params> params(2);
   cost_model costs;
   auto nodes = all_nodes(g);
-  auto p = place_greedy(g, nodes, devs, params, costs, everything).value();
+  auto p = place_greedy(g, nodes, devs, params, costs, any_kernel).value();
   INFO(p.explain(g, nodes, devs));
   for (size_t i = 0; i < nodes.size(); ++i)
     if (g.at(nodes[i]).op == "Mul") // (the scalar constants may go anywhere: 4 bytes)
@@ -119,13 +107,13 @@ TEST_CASE("greedy placement keeps colocation, specs and memory limits", "[placem
   std::vector<device_params> params(2);
   params[0].memory_bytes = 1 << 20; // 1 MB: the 4 MB products do not fit on CPU:0
   cost_model costs;
-  auto p = place_greedy(g, nodes, devs, params, costs, everything).value();
+  auto p = place_greedy(g, nodes, devs, params, costs, any_kernel).value();
   auto at = [&](const std::string& name) { return p.device[size_t(*g.find(name))]; };
   CHECK(at("w") == 1);
   CHECK(at(w.initializer.name()) == 1);
   CHECK(at(doubled.node().name) == 1);
   params[1].memory_bytes = 1 << 20;
-  auto none = place_greedy(g, nodes, devs, params, costs, everything);
+  auto none = place_greedy(g, nodes, devs, params, costs, any_kernel);
   REQUIRE_FALSE(none.ok());
   CHECK(none.error().code() == error_code::resource_exhausted);
   CHECK_THAT(none.error().message(), Catch::Contains("out of memory"));
@@ -142,7 +130,7 @@ TEST_CASE("measured timings change a later placement", "[placement]") {
   cost_model costs;
   auto nodes = all_nodes(g);
   auto at = [&](const greedy_placement& p) { return p.device[size_t(y.node_id())]; };
-  CHECK(at(place_greedy(g, nodes, devs, params, costs, everything).value()) == 1);
+  CHECK(at(place_greedy(g, nodes, devs, params, costs, any_kernel).value()) == 1);
   costs.record("mm", "GPU", 1.0); // but a traced run measured it at 1 s there
-  CHECK(at(place_greedy(g, nodes, devs, params, costs, everything).value()) == 0);
+  CHECK(at(place_greedy(g, nodes, devs, params, costs, any_kernel).value()) == 0);
 }

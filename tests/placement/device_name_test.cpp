@@ -72,24 +72,12 @@ TEST_CASE("device specs match devices and merge", "[placement]") {
 namespace {
 
 std::vector<placement_device> two_cpus_one_gpu() {
-  std::vector<placement_device> out;
-  for (auto name : {"/job:localhost/replica:0/task:0/device:CPU:0",
-                    "/job:localhost/replica:0/task:0/device:CPU:1",
-                    "/job:localhost/replica:0/task:0/device:GPU:0"})
-    out.push_back({name, device_spec::parse(name).value()});
-  return out;
+  return placement_devices_from({"/job:localhost/replica:0/task:0/device:CPU:0",
+                                 "/job:localhost/replica:0/task:0/device:CPU:1",
+                                 "/job:localhost/replica:0/task:0/device:GPU:0"});
 }
 
-std::vector<int> all_nodes(const graph& g) {
-  std::vector<int> v(size_t(g.num_nodes()));
-  for (int i = 0; i < g.num_nodes(); ++i)
-    v[size_t(i)] = i;
-  return v;
-}
 
-bool everything(const node&, const std::string&) {
-  return true;
-}
 
 } // namespace
 
@@ -107,7 +95,7 @@ TEST_CASE("the simple placer honours specs, colocation and kernels", "[placement
   }
   y = x + 1.0;
   auto nodes = all_nodes(g);
-  auto where = place_simple(g, nodes, two_cpus_one_gpu(), everything).value();
+  auto where = place_simple(g, nodes, two_cpus_one_gpu(), any_kernel).value();
   auto device_of = [&](const std::string& name) { return where[size_t(*g.find(name))]; };
   CHECK(device_of("w") == 1);
   CHECK(device_of(w.initializer.name()) == 1); // Assign follows its variable
@@ -141,7 +129,7 @@ TEST_CASE("conflicting specs in one colocation group are named", "[placement]") 
     auto d = g.device("/device:CPU:1");
     b = a * 2.0;
   }
-  auto err = place_simple(g, all_nodes(g), two_cpus_one_gpu(), everything);
+  auto err = place_simple(g, all_nodes(g), two_cpus_one_gpu(), any_kernel);
   REQUIRE_FALSE(err.ok());
   CHECK_THAT(err.error().message(), Catch::Contains("colocation group"));
   CHECK_THAT(err.error().message(), Catch::Contains("device ids differ"));
