@@ -124,7 +124,7 @@ struct consumer {
 };
 
 /// Everything a node actor needs, built by the session and fixed before the first step.
-struct node_setup {
+struct node_setup : std::enable_shared_from_this<node_setup> {
   std::string name;
   std::string op;
   std::unique_ptr<kernel> kern;
@@ -148,6 +148,10 @@ struct node_setup {
   bool has_ref_reads = false;
   int num_outputs = 0;
   std::string device; ///< the device's full name (for traces)
+  /// An asynchronous kernel whose completion may emit the outputs from the completing thread,
+  /// without going back through this node's actor (Recv: the completion is a Send's delivery and
+  /// touches no state of the node).
+  bool emit_on_completion = false;
 
   std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
 };

@@ -79,6 +79,16 @@ void record_trace(node_setup& s, const step_ptr& step, std::chrono::steady_clock
                       bytes});
 }
 
+// Sends `value` to a consumer: from the node's actor when `self` is set, otherwise anonymously
+// (completions that emit from the thread that completed them).
+template <class T>
+void deliver(node_actor::pointer self, const consumer& c, const step_ptr& step, T&& value) {
+  if (self)
+    self->send(c.actor, input_atom::value, step, c.slot, std::forward<T>(value));
+  else
+    caf::anon_send(c.actor, input_atom::value, step, c.slot, std::forward<T>(value));
+}
+
 void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
           std::vector<tensor>& outputs) {
   for (int o = 0; o < s.num_outputs; ++o) {
@@ -91,13 +101,13 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
     auto& cs = s.consumers[size_t(o)];
     for (size_t c = 0; c < cs.size(); ++c) {
       if (c + 1 == cs.size())
-        self->send(cs[c].actor, input_atom::value, step, cs[c].slot, std::move(value));
+        deliver(self, cs[c], step, std::move(value));
       else
-        self->send(cs[c].actor, input_atom::value, step, cs[c].slot, value);
+        deliver(self, cs[c], step, value);
     }
   }
   for (auto& c : s.control_consumers)
-    self->send(c.actor, input_atom::value, step, c.slot, tensor());
+    deliver(self, c, step, tensor());
   for (auto& key : s.control_send_keys)
     s.rendezvous->send(step->id, key, tensor());
   step->node_done();
@@ -131,8 +141,25 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
         std::span<const tensor>(call->inputs.data(), size_t(s.num_inputs)), s.num_outputs, s.cpu);
     call->ctx->set_abort_flag(&step->aborted);
     call->ctx->set_step_id(step->id);
-    node_actor handle = caf::actor_cast<node_actor>(self);
     auto* ctx = call->ctx.get();
+    if (s.emit_on_completion) {
+      // The completion emits from the thread that completes it (a Send's, for a Recv): one actor
+      // hop per edge instead of two.
+      auto sp = s.shared_from_this();
+      s.kern->compute_async(*ctx, [sp, call](status st) mutable {
+        if (!st.ok()) {
+          call->step->fail(st.with_context(sp->describe()));
+          return;
+        }
+        if (call->step->aborted.load(std::memory_order_acquire))
+          return;
+        if (call->step->trace)
+          record_trace(*sp, call->step, call->started, call->ctx->outputs());
+        emit(nullptr, *sp, call->step, call->ctx->outputs());
+      });
+      return;
+    }
+    node_actor handle = caf::actor_cast<node_actor>(self);
     s.kern->compute_async(*ctx, [handle, call](status st) mutable {
       call->result = std::move(st);
       caf::anon_send(handle, resume_atom::value, std::move(call));

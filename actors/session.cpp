@@ -303,6 +303,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     recv->name = "_recv/" + base;
     recv->op = "_Recv";
     recv->kern = std::make_unique<recv_kernel>(rt.rendezvous, key);
+    recv->emit_on_completion = true;
     recv->cpu = rt.devices[dst].cpu.get();
     recv->device = rt.devices[dst].name;
     recv->num_outputs = 1;
