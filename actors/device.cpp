@@ -123,6 +123,14 @@ device_actor::behavior_type device_behavior(device_actor::pointer self, local_de
           setup->cpu = dev->cpu.get();
           setup->num_outputs = n.num_outputs();
           setup->device = dev->name;
+          // Expensive kernels run on the device's executor when it has one. Stateful kernels
+          // (random generators, variables, queues) stay on their actor: their computes must not
+          // overlap, and an actor runs one message at a time.
+          if (dev->executor && !setup->kern->is_async() && !is_metadata_op(n.op)) {
+            auto* def = req->g->ops().find(n.op);
+            if (def && !def->stateful)
+              setup->executor = dev->executor.get();
+          }
           setups.push_back(std::move(setup));
         }
         for (auto& s : setups)

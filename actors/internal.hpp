@@ -22,6 +22,7 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/device_executor.hpp"
 #include "actors/rendezvous.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
@@ -152,6 +153,9 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   /// without going back through this node's actor (Recv: the completion is a Send's delivery and
   /// touches no state of the node).
   bool emit_on_completion = false;
+  /// The device's executor (an exclusive compute budget), when the device has one and this kernel
+  /// may run there: computes on at least `offload_bytes` of input go to it.
+  device_executor* executor = nullptr;
 
   std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
 };
@@ -216,8 +220,16 @@ struct local_device {
   device_type type = device_type::cpu;
   std::unique_ptr<cpu_device> cpu;
   std::unique_ptr<device_resources> resources;
+  /// The device's compute threads, when it has an exclusive budget (runtime_options::device_threads).
+  std::unique_ptr<device_executor> executor;
   device_actor actor;
 };
+
+/// Ops that only look at shapes or pass buffers along: never worth a trip to an executor.
+bool is_metadata_op(const std::string& op);
+/// Kernels whose inputs total fewer bytes than this run on the node's actor even on a device
+/// with an executor: the hand-off would cost more than the kernel.
+inline constexpr size_t offload_bytes = 16 * 1024;
 
 /// The kernels the runtime instantiates: the builtin ones plus those of storage/ (parsing).
 const kernel_registry& runtime_kernels();

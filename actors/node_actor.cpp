@@ -166,6 +166,36 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     });
     return;
   }
+  if (s.executor) {
+    size_t bytes = 0;
+    for (auto& t : data)
+      if (t.type() != dtype::string)
+        bytes += t.bytes();
+    if (bytes >= offload_bytes) {
+      // The device's own threads compute it and emit the outputs; this actor goes on with other
+      // steps' messages meanwhile.
+      s.executor->post([sp = s.shared_from_this(), step, inputs = std::move(inputs)]() mutable {
+        node_setup& s = *sp;
+        if (step->aborted.load(std::memory_order_acquire))
+          return;
+        auto started = step->trace ? std::chrono::steady_clock::now()
+                                   : std::chrono::steady_clock::time_point{};
+        kernel_context ctx(std::span<const tensor>(inputs.data(), size_t(s.num_inputs)),
+                           s.num_outputs, s.cpu);
+        ctx.set_step_id(step->id);
+        status st = s.kern->compute(ctx);
+        inputs.clear();
+        if (!st.ok()) {
+          step->fail(st.with_context(s.describe()));
+          return;
+        }
+        if (step->trace)
+          record_trace(s, step, started, ctx.outputs());
+        emit(nullptr, s, step, ctx.outputs());
+      });
+      return;
+    }
+  }
   kernel_context ctx(data, s.num_outputs, s.cpu);
   ctx.set_step_id(step->id);
   status st = s.kern->compute(ctx);

@@ -1,6 +1,8 @@
 #include <thread>
+#include <unordered_set>
 
 #include "actors/internal.hpp"
+#include "ops/cpu/cpu_device.hpp"
 #include "storage/example_parse.hpp"
 
 namespace runnel {
@@ -15,6 +17,14 @@ void configure_scheduler(caf::actor_system_config& cfg, int threads) {
   cfg.set("work-stealing.moderate-poll-attempts", size_t(1000));
   cfg.set("work-stealing.moderate-sleep-duration", caf::timespan(0));
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));
+}
+
+bool is_metadata_op(const std::string& op) {
+  static const std::unordered_set<std::string> ops = {
+      "Const",      "Identity", "NoOp",        "Placeholder", "PlaceholderWithDefault",
+      "Shape",      "ShapeN",   "Size",        "Rank",        "Reshape",
+      "ExpandDims", "Squeeze",  "StopGradient", "VariableV2", "_Recv", "_Send"};
+  return ops.count(op) > 0;
 }
 
 const kernel_registry& runtime_kernels() {
@@ -37,6 +47,13 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
   d.system = std::make_unique<caf::actor_system>(*d.config);
 
   int n = std::max(1, d.options.cpu_devices);
+  int budget = d.options.device_threads;
+  if (budget == 0)
+    budget = n > 1 ? std::max(1, cores / n) : 0;
+  if (budget > 0)
+    // Each kernel gets the parallelism of its device's budget, through the device's thread pool;
+    // OpenBLAS must not add threads of its own behind the budgets' back. Process-wide.
+    set_blas_threads(1);
   d.devices.resize(size_t(n));
   for (int i = 0; i < n; ++i) {
     auto& dev = d.devices[size_t(i)];
@@ -45,9 +62,12 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
     dev.type = device_type::cpu;
     // The thread running a kernel joins its parallel loops, so the pool needs one thread fewer
     // than the cores it may use.
-    int intra =
-        d.options.intra_op_threads > 0 ? d.options.intra_op_threads : std::max(1, cores / n - 1);
+    int intra = d.options.intra_op_threads > 0 ? d.options.intra_op_threads
+                : budget > 0                     ? budget - 1
+                                                 : std::max(1, cores / n - 1);
     dev.cpu = std::make_unique<cpu_device>(intra);
+    if (budget > 0)
+      dev.executor = std::make_unique<device_executor>(dev.name, budget);
     dev.resources = std::make_unique<device_resources>(
         *d.system, i == 0 ? nullptr : d.devices.front().resources.get());
     dev.actor = spawn_device_actor(*d.system, dev);
@@ -78,6 +98,8 @@ runtime::~runtime() {
   for (auto& dev : impl_->devices)
     dev.actor = nullptr;
   impl_->system.reset(); // waits for every actor to finish
+  for (auto& dev : impl_->devices)
+    dev.executor.reset(); // runs what is left (kernels of aborted steps), joins
 }
 
 std::vector<std::string> runtime::devices() const {

@@ -21,8 +21,14 @@ struct runtime_options {
   int cpu_devices = 1;
   /// Actor scheduler threads; 0 = one per core.
   int scheduler_threads = 0;
-  /// Intra-op threads per CPU device for large kernels; 0 = one per core.
+  /// Intra-op threads per CPU device for large kernels; 0 = one per core (with exclusive device
+  /// budgets: the budget less the thread running the kernel).
   int intra_op_threads = 0;
+  /// Exclusive compute threads per device: each device runs its expensive kernels on threads of
+  /// its own, so virtual devices compete for cores like real ones. 0 = automatic (with several
+  /// CPU devices, cores / cpu_devices each, at least 1; a single device runs kernels on the actor
+  /// scheduler's threads); -1 = never.
+  int device_threads = 0;
   /// Job and task of this process in device names.
   std::string job = "localhost";
   int task = 0;

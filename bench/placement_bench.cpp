@@ -1,16 +1,20 @@
 // Placement benchmarks:
 //   place_10k_nodes  seconds to place a 10,000-node graph over 8 devices with the greedy
 //                    cost-model placer (target <= 1 s), beside the simple policy on the same graph
-//   placer_towers    simulated step time of 4 independent MLP towers joined at the end, over 2
-//                    devices: greedy vs first-device policy vs the best hand placement
+//   placer_towers    measured step time of 4 independent MLP towers joined at the end, over 2
+//                    virtual devices with exclusive thread budgets: the cost-model placer vs
+//                    the first-device policy vs the best hand placement (simulated ratios beside)
+//   placer_lstm      the same for a 4-layer LSTM-like stack of matmuls over 8 time steps
 //   local_sendrecv   µs a Send/Recv pair adds per tensor inside one process: a chain of 200
 //                    Identity nodes alternating between two devices, against the same chain on one
-// Each prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`. The step times are the cost
-// model's simulation, not measured runs (the runtime does not yet give devices exclusive
-// compute budgets; see docs/placement.md).
+// Each prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
 
+#include "actors/internal.hpp"
 #include "actors/session.hpp"
 #include "ops/builder.hpp"
 #include "placement/cost_model.hpp"
@@ -59,40 +63,143 @@ void place_10k_nodes() {
               best, g.num_nodes(), best / best_simple, best_simple);
 }
 
-void placer_towers() {
+// A model to place: builds itself into `g`; with `hand`, it puts its nodes on the devices the
+// best hand placement uses (explicit device scopes). Returns the output to fetch.
+using model_fn = std::function<output(graph& g, output x, bool hand)>;
+
+// One placement of a model on a runtime, ready to run.
+struct placed_model {
   graph g;
-  auto x = placeholder(g, dtype::f32, {256, 512}, "x");
-  std::vector<output> heads;
-  std::vector<std::vector<int>> tower_nodes(4);
-  for (int t = 0; t < 4; ++t) {
-    auto s = g.name_scope("tower" + std::to_string(t));
-    int first = g.num_nodes();
-    output h = x;
-    for (int l = 0; l < 4; ++l)
-      h = relu(matmul(h, zeros(g, dtype::f32, {512, 512})));
-    heads.push_back(h);
-    for (int v = first; v < g.num_nodes(); ++v)
-      tower_nodes[size_t(t)].push_back(v);
+  output x, y;
+  std::unique_ptr<session> s;
+  feed_list feeds;
+  std::vector<double> times;
+  double simulated = 0; ///< the cost model's simulated step time, s
+
+  placed_model(runtime& rt, const model_fn& model, const shape& in,
+               session_options::placement_policy policy, bool hand) {
+    x = placeholder(g, dtype::f32, in, "x");
+    y = model(g, x, hand);
+    session_options opts;
+    opts.placement = policy;
+    s = std::make_unique<session>(rt, g, opts);
+    tensor xv(dtype::f32, in);
+    auto* p = xv.data<float>();
+    for (int64_t i = 0; i < xv.num_elements(); ++i)
+      p[i] = float(i % 7) * 0.01f;
+    feeds = {{x, xv}};
+    run_metadata md;
+    throw_if_error(s->run(feeds, {y}, {}, run_options{.trace = true}, &md).error());
+    simulated = simulate(rt, md);
   }
-  auto y = (heads[0] + heads[1]) + (heads[2] + heads[3]);
-  (void)y;
-  auto nodes = all_nodes(g);
-  auto devices = local_cpu_devices(2);
-  std::vector<device_params> params(2);
-  cost_model costs;
-  auto greedy = place_greedy(g, nodes, devices, params, costs, any_kernel).value();
-  auto simple = place_simple(g, nodes, devices, any_kernel).value();
-  // By hand: towers 0 and 1 on CPU:0, 2 and 3 on CPU:1, the rest on CPU:0.
-  std::vector<size_t> hand(nodes.size(), 0);
-  for (int t = 2; t < 4; ++t)
-    for (int v : tower_nodes[size_t(t)])
-      hand[size_t(v)] = 1;
-  double tg = simulate_placement(g, nodes, greedy.device, devices, params, costs);
-  double ts = simulate_placement(g, nodes, simple, devices, params, costs);
-  double th = simulate_placement(g, nodes, hand, devices, params, costs);
-  std::printf("bench placer_towers: %.3g ms simulated step (%.2fx first-device policy %.3g ms; "
-              "hand placement %.3g ms = %.2fx; targets <= 0.8x and <= 1.1x hand)\n",
-              tg * 1e3, tg / ts, ts * 1e3, th * 1e3, tg / th);
+  void step() {
+    double t0 = now();
+    throw_if_error(s->run(feeds, {y}).error());
+    times.push_back(now() - t0);
+  }
+  double median() {
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
+  // The cost model's simulation of the placement the traced step ran.
+  double simulate(runtime& rt, const run_metadata& md) {
+    auto nodes = all_nodes(g);
+    auto devices = placement_devices_from(rt.devices());
+    std::vector<size_t> where(nodes.size(), 0);
+    std::vector<bool> traced(nodes.size(), false);
+    for (auto& n : md.nodes) {
+      auto id = g.find(n.node);
+      if (!id)
+        continue;
+      traced[size_t(*id)] = true;
+      for (size_t d = 0; d < devices.size(); ++d)
+        if (devices[d].name == n.device)
+          where[size_t(*id)] = d;
+    }
+    // Constants are bound into their consumers and never run: they sit where they are used.
+    for (int v = 0; v < g.num_nodes(); ++v)
+      for (auto& e : g.at(v).inputs)
+        if (!traced[size_t(e.node)])
+          where[size_t(e.node)] = where[size_t(v)];
+    std::vector<device_params> params(devices.size());
+    cost_model costs;
+    return simulate_placement(g, nodes, where, devices, params, costs);
+  }
+};
+
+// Runs the model under the first-device policy, the cost-model placer and the hand placement on
+// a runtime of two virtual CPU devices, each with an exclusive budget of half the cores. Their
+// steps interleave, so drift in the machine's speed hits all three alike; medians of 21 steps.
+void compare_placements(const char* name, const char* what, const model_fn& model,
+                        const shape& in) {
+  static runtime* rt = new runtime(runtime_options{.cpu_devices = 2}); // never destroyed
+  using policy = session_options::placement_policy;
+  placed_model simple(*rt, model, in, policy::first_feasible, false);
+  placed_model greedy(*rt, model, in, policy::cost_model, false);
+  placed_model hand(*rt, model, in, policy::first_feasible, true);
+  for (int r = 0; r < 21; ++r) {
+    simple.step();
+    greedy.step();
+    hand.step();
+  }
+  double ts = simple.median(), tg = greedy.median(), th = hand.median();
+  std::printf("bench %s: %.3g ms step (%.2fx first-device policy %.3g ms; hand placement %.3g ms "
+              "= %.2fx; %s over 2 devices of %d threads each; the cost model simulated %.2fx "
+              "first-device; targets <= 0.8x and <= 1.1x hand)\n",
+              name, tg * 1e3, tg / ts, ts * 1e3, th * 1e3, tg / th, what,
+              rt->internals().devices[0].executor ? rt->internals().devices[0].executor->num_threads()
+                                                 : 0,
+              greedy.simulated / simple.simulated);
+}
+
+// Four independent MLP towers (4 layers of 256x512 by 512x512) joined at the end. By hand: towers
+// 0 and 1 on cpu:0, towers 2 and 3 on cpu:1.
+void placer_towers() {
+  model_fn model = [](graph& g, output x, bool hand) {
+    std::vector<output> heads;
+    for (int t = 0; t < 4; ++t) {
+      auto s = g.name_scope("tower" + std::to_string(t));
+      auto d = g.device(hand ? (t < 2 ? "/cpu:0" : "/cpu:1") : "");
+      output h = x;
+      for (int l = 0; l < 4; ++l)
+        h = relu(matmul(h, filled(g, dtype::f32, shape{512, 512}, 0.001)));
+      heads.push_back(h);
+    }
+    auto d = g.device(hand ? "/cpu:0" : "");
+    return (heads[0] + heads[1]) + (heads[2] + heads[3]);
+  };
+  compare_placements("placer_towers", "4 MLP towers", model, shape{256, 512});
+}
+
+// An LSTM-like stack: 4 layers over 8 time steps, each cell h[l][t] = tanh(h[l-1][t] W[l] +
+// h[l][t-1] U[l]). A layer depends on the one below at the same step and on itself at the previous
+// step, so layers can run as a pipeline. By hand: layers 0-1 on cpu:0, layers 2-3 on cpu:1.
+void placer_lstm() {
+  model_fn model = [](graph& g, output x, bool hand) {
+    constexpr int layers = 4, steps = 8, units = 512;
+    std::vector<output> w, u;
+    for (int l = 0; l < layers; ++l) {
+      auto d = g.device(hand ? (l < 2 ? "/cpu:0" : "/cpu:1") : "");
+      w.push_back(filled(g, dtype::f32, shape{units, units}, 0.001));
+      u.push_back(filled(g, dtype::f32, shape{units, units}, 0.001));
+    }
+    std::vector<output> state(layers);
+    output top;
+    for (int t = 0; t < steps; ++t) {
+      output below = x;
+      for (int l = 0; l < layers; ++l) {
+        auto d = g.device(hand ? (l < 2 ? "/cpu:0" : "/cpu:1") : "");
+        auto s = g.name_scope("l" + std::to_string(l) + "t" + std::to_string(t));
+        output in = matmul(below, w[size_t(l)]);
+        output h = t == 0 ? tanh(in) : tanh(in + matmul(state[size_t(l)], u[size_t(l)]));
+        state[size_t(l)] = h;
+        below = h;
+      }
+      top = t == 0 ? below : top + below;
+    }
+    return top;
+  };
+  compare_placements("placer_lstm", "4-layer LSTM-like stack, 8 steps", model, shape{128, 512});
 }
 
 void local_sendrecv() {
@@ -130,6 +237,7 @@ void local_sendrecv() {
 
 int main() {
   placer_towers();
+  placer_lstm();
   place_10k_nodes();
   local_sendrecv();
   return 0;

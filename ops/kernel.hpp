@@ -79,6 +79,7 @@ public:
   const tensor& input(int i) const { return inputs_[size_t(i)]; }
   std::span<const tensor> inputs() const { return inputs_; }
   cpu_device& cpu() const { return *cpu_; }
+  bool has_cpu() const { return cpu_ != nullptr; }
 
   /// Allocates output `i`.
   tensor& allocate_output(int i, dtype t, shape s) {

@@ -1,5 +1,7 @@
 #include "ops/cpu/cpu_device.hpp"
 
+#include <cblas.h>
+
 #define EIGEN_USE_THREADS
 #include <atomic>
 #include <thread>
@@ -13,15 +15,27 @@ struct cpu_device::impl {
 };
 
 cpu_device::cpu_device(int threads) {
-  if (threads <= 0)
+  if (threads < 0)
     threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  impl_ = std::make_unique<impl>(threads);
+  threads_ = threads;
+  if (threads > 0)
+    impl_ = std::make_unique<impl>(threads);
 }
 
 cpu_device::~cpu_device() = default;
 
 int cpu_device::num_threads() const {
-  return impl_->pool.NumThreads();
+  return threads_;
+}
+
+int set_blas_threads(int threads) {
+  int before = openblas_get_num_threads();
+  openblas_set_num_threads(threads);
+  return before;
+}
+
+int blas_threads() {
+  return openblas_get_num_threads();
 }
 
 void cpu_device::parallel_for(int64_t n, int64_t grain,
@@ -33,7 +47,7 @@ void cpu_device::parallel_for(int64_t n, int64_t grain,
   // Several chunks per worker, handed out dynamically: a descheduled thread (other work shares
   // these cores) then delays only its current chunk, not a fixed share of the range.
   int64_t chunks = std::min<int64_t>(n / grain, int64_t(workers) * 4);
-  if (chunks <= 1) {
+  if (chunks <= 1 || !impl_) {
     fn(0, n);
     return;
   }

@@ -15,8 +15,8 @@ namespace runnel {
 
 class cpu_device {
 public:
-  /// `threads` = 0: one per core.
-  explicit cpu_device(int threads = 0);
+  /// `threads` < 0: one per core; 0: no pool (parallel_for runs on the calling thread).
+  explicit cpu_device(int threads = -1);
   ~cpu_device();
   cpu_device(const cpu_device&) = delete;
   cpu_device& operator=(const cpu_device&) = delete;
@@ -26,7 +26,14 @@ public:
 
 private:
   struct impl;
+  int threads_ = 0;
   std::unique_ptr<impl> impl_;
 };
+
+/// Sets OpenBLAS's thread count for the whole process (1: each call runs on its caller's thread,
+/// and kernels parallelise through their device's pool instead). Returns the previous count.
+int set_blas_threads(int threads);
+/// OpenBLAS's thread count now.
+int blas_threads();
 
 } // namespace runnel
