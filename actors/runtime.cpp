@@ -109,6 +109,11 @@ std::vector<std::string> runtime::devices() const {
   return out;
 }
 
+int runtime::device_threads() const {
+  auto& dev = impl_->devices.front();
+  return dev.executor ? dev.executor->num_threads() : 0;
+}
+
 const runtime_options& runtime::options() const {
   return impl_->options;
 }

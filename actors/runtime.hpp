@@ -44,6 +44,9 @@ public:
   /// Full names of the local devices, e.g. "/job:localhost/replica:0/task:0/device:cpu:0".
   std::vector<std::string> devices() const;
   const runtime_options& options() const;
+  /// Threads of each device's exclusive compute budget, as resolved from
+  /// runtime_options::device_threads; 0 when kernels run on the actor scheduler's threads.
+  int device_threads() const;
 
   struct impl;
   impl& internals() { return *impl_; }

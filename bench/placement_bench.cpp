@@ -14,7 +14,6 @@
 #include <functional>
 #include <memory>
 
-#include "actors/internal.hpp"
 #include "actors/session.hpp"
 #include "ops/builder.hpp"
 #include "placement/cost_model.hpp"
@@ -147,8 +146,7 @@ void compare_placements(const char* name, const char* what, const model_fn& mode
               "= %.2fx; %s over 2 devices of %d threads each; the cost model simulated %.2fx "
               "first-device; targets <= 0.8x and <= 1.1x hand)\n",
               name, tg * 1e3, tg / ts, ts * 1e3, th * 1e3, tg / th, what,
-              rt->internals().devices[0].executor ? rt->internals().devices[0].executor->num_threads()
-                                                 : 0,
+              rt->device_threads(),
               greedy.simulated / simple.simulated);
 }
 

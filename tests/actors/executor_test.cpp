@@ -1,0 +1,145 @@
+// Devices with exclusive compute budgets: the executor itself, and kernels that run on it.
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "actors/device_executor.hpp"
+#include "ops/cpu/cpu_device.hpp"
+#include "tests/eval.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+
+TEST_CASE("a device executor never runs more tasks at once than its budget", "[actors]") {
+  for (int threads : {1, 2}) {
+    std::atomic<int> running{0}, most{0}, ran{0};
+    std::vector<int> order;
+    std::mutex order_mu;
+    {
+      device_executor ex("cpu:test", threads);
+      CHECK(ex.num_threads() == threads);
+      for (int i = 0; i < 200; ++i)
+        ex.post([&, i] {
+          int now = running.fetch_add(1) + 1;
+          int seen = most.load();
+          while (now > seen && !most.compare_exchange_weak(seen, now)) {
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+          {
+            std::lock_guard lock(order_mu);
+            order.push_back(i);
+          }
+          running.fetch_sub(1);
+          ran.fetch_add(1);
+        });
+    } // the destructor runs what is still queued, then joins
+    CHECK(ran.load() == 200);
+    CHECK(most.load() <= threads);
+    if (threads == 1)
+      for (int i = 0; i < 200; ++i)
+        CHECK(order[size_t(i)] == i);
+  }
+}
+
+namespace {
+
+tensor random_matrix(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  tensor t(dtype::f32, shape{rows, cols});
+  for (int64_t i = 0; i < rows * cols; ++i)
+    t.data<float>()[i] = dist(gen);
+  return t;
+}
+
+// op(a) @ op(b), computed naively in double.
+std::vector<double> reference_matmul(const tensor& a, const tensor& b, bool ta, bool tb) {
+  int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+  int64_t n = tb ? b.dim(0) : b.dim(1);
+  auto at = [&](int64_t i, int64_t p) {
+    return double(ta ? a.data<float>()[p * a.dim(1) + i] : a.data<float>()[i * a.dim(1) + p]);
+  };
+  auto bt = [&](int64_t p, int64_t j) {
+    return double(tb ? b.data<float>()[j * b.dim(1) + p] : b.data<float>()[p * b.dim(1) + j]);
+  };
+  std::vector<double> out(size_t(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p)
+        sum += at(i, p) * bt(p, j);
+      out[size_t(i * n + j)] = sum;
+    }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("matmuls on devices with budgets of two threads split rows and compute exactly",
+          "[actors]") {
+  // Two threads per device: the executor's thread plus one in the device's pool, so MatMul
+  // splits its rows over the pool (OpenBLAS runs single-threaded beside budgets).
+  static runtime* rt = new runtime(runtime_options{.cpu_devices = 2, .device_threads = 2});
+  CHECK(rt->device_threads() == 2);
+  CHECK(blas_threads() == 1);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      CAPTURE(ta, tb);
+      int64_t m = 301, k = 97, n = 130; // rows not a multiple of the blocks
+      tensor av = ta ? random_matrix(k, m, 1) : random_matrix(m, k, 1);
+      tensor bv = tb ? random_matrix(n, k, 2) : random_matrix(k, n, 2);
+      graph g;
+      auto a = placeholder(g, dtype::f32, av.shape(), "a");
+      auto b = placeholder(g, dtype::f32, bv.shape(), "b");
+      output on0, on1;
+      {
+        auto d = g.device("/cpu:0");
+        on0 = matmul(a, b, {ta, tb});
+      }
+      {
+        auto d = g.device("/cpu:1");
+        on1 = matmul(a, b, {ta, tb});
+      }
+      session s(*rt, g);
+      // Many steps in flight: the offloaded kernels of different steps overlap.
+      std::vector<std::future<result<std::vector<tensor>>>> futures;
+      for (int i = 0; i < 8; ++i)
+        futures.push_back(s.run_async({{a, av}, {b, bv}}, {on0, on1}));
+      auto want = reference_matmul(av, bv, ta, tb);
+      for (auto& f : futures) {
+        auto r = f.get();
+        REQUIRE(r.ok());
+        for (auto& t : r.value()) {
+          REQUIRE(t.shape() == shape{m, n});
+          double worst = 0;
+          for (int64_t i = 0; i < m * n; ++i)
+            worst = std::max(worst, std::abs(double(t.data<float>()[i]) - want[size_t(i)]));
+          CHECK(worst < 1e-4);
+        }
+      }
+    }
+}
+
+TEST_CASE("an offloaded kernel's error fails the step, names the node, and the session goes on",
+          "[actors]") {
+  static runtime* rt = new runtime(runtime_options{.cpu_devices = 2, .device_threads = 1});
+  graph g;
+  auto a = placeholder(g, dtype::f32, shape{-1, -1}, "a");
+  auto b = placeholder(g, dtype::f32, shape{-1, -1}, "b");
+  output y;
+  {
+    auto d = g.device("/cpu:1");
+    y = matmul(a, b, {}, "product");
+  }
+  session s(*rt, g);
+  auto bad = s.run({{a, random_matrix(100, 64, 3)}, {b, random_matrix(65, 100, 4)}}, {y});
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().code() == error_code::invalid_argument);
+  CHECK_THAT(bad.error().to_string(), Catch::Contains("node 'product'"));
+  CHECK_THAT(bad.error().to_string(), Catch::Contains("size-incompatible"));
+  auto good = s.run({{a, random_matrix(100, 64, 3)}, {b, random_matrix(64, 100, 4)}}, {y});
+  REQUIRE(good.ok());
+  CHECK(good.value()[0].shape() == shape{100, 100});
+}
