@@ -248,10 +248,16 @@ struct runtime::impl {
   local_rendezvous rendezvous;
   /// Step ids, unique across the runtime's sessions (the rendezvous is keyed by them).
   std::atomic<int64_t> next_step_id{1};
+  /// The CPU devices' throughput (runtime::cpu_params), measured once.
+  std::once_flag cpu_params_once;
+  device_params cpu_params;
   /// Open sessions: the runtime closes them if it goes first.
   std::mutex sessions_mu;
   std::vector<session*> sessions;
 };
+
+/// The CPU devices' throughput: runtime_options::cpu_params, or measured on first use.
+const device_params& resolve_cpu_params(runtime::impl& rt);
 
 /// The scheduler settings every Runnel actor system uses (work stealing, tuned polling).
 void configure_scheduler(caf::actor_system_config& cfg, int threads);

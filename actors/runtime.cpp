@@ -1,3 +1,5 @@
+#include <cblas.h>
+#include <cstring>
 #include <thread>
 #include <unordered_set>
 
@@ -107,6 +109,59 @@ std::vector<std::string> runtime::devices() const {
   for (auto& d : impl_->devices)
     out.push_back(d.name);
   return out;
+}
+
+namespace {
+
+/// Measures one thread's matrix-product rate and the memory copy bandwidth.
+device_params measure_cpu_params(int threads) {
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  device_params p;
+  constexpr int n = 256;
+  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
+  double best = 1e9;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n,
+                0.f, c.data(), n);
+    best = std::min(best, seconds(t0, clock::now()));
+  }
+  // OpenBLAS used its own threads unless budgets pinned it to one; scale a one-thread rate by the
+  // device's budget.
+  double rate = 2.0 * n * n * n / std::max(best, 1e-9);
+  p.flops_per_s = blas_threads() == 1 ? rate * std::max(1, threads) : rate;
+  std::vector<char> src(size_t(16) << 20, 1), dst(src.size());
+  best = 1e9;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = clock::now();
+    std::memcpy(dst.data(), src.data(), src.size());
+    best = std::min(best, seconds(t0, clock::now()));
+  }
+  p.bytes_per_s = 2.0 * double(src.size()) / std::max(best, 1e-9); // read + write
+  return p;
+}
+
+} // namespace
+
+const device_params& resolve_cpu_params(runtime::impl& d) {
+  std::call_once(d.cpu_params_once, [&d] {
+    if (d.options.cpu_params) {
+      d.cpu_params = *d.options.cpu_params;
+      return;
+    }
+    auto& dev = d.devices.front();
+    int threads = dev.executor ? dev.executor->num_threads()
+                               : int(std::max(1u, std::thread::hardware_concurrency()));
+    d.cpu_params = measure_cpu_params(threads);
+  });
+  return d.cpu_params;
+}
+
+const device_params& runtime::cpu_params() const {
+  return resolve_cpu_params(*impl_);
 }
 
 int runtime::device_threads() const {

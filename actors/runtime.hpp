@@ -11,8 +11,11 @@
 // open closes them first (their runs then fail with `cancelled`). CAF stays behind this header.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "placement/cost_model.hpp"
 
 namespace runnel {
 
@@ -29,6 +32,9 @@ struct runtime_options {
   /// CPU devices, cores / cpu_devices each, at least 1; a single device runs kernels on the actor
   /// scheduler's threads); -1 = never.
   int device_threads = 0;
+  /// Throughput of each CPU device for the cost-model placer. Unset: measured by a quick
+  /// microbenchmark (a matrix product and a copy, ~20 ms) the first time a placement needs it.
+  std::optional<device_params> cpu_params;
   /// Job and task of this process in device names.
   std::string job = "localhost";
   int task = 0;
@@ -44,6 +50,9 @@ public:
   /// Full names of the local devices, e.g. "/job:localhost/replica:0/task:0/device:cpu:0".
   std::vector<std::string> devices() const;
   const runtime_options& options() const;
+  /// The CPU devices' throughput for the cost model: runtime_options::cpu_params, or measured
+  /// once (on first use) with each device's compute budget.
+  const device_params& cpu_params() const;
   /// Threads of each device's exclusive compute budget, as resolved from
   /// runtime_options::device_threads; 0 when kernels run on the actor scheduler's threads.
   int device_threads() const;

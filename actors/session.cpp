@@ -66,6 +66,9 @@ private:
 
 } // namespace
 
+/// Guards cost models that sessions share (session_options::costs) while placing and learning.
+std::mutex shared_costs_mu;
+
 struct session::impl {
   runtime::impl& rt;
   const graph& g;
@@ -97,8 +100,10 @@ struct session::impl {
     placement_options popts{.allow_soft_placement = options.allow_soft_placement};
     std::vector<size_t> where;
     if (options.placement == session_options::placement_policy::cost_model) {
-      cost_model costs;
-      std::vector<device_params> params(devices.size());
+      std::vector<device_params> params(devices.size(), resolve_cpu_params(rt));
+      std::lock_guard costs_lock(shared_costs_mu);
+      cost_model estimates_only;
+      const cost_model& costs = options.costs ? *options.costs : estimates_only;
       RUNNEL_ASSIGN_OR_RETURN(auto p,
                               place_greedy(g, all, devices, params, costs, has_kernel, popts));
       if (options.trace_placement)
@@ -467,6 +472,64 @@ void session::impl::stop_instances() {
   instances.clear();
 }
 
+void session::fill_memory(run_metadata& md, const std::vector<output>& fetches) const {
+  const graph& g = impl_->g;
+  auto& nodes = md.nodes;
+  // Each traced node's buffers live from its start until its last traced consumer ends.
+  std::unordered_map<std::string_view, size_t> index;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    index.emplace(nodes[i].node, i);
+  int64_t step_end = 0;
+  for (auto& n : nodes)
+    step_end = std::max(step_end, n.end_ns);
+  std::vector<int64_t> free_at(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    free_at[i] = nodes[i].end_ns;
+  for (auto& [name, i] : index) {
+    auto v = g.find(name);
+    if (!v)
+      continue; // a Recv: it hands its Send's buffer on
+    for (auto& e : g.at(*v).inputs) {
+      auto it = index.find(g.at(e.node).name);
+      if (it != index.end())
+        free_at[it->second] = std::max(free_at[it->second], nodes[i].end_ns);
+    }
+  }
+  for (auto& f : fetches) {
+    auto it = index.find(g.at(f.node_id()).name);
+    if (it != index.end())
+      free_at[it->second] = step_end;
+  }
+  md.peak_bytes_per_device.clear();
+  md.memory_timeline.clear();
+  for (auto& d : impl_->rt.devices) {
+    // (time, +bytes) at starts and (time, -bytes) at frees; at equal times allocations first.
+    std::vector<std::pair<int64_t, int64_t>> events;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      // A Recv's output is its Send's buffer, counted on the producer's device until its last
+      // consumer anywhere ends.
+      if (nodes[i].device == d.name && nodes[i].output_bytes > 0 && nodes[i].op != "_Recv") {
+        events.emplace_back(nodes[i].start_ns, nodes[i].output_bytes);
+        events.emplace_back(free_at[i], -nodes[i].output_bytes);
+      }
+    std::sort(events.begin(), events.end(), [](auto& a, auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    int64_t live = 0, peak = 0;
+    std::vector<std::pair<int64_t, int64_t>> series;
+    for (auto& [t, delta] : events) {
+      live += delta;
+      peak = std::max(peak, live);
+      if (!series.empty() && series.back().first == t)
+        series.back().second = live;
+      else
+        series.emplace_back(t, live);
+    }
+    md.peak_bytes_per_device.emplace_back(d.name, peak);
+    md.memory_timeline.push_back(std::move(series));
+  }
+}
+
 session::session(runtime& rt, const graph& g, session_options options)
     : impl_(std::make_unique<impl>(rt.internals(), g, options)) {
   std::lock_guard lock(impl_->rt.sessions_mu);
@@ -491,15 +554,22 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
   RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr, trace));
   step->wait();
   if (trace && metadata) {
-    std::lock_guard lock(trace->mu);
-    metadata->nodes = trace->nodes;
+    {
+      std::lock_guard lock(trace->mu);
+      metadata->nodes = trace->nodes;
+    }
     metadata->output_bytes_per_device.clear();
     for (auto& d : impl_->rt.devices) {
       int64_t bytes = 0;
-      for (auto& n : trace->nodes)
+      for (auto& n : metadata->nodes)
         if (n.device == d.name)
           bytes += n.output_bytes;
       metadata->output_bytes_per_device.emplace_back(d.name, bytes);
+    }
+    fill_memory(*metadata, fetches);
+    if (impl_->options.costs) {
+      std::lock_guard costs_lock(shared_costs_mu);
+      learn_costs(*metadata, *impl_->options.costs);
     }
   }
   if (step->aborted.load(std::memory_order_acquire)) {
@@ -548,6 +618,14 @@ std::string run_metadata::to_chrome_trace() const {
               ",\"cat\":" + quote(n.op) + buf + ",\"args\":{\"op\":" + quote(n.op) +
               ",\"output_bytes\":" + std::to_string(n.output_bytes) + "}}";
   }
+  // Live output bytes per device as counter tracks.
+  for (size_t d = 0; d < memory_timeline.size() && d < peak_bytes_per_device.size(); ++d)
+    for (auto& [t, bytes] : memory_timeline[d]) {
+      std::snprintf(buf, sizeof buf, ",\"ph\":\"C\",\"pid\":0,\"ts\":%.3f,\"args\":{\"bytes\":%lld}}",
+                    double(t) / 1e3, static_cast<long long>(bytes));
+      events += (events.empty() ? "" : ",\n") + std::string("{\"name\":") +
+                quote("memory " + peak_bytes_per_device[d].first) + buf;
+    }
   for (size_t i = 0; i < devices.size(); ++i)
     events += (events.empty() ? "" : ",\n") +
               std::string("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":") +

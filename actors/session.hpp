@@ -42,6 +42,10 @@ struct session_options {
       placement_policy::first_feasible;
   /// With `trace_placement`, each new instance's placement is explained on stderr.
   bool trace_placement = false;
+  /// Node costs the cost-model placer reads, shared between sessions: traced runs record their
+  /// measured node times here (learn_costs), so a later session placing the same graph uses real
+  /// costs instead of estimates. Null: estimates only.
+  std::shared_ptr<cost_model> costs;
 };
 
 struct run_options {
@@ -62,6 +66,14 @@ struct run_metadata {
   /// Bytes of the outputs each device produced during the step (an upper bound on the step's
   /// peak memory there: buffers freed during the step are not subtracted).
   std::vector<std::pair<std::string, int64_t>> output_bytes_per_device;
+  /// Peak bytes of live output buffers per device during the step: a node's outputs count from
+  /// its start until its last consumer finishes (fetched ones until the step ends). Kernels'
+  /// scratch space and buffers reused in place are not told apart, so this errs high, but it
+  /// subtracts what the step frees.
+  std::vector<std::pair<std::string, int64_t>> peak_bytes_per_device;
+  /// Live output bytes per device over time (ns since the step started, bytes), one series per
+  /// device in the order of peak_bytes_per_device; drawn as counter tracks in the Chrome trace.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> memory_timeline;
   /// Chrome's trace-event JSON (open in Perfetto or chrome://tracing): one track per device.
   std::string to_chrome_trace() const;
 };
@@ -122,6 +134,8 @@ public:
   runtime::impl& runtime_internals() const;
 
 private:
+  /// Fills md's peak_bytes_per_device and memory_timeline from its node times and the graph.
+  void fill_memory(run_metadata& md, const std::vector<output>& fetches) const;
   std::unique_ptr<impl> impl_;
 };
 

@@ -362,6 +362,10 @@ TEST_CASE("a traced run reports each node's device and time, as a Chrome trace",
   CHECK(by_op["Tanh"].output_bytes == 32 * 32 * 4);
   CHECK(md.output_bytes_per_device.size() == 2);
   CHECK(md.output_bytes_per_device[1].second == 2 * 32 * 32 * 4); // the Recv's and Tanh's
+  // The product lives on cpu:0 (the Recv hands the same buffer on), the Tanh's output on cpu:1.
+  REQUIRE(md.peak_bytes_per_device.size() == 2);
+  CHECK(md.peak_bytes_per_device[0].second == 32 * 32 * 4);
+  CHECK(md.peak_bytes_per_device[1].second == 32 * 32 * 4);
   // The timeline is JSON that Python can read, with one named track per device.
   auto path = (std::filesystem::temp_directory_path() / "runnel_trace_test.json").string();
   {
@@ -370,7 +374,8 @@ TEST_CASE("a traced run reports each node's device and time, as a Chrome trace",
   }
   std::string check = "python3 -c \"import json,sys; t=json.load(open(sys.argv[1]))['traceEvents']; "
                       "assert sum(e['ph']=='X' for e in t)==3; "
-                      "assert sum(e['ph']=='M' for e in t)==2\" " + path;
+                      "assert sum(e['ph']=='M' for e in t)==2; "
+                      "assert any(e['ph']=='C' and e['args']['bytes']>0 for e in t)\" " + path;
   CHECK(std::system(check.c_str()) == 0);
   // Untraced runs record nothing.
   run_metadata none;
@@ -402,4 +407,55 @@ TEST_CASE("destroying the runtime first closes its open sessions", "[actors]") {
   rt.reset();
   CHECK(s.closed());
   CHECK(s.run({}, {y}).error().code() == error_code::cancelled);
+}
+
+TEST_CASE("a traced step's peak memory subtracts buffers freed during the step", "[actors]") {
+  // A chain of five Tanh: each output lives until the next node ends, so at most two buffers
+  // are live at once, while the five outputs total five buffers.
+  graph g;
+  auto x = placeholder(g, dtype::f32, {32, 32}, "x");
+  output y = x;
+  for (int i = 0; i < 5; ++i)
+    y = tanh(y);
+  session s(test_runtime(), g);
+  run_metadata md;
+  REQUIRE(s.run({{x, tensor(dtype::f32, shape{32, 32})}}, {y}, {}, {.trace = true}, &md).ok());
+  REQUIRE(md.peak_bytes_per_device.size() == 1);
+  CHECK(md.output_bytes_per_device[0].second == 5 * 4096);
+  CHECK(md.peak_bytes_per_device[0].second == 2 * 4096);
+  REQUIRE(md.memory_timeline.size() == 1);
+  CHECK(md.memory_timeline[0].back().second == 0); // everything is handed back by the end
+}
+
+TEST_CASE("sessions sharing a cost model place with the times traced runs measured", "[actors]") {
+  runtime rt(runtime_options{.cpu_devices = 2,
+                             .cpu_params = device_params{.flops_per_s = 1e10, .bytes_per_s = 5e9}});
+  CHECK(rt.cpu_params().flops_per_s == 1e10);
+  graph g;
+  auto x = placeholder(g, dtype::f32, {64, 64}, "x");
+  auto y = tanh(matmul(x, ones(g, dtype::f32, {64, 64}), {}, "product"), "squash");
+  auto costs = std::make_shared<cost_model>();
+  session_options opts{.placement = session_options::placement_policy::cost_model,
+                       .costs = costs};
+  {
+    session first(rt, g, opts);
+    run_metadata md;
+    REQUIRE(first.run({{x, tensor(dtype::f32, shape{64, 64})}}, {y}, {}, {.trace = true}, &md)
+                .ok());
+  }
+  CHECK(costs->has_measurement("product", "CPU"));
+  CHECK(costs->has_measurement("squash", "CPU"));
+  session second(rt, g, opts); // places with the measured times
+  auto r = second.run({{x, tensor(dtype::f32, shape{64, 64})}}, {y});
+  REQUIRE(r.ok());
+  CHECK(r.value()[0].shape() == shape{64, 64});
+}
+
+TEST_CASE("a runtime measures its CPU devices' throughput once, when first asked", "[actors]") {
+  runtime rt(runtime_options{.cpu_devices = 2});
+  auto& p = rt.cpu_params();
+  CHECK(p.flops_per_s > 1e8);   // any CPU of this century
+  CHECK(p.bytes_per_s > 1e8);
+  CHECK(&rt.cpu_params() == &p);
+  CHECK(rt.cpu_params().flops_per_s == p.flops_per_s);
 }
