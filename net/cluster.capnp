@@ -1,0 +1,79 @@
+@0xd8482ffc6cf620d4;
+# The cluster's protocols: the control plane (Cap'n Proto RPC: Node, Worker, Master) and the
+# header of the data plane's tensor frames. See net/endpoint.hpp for the connection preamble and
+# the framing.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("runnel::wire");
+using import "tensor.capnp".DType;
+using import "tensor.capnp".Shape;
+using import "tensor.capnp".Tensor;
+
+struct NamedTensor {
+  name @0 :Text;
+  tensor @1 :Tensor;
+}
+
+struct DeviceInfo {
+  name @0 :Text;          # full name, e.g. /job:ps/replica:0/task:0/device:CPU:0
+  type @1 :Text;          # CPU or GPU
+  memoryBytes @2 :Int64;  # 0: unknown
+  flopsPerS @3 :Float64;
+  bytesPerS @4 :Float64;
+}
+
+struct WorkerStatus {
+  job @0 :Text;
+  task @1 :Int32;
+  incarnation @2 :UInt64;   # random per process start: a restarted task has a new one
+  devices @3 :List(DeviceInfo);
+  cluster @4 :Text;         # the cluster spec the node was started with
+}
+
+# Errors travel as a code (error_code's value) and a message; code 0 means success.
+struct Status {
+  code @0 :Int32;
+  message @1 :Text;
+}
+
+interface Worker {
+  getStatus @0 () -> (status :WorkerStatus);
+  # A partition: a GraphDef (net/graph.capnp, file bytes) whose nodes all name devices of this
+  # task. The handle names it in later calls.
+  registerGraph @1 (graph :Data) -> (error :Status, handle :Text);
+  # Runs every node of a registered partition for one step, with the master's step id.
+  runGraph @2 (handle :Text, stepId :Int64, feeds :List(NamedTensor), fetches :List(Text))
+      -> (error :Status, tensors :List(NamedTensor));
+  # Cancels what a step still waits for here (Recvs) and drops what it left.
+  cleanupStep @3 (stepId :Int64) -> ();
+  deregisterGraph @4 (handle :Text) -> ();
+}
+
+interface Master {
+  createSession @0 (graph :Data, costModel :Bool) -> (error :Status, handle :Text);
+  # Replaces the session's graph with a larger one (nodes appended, earlier ones unchanged).
+  extendSession @1 (handle :Text, graph :Data) -> (error :Status);
+  run @2 (handle :Text, feeds :List(NamedTensor), fetches :List(Text), targets :List(Text))
+      -> (error :Status, tensors :List(Tensor));
+  closeSession @3 (handle :Text) -> ();
+}
+
+# What a connection's bootstrap capability is.
+interface Node {
+  worker @0 () -> (worker :Worker);
+  master @1 () -> (master :Master);
+}
+
+# Data plane: each frame is a little-endian uint32 header length, this header as a flat Cap'n
+# Proto message, then `payloadBytes` raw bytes: the tensor's buffer (little-endian, row-major;
+# as bfloat16 when wireBf16). String tensors travel whole in `stringTensor`, with no payload.
+struct TensorFrame {
+  stepId @0 :Int64;
+  key @1 :Text;
+  dtype @2 :DType;
+  shape @3 :Shape;
+  payloadBytes @4 :UInt64;
+  wireBf16 @5 :Bool;
+  stringTensor @6 :Tensor;
+  senderIncarnation @7 :UInt64;
+}

@@ -1,0 +1,176 @@
+#pragma once
+// A process's network endpoint: the control plane (Cap'n Proto RPC) and the tensor data plane,
+// served and used from one event-loop thread. kj and capnp stay inside net/.
+//
+//   net::endpoint_options o;
+//   o.listen = "127.0.0.1:2222";            // "" for a client that serves nothing
+//   o.worker = &my_worker;                  // what this node serves (may be null)
+//   o.on_tensor = [&](int64_t step, std::string key, tensor t) { rendezvous.send(...); };
+//   auto ep = net::endpoint::start(std::move(o)).value();
+//   auto w = ep->worker("127.0.0.1:2223");  // a remote worker; calls from any thread
+//   w->status([](result<net::worker_status> s) { ... });
+//   ep->send_tensor("127.0.0.1:2223", step, key, t, {}, [](status s) { ... });
+//
+// Every connection starts with a preamble: the 8 bytes "RUNNEL01", one byte for its kind (1:
+// RPC, 2: data), three zero bytes, a little-endian uint32 token length (at most 4096), and the
+// token. The server answers one byte: 0 accepted, 1 bad token, 2 bad preamble, then closes the
+// connection unless it accepted. An RPC connection then carries Cap'n Proto RPC (net/cluster.capnp,
+// bootstrap `Node`); a data connection carries tensor frames one way (see TensorFrame), and frames
+// of one connection arrive in order. Malformed input closes the connection and is logged; it
+// never stops the node.
+//
+// Callbacks (service calls, replies, received tensors) run on the endpoint's thread: they must
+// not block. Services answer through their `done` callbacks, from any thread.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/cluster_spec.hpp"
+#include "ops/tensor.hpp"
+
+namespace runnel::net {
+
+template <class T> using callback = std::function<void(result<T>)>;
+using named_tensors = std::vector<std::pair<std::string, tensor>>;
+
+struct device_info {
+  std::string name;
+  std::string type = "CPU";
+  int64_t memory_bytes = 0;
+  double flops_per_s = 0;
+  double bytes_per_s = 0;
+};
+
+struct worker_status {
+  task_id task;
+  uint64_t incarnation = 0;
+  std::vector<device_info> devices;
+  std::string cluster;
+};
+
+/// What a node serves as a worker (actors/ implements it).
+class worker_service {
+public:
+  virtual ~worker_service() = default;
+  virtual worker_status status() = 0;
+  virtual void register_graph(std::string graph_bytes, callback<std::string> done) = 0;
+  virtual void run_graph(const std::string& handle, int64_t step_id, named_tensors feeds,
+                         std::vector<std::string> fetches, callback<named_tensors> done) = 0;
+  virtual void cleanup_step(int64_t step_id) = 0;
+  virtual void deregister_graph(const std::string& handle) = 0;
+};
+
+/// What a node serves as a master (actors/ implements it).
+class master_service {
+public:
+  virtual ~master_service() = default;
+  virtual void create_session(std::string graph_bytes, bool cost_model,
+                              callback<std::string> done) = 0;
+  virtual void extend_session(const std::string& handle, std::string graph_bytes,
+                              std::function<void(status)> done) = 0;
+  virtual void run(const std::string& handle, named_tensors feeds,
+                   std::vector<std::string> fetches, std::vector<std::string> targets,
+                   callback<std::vector<tensor>> done) = 0;
+  virtual void close_session(const std::string& handle) = 0;
+};
+
+/// A worker elsewhere. Thread-safe; each reply comes once, on the endpoint's thread. A lost
+/// connection fails pending and later calls with `unavailable` naming the address (the next
+/// call after a failure reconnects).
+class remote_worker {
+public:
+  virtual ~remote_worker() = default;
+  virtual const std::string& address() const = 0;
+  virtual void status(callback<worker_status> done) = 0;
+  virtual void register_graph(std::string graph_bytes, callback<std::string> done) = 0;
+  virtual void run_graph(const std::string& handle, int64_t step_id, named_tensors feeds,
+                         std::vector<std::string> fetches, callback<named_tensors> done) = 0;
+  virtual void cleanup_step(int64_t step_id) = 0;
+  virtual void deregister_graph(const std::string& handle) = 0;
+};
+
+/// A master elsewhere (a node's), for remote sessions.
+class remote_master {
+public:
+  virtual ~remote_master() = default;
+  virtual const std::string& address() const = 0;
+  virtual void create_session(std::string graph_bytes, bool cost_model,
+                              callback<std::string> done) = 0;
+  virtual void extend_session(const std::string& handle, std::string graph_bytes,
+                              std::function<void(status)> done) = 0;
+  virtual void run(const std::string& handle, named_tensors feeds,
+                   std::vector<std::string> fetches, std::vector<std::string> targets,
+                   callback<std::vector<tensor>> done) = 0;
+  virtual void close_session(const std::string& handle) = 0;
+};
+
+struct send_options {
+  /// Send a float32 tensor as bfloat16 (the low 16 bits of each mantissa dropped).
+  bool bf16 = false;
+};
+
+/// Counters of what an endpoint refused or failed (for logs and tests).
+struct endpoint_stats {
+  std::atomic<uint64_t> connections_accepted{0};
+  std::atomic<uint64_t> connections_rejected{0}; ///< bad preamble or token
+  std::atomic<uint64_t> frames_received{0};
+  std::atomic<uint64_t> frames_rejected{0};      ///< malformed or oversized
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_received{0};
+};
+
+struct endpoint_options {
+  /// "host:port" to serve on (port 0: any free port, see endpoint::port); empty: serve nothing.
+  std::string listen;
+  /// A shared secret peers must present (and this endpoint presents); empty: none.
+  std::string auth_token;
+  worker_service* worker = nullptr;
+  master_service* master = nullptr;
+  /// Where received tensors go; errors are frames that failed their checks (already logged).
+  std::function<void(int64_t step, std::string key, tensor value)> on_tensor;
+  /// Sent with every tensor frame: tells a restarted sender from the old one.
+  uint64_t incarnation = 0;
+  /// The largest tensor payload accepted, and the largest RPC message.
+  uint64_t max_payload_bytes = uint64_t(16) << 30;
+  uint64_t max_rpc_message_bytes = uint64_t(2) << 30;
+  /// Logs a line (malformed input, connections lost); default: stderr.
+  std::function<void(const std::string&)> log;
+  /// Payloads larger than this are written in pieces of this size (Cap'n Proto's Data cap).
+  uint64_t chunk_bytes = uint64_t(512) << 20;
+};
+
+class endpoint {
+public:
+  /// Starts the event-loop thread and, with `listen`, binds (an error names the address).
+  static result<std::unique_ptr<endpoint>> start(endpoint_options options);
+  /// Stops serving, fails pending calls with `cancelled`, joins the thread.
+  ~endpoint();
+  endpoint(const endpoint&) = delete;
+  endpoint& operator=(const endpoint&) = delete;
+
+  /// The bound port (after `listen` with port 0, the one the system chose).
+  int port() const;
+  /// A handle to the worker at `address`; connects on first use.
+  std::shared_ptr<remote_worker> worker(const std::string& address);
+  std::shared_ptr<remote_master> master(const std::string& address);
+  /// Sends a tensor to the endpoint at `address` under (step, key) without copying it; `done`
+  /// runs once it is written (or failed: `unavailable` naming the address).
+  void send_tensor(const std::string& address, int64_t step, const std::string& key,
+                   tensor value, send_options options, std::function<void(status)> done);
+  const endpoint_stats& stats() const;
+
+  struct impl;
+
+private:
+  explicit endpoint(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
+/// Sends raw bytes to `address` and closes (for tests of malformed input).
+status send_raw_bytes(const std::string& address, const std::string& bytes);
+
+} // namespace runnel::net
