@@ -194,8 +194,10 @@ class actor_variable;
 class device_resources : public resource_manager {
 public:
   /// `iterator_home`: the resources that hold the runtime's iterators (null: these).
-  explicit device_resources(caf::actor_system& sys, device_resources* iterator_home = nullptr)
-      : sys_(sys), iterator_home_(iterator_home) {}
+  explicit device_resources(caf::actor_system& sys, device_resources* iterator_home = nullptr,
+                            tensor_rendezvous* rendezvous = nullptr)
+      : sys_(sys), iterator_home_(iterator_home), rendezvous_(rendezvous) {}
+  tensor_rendezvous* rendezvous() override { return rendezvous_; }
   result<std::shared_ptr<variable>> find_or_create_variable(const std::string& name, dtype type,
                                                             const shape& s) override;
   result<std::shared_ptr<queue_resource>> find_or_create_queue(const std::string& name,
@@ -208,6 +210,7 @@ public:
 private:
   caf::actor_system& sys_;
   device_resources* iterator_home_;
+  tensor_rendezvous* rendezvous_;
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<actor_variable>> variables_;
   std::unordered_map<std::string, std::shared_ptr<queue_resource>> queues_;
@@ -246,6 +249,8 @@ struct runtime::impl {
   std::vector<local_device> devices;
   /// Where Send nodes leave tensors for Recv nodes across devices.
   local_rendezvous rendezvous;
+  /// What _Send/_Recv kernels use: the local rendezvous, or the network for other processes.
+  std::unique_ptr<process_rendezvous> routes;
   /// Step ids, unique across the runtime's sessions (the rendezvous is keyed by them).
   std::atomic<int64_t> next_step_id{1};
   /// The CPU devices' throughput (runtime::cpu_params), measured once.
@@ -258,6 +263,17 @@ struct runtime::impl {
 
 /// The CPU devices' throughput: runtime_options::cpu_params, or measured on first use.
 const device_params& resolve_cpu_params(runtime::impl& rt);
+
+/// Remote sessions (actors/remote_session.cpp).
+std::shared_ptr<session::remote> make_remote_session(const graph& g, const std::string& target,
+                                                     const session_options& options);
+std::future<result<std::vector<tensor>>> run_remote(session::remote& r, const feed_list& feeds,
+                                                    const std::vector<output>& fetches,
+                                                    const std::vector<operation>& targets);
+void run_remote_callback(session::remote& r, const feed_list& feeds,
+                         const std::vector<output>& fetches, const std::vector<operation>& targets,
+                         std::function<void(result<std::vector<tensor>>)> done);
+void close_remote(session::remote& r);
 
 /// The scheduler settings every Runnel actor system uses (work stealing, tuned polling).
 void configure_scheduler(caf::actor_system_config& cfg, int threads);

@@ -1,5 +1,7 @@
 #include "actors/rendezvous.hpp"
 
+#include "placement/partition.hpp"
+
 namespace runnel {
 
 void local_rendezvous::send(int64_t step, const std::string& key, tensor value) {
@@ -55,6 +57,114 @@ void local_rendezvous::end_step(int64_t step) {
       s.waiting(cancelled("step " + std::to_string(step) + " ended before '" + key +
                           "' was sent"),
                 {});
+}
+
+void local_rendezvous::cancel_all(const std::string& reason) {
+  std::unordered_map<int64_t, std::map<std::string, slot>> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(steps_);
+  }
+  for (auto& [step, table] : left)
+    for (auto& [key, s] : table)
+      if (s.waiting)
+        s.waiting(cancelled(reason), {});
+}
+
+void process_rendezvous::set_remote(remote_fn remote) {
+  std::lock_guard lock(mu_);
+  remote_ = remote ? std::make_shared<const remote_fn>(std::move(remote)) : nullptr;
+}
+
+void process_rendezvous::send(int64_t step, const std::string& key,
+                              const std::string& recv_device, tensor value,
+                              std::function<void(status)> done) {
+  if (recv_device.compare(0, prefix_.size(), prefix_) == 0) {
+    local_.send(step, key, std::move(value));
+    done({});
+    return;
+  }
+  std::shared_ptr<const remote_fn> remote;
+  {
+    std::lock_guard lock(mu_);
+    remote = remote_;
+  }
+  if (!remote) {
+    done(unavailable("no route to device '" + recv_device + "': this process (" + prefix_ +
+                     ") is not part of a cluster"));
+    return;
+  }
+  (*remote)(step, key, recv_device, std::move(value), std::move(done));
+}
+
+void process_rendezvous::recv(int64_t step, const std::string& key,
+                              std::function<void(status, tensor)> done) {
+  local_.recv(step, key, std::move(done));
+}
+
+namespace {
+
+std::string key_of(const kernel_construction& c) {
+  return rendezvous_key(c.attr<std::string>("send_device"),
+                        c.attr<int64_t>("send_device_incarnation"),
+                        c.attr<std::string>("recv_device"), c.attr<std::string>("tensor_name"));
+}
+
+result<tensor_rendezvous*> rendezvous_of(const kernel_construction& c) {
+  tensor_rendezvous* r = c.resources ? c.resources->rendezvous() : nullptr;
+  if (!r)
+    return failed_precondition("node '" + c.node.name + "' (op " + c.node.op +
+                               "): this runtime has no rendezvous");
+  return r;
+}
+
+class send_kernel : public kernel {
+public:
+  send_kernel(tensor_rendezvous& r, std::string key, std::string recv_device)
+      : r_(r), key_(std::move(key)), recv_device_(std::move(recv_device)) {}
+  bool is_async() const override { return true; }
+  status compute(kernel_context&) override { return internal_error("_Send is asynchronous"); }
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
+    r_.send(ctx.step_id(), key_, recv_device_, ctx.input(0), std::move(done));
+  }
+
+private:
+  tensor_rendezvous& r_;
+  std::string key_, recv_device_;
+};
+
+class recv_kernel : public kernel {
+public:
+  recv_kernel(tensor_rendezvous& r, std::string key) : r_(r), key_(std::move(key)) {}
+  bool is_async() const override { return true; }
+  status compute(kernel_context&) override { return internal_error("_Recv is asynchronous"); }
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
+    r_.recv(ctx.step_id(), key_, [&ctx, done = std::move(done)](status st, tensor t) {
+      if (st.ok())
+        ctx.set_output(0, std::move(t));
+      done(std::move(st));
+    });
+  }
+
+private:
+  tensor_rendezvous& r_;
+  std::string key_;
+};
+
+} // namespace
+
+void register_sendrecv_kernels(kernel_registry& reg) {
+  reg.add("_Send", device_type::cpu, {},
+          [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
+            RUNNEL_ASSIGN_OR_RETURN(auto* r, rendezvous_of(c));
+            return std::unique_ptr<kernel>(
+                new send_kernel(*r, key_of(c), c.attr<std::string>("recv_device")));
+          });
+  reg.add("_Recv", device_type::cpu, {},
+          [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
+            RUNNEL_ASSIGN_OR_RETURN(auto* r, rendezvous_of(c));
+            return std::unique_ptr<kernel>(new recv_kernel(*r, key_of(c)));
+          });
 }
 
 } // namespace runnel

@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "ops/kernel.hpp"
 #include "ops/tensor.hpp"
 
 namespace runnel {
@@ -21,6 +22,8 @@ public:
   void recv(int64_t step, const std::string& key, recv_fn done);
   /// Drops what step `step` left; Recvs still waiting get `cancelled`.
   void end_step(int64_t step);
+  /// Ends every step: Recvs still waiting get `cancelled` with `reason`.
+  void cancel_all(const std::string& reason);
 
 private:
   struct slot {
@@ -31,5 +34,33 @@ private:
   std::mutex mu_;
   std::unordered_map<int64_t, std::map<std::string, slot>> steps_;
 };
+
+/// The rendezvous _Send and _Recv kernels use: a Recv on a device of this process gets the
+/// tensor through the local rendezvous; one elsewhere through `remote` (set by a cluster node;
+/// without it such a send fails, naming the device).
+class process_rendezvous : public tensor_rendezvous {
+public:
+  using remote_fn = std::function<void(int64_t step, const std::string& key,
+                                       const std::string& recv_device, tensor value,
+                                       std::function<void(status)> done)>;
+  /// `local_prefix`: the task part of this process's device names, "/job:J/replica:0/task:T/".
+  process_rendezvous(local_rendezvous& local, std::string local_prefix)
+      : local_(local), prefix_(std::move(local_prefix)) {}
+  void set_remote(remote_fn remote);
+  void send(int64_t step, const std::string& key, const std::string& recv_device, tensor value,
+            std::function<void(status)> done) override;
+  void recv(int64_t step, const std::string& key,
+            std::function<void(status, tensor)> done) override;
+  local_rendezvous& local() { return local_; }
+
+private:
+  local_rendezvous& local_;
+  std::string prefix_;
+  std::mutex mu_;
+  std::shared_ptr<const remote_fn> remote_;
+};
+
+/// Registers the _Send and _Recv kernels (placement/partition.hpp's nodes).
+void register_sendrecv_kernels(kernel_registry& reg);
 
 } // namespace runnel

@@ -34,6 +34,7 @@ const kernel_registry& runtime_kernels() {
     auto* r = new kernel_registry;
     register_builtin_kernels(*r);
     register_parsing_kernels(*r);
+    register_sendrecv_kernels(*r);
     return r;
   }();
   return *reg;
@@ -56,6 +57,9 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
     // Each kernel gets the parallelism of its device's budget, through the device's thread pool;
     // OpenBLAS must not add threads of its own behind the budgets' back. Process-wide.
     set_blas_threads(1);
+  d.routes = std::make_unique<process_rendezvous>(
+      d.rendezvous,
+      "/job:" + d.options.job + "/replica:0/task:" + std::to_string(d.options.task) + "/");
   d.devices.resize(size_t(n));
   for (int i = 0; i < n; ++i) {
     auto& dev = d.devices[size_t(i)];
@@ -71,7 +75,7 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
     if (budget > 0)
       dev.executor = std::make_unique<device_executor>(dev.name, budget);
     dev.resources = std::make_unique<device_resources>(
-        *d.system, i == 0 ? nullptr : d.devices.front().resources.get());
+        *d.system, i == 0 ? nullptr : d.devices.front().resources.get(), d.routes.get());
     dev.actor = spawn_device_actor(*d.system, dev);
   }
 }

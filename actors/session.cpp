@@ -20,7 +20,7 @@ struct instance {
   std::vector<node_actor> sources;                   ///< nodes with no inputs at all
   std::vector<int> fed_fetches;                      ///< per fetch: feed index, or -1
   int num_nodes = 0;
-  bool uses_rendezvous = false; ///< some edge crosses devices (Send/Recv)
+  bool uses_rendezvous = false; ///< some edge crosses devices, or it has _Send/_Recv nodes
   std::unique_ptr<std::counting_semaphore<4096>> in_flight;
 };
 
@@ -134,7 +134,7 @@ struct session::impl {
   result<step_ptr> start(const feed_list& feeds, const std::vector<output>& fetches,
                          const std::vector<operation>& targets,
                          std::function<void(step_state&)> extra_finish,
-                         std::shared_ptr<trace_buffer> trace = nullptr);
+                         std::shared_ptr<trace_buffer> trace = nullptr, int64_t step_id = 0);
   void stop_instances();
 };
 
@@ -227,6 +227,9 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
   std::vector<node_actor> actors(static_cast<size_t>(n));
   auto inst = std::make_shared<instance>();
   inst->actors = std::make_shared<instance_actors>();
+  for (int v : placed)
+    if (g.at(v).op == "_Send" || g.at(v).op == "_Recv")
+      inst->uses_rendezvous = true; // a partition of a cluster's graph
   {
     caf::scoped_actor self(*rt.system);
     for (size_t d = 0; d < by_device.size(); ++d) {
@@ -379,7 +382,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
 result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<output>& fetches,
                                       const std::vector<operation>& targets,
                                       std::function<void(step_state&)> extra_finish,
-                                      std::shared_ptr<trace_buffer> trace) {
+                                      std::shared_ptr<trace_buffer> trace, int64_t step_id) {
   std::vector<int64_t> key;
   key.reserve(feeds.size() + fetches.size() + targets.size() + 3);
   key.push_back(g.num_nodes());
@@ -435,7 +438,7 @@ result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<
   auto step = std::make_shared<step_state>();
   step->trace = std::move(trace);
   // Runtime-wide ids: Send/Recv of concurrent sessions share the rendezvous, keyed by step.
-  step->id = rt.next_step_id.fetch_add(1, std::memory_order_relaxed);
+  step->id = step_id != 0 ? step_id : rt.next_step_id.fetch_add(1, std::memory_order_relaxed);
   step->remaining.store(inst->num_nodes, std::memory_order_relaxed);
   step->fetches.resize(fetches.size());
   step->actors = inst->actors;
@@ -536,6 +539,12 @@ session::session(runtime& rt, const graph& g, session_options options)
   impl_->rt.sessions.push_back(this);
 }
 
+session::session(runtime& rt, const graph& g, const std::string& target,
+                 session_options options)
+    : session(rt, g, options) {
+  remote_ = make_remote_session(g, target, options);
+}
+
 session::~session() {
   close();
 }
@@ -548,10 +557,15 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
 result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
                                          const std::vector<operation>& targets,
                                          const run_options& options, run_metadata* metadata) {
+  if (remote_) {
+    auto f = run_remote(*remote_, feeds, fetches, targets);
+    return f.get();
+  }
   std::shared_ptr<trace_buffer> trace;
   if (options.trace)
     trace = std::make_shared<trace_buffer>();
-  RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr, trace));
+  RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr, trace,
+                                                      options.step_id));
   step->wait();
   if (trace && metadata) {
     {
@@ -665,6 +679,16 @@ result<std::vector<tensor>> session::run(const named_feed_list& feeds,
 void session::run_callback(const feed_list& feeds, const std::vector<output>& fetches,
                            const std::vector<operation>& targets,
                            std::function<void(result<std::vector<tensor>>)> done) {
+  run_callback(feeds, fetches, targets, run_options{}, std::move(done));
+}
+
+void session::run_callback(const feed_list& feeds, const std::vector<output>& fetches,
+                           const std::vector<operation>& targets, const run_options& options,
+                           std::function<void(result<std::vector<tensor>>)> done) {
+  if (remote_) {
+    run_remote_callback(*remote_, feeds, fetches, targets, std::move(done));
+    return;
+  }
   auto shared = std::make_shared<std::function<void(result<std::vector<tensor>>)>>(std::move(done));
   auto started = impl_->start(feeds, fetches, targets, [shared](step_state& s) {
     if (s.aborted.load(std::memory_order_acquire)) {
@@ -677,7 +701,7 @@ void session::run_callback(const feed_list& feeds, const std::vector<output>& fe
     } else {
       (*shared)(std::move(s.fetches));
     }
-  });
+  }, nullptr, options.step_id);
   if (!started)
     (*shared)(started.error());
 }
@@ -693,6 +717,8 @@ std::future<result<std::vector<tensor>>> session::run_async(const feed_list& fee
 }
 
 void session::close() {
+  if (remote_)
+    close_remote(*remote_);
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->closed)

@@ -46,11 +46,18 @@ struct session_options {
   /// measured node times here (learn_costs), so a later session placing the same graph uses real
   /// costs instead of estimates. Null: estimates only.
   std::shared_ptr<cost_model> costs;
+  /// Remote sessions: the cluster's shared secret (empty: none), and how long a run may wait
+  /// for the cluster before failing with `deadline_exceeded` (0: no limit).
+  std::string auth_token;
+  std::chrono::milliseconds remote_timeout{0};
 };
 
 struct run_options {
   /// Record when each node ran, where, and what it produced (run_metadata).
   bool trace = false;
+  /// The step's id in the rendezvous (0: the runtime picks one). A cluster's master sets it, so
+  /// that the partitions of one step on several processes pair their Sends and Recvs.
+  int64_t step_id = 0;
 };
 
 /// One node's run in a traced step.
@@ -91,6 +98,10 @@ using named_feed_list = std::vector<std::pair<std::string, tensor>>;
 class session {
 public:
   session(runtime& rt, const graph& g, session_options options = {});
+  /// A session on a cluster: `target` is "runnel://host:port", a node whose master runs the
+  /// graph over the cluster (actors/cluster.hpp). The same API as a local session; the graph is
+  /// sent on the first run, and again when it has grown. Traces are not recorded remotely.
+  session(runtime& rt, const graph& g, const std::string& target, session_options options = {});
   ~session();
   session(const session&) = delete;
   session& operator=(const session&) = delete;
@@ -122,6 +133,9 @@ public:
   void run_callback(const feed_list& feeds, const std::vector<output>& fetches,
                     const std::vector<operation>& targets,
                     std::function<void(result<std::vector<tensor>>)> done);
+  void run_callback(const feed_list& feeds, const std::vector<output>& fetches,
+                    const std::vector<operation>& targets, const run_options& options,
+                    std::function<void(result<std::vector<tensor>>)> done);
 
   /// Waits for steps in flight, then stops every node actor. Later runs fail with `cancelled`.
   void close();
@@ -130,6 +144,7 @@ public:
   size_t num_instances() const;
 
   struct impl;
+  struct remote;
   /// The runtime's internals (for actors/ code that starts actors next to this session's).
   runtime::impl& runtime_internals() const;
 
@@ -137,6 +152,7 @@ private:
   /// Fills md's peak_bytes_per_device and memory_timeline from its node times and the graph.
   void fill_memory(run_metadata& md, const std::vector<output>& fetches) const;
   std::unique_ptr<impl> impl_;
+  std::shared_ptr<remote> remote_; ///< set for sessions on a cluster
 };
 
 } // namespace runnel

@@ -101,8 +101,14 @@ worker_status read_worker_status(wire::WorkerStatus::Reader r) {
 }
 
 /// Calls `done` exactly once: with the result, or with `cancelled` if the call is dropped first
-/// (the endpoint shut down).
+/// (the endpoint shut down): the last owner's release answers for it.
 template <class T> struct once {
+  explicit once(std::function<void(T)> d) : done(std::move(d)) {}
+  once(const once&) = delete;
+  ~once() {
+    if (!called && done)
+      done(T(cancelled("the network endpoint shut down")));
+  }
   std::function<void(T)> done;
   bool called = false;
   void operator()(T v) {
@@ -127,6 +133,10 @@ struct endpoint::impl {
   std::deque<std::function<void()>> mailbox;
   bool stopping = false;
   int wake_fd = -1;
+  ~impl() {
+    if (wake_fd >= 0)
+      ::close(wake_fd);
+  }
 
   std::thread thread;
 
@@ -139,15 +149,17 @@ struct endpoint::impl {
   // Posted by the destructor: ends the loop.
   std::function<void()> stop_task;
 
-  void post(std::function<void()> task) {
+  /// False once the loop has stopped (the task is dropped: it must hold only plain data).
+  bool post(std::function<void()> task) {
     {
       std::lock_guard lock(mailbox_mu);
       if (stopping)
-        return; // the loop is gone: the task holds only plain data, dropping it is safe
+        return false;
       mailbox.push_back(std::move(task));
     }
     uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
+    return true;
   }
 
   void log(const std::string& line) {
@@ -318,16 +330,13 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
   }
 
   // Runs `call` against the RPC connection to `address`; failures reach `fail`.
-  // `guard` is released when all is done (it answers `cancelled` if nothing else did).
-  template <class Call, class Guard>
-  void with_rpc(const std::string& address, Call call, std::function<void(status)> fail,
-                Guard guard) {
+  template <class Call>
+  void with_rpc(const std::string& address, Call call, std::function<void(status)> fail) {
     tasks.add(rpc_to(address)
                   .then([call = kj::mv(call)](rpc_conn* c) mutable { return call(*c); })
                   .then([]() {}, [fail, address](kj::Exception&& e) {
                     fail(from_exception(e, "task at " + address));
-                  })
-                  .attach(kj::mv(guard)));
+                  }));
   }
 
   // ---- data plane: sending -------------------------------------------------------------
@@ -362,8 +371,7 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
 
   void send_tensor(std::string address, int64_t step, std::string key, tensor value,
                    send_options opts, std::function<void(status)> done) {
-    auto cb = std::make_shared<once<status>>(once<status>{std::move(done)});
-    auto guard = kj::defer([cb]() { (*cb)(cancelled("the endpoint shut down")); });
+    auto cb = std::make_shared<once<status>>(std::move(done));
     tasks.add(
         data_to(address)
             .then([this, address, step, key, value = std::move(value), opts,
@@ -431,8 +439,7 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
             })
             .then([]() {}, [cb, address](kj::Exception&& e) {
               (*cb)(from_exception(e, "task at " + address));
-            })
-            .attach(kj::mv(guard)));
+            }));
   }
 
   // ---- serving ---------------------------------------------------------------------------
@@ -855,8 +862,8 @@ namespace {
 
 class remote_worker_impl final : public remote_worker {
 public:
-  remote_worker_impl(endpoint::impl& ep, std::string address)
-      : ep_(ep), address_(std::move(address)) {}
+  remote_worker_impl(std::shared_ptr<endpoint::impl> ep, std::string address)
+      : ep_(std::move(ep)), address_(std::move(address)) {}
   const std::string& address() const override { return address_; }
 
   void status(callback<worker_status> done) override {
@@ -920,26 +927,26 @@ public:
 
   // Posts to the loop: connect if needed, make the request, answer `done` once.
   template <class T, class Make> void call(callback<T> done, Make make) {
-    auto* ep = &ep_;
+    auto cb = std::make_shared<once<result<T>>>(std::move(done));
+    auto ep = ep_;
     std::string address = address_;
-    ep_.post([ep, address, done = std::move(done), make = std::move(make)]() mutable {
-      auto cb = std::make_shared<once<result<T>>>(once<result<T>>{std::move(done)});
-      auto guard = kj::defer([cb]() { (*cb)(cancelled("the endpoint shut down")); });
+    // If the loop has stopped, the task is dropped and the last release of `cb` answers.
+    ep_->post([ep, address, cb, make = std::move(make)]() mutable {
       ep->loop->with_rpc(
           address, [make = std::move(make), cb](auto& conn) mutable { return make(conn, cb); },
-          [cb](runnel::status s) { (*cb)(s); }, kj::mv(guard));
+          [cb](runnel::status s) { (*cb)(s); });
     });
   }
 
 private:
-  endpoint::impl& ep_;
+  std::shared_ptr<endpoint::impl> ep_;
   std::string address_;
 };
 
 class remote_master_impl final : public remote_master {
 public:
-  remote_master_impl(endpoint::impl& ep, std::string address)
-      : ep_(ep), address_(std::move(address)) {}
+  remote_master_impl(std::shared_ptr<endpoint::impl> ep, std::string address)
+      : ep_(std::move(ep)), address_(std::move(address)) {}
   const std::string& address() const override { return address_; }
 
   void create_session(std::string graph_bytes, bool cost_model,
@@ -1020,19 +1027,19 @@ public:
   }
 
   template <class T, class Make> void call(callback<T> done, Make make) {
-    auto* ep = &ep_;
+    auto cb = std::make_shared<once<result<T>>>(std::move(done));
+    auto ep = ep_;
     std::string address = address_;
-    ep_.post([ep, address, done = std::move(done), make = std::move(make)]() mutable {
-      auto cb = std::make_shared<once<result<T>>>(once<result<T>>{std::move(done)});
-      auto guard = kj::defer([cb]() { (*cb)(cancelled("the endpoint shut down")); });
+    // If the loop has stopped, the task is dropped and the last release of `cb` answers.
+    ep_->post([ep, address, cb, make = std::move(make)]() mutable {
       ep->loop->with_rpc(
           address, [make = std::move(make), cb](auto& conn) mutable { return make(conn, cb); },
-          [cb](runnel::status s) { (*cb)(s); }, kj::mv(guard));
+          [cb](runnel::status s) { (*cb)(s); });
     });
   }
 
 private:
-  endpoint::impl& ep_;
+  std::shared_ptr<endpoint::impl> ep_;
   std::string address_;
 };
 
@@ -1083,10 +1090,10 @@ void endpoint::impl::run_loop(std::promise<status>& started) {
   loop = nullptr;
 }
 
-endpoint::endpoint(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+endpoint::endpoint(std::shared_ptr<impl> i) : impl_(std::move(i)) {}
 
 result<std::unique_ptr<endpoint>> endpoint::start(endpoint_options options) {
-  auto i = std::make_unique<impl>();
+  auto i = std::make_shared<impl>();
   i->options = std::move(options);
   if (i->options.auth_token.size() > max_token_bytes)
     return invalid_argument("auth token of " + std::to_string(i->options.auth_token.size()) +
@@ -1103,7 +1110,6 @@ result<std::unique_ptr<endpoint>> endpoint::start(endpoint_options options) {
   status s = ready.get();
   if (!s.ok()) {
     i->thread.join();
-    ::close(i->wake_fd);
     return s;
   }
   return std::unique_ptr<endpoint>(new endpoint(std::move(i)));
@@ -1111,12 +1117,14 @@ result<std::unique_ptr<endpoint>> endpoint::start(endpoint_options options) {
 
 endpoint::~endpoint() {
   impl_->post(impl_->stop_task);
+  impl_->thread.join();
+  std::deque<std::function<void()>> left;
   {
     std::lock_guard lock(impl_->mailbox_mu);
     impl_->stopping = true;
+    left.swap(impl_->mailbox);
   }
-  impl_->thread.join();
-  ::close(impl_->wake_fd);
+  left.clear(); // tasks never run: their callbacks answer `cancelled` as they are released
 }
 
 int endpoint::port() const {
@@ -1124,19 +1132,20 @@ int endpoint::port() const {
 }
 
 std::shared_ptr<remote_worker> endpoint::worker(const std::string& address) {
-  return std::make_shared<remote_worker_impl>(*impl_, address);
+  return std::make_shared<remote_worker_impl>(impl_, address);
 }
 
 std::shared_ptr<remote_master> endpoint::master(const std::string& address) {
-  return std::make_shared<remote_master_impl>(*impl_, address);
+  return std::make_shared<remote_master_impl>(impl_, address);
 }
 
 void endpoint::send_tensor(const std::string& address, int64_t step, const std::string& key,
                            tensor value, send_options options, std::function<void(status)> done) {
   auto* i = impl_.get();
-  i->post([i, address, step, key, value = std::move(value), options,
-           done = std::move(done)]() mutable {
-    i->loop->send_tensor(address, step, key, std::move(value), options, std::move(done));
+  auto cb = std::make_shared<once<status>>(std::move(done));
+  i->post([i, address, step, key, value = std::move(value), options, cb]() mutable {
+    i->loop->send_tensor(address, step, key, std::move(value), options,
+                         [cb](status s) { (*cb)(std::move(s)); });
   });
 }
 

@@ -166,8 +166,8 @@ public:
   struct impl;
 
 private:
-  explicit endpoint(std::unique_ptr<impl> i);
-  std::unique_ptr<impl> impl_;
+  explicit endpoint(std::shared_ptr<impl> i);
+  std::shared_ptr<impl> impl_; // remote handles share it: they outlive the loop safely
 };
 
 /// Sends raw bytes to `address` and closes (for tests of malformed input).

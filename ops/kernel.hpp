@@ -39,6 +39,20 @@ class queue_resource;
 class iterator_resource;
 struct queue_spec;
 
+/// Where _Send and _Recv kernels exchange tensors: the runtime's rendezvous, which hands a tensor
+/// to a Recv in this process, or through the network to the process that owns `recv_device`.
+class tensor_rendezvous {
+public:
+  virtual ~tensor_rendezvous() = default;
+  /// Sends `value` for step `step` under `key` to the Recv on `recv_device`; `done` gets the
+  /// outcome (at once in a process, once written over the network).
+  virtual void send(int64_t step, const std::string& key, const std::string& recv_device,
+                    tensor value, std::function<void(status)> done) = 0;
+  /// Calls `done` with the value once it is sent (or with the error that ended the step).
+  virtual void recv(int64_t step, const std::string& key,
+                    std::function<void(status, tensor)> done) = 0;
+};
+
 /// Where stateful kernels find the state they read and update; the runtime implements it.
 class resource_manager {
 public:
@@ -53,6 +67,8 @@ public:
   /// The dataset iterator called `name`, created uninitialised on first use.
   virtual result<std::shared_ptr<iterator_resource>> find_or_create_iterator(
       const std::string& name);
+  /// The rendezvous of _Send and _Recv nodes (null: this runtime has none).
+  virtual tensor_rendezvous* rendezvous() { return nullptr; }
 };
 
 /// What a kernel factory sees of the node it builds a kernel for.

@@ -1,0 +1,65 @@
+#pragma once
+// Cluster nodes: a runtime serving as one task of a cluster (a worker service for the partitions
+// masters register, and a master service for remote sessions), over net/'s endpoint.
+//
+//   auto spec = cluster_spec::parse("ps=127.0.0.1:2222;worker=127.0.0.1:2223").value();
+//   auto node = cluster_node::start({.cluster = spec, .job = "ps", .task = 0}).value();
+//   ...                                        // serves until destroyed
+//
+// A client elsewhere opens `session(rt, g, "runnel://127.0.0.1:2223")`: the node's master places
+// the graph over every task's devices, registers one partition per task with the task's worker,
+// and runs steps; tensors between tasks travel on the data plane (docs/cluster.md).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "actors/runtime.hpp"
+#include "net/cluster_spec.hpp"
+
+namespace runnel {
+
+struct node_options {
+  cluster_spec cluster;
+  std::string job;
+  int task = 0;
+  /// Where to listen; default: this task's address in the cluster spec.
+  std::string listen;
+  /// A shared secret every peer must present (empty: none).
+  std::string auth_token;
+  int cpu_devices = 1;
+  /// How long a master waits for the cluster's tasks when a session is created.
+  std::chrono::milliseconds startup_timeout{10000};
+  /// Log lines (level, message); default: key=value lines on stderr.
+  std::function<void(const std::string& level, const std::string& message)> log;
+};
+
+class cluster_node {
+public:
+  /// Starts the runtime and serves; errors name the job, task and address.
+  static result<std::unique_ptr<cluster_node>> start(node_options options);
+  /// Stops serving: steps still waiting on other tasks are cancelled.
+  ~cluster_node();
+  cluster_node(const cluster_node&) = delete;
+  cluster_node& operator=(const cluster_node&) = delete;
+
+  runtime& rt();
+  /// The port it listens on.
+  int port() const;
+  /// Random per start: tells a restarted task from its predecessor.
+  uint64_t incarnation() const;
+  const node_options& options() const;
+
+  struct impl;
+
+private:
+  explicit cluster_node(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
+/// The default log sink: `ts=... level=... msg="..."` lines on stderr.
+void log_line(const std::string& level, const std::string& message);
+
+} // namespace runnel

@@ -1,0 +1,111 @@
+// runnel-node: one task of a Runnel cluster. Serves the worker and master services and the
+// tensor data plane on the task's address until SIGINT or SIGTERM.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include "actors/cluster.hpp"
+#include "apps/app_support.hpp"
+
+using namespace runnel;
+
+namespace {
+
+const char* usage = R"(runnel-node: one task (process) of a Runnel cluster.
+
+usage: runnel-node --cluster SPEC --job NAME --task I [options]
+
+  --cluster SPEC          jobs and their tasks' addresses, e.g.
+                          "ps=127.0.0.1:2222;worker=127.0.0.1:2223,127.0.0.1:2224"
+  --cluster-file FILE     the same from a file (one job per line allowed, '#' comments)
+  --job NAME --task I     which task this process is
+  --listen HOST:PORT      where to listen (default: the task's address in the spec; use
+                          0.0.0.0:PORT to accept on every interface)
+  --cpu-devices N         virtual CPU devices, each with its share of the cores (default 1)
+  --auth-token-file FILE  require peers to present this shared secret (and present it)
+  --startup-timeout S     how long a master waits for the other tasks (default 10)
+  --port-file FILE        write the bound port here once serving (for scripts and tests)
+  --help                  this text
+
+The node logs key=value lines on stderr and stops cleanly on SIGINT or SIGTERM. Clients connect
+with session(rt, graph, "runnel://HOST:PORT") to any task: its master runs the graph over the
+whole cluster (docs/cluster.md).
+)";
+
+std::atomic<int> stop_signal{0};
+
+void on_signal(int sig) {
+  stop_signal = sig;
+}
+
+result<std::string> read_token(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return not_found("cannot read auth token file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r'))
+    token.pop_back();
+  if (token.empty())
+    return invalid_argument("auth token file '" + path + "' is empty");
+  return token;
+}
+
+int run(const apps::flags& f) {
+  if (f.has("cluster") == f.has("cluster-file")) {
+    std::fprintf(stderr, "runnel-node: give exactly one of --cluster and --cluster-file\n%s",
+                 usage);
+    return 2;
+  }
+  auto spec = f.has("cluster") ? cluster_spec::parse(f.get("cluster", ""))
+                               : cluster_spec::load(f.get("cluster-file", ""));
+  throw_if_error(spec.error());
+  if (!f.has("job") || !f.has("task")) {
+    std::fprintf(stderr, "runnel-node: --job and --task are required\n");
+    return 2;
+  }
+  node_options o;
+  o.cluster = *spec;
+  o.job = f.get("job", "");
+  o.task = int(f.get_int("task", 0).value());
+  o.listen = f.get("listen", "");
+  o.cpu_devices = int(f.get_int("cpu-devices", 1).value());
+  o.startup_timeout =
+      std::chrono::milliseconds(int64_t(f.get_double("startup-timeout", 10).value() * 1000));
+  if (f.has("auth-token-file"))
+    o.auth_token = read_token(f.get("auth-token-file", "")).value();
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  auto node = cluster_node::start(o);
+  throw_if_error(node.error());
+  if (f.has("port-file")) {
+    std::string path = f.get("port-file", ""), tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << (*node)->port() << "\n";
+    }
+    std::rename(tmp.c_str(), path.c_str());
+  }
+  while (stop_signal.load() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  log_line("info", std::string("stopping on ") + (stop_signal.load() == SIGINT ? "SIGINT" : "SIGTERM"));
+  node->reset();
+  log_line("info", "stopped");
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  return apps::app_main("runnel-node", argc, argv, usage,
+                        {"cluster", "cluster-file", "job", "task", "listen", "cpu-devices",
+                         "auth-token-file", "startup-timeout", "port-file"},
+                        run);
+}

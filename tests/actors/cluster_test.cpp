@@ -1,0 +1,176 @@
+// Cluster nodes inside one test process (several runtimes, real loopback connections): remote
+// sessions, partitions across tasks, errors. tests/cluster/ runs real processes.
+#include <thread>
+
+#include "actors/cluster.hpp"
+#include "net/endpoint.hpp"
+#include "tests/eval.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+
+namespace {
+
+/// Ports nobody listens on right now (bound, then released).
+std::vector<int> free_ports(int n) {
+  std::vector<std::unique_ptr<net::endpoint>> held;
+  std::vector<int> ports;
+  for (int i = 0; i < n; ++i) {
+    net::endpoint_options o;
+    o.listen = "127.0.0.1:0";
+    held.push_back(net::endpoint::start(o).value());
+    ports.push_back(held.back()->port());
+  }
+  return ports;
+}
+
+cluster_spec local_cluster(const std::vector<std::string>& jobs, std::vector<int> ports) {
+  std::string text;
+  size_t p = 0;
+  for (auto& job : jobs) {
+    auto eq = job.find('=');
+    std::string name = job.substr(0, eq);
+    int count = std::stoi(job.substr(eq + 1));
+    text += (text.empty() ? "" : ";") + name + "=";
+    for (int i = 0; i < count; ++i)
+      text += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports[p++]);
+  }
+  return cluster_spec::parse(text).value();
+}
+
+node_options quiet(cluster_spec spec, std::string job, int task) {
+  node_options o;
+  o.cluster = std::move(spec);
+  o.job = std::move(job);
+  o.task = task;
+  o.log = [](const std::string&, const std::string&) {};
+  o.startup_timeout = std::chrono::milliseconds(3000);
+  return o;
+}
+
+runtime& client_runtime() {
+  static runtime* rt = new runtime; // never destroyed: see tests/eval.hpp
+  return *rt;
+}
+
+} // namespace
+
+TEST_CASE("a remote session runs a graph split over a ps and a worker", "[actors][cluster]") {
+  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
+  auto ps = cluster_node::start(quiet(spec, "ps", 0)).value();
+  auto worker = cluster_node::start(quiet(spec, "worker", 0)).value();
+
+  // The model, with its variable on the ps and its compute on the worker, or without devices.
+  struct model {
+    graph g;
+    output x, y, z, step;
+    graph_variable w;
+    explicit model(bool placed) {
+      x = placeholder(g, dtype::f32, {2, 3}, "x");
+      {
+        auto d = g.device(placed ? "/job:ps/task:0" : "");
+        w = variable(g, constant(g, tensor::from_values<float>(shape{3, 2}, {1, 2, 3, 4, 5, 6})), "w");
+      }
+      {
+        auto d = g.device(placed ? "/job:worker/task:0" : "");
+        y = matmul(x, w.value, {}, "y");
+        z = tanh(y * 0.01, "z");
+      }
+      step = assign_add(w, constant(g, tensor::from_values<float>(shape{3, 2}, {1, 1, 1, 1, 1, 1})));
+    }
+  };
+  auto xv = tensor::from_values<float>(shape{2, 3}, {1, 0, -1, 0.5f, 2, 3});
+  model m(true);
+  session remote(client_runtime(), m.g, "runnel://" + spec.address("worker", 0).value());
+  REQUIRE(remote.run({global_variables_initializer(m.g)}).ok());
+  auto r = remote.run({{m.x, xv}}, {m.y, m.z});
+  INFO(r.error().to_string());
+  REQUIRE(r.ok());
+  // The same graph in a local session computes the same.
+  model lm(false);
+  runtime local_rt;
+  session local(local_rt, lm.g);
+  REQUIRE(local.run({global_variables_initializer(lm.g)}).ok());
+  auto l = local.run({{lm.x, xv}}, {lm.y, lm.z}).value();
+  check_equal(r.value()[0], l[0]);
+  check_equal(r.value()[1], l[1]);
+  // State lives on the ps, across runs and sessions.
+  REQUIRE(remote.run({}, {m.step}).ok());
+  session again(client_runtime(), m.g, "runnel://" + spec.address("ps", 0).value());
+  auto after = again.run({}, {m.w.value}).value()[0];
+  CHECK(after.data<float>()[0] == 2.f);
+  CHECK(after.data<float>()[5] == 7.f);
+  // The worker holds no copy: a session of its own runtime finds no such variable there.
+  graph probe;
+  auto pw = variable(probe, constant(probe, tensor::from_values<float>(shape{3, 2}, {0, 0, 0, 0, 0, 0})), "w");
+  session on_worker(worker->rt(), probe);
+  CHECK(on_worker.run({}, {pw.value}).error().code() == error_code::failed_precondition);
+}
+
+TEST_CASE("remote sessions report errors naming the node and task", "[actors][cluster]") {
+  auto spec = local_cluster({"worker=2"}, free_ports(2));
+  auto w0 = cluster_node::start(quiet(spec, "worker", 0)).value();
+  auto w1 = cluster_node::start(quiet(spec, "worker", 1)).value();
+  graph g;
+  auto a = placeholder(g, dtype::f32, {-1, -1}, "a");
+  auto b = placeholder(g, dtype::f32, {-1, -1}, "b");
+  output y;
+  {
+    auto d = g.device("/job:worker/task:1");
+    y = matmul(a, b, {}, "product");
+  }
+  session s(client_runtime(), g, "runnel://" + spec.address("worker", 0).value());
+  auto bad = s.run({{a, tensor(dtype::f32, shape{2, 3})}, {b, tensor(dtype::f32, shape{4, 2})}}, {y});
+  REQUIRE(!bad.ok());
+  CHECK(bad.error().code() == error_code::invalid_argument);
+  CHECK_THAT(bad.error().message(), Catch::Contains("node 'product'"));
+  CHECK_THAT(bad.error().message(), Catch::Contains("/job:worker/replica:0/task:1"));
+  // The session still works afterwards.
+  auto good = s.run({{a, tensor(dtype::f32, shape{2, 3})}, {b, tensor(dtype::f32, shape{3, 2})}}, {y});
+  REQUIRE(good.ok());
+  CHECK(good.value()[0].shape() == shape{2, 2});
+  // A feed of a tensor that is not a placeholder's prunes what computes it.
+  auto doubled = y * 2.0;
+  session s2(client_runtime(), g, "runnel://" + spec.address("worker", 1).value());
+  auto fed = s2.run({{y, tensor::from_values<float>(shape{1, 1}, {21})}}, {doubled});
+  REQUIRE(fed.ok());
+  CHECK(fed.value()[0].data<float>()[0] == 42.f);
+}
+
+TEST_CASE("a session waits for missing tasks, then fails naming them", "[actors][cluster]") {
+  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
+  auto o = quiet(spec, "worker", 0);
+  o.startup_timeout = std::chrono::milliseconds(600);
+  auto worker = cluster_node::start(o).value(); // the ps never starts
+  graph g;
+  auto c = constant(g, 1.f);
+  session s(client_runtime(), g, "runnel://" + spec.address("worker", 0).value());
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = s.run({}, {c});
+  auto waited = std::chrono::steady_clock::now() - t0;
+  REQUIRE(!r.ok());
+  CHECK(r.error().code() == error_code::unavailable);
+  CHECK_THAT(r.error().message(), Catch::Contains("/job:ps/replica:0/task:0"));
+  CHECK_THAT(r.error().message(), Catch::Contains(spec.address("ps", 0).value()));
+  CHECK(waited >= std::chrono::milliseconds(500));
+}
+
+TEST_CASE("the wrong auth token is refused, the right one accepted", "[actors][cluster]") {
+  auto spec = local_cluster({"worker=1"}, free_ports(1));
+  auto o = quiet(spec, "worker", 0);
+  o.auth_token = "open sesame";
+  auto worker = cluster_node::start(o).value();
+  graph g;
+  auto c = constant(g, 3.f) * 2.0;
+  std::string target = "runnel://" + spec.address("worker", 0).value();
+  session wrong(client_runtime(), g, target, {.auth_token = "guess"});
+  auto r = wrong.run({}, {c});
+  REQUIRE(!r.ok());
+  CHECK_THAT(r.error().message(), Catch::Contains("auth token"));
+  session right(client_runtime(), g, target, {.auth_token = "open sesame"});
+  auto ok = right.run({}, {c});
+  REQUIRE(ok.ok());
+  CHECK(ok.value()[0].data<float>()[0] == 6.f);
+  session bad_target(client_runtime(), g, "grpc://somewhere:1");
+  CHECK(bad_target.run({}, {c}).error().code() == error_code::invalid_argument);
+}
