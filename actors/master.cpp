@@ -449,7 +449,13 @@ struct master::impl : std::enable_shared_from_this<master::impl> {
                 other.worker->cleanup_step(id);
               auto code = r.error().code();
               if (code == error_code::unavailable || code == error_code::aborted) {
-                // A task went away or restarted: register afresh on the next run.
+                // A task went away or restarted: fresh connections and registrations next run.
+                {
+                  std::lock_guard lock(self->mu);
+                  if (self->ep)
+                    if (auto a = self->options.cluster.address(part.task))
+                      self->ep->forget_peer(*a);
+                }
                 std::lock_guard lock(s->mu);
                 s->registered.clear();
                 self->log("warn", "step failed: " + r.error().message() +

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -220,6 +221,12 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
     rpc_options.nestingLimit = 64;
   }
 
+  void debug(const std::string& line) {
+    static const bool on = std::getenv("RUNNEL_NET_DEBUG") != nullptr;
+    if (on)
+      ep.log("debug: " + line);
+  }
+
   void taskFailed(kj::Exception&& e) override {
     ep.log("network task failed: " + to_std(e.getDescription()));
   }
@@ -305,7 +312,9 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
                       conn->master = conn->node.masterRequest().send().getMaster();
                       // When it drops, forget it: the next call reconnects.
                       auto* raw = conn.get();
+                      debug("rpc connection to " + address + " open");
                       tasks.add(conn->network->onDisconnect().then([this, address, raw]() {
+                        debug("rpc connection to " + address + " closed");
                         auto it = rpc_peers.find(address);
                         if (it != rpc_peers.end() && it->second.conn.get() == raw)
                           rpc_peers.erase(it);
@@ -352,12 +361,25 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
       return c->addBranch().then([this, address]() { return data_to(address); });
     }
     auto fork = open(address, kind_data)
-                    .then([peer](kj::Own<kj::AsyncIoStream> stream) {
+                    .then([this, peer](kj::Own<kj::AsyncIoStream> stream) {
                       peer->stream = kj::mv(stream);
                       peer->broken = false;
                       peer->last = kj::READY_NOW;
                       peer->connecting = nullptr;
-                      peer->generation++;
+                      auto gen = ++peer->generation;
+                      debug("data connection open (generation " + std::to_string(gen) + ")");
+                      // A peer that goes away (a task killed and restarted) must not leave a
+                      // dead stream for the next send: notice the hang-up now.
+                      tasks.add(peer->stream->whenWriteDisconnected().then(
+                          [this, peer, gen]() {
+                            debug("data connection hung up (generation " + std::to_string(gen) + ")");
+                            if (peer->generation == gen)
+                              peer->broken = true;
+                          },
+                          [peer, gen](kj::Exception&&) {
+                            if (peer->generation == gen)
+                              peer->broken = true;
+                          }));
                     },
                           [peer](kj::Exception&& e) {
                             peer->connecting = nullptr;
@@ -369,77 +391,113 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
     return branch.then([peer]() { return peer; });
   }
 
+  // A frame ready to write: header length, header, payload pieces.
+  struct frame {
+    capnp::MallocMessageBuilder header;
+    kj::Array<capnp::word> flat;
+    uint32_t length = 0;
+    tensor value;               // keeps the buffer alive until written
+    std::vector<uint16_t> bf16; // the payload, when truncated
+    std::vector<kj::ArrayPtr<const kj::byte>> pieces;
+    uint64_t total = 0;
+  };
+
+  std::shared_ptr<frame> make_frame(int64_t step, const std::string& key, tensor value,
+                                    send_options opts) {
+    auto f = std::make_shared<frame>();
+    auto h = f->header.initRoot<wire::TensorFrame>();
+    h.setStepId(step);
+    h.setKey(key);
+    h.setSenderIncarnation(ep.options.incarnation);
+    h.setDtype(to_wire(value.type()));
+    write_shape(h.initShape(), value.shape());
+    const kj::byte* payload = nullptr;
+    uint64_t payload_bytes = 0;
+    if (value.type() == dtype::string) {
+      write_tensor(h.initStringTensor(), value);
+    } else if (opts.bf16 && value.type() == dtype::f32) {
+      int64_t n = value.num_elements();
+      f->bf16.resize(size_t(n));
+      const uint32_t* bits = static_cast<const uint32_t*>(value.raw_data());
+      for (int64_t i = 0; i < n; ++i)
+        f->bf16[size_t(i)] = uint16_t(bits[i] >> 16);
+      h.setWireBf16(true);
+      payload = reinterpret_cast<const kj::byte*>(f->bf16.data());
+      payload_bytes = uint64_t(n) * 2;
+    } else {
+      payload = static_cast<const kj::byte*>(value.raw_data());
+      payload_bytes = value.bytes();
+    }
+    h.setPayloadBytes(payload_bytes);
+    f->flat = capnp::messageToFlatArray(f->header);
+    f->length = uint32_t(f->flat.asBytes().size());
+    f->value = std::move(value);
+    f->pieces.push_back(kj::arrayPtr(reinterpret_cast<const kj::byte*>(&f->length), 4));
+    f->pieces.push_back(f->flat.asBytes());
+    for (uint64_t off = 0; off < payload_bytes; off += ep.options.chunk_bytes)
+      f->pieces.push_back(kj::arrayPtr(
+          payload + off, std::min<uint64_t>(ep.options.chunk_bytes, payload_bytes - off)));
+    f->total = 4 + f->length + payload_bytes;
+    return f;
+  }
+
+  // Writes `f` after the frames already queued for `address`. A connection that was open before
+  // this frame came may be stale (its peer died, maybe restarted, and no write has told us yet):
+  // if writing on it fails, the frame goes once more on a fresh connection. A receiver drops a
+  // frame cut short, so nothing arrives twice but for the rare frame that was delivered whole
+  // before the reset; the rendezvous keeps one value per key.
+  kj::Promise<void> write_frame(std::string address, std::shared_ptr<frame> f, bool may_retry) {
+    auto it = data_peers.find(address);
+    bool was_open = it != data_peers.end() && it->second->stream && !it->second->broken;
+    return data_to(address)
+        .then([f](data_peer* peer) {
+          auto gen = peer->generation;
+          auto write = kj::mv(peer->last).then([peer, f, gen]() {
+            if (peer->broken || peer->generation != gen)
+              return kj::Promise<void>(KJ_EXCEPTION(DISCONNECTED, "connection lost"));
+            return peer->stream->write(kj::arrayPtr(f->pieces.data(), f->pieces.size()));
+          });
+          auto forked = write.fork();
+          peer->last = forked.addBranch().then([]() {}, [peer, gen](kj::Exception&&) {
+            if (peer->generation == gen)
+              peer->broken = true;
+          });
+          return forked.addBranch();
+        })
+        .catch_([this, address, f, may_retry, was_open](kj::Exception&& e) -> kj::Promise<void> {
+          if (!may_retry || !was_open)
+            return kj::mv(e);
+          debug("resending a frame to " + address + " on a fresh connection after: " +
+                to_std(e.getDescription()));
+          auto peer = data_peers.find(address);
+          if (peer != data_peers.end())
+            peer->second->broken = true;
+          return write_frame(address, f, false);
+        });
+  }
+
   void send_tensor(std::string address, int64_t step, std::string key, tensor value,
                    send_options opts, std::function<void(status)> done) {
     auto cb = std::make_shared<once<status>>(std::move(done));
-    tasks.add(
-        data_to(address)
-            .then([this, address, step, key, value = std::move(value), opts,
-                   cb](data_peer* peer) mutable {
-              // The frame: header length, header, payload pieces.
-              struct frame {
-                capnp::MallocMessageBuilder header;
-                kj::Array<capnp::word> flat;
-                uint32_t length = 0;
-                tensor value;
-                std::vector<uint16_t> bf16; // the payload, when truncated
-                std::vector<kj::ArrayPtr<const kj::byte>> pieces;
-              };
-              auto f = kj::heap<frame>();
-              auto h = f->header.initRoot<wire::TensorFrame>();
-              h.setStepId(step);
-              h.setKey(key);
-              h.setSenderIncarnation(ep.options.incarnation);
-              h.setDtype(to_wire(value.type()));
-              write_shape(h.initShape(), value.shape());
-              const kj::byte* payload = nullptr;
-              uint64_t payload_bytes = 0;
-              if (value.type() == dtype::string) {
-                write_tensor(h.initStringTensor(), value);
-              } else if (opts.bf16 && value.type() == dtype::f32) {
-                int64_t n = value.num_elements();
-                f->bf16.resize(size_t(n));
-                const uint32_t* bits = static_cast<const uint32_t*>(value.raw_data());
-                for (int64_t i = 0; i < n; ++i)
-                  f->bf16[size_t(i)] = uint16_t(bits[i] >> 16);
-                h.setWireBf16(true);
-                payload = reinterpret_cast<const kj::byte*>(f->bf16.data());
-                payload_bytes = uint64_t(n) * 2;
-              } else {
-                payload = static_cast<const kj::byte*>(value.raw_data());
-                payload_bytes = value.bytes();
-              }
-              h.setPayloadBytes(payload_bytes);
-              f->flat = capnp::messageToFlatArray(f->header);
-              f->length = uint32_t(f->flat.asBytes().size());
-              f->value = std::move(value); // keeps the buffer alive until written
-              f->pieces.push_back(
-                  kj::arrayPtr(reinterpret_cast<const kj::byte*>(&f->length), 4));
-              f->pieces.push_back(f->flat.asBytes());
-              for (uint64_t off = 0; off < payload_bytes; off += ep.options.chunk_bytes)
-                f->pieces.push_back(kj::arrayPtr(
-                    payload + off, std::min<uint64_t>(ep.options.chunk_bytes, payload_bytes - off)));
-              uint64_t total = 4 + f->length + payload_bytes;
-              auto gen = peer->generation;
-              // Chain after the previous write; a broken connection fails what follows.
-              auto write = kj::mv(peer->last).then([peer, f = f.get(), gen]() {
-                if (peer->broken || peer->generation != gen)
-                  return kj::Promise<void>(KJ_EXCEPTION(DISCONNECTED, "connection lost"));
-                return peer->stream->write(
-                    kj::arrayPtr(f->pieces.data(), f->pieces.size()));
-              });
-              auto forked = write.attach(kj::mv(f)).fork();
-              peer->last = forked.addBranch().then([]() {}, [peer](kj::Exception&&) {
-                peer->broken = true;
-              });
-              return forked.addBranch().then([this, cb, total]() {
-                ep.stats.bytes_sent += total;
-                (*cb)(status());
-              });
-            })
-            .then([]() {}, [cb, address](kj::Exception&& e) {
-              (*cb)(from_exception(e, "task at " + address));
-            }));
+    auto f = make_frame(step, key, std::move(value), opts);
+    uint64_t total = f->total;
+    tasks.add(write_frame(address, std::move(f), true)
+                  .then(
+                      [this, cb, total]() {
+                        ep.stats.bytes_sent += total;
+                        (*cb)(status());
+                      },
+                      [cb, address](kj::Exception&& e) {
+                        (*cb)(from_exception(e, "task at " + address));
+                      }));
+  }
+
+  /// Drops the connections to `address` (its task failed): the next call reconnects.
+  void forget(const std::string& address) {
+    rpc_peers.erase(address);
+    auto it = data_peers.find(address);
+    if (it != data_peers.end())
+      it->second->broken = true;
   }
 
   // ---- serving ---------------------------------------------------------------------------
@@ -464,8 +522,9 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
               (head[8] != kind_rpc && head[8] != kind_data) || token_len > max_token_bytes) {
             ep.stats.connections_rejected++;
             ep.log("rejected a connection: not a Runnel peer (bad preamble)");
-            kj::byte no = answer_bad_preamble;
-            return s.write(&no, 1).then([]() -> uint8_t { return 0; });
+            auto no = kj::heap<kj::byte>(answer_bad_preamble);
+            auto& nr = *no;
+            return s.write(&nr, 1).attach(kj::mv(no)).then([]() -> uint8_t { return 0; });
           }
           uint8_t kind = head[8];
           auto token = kj::heapArray<kj::byte>(token_len);
@@ -490,11 +549,13 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
           if (kind == 0)
             return kj::READY_NOW;
           ep.stats.connections_accepted++;
+          debug(std::string("accepted a ") + (kind == kind_rpc ? "rpc" : "data") + " connection");
           if (kind == kind_rpc)
             return serve_rpc(kj::mv(stream));
           return serve_data(kj::mv(stream));
         })
-        .then([]() {}, [this](kj::Exception&& e) {
+        .then([this]() { debug("an accepted connection ended"); }, [this](kj::Exception&& e) {
+          debug("an accepted connection failed: " + to_std(e.getDescription()));
           if (e.getType() != kj::Exception::Type::DISCONNECTED)
             ep.log("connection closed: " + to_std(e.getDescription()));
         });
@@ -1147,6 +1208,11 @@ void endpoint::send_tensor(const std::string& address, int64_t step, const std::
     i->loop->send_tensor(address, step, key, std::move(value), options,
                          [cb](status s) { (*cb)(std::move(s)); });
   });
+}
+
+void endpoint::forget_peer(const std::string& address) {
+  auto* i = impl_.get();
+  i->post([i, address] { i->loop->forget(address); });
 }
 
 const endpoint_stats& endpoint::stats() const {

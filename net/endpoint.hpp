@@ -161,6 +161,9 @@ public:
   /// runs once it is written (or failed: `unavailable` naming the address).
   void send_tensor(const std::string& address, int64_t step, const std::string& key,
                    tensor value, send_options options, std::function<void(status)> done);
+  /// Drops the connections to `address` (a task that failed or restarted): later calls and
+  /// tensors open fresh ones.
+  void forget_peer(const std::string& address);
   const endpoint_stats& stats() const;
 
   struct impl;

@@ -385,9 +385,16 @@ graph::scope_guard graph::control_dependencies(std::vector<operation> ops) {
 }
 
 graph::scope_guard graph::colocate_with(operation op) {
+  // As in TensorFlow, colocation overrides the enclosing device scopes: the node goes where
+  // `op` goes (an optimizer's update built under a worker's scope still lands on the ps).
   auto previous = colocation_;
+  auto previous_device = device_;
   colocation_ = {op.name()};
-  return scope_guard([this, previous] { colocation_ = previous; });
+  device_.clear();
+  return scope_guard([this, previous, previous_device] {
+    colocation_ = previous;
+    device_ = previous_device;
+  });
 }
 
 const std::vector<int>& graph::collection(const std::string& name) const {

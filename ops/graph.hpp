@@ -167,7 +167,8 @@ public:
   [[nodiscard]] scope_guard device(std::string_view device);
   /// Nodes added inside run after `ops` (an empty list clears enclosing dependencies).
   [[nodiscard]] scope_guard control_dependencies(std::vector<operation> ops);
-  /// Nodes added inside are placed with `op`.
+  /// Nodes added inside are placed with `op`; enclosing device scopes do not apply to them
+  /// (as in TensorFlow).
   [[nodiscard]] scope_guard colocate_with(operation op);
 
   /// The graph-level random seed (TensorFlow's tf.set_random_seed); unset by default.

@@ -1,0 +1,323 @@
+// Real runnel-node processes on 127.0.0.1: remote sessions against local ones, a task killed
+// mid-training and brought back, garbage at a node's port, clean shutdown.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "actors/saver.hpp"
+#include "net/endpoint.hpp"
+#include "ops/optimizers.hpp"
+#include "tests/eval.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<int> free_ports(int n) {
+  std::vector<std::unique_ptr<net::endpoint>> held;
+  std::vector<int> ports;
+  for (int i = 0; i < n; ++i) {
+    net::endpoint_options o;
+    o.listen = "127.0.0.1:0";
+    held.push_back(net::endpoint::start(o).value());
+    ports.push_back(held.back()->port());
+  }
+  return ports;
+}
+
+fs::path scratch(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("runnel-mp-" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+/// A runnel-node child process; killed (SIGKILL) if still running when destroyed.
+class node_process {
+public:
+  node_process(const std::string& cluster, const std::string& job, int task, const fs::path& dir,
+               std::vector<std::string> extra = {}) {
+    port_file_ = dir / (job + std::to_string(task) + ".port");
+    log_ = dir / (job + std::to_string(task) + ".log");
+    fs::remove(port_file_);
+    std::vector<std::string> args = {RUNNEL_NODE_BINARY, "--cluster", cluster, "--job", job,
+                                     "--task", std::to_string(task), "--port-file",
+                                     port_file_.string(), "--startup-timeout", "5"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::FILE* f = std::freopen(log_.c_str(), "a", stderr);
+      (void)f;
+      std::vector<char*> argv;
+      for (auto& a : args)
+        argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~node_process() {
+    if (pid_ > 0 && running()) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  /// Waits until it serves (its port file appears).
+  bool wait_ready(std::chrono::seconds limit = std::chrono::seconds(30)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (fs::exists(port_file_))
+        return true;
+      if (!running())
+        return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  bool running() {
+    if (exited_)
+      return false;
+    int st;
+    pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      exited_ = true;
+      status_ = st;
+      return false;
+    }
+    return true;
+  }
+  void kill(int sig) { ::kill(pid_, sig); }
+  /// Exit status after it stops (waits up to `limit`), or -1.
+  int wait_exit(std::chrono::seconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (running())
+      return -1;
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+  fs::path port_file_, log_;
+};
+
+runtime& client_runtime() {
+  static runtime* rt = new runtime; // never destroyed: see tests/eval.hpp
+  return *rt;
+}
+
+/// A linear regression: w on the ps, the loss and gradients on the worker.
+struct regression {
+  graph g;
+  output x, y, loss, w_value;
+  operation train, init;
+  graph_variable w, b;
+  explicit regression(bool placed) {
+    x = placeholder(g, dtype::f32, {-1, 3}, "x");
+    y = placeholder(g, dtype::f32, {-1, 1}, "y");
+    {
+      auto d = g.device(placed ? "/job:ps/task:0" : "");
+      w = variable(g, zeros(g, dtype::f32, {3, 1}), "w");
+      b = variable(g, zeros(g, dtype::f32, {1}), "b");
+    }
+    {
+      auto d = g.device(placed ? "/job:worker/task:0" : "");
+      auto pred = matmul(x, w.value) + b.value;
+      loss = mean(square(pred - y));
+      train = gradient_descent_optimizer(0.1).minimize(loss);
+    }
+    init = global_variables_initializer(g);
+    w_value = w.value;
+  }
+};
+
+/// A fixed batch of y = x . [1, -2, 0.5] + 0.25.
+std::pair<tensor, tensor> batch() {
+  tensor x(dtype::f32, shape{16, 3}), y(dtype::f32, shape{16, 1});
+  for (int i = 0; i < 16; ++i) {
+    float a = float(i % 4) - 1.5f, b = float(i / 4) - 1.5f, c = float((i * 7) % 5) - 2;
+    x.data<float>()[i * 3] = a;
+    x.data<float>()[i * 3 + 1] = b;
+    x.data<float>()[i * 3 + 2] = c;
+    y.data<float>()[i] = a - 2 * b + 0.5f * c + 0.25f;
+  }
+  return {x, y};
+}
+
+} // namespace
+
+TEST_CASE("training across ps and worker processes matches a local session", "[multiprocess]") {
+  auto dir = scratch("match");
+  auto ports = free_ports(2);
+  std::string ps_addr = "127.0.0.1:" + std::to_string(ports[0]);
+  std::string worker_addr = "127.0.0.1:" + std::to_string(ports[1]);
+  std::string cluster = "ps=" + ps_addr + ";worker=" + worker_addr;
+  node_process ps(cluster, "ps", 0, dir), worker(cluster, "worker", 0, dir);
+  REQUIRE(ps.wait_ready());
+  REQUIRE(worker.wait_ready());
+
+  auto [xv, yv] = batch();
+  regression remote_model(true), local_model(false);
+  session remote(client_runtime(), remote_model.g, "runnel://" + worker_addr);
+  runtime local_rt;
+  session local(local_rt, local_model.g);
+  auto init = remote.run({remote_model.init});
+  INFO(init.to_string() << "\nps log:\n" << ps.log() << "\nworker log:\n" << worker.log());
+  REQUIRE(init.ok());
+  REQUIRE(local.run({local_model.init}).ok());
+  for (int step = 0; step < 30; ++step) {
+    auto r = remote.run({{remote_model.x, xv}, {remote_model.y, yv}}, {remote_model.loss},
+                        {remote_model.train});
+    INFO(r.error().to_string() << "\nps log:\n" << ps.log() << "\nworker log:\n" << worker.log());
+    REQUIRE(r.ok());
+    auto l = local.run({{local_model.x, xv}, {local_model.y, yv}}, {local_model.loss},
+                       {local_model.train});
+    REQUIRE(l.ok());
+    CHECK(r.value()[0].data<float>()[0] == Approx(l.value()[0].data<float>()[0]).epsilon(1e-5));
+  }
+  check_equal(remote.run({}, {remote_model.w_value}).value()[0],
+              local.run({}, {local_model.w_value}).value()[0]);
+  // SIGTERM stops a node cleanly.
+  ps.kill(SIGTERM);
+  CHECK(ps.wait_exit(std::chrono::seconds(20)) == 0);
+  CHECK_THAT(ps.log(), Catch::Contains("stopped"));
+}
+
+TEST_CASE("a ps killed mid-training fails the step naming it, and training resumes from the "
+          "checkpoint when it is back",
+          "[multiprocess]") {
+  auto dir = scratch("kill");
+  auto ports = free_ports(2);
+  std::string ps_addr = "127.0.0.1:" + std::to_string(ports[0]);
+  std::string worker_addr = "127.0.0.1:" + std::to_string(ports[1]);
+  std::string cluster = "ps=" + ps_addr + ";worker=" + worker_addr;
+  auto ps = std::make_unique<node_process>(cluster, "ps", 0, dir);
+  node_process worker(cluster, "worker", 0, dir);
+  REQUIRE(ps->wait_ready());
+  REQUIRE(worker.wait_ready());
+
+  auto [xv, yv] = batch();
+  regression m(true);
+  saver sv(m.g);
+  session s(client_runtime(), m.g, "runnel://" + worker_addr);
+  REQUIRE(s.run({m.init}).ok());
+  feed_list feeds{{m.x, xv}, {m.y, yv}};
+  float saved_loss = 0;
+  for (int step = 1; step <= 20; ++step) {
+    auto r = s.run(feeds, {m.loss}, {m.train});
+    REQUIRE(r.ok());
+    if (step == 10) {
+      REQUIRE(sv.save(s, (dir / "ckpt" / "model").string(), step).ok());
+      saved_loss = s.run(feeds, {m.loss}).value()[0].data<float>()[0];
+    }
+  }
+  // Kill the ps while steps run.
+  std::atomic<bool> stop{false};
+  status failure;
+  auto t_kill = std::chrono::steady_clock::now();
+  std::thread trainer([&] {
+    while (!stop) {
+      auto r = s.run(feeds, {m.loss}, {m.train});
+      if (!r.ok()) {
+        failure = r.error();
+        return;
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  t_kill = std::chrono::steady_clock::now();
+  ps->kill(SIGKILL);
+  trainer.join();
+  auto detected = std::chrono::steady_clock::now() - t_kill;
+  INFO(failure.to_string());
+  CHECK(failure.code() == error_code::unavailable);
+  CHECK_THAT(failure.message(), Catch::Contains("/job:ps/replica:0/task:0"));
+  CHECK(detected < std::chrono::seconds(10));
+  // While it is down, runs fail fast with the same kind of error.
+  auto down = s.run(feeds, {m.loss}, {m.train});
+  CHECK(!down.ok());
+  // Bring it back: a new process (a new incarnation), its variables uninitialised.
+  ps.reset();
+  node_process ps2(cluster, "ps", 0, dir);
+  REQUIRE(ps2.wait_ready());
+  auto latest = saver::latest_checkpoint((dir / "ckpt").string());
+  REQUIRE(latest.ok());
+  status restored;
+  for (int attempt = 0; attempt < 50; ++attempt) { // the first run may still see the old ps
+    restored = sv.restore(s, *latest);
+    if (restored.ok())
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  INFO(restored.to_string());
+  REQUIRE(restored.ok());
+  auto after = s.run(feeds, {m.loss}).value()[0].data<float>()[0];
+  CHECK(after == Approx(saved_loss).epsilon(1e-5));
+  for (int step = 0; step < 5; ++step) {
+    auto r = s.run(feeds, {m.loss}, {m.train});
+    bool alive = r.ok() || ps2.running();
+    INFO(r.error().to_string() << "\nps alive: " << alive << "\nps log:\n" << ps2.log()
+                               << "\nworker log:\n" << worker.log());
+    REQUIRE(r.ok());
+  }
+  CHECK(s.run(feeds, {m.loss}).value()[0].data<float>()[0] < after);
+}
+
+TEST_CASE("a node survives garbage on its port and keeps serving", "[multiprocess]") {
+  auto dir = scratch("garbage");
+  auto ports = free_ports(1);
+  std::string addr = "127.0.0.1:" + std::to_string(ports[0]);
+  node_process worker("worker=" + addr, "worker", 0, dir);
+  REQUIRE(worker.wait_ready());
+  std::string junk;
+  for (int i = 0; i < 100000; ++i)
+    junk += char((i * 131) % 256);
+  for (int i = 0; i < 3; ++i)
+    CHECK(net::send_raw_bytes(addr, junk).ok());
+  CHECK(net::send_raw_bytes(addr, "RUNNEL01").ok()); // a preamble cut short
+  CHECK(net::send_raw_bytes(addr, std::string("RUNNEL01\x01\0\0\0\xff\xff\xff\xff", 16)).ok());
+  REQUIRE(worker.running());
+  graph g;
+  auto c = constant(g, 20.f) + 1.0;
+  session s(client_runtime(), g, "runnel://" + addr);
+  auto r = s.run({}, {c});
+  REQUIRE(r.ok());
+  CHECK(r.value()[0].data<float>()[0] == 21.f);
+  CHECK_THAT(worker.log(), Catch::Contains("rejected a connection"));
+}
+
+TEST_CASE("runnel-node explains bad command lines", "[multiprocess]") {
+  auto run = [](const std::string& args) {
+    std::string cmd = std::string(RUNNEL_NODE_BINARY) + " " + args + " 2>&1";
+    std::FILE* p = ::popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p))
+      out += buf;
+    int st = ::pclose(p);
+    return std::make_pair(WEXITSTATUS(st), out);
+  };
+  auto help = run("--help");
+  CHECK(help.first == 0);
+  CHECK_THAT(help.second, Catch::Contains("--cluster SPEC"));
+  auto bad = run("--cluster 'ps=127.0.0.1:1' --job worker --task 0");
+  CHECK(bad.first != 0);
+  CHECK_THAT(bad.second, Catch::Contains("no job 'worker'"));
+  auto spec = run("--cluster 'ps=nonsense' --job ps --task 0");
+  CHECK(spec.first != 0);
+  CHECK_THAT(spec.second, Catch::Contains("not host:port"));
+}
