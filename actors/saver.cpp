@@ -34,6 +34,7 @@ saver::saver(graph& g, std::vector<output> variables, saver_options options) : o
     e.ref = v;
     shape declared = n.output_shapes[0];
     auto col = g.colocate_with(v);
+    // The fed value goes where the variable is: a restore moves each value once.
     e.feed = placeholder(g, n.output_types[0], declared, "restore_value");
     graph_variable gv{v, v, {}};
     e.assign = operation(assign(gv, e.feed, "restore"));

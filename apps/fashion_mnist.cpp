@@ -10,6 +10,11 @@
 #include <numeric>
 #include <random>
 
+#include <csignal>
+#include <optional>
+#include <thread>
+
+#include "actors/cluster.hpp"
 #include "actors/dataset.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
@@ -17,6 +22,7 @@
 #include "apps/records_tools.hpp"
 #include "ops/data_flow.hpp"
 #include "ops/optimizers.hpp"
+#include "ops/replica.hpp"
 #include "storage/checkpoint.hpp"
 #include "storage/record_index.hpp"
 
@@ -46,7 +52,14 @@ const char* usage =
     "  --limit-train N          use only the first N training images\n"
     "  --max-steps N            stop after N steps in total\n"
     "  --min-accuracy A         exit with status 3 unless test accuracy >= A and the loss fell\n"
-    "  --seed N                 initialisation and shuffling seed (default 1)\n";
+    "  --seed N                 initialisation and shuffling seed (default 1)\n"
+    "\n"
+    "Distributed (asynchronous data parallelism, parameters on ps tasks):\n"
+    "  --cluster SPEC           e.g. \"ps=127.0.0.1:2222;worker=127.0.0.1:2223,127.0.0.1:2224\"\n"
+    "  --job ps|worker --task I this process's task: a ps serves the parameters until stopped;\n"
+    "                           a worker trains its share; worker 0 (the chief) initializes or\n"
+    "                           restores the model and writes checkpoints, the others wait for it\n"
+    "  --sync                   synchronous training (not implemented yet: an error)\n";
 
 struct model {
   graph g;
@@ -56,10 +69,15 @@ struct model {
 };
 
 std::unique_ptr<model> build(const std::string& kind, const std::string& opt_name, double lr,
-                             int64_t seed) {
+                             int64_t seed,
+                             std::function<std::string(const node&)> device_fn = nullptr) {
   auto m = std::make_unique<model>();
   graph& g = m->g;
   g.set_seed(seed);
+  // Distributed: variables on the ps tasks, the rest on this worker.
+  std::optional<graph::scope_guard> placed;
+  if (device_fn)
+    placed.emplace(g.device(std::move(device_fn)));
   // Batches come from the dataset iterator "train"; evaluation (and --input memory) feeds them.
   auto next = iterator_get_next(g, "train", {dtype::f32, dtype::i32}, {{-1, 784}, {-1}}, "input");
   m->x = next[0];
@@ -160,7 +178,40 @@ image_set read_split(const std::vector<std::string>& files, int64_t limit) {
   return {all[0], all[1]};
 }
 
+std::atomic<int> stop_signal{0};
+void on_signal(int sig) {
+  stop_signal = sig;
+}
+
 int run(const flags& f) {
+  // Distributed: start this task's node first; a ps only serves.
+  std::unique_ptr<cluster_node> node;
+  int ps_tasks = 0, task = 0;
+  bool chief = true;
+  if (f.has("sync"))
+    throw error(unimplemented("--sync: synchronous training (gradient accumulators, a token "
+                              "barrier, backup workers) is not implemented yet; drop --sync for "
+                              "asynchronous training"));
+  if (f.has("cluster")) {
+    auto spec = cluster_spec::parse(f.get("cluster", "")).value();
+    std::string job = f.get("job", "worker");
+    task = int(f.get_int("task", 0).value());
+    ps_tasks = spec.num_tasks("ps");
+    if (ps_tasks == 0 || spec.num_tasks("worker") == 0)
+      throw error(invalid_argument("--cluster needs a 'ps' job and a 'worker' job"));
+    node = cluster_node::start({.cluster = spec, .job = job, .task = task}).value();
+    if (job == "ps") {
+      std::signal(SIGINT, on_signal);
+      std::signal(SIGTERM, on_signal);
+      std::fprintf(stderr, "ps task %d: serving the parameters; stop with Ctrl-C\n", task);
+      while (stop_signal.load() == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return 0;
+    }
+    if (job != "worker")
+      throw error(invalid_argument("--job must be ps or worker, got '" + job + "'"));
+    chief = task == 0;
+  }
   auto kind = f.get("model", "mlp");
   auto opt_name = f.get("optimizer", "adam");
   if (kind != "mlp" && kind != "softmax")
@@ -210,14 +261,38 @@ int run(const flags& f) {
                static_cast<long long>(train_size), static_cast<long long>(test.size()),
                kind.c_str(), opt_name.c_str(), lr, static_cast<long long>(batch));
 
-  auto m = build(kind, opt_name, lr, seed);
+  auto m = build(kind, opt_name, lr, seed,
+                 node ? replica_device_setter(ps_tasks, "/job:worker/task:" + std::to_string(task))
+                      : nullptr);
   saver sv(m->g, {}, {.max_to_keep = 3});
   auto init = global_variables_initializer(m->g);
-  runtime rt;
-  session s(rt, m->g);
+  std::optional<runtime> local_rt;
+  if (!node)
+    local_rt.emplace();
+  runtime& rt = node ? node->rt() : *local_rt;
+  // Distributed, the session runs through this worker's own node: its master places the graph
+  // over the cluster.
+  auto s_ptr = node ? std::make_unique<session>(
+                          rt, m->g, "runnel://" + node->options().cluster.address("worker", task).value())
+                    : std::make_unique<session>(rt, m->g);
+  session& s = *s_ptr;
   int64_t steps_per_epoch = (train_size + batch - 1) / batch;
   int64_t global_step = 0;
-  if (f.has("resume")) {
+  if (!chief) {
+    // The chief initializes (or restores) the model; wait until it has.
+    std::fprintf(stderr, "worker %d: waiting for the chief to initialize the model ...\n", task);
+    for (;;) {
+      auto r = s.run({}, {m->step.value});
+      if (r.ok()) {
+        global_step = 0; // this worker counts its own steps
+        break;
+      }
+      if (r.error().code() != error_code::failed_precondition &&
+          r.error().code() != error_code::unavailable)
+        throw error(r.error());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  } else if (f.has("resume")) {
     auto latest = saver::latest_checkpoint(ckpt_dir);
     if (!latest) {
       std::fprintf(stderr, "no checkpoint in %s: starting from scratch\n", ckpt_dir.c_str());
@@ -299,7 +374,8 @@ int run(const flags& f) {
     auto eval = s.run({{m->x, test.images}, {m->y, test.labels}}, {m->accuracy}).value();
     test_accuracy = *eval[0].data<float>();
     progress.finish();
-    last_checkpoint = sv.save(s, ckpt_dir + "/model", global_step).value();
+    if (chief)
+      last_checkpoint = sv.save(s, ckpt_dir + "/model", global_step).value();
     std::fprintf(stderr,
                  "epoch %d: train loss %.4f, train accuracy %.4f, test accuracy %.4f -> %s\n",
                  epoch + 1, last_loss, n ? acc_sum / double(n) : 0.0, test_accuracy,
@@ -357,7 +433,8 @@ int run(const flags& f) {
 
 int main(int argc, char** argv) {
   return app_main("fashion_mnist", argc, argv, usage,
-                  {"model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
+                  {"cluster", "job", "task", "sync",
+                   "model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
                    "checkpoint-dir", "trace",
                    "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy", "seed"},
                   run);

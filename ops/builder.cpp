@@ -113,6 +113,7 @@ graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name
   graph_variable v;
   v.ref = one(g, "VariableV2", name.empty() ? "Variable" : name, {}, {{"dtype", t}, {"shape", s}});
   auto scope = g.name_scope(v.ref.node().name);
+  auto col = g.colocate_with(v.ref); // the read lives with the variable, whatever the scope
   v.value = one(g, "Identity", "read", {v.ref.ep()});
   g.add_to_collection("variables", v.ref.node_id());
   if (trainable)
@@ -129,18 +130,23 @@ graph_variable variable(graph& g, output initial_value, std::string_view name, b
   auto no_deps = g.control_dependencies({});
   graph_variable v = variable(g, initial_value.type(), initial_value.shape(), name, trainable);
   auto scope = g.name_scope(v.ref.node().name);
+  auto col = g.colocate_with(v.ref);
   v.initializer = one(g, "Assign", "Assign", {v.ref.ep(), initial_value.ep()});
   g.add_to_collection("initializers", v.initializer.node_id());
   return v;
 }
 
+// Updates live with their variable (device scopes and functions do not move them).
 output assign(const graph_variable& v, output value, std::string_view name) {
+  auto col = same_graph(v.ref, value).colocate_with(v.ref);
   return one(same_graph(v.ref, value), "Assign", name, {v.ref.ep(), value.ep()});
 }
 output assign_add(const graph_variable& v, output value, std::string_view name) {
+  auto col = same_graph(v.ref, value).colocate_with(v.ref);
   return one(same_graph(v.ref, value), "AssignAdd", name, {v.ref.ep(), value.ep()});
 }
 output assign_sub(const graph_variable& v, output value, std::string_view name) {
+  auto col = same_graph(v.ref, value).colocate_with(v.ref);
   return one(same_graph(v.ref, value), "AssignSub", name, {v.ref.ep(), value.ep()});
 }
 

@@ -141,6 +141,8 @@ result<int> graph::add_op(std::string_view op, std::string_view name_hint,
   n.device = device_;
   n.control_inputs = control_deps_;
   n.colocation = colocation_;
+  if (device_fn_ && colocation_.empty())
+    n.device = device_fn_(n);
   for (auto e : inputs)
     if (e.node < 0 || e.node >= num_nodes())
       return invalid_argument("node '" + n.name + "' (op " + n.op +
@@ -382,6 +384,12 @@ graph::scope_guard graph::control_dependencies(std::vector<operation> ops) {
     if (std::find(control_deps_.begin(), control_deps_.end(), op.node_id()) == control_deps_.end())
       control_deps_.push_back(op.node_id());
   return scope_guard([this, previous] { control_deps_ = previous; });
+}
+
+graph::scope_guard graph::device(std::function<std::string(const node&)> fn) {
+  auto previous = device_fn_;
+  device_fn_ = std::move(fn);
+  return scope_guard([this, previous] { device_fn_ = previous; });
 }
 
 graph::scope_guard graph::colocate_with(operation op) {

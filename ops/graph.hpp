@@ -15,6 +15,7 @@
 // (graph pointer + node id) valid as long as the graph is.
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -165,6 +166,10 @@ public:
   [[nodiscard]] scope_guard name_scope(std::string_view name);
   /// Nodes added inside request `device` (a full or partial device spec).
   [[nodiscard]] scope_guard device(std::string_view device);
+  /// Nodes added inside get the device `fn` picks for them (it sees the node with the enclosing
+  /// scope's device already set; colocation scopes bypass it). TensorFlow's device functions,
+  /// e.g. replica_device_setter (ops/replica.hpp).
+  [[nodiscard]] scope_guard device(std::function<std::string(const node&)> fn);
   /// Nodes added inside run after `ops` (an empty list clears enclosing dependencies).
   [[nodiscard]] scope_guard control_dependencies(std::vector<operation> ops);
   /// Nodes added inside are placed with `op`; enclosing device scopes do not apply to them
@@ -196,6 +201,7 @@ private:
   std::unordered_map<std::string, int> name_counts_;
   std::vector<std::string> scopes_;
   std::string device_;
+  std::function<std::string(const node&)> device_fn_;
   std::vector<int> control_deps_;
   std::vector<std::string> colocation_;
   std::optional<int64_t> seed_;

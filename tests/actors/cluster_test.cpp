@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "actors/cluster.hpp"
+#include "ops/replica.hpp"
 #include "net/endpoint.hpp"
 #include "tests/eval.hpp"
 
@@ -173,4 +174,39 @@ TEST_CASE("the wrong auth token is refused, the right one accepted", "[actors][c
   CHECK(ok.value()[0].data<float>()[0] == 6.f);
   session bad_target(client_runtime(), g, "grpc://somewhere:1");
   CHECK(bad_target.run({}, {c}).error().code() == error_code::invalid_argument);
+}
+
+TEST_CASE("replica_device_setter puts variables on ps tasks and the rest on the worker",
+          "[actors][cluster]") {
+  graph g;
+  output x, y;
+  std::vector<graph_variable> vars;
+  {
+    auto d = g.device(replica_device_setter(2, "/job:worker/task:1"));
+    x = placeholder(g, dtype::f32, {4, 8}, "x");
+    for (int i = 0; i < 3; ++i)
+      vars.push_back(variable(g, zeros(g, dtype::f32, {8, 8}), "v" + std::to_string(i)));
+    y = matmul(matmul(x, vars[0].value), vars[1].value);
+    auto explicit_d = g.device("/job:worker/task:0");
+    (void)explicit_d;
+  }
+  CHECK(vars[0].ref.node().device == "/job:ps/task:0");
+  CHECK(vars[1].ref.node().device == "/job:ps/task:1");
+  CHECK(vars[2].ref.node().device == "/job:ps/task:0");
+  CHECK(y.node().device == "/job:worker/task:1");
+  CHECK(x.node().device == "/job:worker/task:1");
+  // Reads and assignments follow their variable, not the device function.
+  CHECK(vars[1].value.node().colocation == std::vector<std::string>{"v1"});
+  // Greedy by size: a big variable first, then the small ones fill the other task.
+  graph h;
+  std::vector<graph_variable> hv;
+  {
+    auto d = h.device(replica_device_setter(2, "/job:worker", ps_strategy::greedy_by_size));
+    hv.push_back(variable(h, zeros(h, dtype::f32, {1000, 100}), "big"));
+    hv.push_back(variable(h, zeros(h, dtype::f32, {10}), "small1"));
+    hv.push_back(variable(h, zeros(h, dtype::f32, {10}), "small2"));
+  }
+  CHECK(hv[0].ref.node().device == "/job:ps/task:0");
+  CHECK(hv[1].ref.node().device == "/job:ps/task:1");
+  CHECK(hv[2].ref.node().device == "/job:ps/task:1");
 }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Asynchronous training of Fashion-MNIST on 1 ps + 2 worker processes on loopback: both workers
+# must reach the accuracy floor. Usage: cluster_train_test.sh FASHION_MNIST_BINARY RECORDS_DIR WORK
+set -euo pipefail
+bin=$1 records=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+ports=$(python3 -c 'import socket
+s=[socket.socket() for _ in range(3)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(" ".join(str(x.getsockname()[1]) for x in s))')
+read -r p0 p1 p2 <<<"$ports"
+cluster="ps=127.0.0.1:$p0;worker=127.0.0.1:$p1,127.0.0.1:$p2"
+common=(--cluster "$cluster" --model softmax --epochs 1 --max-steps 150 --records-dir "$records")
+"$bin" "${common[@]}" --job ps --task 0 2>"$work/ps.log" &
+ps_pid=$!
+trap 'kill $ps_pid 2>/dev/null || true' EXIT
+"$bin" "${common[@]}" --job worker --task 0 --checkpoint-dir "$work/ckpt" --min-accuracy 0.6 \
+  >"$work/w0.out" 2>"$work/w0.log" &
+w0=$!
+"$bin" "${common[@]}" --job worker --task 1 --checkpoint-dir "$work/ckpt1" --min-accuracy 0.6 \
+  >"$work/w1.out" 2>"$work/w1.log" &
+w1=$!
+status=0
+wait $w0 || { echo "worker 0 failed:"; tail -5 "$work/w0.log"; status=1; }
+wait $w1 || { echo "worker 1 failed:"; tail -5 "$work/w1.log"; status=1; }
+cat "$work/w0.out" "$work/w1.out"
+ls "$work/ckpt"/model-*.h5 >/dev/null || { echo "the chief wrote no checkpoint"; status=1; }
+[[ ! -e $work/ckpt1 ]] || ! ls "$work/ckpt1"/model-*.h5 >/dev/null 2>&1 ||
+  { echo "worker 1 wrote a checkpoint"; status=1; }
+exit $status
