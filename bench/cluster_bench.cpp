@@ -2,6 +2,8 @@
 //   remote_tensor_64mib  a 64 MiB tensor through the data plane to another process (sent, received
 //                        into its tensor, acknowledged), against raw TCP moving the same bytes
 //                        between the same two processes into a reused buffer
+//   ps_training          Fashion-MNIST's MLP (784-512-10, Adam, batches of 100) with its parameters
+//                        on a ps process and this process as the worker, against a local session
 //   remote_step          a trivial step through a runnel-node (client -> master -> worker -> back),
 //                        median µs, beside a raw TCP round trip of a few bytes
 // Each prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`.
@@ -20,11 +22,15 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "actors/cluster.hpp"
 #include "actors/session.hpp"
+#include "ops/optimizers.hpp"
+#include "ops/replica.hpp"
 #include "net/endpoint.hpp"
 #include "ops/builder.hpp"
 
@@ -271,6 +277,90 @@ double remote_step(const std::string& node_binary, int rounds) {
   return times[times.size() / 2];
 }
 
+struct mlp {
+  graph g;
+  output x, y, loss;
+  operation train, init;
+  explicit mlp(bool distributed) {
+    std::optional<graph::scope_guard> d;
+    if (distributed)
+      d.emplace(g.device(replica_device_setter(1, "/job:worker/task:0")));
+    g.set_seed(1);
+    x = placeholder(g, dtype::f32, {100, 784}, "x");
+    y = placeholder(g, dtype::i32, {100}, "y");
+    auto w1 = variable(g, truncated_normal(g, {784, 512}, 0.05), "w1");
+    auto b1 = variable(g, zeros(g, dtype::f32, {512}), "b1");
+    auto w2 = variable(g, truncated_normal(g, {512, 10}, 0.05), "w2");
+    auto b2 = variable(g, zeros(g, dtype::f32, {10}), "b2");
+    auto h = relu(bias_add(matmul(x, w1.value), b1.value));
+    auto logits = bias_add(matmul(h, w2.value), b2.value);
+    loss = mean(sparse_softmax_cross_entropy_with_logits(logits, y).first);
+    train = adam_optimizer(0.001).minimize(loss);
+    init = global_variables_initializer(g);
+  }
+};
+
+/// Examples per second over `steps` training steps (after a warm-up).
+double examples_per_s(session& s, mlp& m, int steps) {
+  tensor xv(dtype::f32, shape{100, 784}), yv(dtype::i32, shape{100});
+  for (int64_t i = 0; i < xv.num_elements(); ++i)
+    xv.data<float>()[i] = float((i * 37) % 255) / 255.f;
+  for (int i = 0; i < 100; ++i)
+    yv.data<int32_t>()[i] = i % 10;
+  feed_list feeds{{m.x, xv}, {m.y, yv}};
+  throw_if_error(s.run({m.init}));
+  for (int i = 0; i < 20; ++i)
+    throw_if_error(s.run(feeds, {m.loss}, {m.train}).error());
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    double t0 = now();
+    for (int i = 0; i < steps; ++i)
+      throw_if_error(s.run(feeds, {m.loss}, {m.train}).error());
+    best = std::max(best, 100.0 * steps / (now() - t0));
+  }
+  return best;
+}
+
+void ps_training(const std::string& node_binary) {
+  int ps_port, worker_port;
+  {
+    int a = listen_any(ps_port), b = listen_any(worker_port);
+    ::close(a);
+    ::close(b);
+  }
+  std::string cluster = "ps=127.0.0.1:" + std::to_string(ps_port) +
+                        ";worker=127.0.0.1:" + std::to_string(worker_port);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::execl(node_binary.c_str(), node_binary.c_str(), "--cluster", cluster.c_str(), "--job", "ps",
+            "--task", "0", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  double local_rate, remote_rate;
+  {
+    auto* rt = new runtime; // never destroyed: see tests/eval.hpp
+    mlp m(false);
+    session s(*rt, m.g);
+    local_rate = examples_per_s(s, m, 100);
+  }
+  {
+    auto node = cluster_node::start({.cluster = cluster_spec::parse(cluster).value(),
+                                     .job = "worker",
+                                     .task = 0,
+                                     .log = [](const std::string&, const std::string&) {}})
+                    .value();
+    mlp m(true);
+    session s(node->rt(), m.g, "runnel://127.0.0.1:" + std::to_string(worker_port));
+    remote_rate = examples_per_s(s, m, 100);
+    s.close();
+  }
+  ::kill(child, SIGTERM);
+  ::waitpid(child, nullptr, 0);
+  std::printf("bench ps_training: %.0f examples/s with 1 ps + 1 worker process (%.2fx the local "
+              "session's %.0f examples/s; target 0.8x)\n",
+              remote_rate, remote_rate / local_rate, local_rate);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -282,6 +372,8 @@ int main(int argc, char** argv) {
   std::printf("bench remote_tensor_64mib: %.3g GB/s (%.2fx raw TCP loopback %.3g GB/s between the "
               "same processes; target 0.85x)\n",
               ours_gbs, ours_gbs / raw_gbs, raw_gbs);
+  std::fflush(stdout);
+  ps_training(node_binary);
   std::fflush(stdout);
   double rtt = raw_round_trip(2000);
   double step = remote_step(node_binary, 2000);
