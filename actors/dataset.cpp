@@ -1126,6 +1126,46 @@ private:
   int64_t take_, skip_;
 };
 
+/// Keeps elements index, index + n, index + 2n, ... (tf.data's shard).
+class shard_stream : public element_stream {
+public:
+  shard_stream(stream_ptr in, int64_t n, int64_t index) : in_(std::move(in)), n_(n), next_(index) {}
+  status next_chunk(std::vector<element>& out, size_t max) override {
+    size_t start = out.size();
+    while (out.size() == start) {
+      std::vector<element> c;
+      RUNNEL_RETURN_IF_ERROR(in_->next_chunk(c, max)); // keeps at most max of them
+      if (c.empty())
+        return {};
+      for (auto& e : c) {
+        if (seen_ == next_) {
+          out.push_back(std::move(e));
+          next_ += n_;
+        }
+        ++seen_;
+      }
+    }
+    return {};
+  }
+
+private:
+  stream_ptr in_;
+  int64_t n_, next_, seen_ = 0;
+};
+
+class shard_node : public unary_node {
+public:
+  shard_node(std::shared_ptr<const dataset_node> in, int64_t n, int64_t index)
+      : unary_node(std::move(in)), n_(n), index_(index) {}
+  result<stream_ptr> open(open_context& ctx) const override {
+    RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
+    return stream_ptr(std::make_unique<shard_stream>(std::move(up), n_, index_));
+  }
+
+private:
+  int64_t n_, index_;
+};
+
 // ---- the iterator resource ----
 
 class actor_iterator : public iterator_resource {
@@ -1292,6 +1332,12 @@ dataset dataset::take(int64_t n) const {
 }
 dataset dataset::skip(int64_t n) const {
   return dataset(std::make_shared<take_skip_node>(node_, -1, std::max<int64_t>(0, n)));
+}
+dataset dataset::shard(int64_t n, int64_t index) const {
+  if (n < 1 || index < 0 || index >= n)
+    throw error(invalid_argument("shard: index " + std::to_string(index) + " is not in [0, " +
+                                 std::to_string(n) + ")"));
+  return dataset(std::make_shared<shard_node>(node_, n, index));
 }
 dataset dataset::prefetch(int64_t n) const {
   return dataset(std::make_shared<prefetch_node>(node_, std::max<int64_t>(1, n)));

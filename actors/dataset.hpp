@@ -112,6 +112,9 @@ public:
   dataset repeat(int64_t epochs = -1) const;
   dataset take(int64_t n) const;
   dataset skip(int64_t n) const;
+  /// Every n-th element starting at `index` (0 <= index < n): one worker's share of the data when
+  /// n workers read the same files in the same order.
+  dataset shard(int64_t n, int64_t index) const;
   /// Produces up to `n` elements ahead, on its own actor.
   dataset prefetch(int64_t n) const;
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -82,6 +83,17 @@ TEST_CASE("dataset stages: range, map, filter, take, skip, repeat, batch", "[dat
       [](const element& e) -> result<bool> { return *e[0].data<int64_t>() % 2 == 0; });
   CHECK(read_all_scalars(even) == std::vector<int64_t>{0, 2, 4, 6, 8});
   CHECK(read_all_scalars(dataset::range(10).skip(3).take(4)) == iota(4, 3));
+  // Shards are disjoint and together hold every element, across chunk boundaries.
+  std::vector<int64_t> all;
+  for (int64_t i = 0; i < 3; ++i) {
+    auto part = read_all_scalars(dataset::range(200).shard(3, i));
+    CHECK(part.size() == size_t(i < 2 ? 67 : 66));
+    CHECK(part.front() == i);
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  std::sort(all.begin(), all.end());
+  CHECK(all == iota(200));
+  CHECK_THROWS_WITH(dataset::range(5).shard(2, 2), Catch::Contains("index 2 is not in [0, 2)"));
   auto twice = read_all_scalars(dataset::range(3).repeat(2));
   CHECK(twice == std::vector<int64_t>{0, 1, 2, 0, 1, 2});
   CHECK(read_all_scalars(dataset::range(0).repeat()).empty()); // no endless loop
