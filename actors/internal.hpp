@@ -50,8 +50,19 @@ using update_request_ptr = std::shared_ptr<update_request>;
 struct spawn_request;
 using spawn_request_ptr = std::shared_ptr<spawn_request>;
 
+struct frame_state;
+class flow_state;
+/// Where a value is in a step with control flow: its frame and iteration, and whether it is dead
+/// (on a branch not taken). Graphs without control-flow ops never carry one.
+struct flow_tag {
+  frame_state* frame = nullptr;
+  int64_t iter = 0;
+  bool dead = false;
+};
+
 } // namespace runnel
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::flow_tag)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::tensor)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::step_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::async_call_ptr)
@@ -65,6 +76,7 @@ namespace runnel {
 /// completion of an asynchronous kernel.
 using node_actor =
     caf::typed_actor<caf::reacts_to<input_atom, step_ptr, int32_t, tensor>,
+                     caf::reacts_to<input_atom, step_ptr, int32_t, tensor, flow_tag>,
                      caf::reacts_to<start_atom, step_ptr>, caf::reacts_to<abort_atom, int64_t>,
                      caf::reacts_to<resume_atom, async_call_ptr>>;
 
@@ -103,6 +115,8 @@ struct step_state {
   std::shared_ptr<instance_actors> actors;
   /// Set for traced steps (run_options::trace).
   std::shared_ptr<trace_buffer> trace;
+  /// Frames and iterations, for instances with control flow (actors/flow.hpp).
+  std::shared_ptr<flow_state> flow;
   /// Runs once when the step finishes (success or abort), before waiters wake.
   std::function<void(step_state&)> on_finish;
 
@@ -116,12 +130,28 @@ struct step_state {
   void finish();
   /// Blocks until finished: spins briefly (steps are often microseconds), then sleeps.
   void wait();
+  /// Blocks until finished or `timeout` passed; true when finished.
+  bool wait_for(std::chrono::milliseconds timeout);
+  std::mutex timed_mu;
+  std::condition_variable timed_cv;
+  std::atomic<bool> timed_waiter{false};
 };
 
 /// Where an output goes: a node actor's input slot.
 struct consumer {
   node_actor actor;
   int32_t slot;
+};
+
+/// What a control-flow primitive does to frames, iterations and deadness.
+enum class flow_kind : uint8_t { plain, switch_op, merge, enter, exit, next_iteration, trigger };
+struct flow_node {
+  flow_kind kind = flow_kind::plain;
+  int child_frame = -1;       ///< Enter: the static frame it enters
+  bool is_constant = false;   ///< Enter: a loop invariant
+  int exit_index = -1;        ///< Exit: its index among its frame's exits
+  std::vector<char> back_edge; ///< Merge: per input, whether it comes from a NextIteration
+  int forward_inputs = 0, back_inputs = 0;
 };
 
 /// Everything a node actor needs, built by the session and fixed before the first step.
@@ -156,6 +186,9 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   /// The device's executor (an exclusive compute budget), when the device has one and this kernel
   /// may run there: computes on at least `offload_bytes` of input go to it.
   device_executor* executor = nullptr;
+  /// In an instance with control flow: inputs and outputs carry flow tags.
+  bool dynamic = false;
+  flow_node flow;
 
   std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
 };
@@ -167,6 +200,7 @@ struct async_call {
   std::vector<tensor> inputs;
   std::unique_ptr<kernel_context> ctx;
   status result;
+  flow_tag tag; ///< with control flow: the (frame, iteration) it computes for
 };
 
 /// An update for a variable actor.

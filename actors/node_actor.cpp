@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "actors/internal.hpp"
+#include "actors/flow.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -31,8 +31,18 @@ void step_state::finish() {
     return;
   if (on_finish)
     on_finish(*this);
-  done.store(1, std::memory_order_release);
+  done.store(1); // sequentially consistent with the load below and wait_for's (no lost wake-up)
   done.notify_all();
+  if (timed_waiter.load()) {
+    std::lock_guard lock(timed_mu);
+    timed_cv.notify_all();
+  }
+}
+
+bool step_state::wait_for(std::chrono::milliseconds timeout) {
+  timed_waiter.store(true);
+  std::unique_lock lock(timed_mu);
+  return timed_cv.wait_for(lock, timeout, [&] { return done.load() != 0; });
 }
 
 void step_state::wait() {
@@ -61,9 +71,41 @@ struct pending_step {
   int arrived = 0;
 };
 
+/// Inputs of one (step, frame, iteration) of a node in an instance with control flow.
+struct pending_iteration {
+  int64_t step;
+  frame_state* frame;
+  int64_t iter;
+  std::vector<tensor> inputs;
+  int arrived = 0;
+  bool dead = false;  ///< some input was dead
+  bool fired = false; ///< Merge: a live input went out
+  pending_iteration(int64_t s, frame_state* f, int64_t i, std::vector<tensor> in)
+      : step(s), frame(f), iter(i), inputs(std::move(in)) {
+    flow_state_in_use().fetch_add(1, std::memory_order_relaxed);
+  }
+  pending_iteration(pending_iteration&& o) noexcept
+      : step(o.step), frame(o.frame), iter(o.iter), inputs(std::move(o.inputs)),
+        arrived(o.arrived), dead(o.dead), fired(o.fired) {
+    flow_state_in_use().fetch_add(1, std::memory_order_relaxed);
+  }
+  pending_iteration& operator=(pending_iteration&& o) noexcept {
+    step = o.step;
+    frame = o.frame;
+    iter = o.iter;
+    inputs = std::move(o.inputs);
+    arrived = o.arrived;
+    dead = o.dead;
+    fired = o.fired;
+    return *this;
+  }
+  ~pending_iteration() { flow_state_in_use().fetch_sub(1, std::memory_order_relaxed); }
+};
+
 struct node_state {
   std::shared_ptr<node_setup> setup;
   std::vector<pending_step> pending; // a handful of steps in flight: a vector beats a map
+  std::vector<pending_iteration> iterations; // with control flow: per (step, frame, iteration)
 };
 
 void record_trace(node_setup& s, const step_ptr& step, std::chrono::steady_clock::time_point start,
@@ -89,8 +131,21 @@ void deliver(node_actor::pointer self, const consumer& c, const step_ptr& step, 
     caf::anon_send(c.actor, input_atom::value, step, c.slot, std::forward<T>(value));
 }
 
+/// Emits in an instance with control flow: the flow state routes and counts the outputs.
+void emit_flow(node_actor::pointer self, node_setup& s, const step_ptr& step, flow_tag tag,
+               std::vector<tensor>& outputs, const std::vector<char>* dead_outputs,
+               bool node_dead) {
+  std::vector<flow_message> out;
+  bool done = step->flow->emit(s, tag, outputs, dead_outputs, node_dead, out);
+  dispatch_flow(self, step, out, done);
+}
+
 void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
-          std::vector<tensor>& outputs) {
+          std::vector<tensor>& outputs, flow_tag tag) {
+  if (s.dynamic) {
+    emit_flow(self, s, step, tag, outputs, nullptr, false);
+    return;
+  }
   for (int o = 0; o < s.num_outputs; ++o) {
     auto& value = outputs[size_t(o)];
     for (int f : s.fetch_slots[size_t(o)])
@@ -113,22 +168,29 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
   step->node_done();
 }
 
+/// Reads the variables behind ref inputs into `inputs`; false (the step failed) on an error.
+bool read_variables(node_setup& s, const step_ptr& step, std::vector<tensor>& inputs) {
+  if (!s.has_ref_reads)
+    return true;
+  for (size_t i = 0; i < s.ref_reads.size(); ++i) {
+    if (!s.ref_reads[i])
+      continue;
+    auto value = s.ref_reads[i]->read();
+    if (!value) {
+      step->fail(value.error().with_context(s.describe()));
+      return false;
+    }
+    inputs[i] = std::move(value).value();
+  }
+  return true;
+}
+
 void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
-          std::vector<tensor> inputs) {
+          std::vector<tensor> inputs, flow_tag tag = {}) {
   if (step->aborted.load(std::memory_order_acquire))
     return;
-  if (s.has_ref_reads) {
-    for (size_t i = 0; i < s.ref_reads.size(); ++i) {
-      if (!s.ref_reads[i])
-        continue;
-      auto value = s.ref_reads[i]->read();
-      if (!value) {
-        step->fail(value.error().with_context(s.describe()));
-        return;
-      }
-      inputs[i] = std::move(value).value();
-    }
-  }
+  if (!read_variables(s, step, inputs))
+    return;
   std::span<const tensor> data(inputs.data(), size_t(s.num_inputs));
   auto started = step->trace ? std::chrono::steady_clock::now()
                              : std::chrono::steady_clock::time_point{};
@@ -146,7 +208,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
       // The completion emits from the thread that completes it (a Send's, for a Recv): one actor
       // hop per edge instead of two.
       auto sp = s.shared_from_this();
-      s.kern->compute_async(*ctx, [sp, call](status st) mutable {
+      s.kern->compute_async(*ctx, [sp, call, tag](status st) mutable {
         if (!st.ok()) {
           call->step->fail(st.with_context(sp->describe()));
           return;
@@ -155,10 +217,11 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
           return;
         if (call->step->trace)
           record_trace(*sp, call->step, call->started, call->ctx->outputs());
-        emit(nullptr, *sp, call->step, call->ctx->outputs());
+        emit(nullptr, *sp, call->step, call->ctx->outputs(), tag);
       });
       return;
     }
+    call->tag = tag;
     node_actor handle = caf::actor_cast<node_actor>(self);
     s.kern->compute_async(*ctx, [handle, call](status st) mutable {
       call->result = std::move(st);
@@ -174,7 +237,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     if (bytes >= offload_bytes) {
       // The device's own threads compute it and emit the outputs; this actor goes on with other
       // steps' messages meanwhile.
-      s.executor->post([sp = s.shared_from_this(), step, inputs = std::move(inputs)]() mutable {
+      s.executor->post([sp = s.shared_from_this(), step, inputs = std::move(inputs), tag]() mutable {
         node_setup& s = *sp;
         if (step->aborted.load(std::memory_order_acquire))
           return;
@@ -191,7 +254,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
         }
         if (step->trace)
           record_trace(s, step, started, ctx.outputs());
-        emit(nullptr, s, step, ctx.outputs());
+        emit(nullptr, s, step, ctx.outputs(), tag);
       });
       return;
     }
@@ -206,7 +269,130 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
   }
   if (step->trace)
     record_trace(s, step, started, ctx.outputs());
-  emit(self, s, step, ctx.outputs());
+  emit(self, s, step, ctx.outputs(), tag);
+}
+
+/// A node of an instance with control flow has all inputs of one (frame, iteration): dead, it
+/// passes deadness on without running; Switch picks its live output; Enter, Exit and
+/// NextIteration pass the value to where the flow state routes it; the rest run their kernels.
+void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
+               std::vector<tensor> inputs, flow_tag tag) {
+  if (step->aborted.load(std::memory_order_acquire))
+    return;
+  bool dead = tag.dead && s.flow.kind != flow_kind::trigger;
+  tag.dead = false;
+  if (dead) {
+    std::vector<tensor> none(size_t(s.num_outputs));
+    emit_flow(self, s, step, tag, none, nullptr, true);
+    return;
+  }
+  switch (s.flow.kind) {
+  case flow_kind::switch_op: {
+    if (!read_variables(s, step, inputs))
+      return;
+    const tensor& pred = inputs[1];
+    if (pred.type() != dtype::boolean || pred.num_elements() != 1) {
+      step->fail(invalid_argument("the predicate must be a bool scalar, got " +
+                                  std::string(name(pred.type())) + pred.shape().to_string())
+                     .with_context(s.describe()));
+      return;
+    }
+    bool taken = *pred.data<bool>();
+    std::vector<tensor> outs{inputs[0], inputs[0]};
+    std::vector<char> dead_outputs{char(taken), char(!taken)};
+    emit_flow(self, s, step, tag, outs, &dead_outputs, false);
+    return;
+  }
+  case flow_kind::enter:
+  case flow_kind::exit:
+  case flow_kind::next_iteration: {
+    if (!read_variables(s, step, inputs))
+      return;
+    std::vector<tensor> outs{std::move(inputs[0])};
+    emit_flow(self, s, step, tag, outs, nullptr, false);
+    return;
+  }
+  default:
+    fire(self, s, step, std::move(inputs), tag);
+  }
+}
+
+/// Merge: the first live input of a (frame, iteration) goes out with its index; dead once all
+/// the inputs expected there (iteration 0 of a loop: the Enters; later: the NextIterations) are.
+void on_merge_input(node_actor::pointer self, node_state& state, const step_ptr& step,
+                    int32_t slot, tensor value, flow_tag tag) {
+  node_setup& s = *state.setup;
+  auto& fl = s.flow;
+  int expected = fl.back_inputs == 0 ? s.num_inputs
+                                     : (tag.iter == 0 ? fl.forward_inputs : fl.back_inputs);
+  auto live = [&] {
+    std::vector<tensor> outs{std::move(value), tensor::scalar<int32_t>(slot)};
+    emit_flow(self, s, step, {tag.frame, tag.iter, false}, outs, nullptr, false);
+  };
+  auto all_dead = [&] {
+    std::vector<tensor> none(2);
+    emit_flow(self, s, step, {tag.frame, tag.iter, false}, none, nullptr, true);
+  };
+  if (expected == 1) {
+    tag.dead ? all_dead() : live();
+    return;
+  }
+  auto& its = state.iterations;
+  auto it = std::find_if(its.begin(), its.end(), [&](const pending_iteration& p) {
+    return p.step == step->id && p.frame == tag.frame && p.iter == tag.iter;
+  });
+  if (it == its.end()) {
+    its.emplace_back(step->id, tag.frame, tag.iter, std::vector<tensor>());
+    it = its.end() - 1;
+  }
+  bool complete = ++it->arrived == expected;
+  bool fired = it->fired;
+  if (!tag.dead && !fired)
+    it->fired = true;
+  if (complete)
+    its.erase(it);
+  if (!tag.dead && !fired) {
+    live();
+  } else if (complete && !fired) {
+    all_dead();
+  } else {
+    std::vector<flow_message> none;
+    dispatch_flow(self, step, none, step->flow->consumed(tag));
+  }
+}
+
+void on_flow_input(node_actor::pointer self, node_state& state, const step_ptr& step,
+                   int32_t slot, tensor value, flow_tag tag) {
+  node_setup& s = *state.setup;
+  if (s.flow.kind == flow_kind::merge) {
+    on_merge_input(self, state, step, slot, std::move(value), tag);
+    return;
+  }
+  if (s.expected == 1) {
+    std::vector<tensor> inputs = s.bound;
+    inputs[size_t(slot)] = std::move(value);
+    fire_flow(self, s, step, std::move(inputs), tag);
+    return;
+  }
+  auto& its = state.iterations;
+  auto it = std::find_if(its.begin(), its.end(), [&](const pending_iteration& p) {
+    return p.step == step->id && p.frame == tag.frame && p.iter == tag.iter;
+  });
+  if (it == its.end()) {
+    its.emplace_back(step->id, tag.frame, tag.iter, s.bound);
+    it = its.end() - 1;
+  }
+  it->inputs[size_t(slot)] = std::move(value);
+  it->dead |= tag.dead;
+  if (++it->arrived == s.expected) {
+    auto inputs = std::move(it->inputs);
+    tag.dead = it->dead;
+    its.erase(it);
+    fire_flow(self, s, step, std::move(inputs), tag);
+    return;
+  }
+  std::vector<flow_message> none;
+  dispatch_flow(self, step, none, step->flow->consumed(tag));
 }
 
 } // namespace
@@ -240,14 +426,27 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
           fire(self, s, step, std::move(inputs));
         }
       },
+      [self, state](input_atom, step_ptr& step, int32_t slot, tensor& value, flow_tag tag) {
+        if (step->aborted.load(std::memory_order_acquire))
+          return;
+        on_flow_input(self, *state, step, slot, std::move(value), tag);
+      },
       [self, state](start_atom, step_ptr& step) {
-        fire(self, *state->setup, step, state->setup->bound);
+        node_setup& s = *state->setup;
+        if (s.dynamic)
+          fire_flow(self, s, step, s.bound, step->flow->root_tag());
+        else
+          fire(self, s, step, s.bound);
       },
       [state](abort_atom, int64_t id) {
         auto& pending = state->pending;
         pending.erase(std::remove_if(pending.begin(), pending.end(),
                                      [id](const pending_step& p) { return p.id == id; }),
                       pending.end());
+        auto& its = state->iterations;
+        its.erase(std::remove_if(its.begin(), its.end(),
+                                 [id](const pending_iteration& p) { return p.step == id; }),
+                  its.end());
       },
       [self, state](resume_atom, async_call_ptr& call) {
         node_setup& s = *state->setup;
@@ -259,7 +458,7 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
           return;
         if (call->step->trace)
           record_trace(s, call->step, call->started, call->ctx->outputs());
-        emit(self, s, call->step, call->ctx->outputs());
+        emit(self, s, call->step, call->ctx->outputs(), call->tag);
       },
   };
 }

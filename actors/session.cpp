@@ -5,7 +5,7 @@
 #include <semaphore>
 #include <unordered_map>
 
-#include "actors/internal.hpp"
+#include "actors/flow.hpp"
 #include "placement/cost_model.hpp"
 #include "placement/partition.hpp"
 #include "placement/placer.hpp"
@@ -21,6 +21,8 @@ struct instance {
   std::vector<int> fed_fetches;                      ///< per fetch: feed index, or -1
   int num_nodes = 0;
   bool uses_rendezvous = false; ///< some edge crosses devices, or it has _Send/_Recv nodes
+  /// With control flow: the frames; the instance's messages carry flow tags.
+  std::shared_ptr<const flow_plan> flow;
   std::unique_ptr<std::counting_semaphore<4096>> in_flight;
 };
 
@@ -227,9 +229,17 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
   std::vector<node_actor> actors(static_cast<size_t>(n));
   auto inst = std::make_shared<instance>();
   inst->actors = std::make_shared<instance_actors>();
+  bool dynamic = false;
   for (int v : placed)
-    if (g.at(v).op == "_Send" || g.at(v).op == "_Recv")
+    dynamic |= is_control_flow_op(g.at(v).op);
+  for (int v : placed)
+    if (g.at(v).op == "_Send" || g.at(v).op == "_Recv") {
       inst->uses_rendezvous = true; // a partition of a cluster's graph
+      if (dynamic)
+        return unimplemented("node '" + g.at(v).name +
+                             "': a graph with control flow cannot yet be split across "
+                             "processes (no frame-aware Send/Recv between tasks)");
+    }
   {
     caf::scoped_actor self(*rt.system);
     for (size_t d = 0; d < by_device.size(); ++d) {
@@ -350,7 +360,10 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
         }
       }
       size_t here = device_of_node[size_t(v)];
-      if (device_of_node[size_t(e.node)] != here && !setup.ref_reads[slot] && !refs[slot])
+      // With control flow, edges between this process's devices are direct messages: they
+      // carry the frame and iteration with them.
+      if (device_of_node[size_t(e.node)] != here && !setup.ref_reads[slot] && !refs[slot] &&
+          !dynamic)
         recv_for(e.node, e.index, here).consumers[0].push_back(c);
       else
         producer.consumers[size_t(e.index)].push_back(c);
@@ -359,7 +372,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     for (size_t k = 0; k < nd.control_inputs.size(); ++k) {
       int u = nd.control_inputs[k];
       consumer c{actors[size_t(v)], int32_t(nd.inputs.size() + k)};
-      if (device_of_node[size_t(u)] != device_of_node[size_t(v)])
+      if (device_of_node[size_t(u)] != device_of_node[size_t(v)] && !dynamic)
         recv_for(u, -1, device_of_node[size_t(v)]).consumers[0].push_back(c);
       else
         setups[size_t(u)]->control_consumers.push_back(c);
@@ -373,6 +386,17 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     inst->fed_fetches.push_back(it == feeds.end() ? -1 : int(it - feeds.begin()));
     if (it == feeds.end())
       setups[size_t(fetches[f].node)]->fetch_slots[size_t(fetches[f].index)].push_back(int(f));
+  }
+  if (dynamic) {
+    auto plan = plan_frames(g, setups, feeds);
+    if (!plan) {
+      for (auto& a : inst->actors->nodes)
+        caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+      return plan.error();
+    }
+    for (auto f : fetches)
+      (*plan)->fetch_names.push_back(g.endpoint_name(f));
+    inst->flow = std::move(plan).value();
   }
   inst->in_flight = std::make_unique<std::counting_semaphore<4096>>(
       std::clamp(options.max_in_flight_steps, 1, 4096));
@@ -458,6 +482,19 @@ result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<
       step->fetches[f] = feeds[size_t(inst->fed_fetches[f])].second;
   if (inst->num_nodes == 0) {
     step->finish();
+    return step;
+  }
+  if (inst->flow) {
+    int64_t initial = int64_t(inst->sources.size());
+    for (auto& cs : inst->feed_consumers)
+      initial += int64_t(cs.size());
+    step->flow = std::make_shared<flow_state>(inst->flow, *step, initial);
+    auto root = step->flow->root_tag();
+    for (size_t i = 0; i < feeds.size(); ++i)
+      for (auto& c : inst->feed_consumers[i])
+        caf::anon_send(c.actor, input_atom::value, step, c.slot, feeds[i].second, root);
+    for (auto& a : inst->sources)
+      caf::anon_send(a, start_atom::value, step);
     return step;
   }
   for (size_t i = 0; i < feeds.size(); ++i)
@@ -566,7 +603,15 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
     trace = std::make_shared<trace_buffer>();
   RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr, trace,
                                                       options.step_id));
-  step->wait();
+  if (options.timeout.count() > 0) {
+    if (!step->wait_for(options.timeout))
+      step->fail(deadline_exceeded("the step did not finish within " +
+                                   std::to_string(options.timeout.count()) +
+                                   " ms (run_options::timeout)"));
+    step->wait();
+  } else {
+    step->wait();
+  }
   if (trace && metadata) {
     {
       std::lock_guard lock(trace->mu);

@@ -58,6 +58,9 @@ struct run_options {
   /// The step's id in the rendezvous (0: the runtime picks one). A cluster's master sets it, so
   /// that the partitions of one step on several processes pair their Sends and Recvs.
   int64_t step_id = 0;
+  /// Abort the step with deadline_exceeded when it has not finished after this long (0: wait
+  /// as long as it takes). Bounds a loop that never ends.
+  std::chrono::milliseconds timeout{0};
 };
 
 /// One node's run in a traced step.
@@ -154,5 +157,9 @@ private:
   std::unique_ptr<impl> impl_;
   std::shared_ptr<remote> remote_; ///< set for sessions on a cluster
 };
+
+/// Frames and per-iteration inputs that steps with control flow hold in this process now: 0 when
+/// none is running (what a test of leaks counts).
+int64_t control_flow_state_in_use();
 
 } // namespace runnel

@@ -146,6 +146,9 @@ result<std::vector<size_t>> topological_order(const std::vector<node_def>& defs)
         return invalid_argument("node '" + defs[i].name + "' (op " + defs[i].op + "): input '" +
                                 in + "' refers to node '" + std::string(name) +
                                 "', which is not in the graph");
+      // A loop's back edge (NextIteration -> Merge) is the one edge that may close a cycle.
+      if (defs[i].op == "Merge" && defs[it->second].op == "NextIteration")
+        continue;
       deps[i].push_back(it->second);
     }
   // Iterative DFS: 0 = new, 1 = on the stack, 2 = done.
@@ -230,6 +233,7 @@ result<graph> from_graph_def(const graph_def& def, const op_registry& ops) {
   graph g(ops);
   for (size_t i : order)
     RUNNEL_RETURN_IF_ERROR(g.add_node(def.nodes[i]).error());
+  RUNNEL_RETURN_IF_ERROR(g.check_complete());
   for (auto& [name, nodes] : def.collections)
     for (auto& n : nodes) {
       auto id = g.find(n);

@@ -108,6 +108,7 @@ result<int> graph::add_node(const node_def& def) {
   n.op = def.op;
   n.device = def.device;
   n.attrs = def.attrs;
+  std::vector<std::pair<size_t, std::string>> forward;
   for (auto& in : def.inputs) {
     if (!in.empty() && in[0] == '^') {
       auto id = find(std::string_view(in).substr(1));
@@ -117,10 +118,24 @@ result<int> graph::add_node(const node_def& def) {
       n.control_inputs.push_back(*id);
     } else {
       auto e = find_endpoint(in);
+      if (!e && def.op == "Merge") { // a loop's back edge from a NextIteration added later
+        forward.emplace_back(n.inputs.size(), in);
+        n.inputs.push_back({});
+        continue;
+      }
       if (!e)
         return invalid_argument(context + ": input '" + in + "': " + e.error().message());
       n.inputs.push_back(*e);
     }
+  }
+  if (!forward.empty()) {
+    // Until the NextIteration exists, the Merge's other input stands in for it.
+    auto known = std::find_if(n.inputs.begin(), n.inputs.end(), [](endpoint e) { return e.node >= 0; });
+    if (known == n.inputs.end())
+      return invalid_argument(context + ": input '" + forward[0].second +
+                              "' refers to a node that does not exist");
+    for (auto& [slot, spec] : forward)
+      n.inputs[slot] = *known;
   }
   if (auto it = n.attrs.find("_class"); it != n.attrs.end()) {
     if (auto* v = std::get_if<std::vector<std::string>>(&it->second))
@@ -128,7 +143,28 @@ result<int> graph::add_node(const node_def& def) {
         n.colocation.push_back(c.rfind("loc:@", 0) == 0 ? c.substr(5) : c);
     n.attrs.erase(it);
   }
-  return finish_node(std::move(n));
+  RUNNEL_ASSIGN_OR_RETURN(int id, finish_node(std::move(n)));
+  for (auto& [slot, spec] : forward)
+    pending_back_edges_.push_back({id, int(slot), spec});
+  // Back edges waiting for this node.
+  for (auto it = pending_back_edges_.begin(); it != pending_back_edges_.end();) {
+    auto e = find_endpoint(it->spec);
+    if (!e) {
+      ++it;
+      continue;
+    }
+    RUNNEL_RETURN_IF_ERROR(set_back_edge(it->merge, it->slot, *e));
+    it = pending_back_edges_.erase(it);
+  }
+  return id;
+}
+
+status graph::check_complete() const {
+  if (pending_back_edges_.empty())
+    return {};
+  auto& p = pending_back_edges_.front();
+  return invalid_argument("node '" + at(p.merge).name + "' (op Merge): input '" + p.spec +
+                          "' refers to a node that does not exist");
 }
 
 result<int> graph::add_op(std::string_view op, std::string_view name_hint,
@@ -147,7 +183,120 @@ result<int> graph::add_op(std::string_view op, std::string_view name_hint,
     if (e.node < 0 || e.node >= num_nodes())
       return invalid_argument("node '" + n.name + "' (op " + n.op +
                               "): an input refers to a node of another graph or no node");
+  if (!importing_) {
+    RUNNEL_RETURN_IF_ERROR(import_inputs(n));
+  }
+  if (context_ && !importing_) {
+    n.context = context_->id;
+    // A node with no inputs would run once per step; made to wait on the context's pivot, it
+    // runs in each branch taken or iteration.
+    if (n.inputs.empty() && n.control_inputs.empty() && context_->pivot >= 0)
+      n.control_inputs.push_back(context_->pivot);
+  } else if (context_) {
+    n.context = context_->id;
+  }
   return finish_node(std::move(n));
+}
+
+namespace {
+bool encloses(const flow_context* outer, const flow_context* inner) {
+  for (auto* c = inner; c; c = c->outer)
+    if (c == outer)
+      return true;
+  return outer == nullptr;
+}
+std::string where(const flow_context* c) {
+  return c ? c->describe() : "the top level of the graph";
+}
+} // namespace
+
+status graph::import_inputs(node& n) {
+  if (contexts_.empty())
+    return {};
+  for (auto& e : n.inputs) {
+    const flow_context* from = context(at(e.node).context);
+    if (from == context_)
+      continue;
+    if (!encloses(from, context_))
+      return invalid_argument(
+          "node '" + n.name + "' (op " + n.op + ") in " + where(context_) + " uses '" +
+          endpoint_name(e) + "', which is computed in " + where(from) +
+          ": a tensor made inside a while loop or a cond branch can be used only there, or "
+          "outside through the loop's or cond's outputs (TensorFlow: \"has inputs from "
+          "different frames\")");
+    // Import through every context between `from` and here, outermost first.
+    std::vector<flow_context*> chain;
+    for (auto* c = context_; c != from; c = c->outer)
+      chain.push_back(c);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      flow_context* c = *it;
+      auto saved_context = context_;
+      auto saved_deps = std::move(control_deps_);
+      control_deps_.clear();
+      context_ = c->outer;
+      importing_ = true;
+      auto imported = c->import(*this, e);
+      importing_ = false;
+      context_ = saved_context;
+      control_deps_ = std::move(saved_deps);
+      if (!imported)
+        return imported.error().with_context("node '" + n.name + "'");
+      e = *imported;
+    }
+  }
+  for (int c : n.control_inputs) {
+    const flow_context* from = context(at(c).context);
+    if (from != context_)
+      return invalid_argument("node '" + n.name + "' (op " + n.op + ") in " + where(context_) +
+                              " has a control input from '" + at(c).name + "' in " +
+                              where(from) +
+                              ": control dependencies cannot cross into or out of a while "
+                              "loop or cond branch (make the dependency outside it)");
+  }
+  return {};
+}
+
+flow_context& graph::add_flow_context(std::unique_ptr<flow_context> ctx) {
+  ctx->id = int(contexts_.size());
+  contexts_.push_back(std::move(ctx));
+  return *contexts_.back();
+}
+
+graph::scope_guard graph::plumbing() {
+  bool previous = importing_;
+  importing_ = true;
+  return scope_guard([this, previous] { importing_ = previous; });
+}
+
+graph::scope_guard graph::enter_context(flow_context* ctx) {
+  auto previous = context_;
+  auto previous_deps = control_deps_;
+  context_ = ctx;
+  control_deps_.clear(); // dependencies from outside cannot reach into the context
+  return scope_guard([this, previous, previous_deps] {
+    context_ = previous;
+    control_deps_ = previous_deps;
+  });
+}
+
+status graph::set_back_edge(int merge, int slot, endpoint next) {
+  if (merge < 0 || merge >= num_nodes() || next.node < 0 || next.node >= num_nodes())
+    return invalid_argument("set_back_edge: no such node");
+  node& m = nodes_[size_t(merge)];
+  const node& src = at(next.node);
+  if (m.op != "Merge" || src.op != "NextIteration")
+    return invalid_argument("a back edge must go from a NextIteration to a Merge, not from '" +
+                            src.name + "' (op " + src.op + ") to '" + m.name + "' (op " + m.op +
+                            ")");
+  if (slot < 0 || size_t(slot) >= m.inputs.size())
+    return invalid_argument("Merge '" + m.name + "' has no input " + std::to_string(slot));
+  if (src.output_types[size_t(next.index)] != m.output_types[0])
+    return invalid_argument("NextIteration '" + src.name + "' gives " +
+                            std::string(name(src.output_types[size_t(next.index)])) +
+                            " but Merge '" + m.name + "' carries " +
+                            std::string(name(m.output_types[0])));
+  m.inputs[size_t(slot)] = next;
+  return {};
 }
 
 std::vector<output> graph::build(std::string_view op, std::string_view name_hint,

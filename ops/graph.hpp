@@ -63,6 +63,10 @@ struct node {
   std::vector<shape> output_shapes;
   /// Names of nodes this one must be placed with (from colocate_with; TensorFlow's "_class").
   std::vector<std::string> colocation;
+  /// The control-flow context (cond branch, while loop) whose tensors this node's outputs are, as
+  /// an index into graph::flow_contexts(); -1 outside any. An Enter's outputs are in its loop, an
+  /// Exit's in the loop's enclosing context.
+  int context = -1;
 
   int num_outputs() const { return int(output_types.size()); }
   /// This node as a node_def (inputs as names).
@@ -111,6 +115,25 @@ private:
   int node_ = -1;
 };
 
+/// A cond branch or a while loop that the builder is inside (ops/control_flow.hpp makes them).
+/// Tensors from an enclosing context used inside are imported (a Switch for a branch, a
+/// loop-invariant Enter for a loop); tensors from an inner or unrelated context are refused.
+class flow_context {
+public:
+  virtual ~flow_context() = default;
+  /// The tensor standing for `e` (a tensor of the enclosing context) inside this context. Called
+  /// with the graph in the enclosing context.
+  virtual result<endpoint> import(graph& g, endpoint e) = 0;
+  /// "the true branch of cond 'cond'", "while loop 'while' (frame 'while/while_context')".
+  virtual std::string describe() const = 0;
+
+  int id = -1;
+  flow_context* outer = nullptr; ///< the enclosing context (null: the graph's top level)
+  /// What nodes with no inputs made in this context wait on, so that they run in it (per branch
+  /// or iteration) rather than once per step.
+  int pivot = -1;
+};
+
 class graph {
 public:
   explicit graph(const op_registry& ops = builtin_ops()) : ops_(&ops) {}
@@ -121,9 +144,12 @@ public:
 
   const op_registry& ops() const { return *ops_; }
 
-  /// Adds a node exactly as described (its name must be new; inputs must exist). Used by the
-  /// GraphDef loader. Errors name the node.
+  /// Adds a node exactly as described (its name must be new; inputs must exist, except a Merge's
+  /// input from a NextIteration added later, as in TensorFlow's loops). Used by the GraphDef
+  /// loader. Errors name the node.
   result<int> add_node(const node_def& def);
+  /// An error naming a Merge input that add_node deferred and no node ever matched.
+  status check_complete() const;
 
   /// Adds a node through the builder: the name is `name_hint` (or the op name) under the current
   /// name scope, made unique (`Add`, `Add_1`, ...); the current device, control dependencies and
@@ -136,6 +162,17 @@ public:
 
   /// Makes `to` wait for `from`; an edge that would close a cycle is an error.
   status add_control_edge(int from, int to);
+  /// Closes a loop: input `slot` of the Merge `merge` becomes `next` (a NextIteration's output).
+  /// The only edge allowed to point back to an earlier node.
+  status set_back_edge(int merge, int slot, endpoint next);
+
+  /// Control-flow contexts: the graph owns them. `enter_context` makes nodes added inside belong
+  /// to `ctx` (their inputs from enclosing contexts are imported) until the guard goes.
+  flow_context& add_flow_context(std::unique_ptr<flow_context> ctx);
+  flow_context* current_context() const { return context_; }
+  const flow_context* context(int id) const {
+    return id < 0 ? nullptr : contexts_[size_t(id)].get();
+  }
 
   int num_nodes() const { return int(nodes_.size()); }
   const runnel::node& at(int id) const { return nodes_[size_t(id)]; }
@@ -145,6 +182,9 @@ public:
   std::optional<int> find(std::string_view name) const;
   /// Parses "name", "name:2" into an endpoint of an existing node; errors name the string.
   result<endpoint> find_endpoint(std::string_view spec) const;
+  /// A name no node has yet under the current scope ("while", "while_1", ...), reserved so that
+  /// a scope named after it is unique (a cond's or loop's nodes and its frame name).
+  std::string reserve_name(std::string_view base) { return unique_name(base); }
   /// The endpoint as "name" (index 0) or "name:index".
   std::string endpoint_name(endpoint e) const;
 
@@ -175,6 +215,11 @@ public:
   /// Nodes added inside are placed with `op`; enclosing device scopes do not apply to them
   /// (as in TensorFlow).
   [[nodiscard]] scope_guard colocate_with(operation op);
+  /// Nodes added inside belong to the control-flow context `ctx` (see add_flow_context).
+  [[nodiscard]] scope_guard enter_context(flow_context* ctx);
+  /// Nodes added inside are the control-flow builder's own wiring (a cond's Merge reads both
+  /// branches): their inputs are taken as they are, not imported or checked.
+  [[nodiscard]] scope_guard plumbing();
 
   /// The graph-level random seed (TensorFlow's tf.set_random_seed); unset by default.
   void set_seed(int64_t seed) { seed_ = seed; }
@@ -206,6 +251,17 @@ private:
   std::vector<std::string> colocation_;
   std::optional<int64_t> seed_;
   std::map<std::string, std::vector<int>> collections_;
+  std::vector<std::shared_ptr<flow_context>> contexts_;
+  flow_context* context_ = nullptr;
+  bool importing_ = false;
+  struct pending_back_edge {
+    int merge;
+    int slot;
+    std::string spec;
+  };
+  std::vector<pending_back_edge> pending_back_edges_;
+  /// The inputs of a node about to be added in the current context, with outer tensors imported.
+  status import_inputs(node& n);
 };
 
 } // namespace runnel

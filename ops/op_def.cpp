@@ -197,6 +197,7 @@ void register_builtin_ops(op_registry& reg) {
   register_strided_slice_ops(reg);
   register_data_flow_ops(reg);
   register_parsing_ops(reg);
+  register_control_flow_ops(reg);
 }
 
 const op_registry& builtin_ops() {

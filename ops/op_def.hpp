@@ -164,6 +164,11 @@ void register_data_flow_ops(op_registry& reg);
 /// in storage/ (ops/parsing_ops.cpp).
 void register_parsing_ops(op_registry& reg);
 
+/// Switch, Merge, Enter, Exit, NextIteration, LoopCond, ControlTrigger (ops/control_flow_ops.cpp).
+void register_control_flow_ops(op_registry& reg);
+/// True for the ops above: what the executor runs with frames, iterations and deadness.
+bool is_control_flow_op(std::string_view op);
+
 /// The registry of all builtin ops, built explicitly on first use.
 const op_registry& builtin_ops();
 

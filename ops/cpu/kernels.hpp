@@ -20,6 +20,7 @@ void register_training_kernels(kernel_registry& reg);
 void register_conv_kernels(kernel_registry& reg);
 void register_more_array_kernels(kernel_registry& reg);
 void register_queue_kernels(kernel_registry& reg);
+void register_control_flow_kernels(kernel_registry& reg);
 
 /// Elements below which an element-wise loop stays on one thread.
 inline constexpr int64_t elementwise_grain = int64_t(1) << 15;

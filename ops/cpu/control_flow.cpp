@@ -1,0 +1,58 @@
+// Kernels of the control-flow primitives. The executor routes Switch, Merge, Enter, Exit and
+// NextIteration itself (deadness, frames, iterations: actors/flow.cpp) and never calls these for
+// them; they define what each op computes on live values, which is also what runs when such a
+// node sits in a graph without frames.
+#include "ops/cpu/kernels.hpp"
+
+namespace runnel {
+namespace {
+
+/// Enter, Exit, NextIteration, LoopCond: the value passes unchanged (the buffer is shared).
+class forward_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    ctx.set_output(0, ctx.input(0));
+    return {};
+  }
+};
+
+/// Switch on live inputs: the value goes to the output the predicate selects.
+class switch_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& pred = ctx.input(1);
+    if (pred.type() != dtype::boolean || pred.num_elements() != 1)
+      return invalid_argument("the predicate must be a bool scalar, got " +
+                              std::string(name(pred.type())) + pred.shape().to_string());
+    ctx.set_output(*pred.data<bool>() ? 1 : 0, ctx.input(0));
+    return {};
+  }
+};
+
+/// Merge on live inputs: the first one.
+class merge_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    ctx.set_output(0, ctx.input(0));
+    ctx.set_output(1, tensor::scalar<int32_t>(0));
+    return {};
+  }
+};
+
+class control_trigger_kernel : public kernel {
+public:
+  status compute(kernel_context&) override { return {}; }
+};
+
+} // namespace
+
+void register_control_flow_kernels(kernel_registry& reg) {
+  for (const char* op : {"Enter", "Exit", "NextIteration"})
+    reg.add(op, device_type::cpu, {}, make_simple_kernel<forward_kernel>);
+  reg.add("LoopCond", device_type::cpu, {}, make_simple_kernel<forward_kernel>);
+  reg.add("Switch", device_type::cpu, {}, make_simple_kernel<switch_kernel>);
+  reg.add("Merge", device_type::cpu, {}, make_simple_kernel<merge_kernel>);
+  reg.add("ControlTrigger", device_type::cpu, {}, make_simple_kernel<control_trigger_kernel>);
+}
+
+} // namespace runnel
