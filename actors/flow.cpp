@@ -207,13 +207,17 @@ void flow_state::deliver(frame_state* f, int64_t iter, const std::vector<consume
       start_iteration(f, out);
     } else {
       for (auto& c : to)
-        f->parked.push_back({c.actor, c.slot, value, {f, iter, dead}});
+        if (!dead || !c.ignores_dead)
+          f->parked.push_back({c.actor, c.slot, value, {f, iter, dead}});
       return;
     }
   }
-  f->outstanding[size_t(iter - f->base)] += int64_t(to.size());
-  for (auto& c : to)
+  for (auto& c : to) {
+    if (dead && c.ignores_dead)
+      continue;
+    f->outstanding[size_t(iter - f->base)]++;
     out.push_back({c.actor, c.slot, value, {f, iter, dead}});
+  }
 }
 
 bool flow_state::done_message(frame_state* f, int64_t iter, std::vector<flow_message>& out) {

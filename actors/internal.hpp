@@ -141,6 +141,9 @@ struct step_state {
 struct consumer {
   node_actor actor;
   int32_t slot;
+  /// With control flow: an Exit or NextIteration, which does nothing with a dead value, so none
+  /// is sent to it (one message less per loop iteration: the Exit's).
+  bool ignores_dead = false;
 };
 
 /// What a control-flow primitive does to frames, iterations and deadness.

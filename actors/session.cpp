@@ -341,7 +341,9 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     setup.ref_reads.assign(nd.inputs.size(), nullptr);
     for (size_t slot = 0; slot < nd.inputs.size(); ++slot) {
       auto e = nd.inputs[slot];
-      consumer c{actors[size_t(v)], int32_t(slot)};
+      consumer c{actors[size_t(v)], int32_t(slot),
+                 dynamic && (nd.op == "Exit" || nd.op == "NextIteration") &&
+                     nd.control_inputs.empty()};
       auto f = std::find(feeds.begin(), feeds.end(), e);
       if (f != feeds.end()) {
         inst->feed_consumers[size_t(f - feeds.begin())].push_back(c);

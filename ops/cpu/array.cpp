@@ -7,6 +7,12 @@
 #include "ops/cpu/kernels.hpp"
 
 namespace runnel {
+
+status identity_kernel::compute(kernel_context& ctx) {
+  ctx.set_output(0, ctx.input(0));
+  return {};
+}
+
 namespace {
 
 /// Copies `n` elements of type `t` (strings by value, the rest by memcpy).
@@ -42,14 +48,6 @@ public:
 
 private:
   std::string name_;
-};
-
-class identity_kernel : public kernel {
-public:
-  status compute(kernel_context& ctx) override {
-    ctx.set_output(0, ctx.input(0));
-    return {};
-  }
 };
 
 class no_op_kernel : public kernel {

@@ -7,15 +7,6 @@
 namespace runnel {
 namespace {
 
-/// Enter, Exit, NextIteration, LoopCond: the value passes unchanged (the buffer is shared).
-class forward_kernel : public kernel {
-public:
-  status compute(kernel_context& ctx) override {
-    ctx.set_output(0, ctx.input(0));
-    return {};
-  }
-};
-
 /// Switch on live inputs: the value goes to the output the predicate selects.
 class switch_kernel : public kernel {
 public:
@@ -47,9 +38,8 @@ public:
 } // namespace
 
 void register_control_flow_kernels(kernel_registry& reg) {
-  for (const char* op : {"Enter", "Exit", "NextIteration"})
-    reg.add(op, device_type::cpu, {}, make_simple_kernel<forward_kernel>);
-  reg.add("LoopCond", device_type::cpu, {}, make_simple_kernel<forward_kernel>);
+  for (const char* op : {"Enter", "Exit", "NextIteration", "LoopCond"})
+    reg.add(op, device_type::cpu, {}, make_simple_kernel<identity_kernel>);
   reg.add("Switch", device_type::cpu, {}, make_simple_kernel<switch_kernel>);
   reg.add("Merge", device_type::cpu, {}, make_simple_kernel<merge_kernel>);
   reg.add("ControlTrigger", device_type::cpu, {}, make_simple_kernel<control_trigger_kernel>);

@@ -22,6 +22,13 @@ void register_more_array_kernels(kernel_registry& reg);
 void register_queue_kernels(kernel_registry& reg);
 void register_control_flow_kernels(kernel_registry& reg);
 
+/// Passes its input on unchanged, sharing the buffer (Identity, and Enter, Exit, NextIteration
+/// and LoopCond on live values).
+class identity_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override;
+};
+
 /// Elements below which an element-wise loop stays on one thread.
 inline constexpr int64_t elementwise_grain = int64_t(1) << 15;
 
