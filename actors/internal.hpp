@@ -29,6 +29,7 @@
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/kernel.hpp"
 #include "ops/queue.hpp"
+#include "ops/step_resources.hpp"
 #include "ops/variable.hpp"
 
 namespace runnel {
@@ -117,6 +118,8 @@ struct step_state {
   std::shared_ptr<trace_buffer> trace;
   /// Frames and iterations, for instances with control flow (actors/flow.hpp).
   std::shared_ptr<flow_state> flow;
+  /// The step's TensorArrays and Stacks.
+  step_resources resources;
   /// Runs once when the step finishes (success or abort), before waiters wake.
   std::function<void(step_state&)> on_finish;
 

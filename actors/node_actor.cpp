@@ -203,6 +203,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
         std::span<const tensor>(call->inputs.data(), size_t(s.num_inputs)), s.num_outputs, s.cpu);
     call->ctx->set_abort_flag(&step->aborted);
     call->ctx->set_step_id(step->id);
+    call->ctx->set_step_container(&step->resources);
     auto* ctx = call->ctx.get();
     if (s.emit_on_completion) {
       // The completion emits from the thread that completes it (a Send's, for a Recv): one actor
@@ -246,6 +247,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
         kernel_context ctx(std::span<const tensor>(inputs.data(), size_t(s.num_inputs)),
                            s.num_outputs, s.cpu);
         ctx.set_step_id(step->id);
+        ctx.set_step_container(&step->resources);
         status st = s.kern->compute(ctx);
         inputs.clear();
         if (!st.ok()) {
@@ -261,6 +263,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
   }
   kernel_context ctx(data, s.num_outputs, s.cpu);
   ctx.set_step_id(step->id);
+  ctx.set_step_container(&step->resources);
   status st = s.kern->compute(ctx);
   inputs.clear(); // drop input references before emitting, so consumers may reuse buffers
   if (!st.ok()) {

@@ -5,6 +5,8 @@
 
 #include <map>
 
+#include "ops/control_flow_internal.hpp"
+
 namespace runnel {
 namespace {
 
@@ -12,61 +14,6 @@ std::string leaf(const std::string& scoped) {
   auto slash = scoped.rfind('/');
   return slash == std::string::npos ? scoped : scoped.substr(slash + 1);
 }
-
-/// One branch of a cond: outer tensors come in through Switch(value, pred)[branch].
-class cond_context : public flow_context {
-public:
-  cond_context(output pred, int branch, std::string name)
-      : pred_(pred), branch_(branch), name_(std::move(name)) {}
-  result<endpoint> import(graph& g, endpoint e) override {
-    if (auto it = imported_.find(e); it != imported_.end())
-      return it->second;
-    RUNNEL_ASSIGN_OR_RETURN(int sw, g.add_op("Switch", "switch", {e, pred_.ep()}));
-    g.mutable_node(sw).context = id;
-    endpoint inside{sw, branch_};
-    imported_.emplace(e, inside);
-    return inside;
-  }
-  std::string describe() const override {
-    return std::string(branch_ ? "the true" : "the false") + " branch of cond '" + name_ + "'";
-  }
-
-private:
-  output pred_;
-  int branch_;
-  std::string name_;
-  std::map<endpoint, endpoint> imported_;
-};
-
-/// A loop body: outer tensors come in as loop invariants, Enter(is_constant) into the frame.
-class while_context : public flow_context {
-public:
-  while_context(std::string name, std::string frame, int parallel_iterations)
-      : name_(std::move(name)), frame_(std::move(frame)), parallel_(parallel_iterations) {}
-  result<endpoint> import(graph& g, endpoint e) override {
-    if (auto it = imported_.find(e); it != imported_.end())
-      return it->second;
-    RUNNEL_ASSIGN_OR_RETURN(int enter, g.add_op("Enter", "invariant", {e}, enter_attrs(true)));
-    g.mutable_node(enter).context = id;
-    endpoint inside{enter, 0};
-    imported_.emplace(e, inside);
-    return inside;
-  }
-  std::string describe() const override {
-    return "while loop '" + name_ + "' (frame '" + frame_ + "')";
-  }
-  attr_map enter_attrs(bool is_constant) const {
-    return {{"frame_name", frame_},
-            {"is_constant", is_constant},
-            {"parallel_iterations", int64_t(parallel_)}};
-  }
-  const std::string& name() const { return name_; }
-
-private:
-  std::string name_, frame_;
-  int parallel_;
-  std::map<endpoint, endpoint> imported_;
-};
 
 void check_predicate(const output& pred, const std::string& what) {
   if (pred.type() != dtype::boolean || (pred.shape().has_known_rank() && pred.shape().rank() != 0))
@@ -88,6 +35,75 @@ bool fits(const shape& s, const shape& invariant) {
 }
 
 } // namespace
+
+
+result<endpoint> cond_context::import(graph& g, endpoint e) {
+  if (auto it = imported_.find(e); it != imported_.end())
+    return it->second;
+  RUNNEL_ASSIGN_OR_RETURN(int sw, g.add_op("Switch", "switch", {e, pred_.ep()}));
+  g.mutable_node(sw).context = id;
+  endpoint inside{sw, branch_};
+  imported_.emplace(e, inside);
+  return inside;
+}
+
+result<endpoint> while_context::import(graph& g, endpoint e) {
+  if (auto it = imported_.find(e); it != imported_.end())
+    return it->second;
+  RUNNEL_ASSIGN_OR_RETURN(int enter, g.add_op("Enter", "invariant", {e}, enter_attrs(true)));
+  g.mutable_node(enter).context = id;
+  endpoint inside{enter, 0};
+  imported_.emplace(e, inside);
+  return inside;
+}
+
+void begin_loop_variable(graph& g, while_context& ctx, output initial, const shape& invariant) {
+  while_context::variable v;
+  {
+    auto outside = g.enter_context(ctx.outer);
+    v.enter = g.add_op("Enter", "enter", {initial.ep()}, ctx.enter_attrs(false)).value();
+  }
+  g.mutable_node(v.enter).context = ctx.id;
+  g.mutable_node(v.enter).output_shapes[0] = invariant;
+  auto inside = g.enter_context(&ctx);
+  endpoint e{v.enter, 0};
+  v.merge = g.build("Merge", "merge", {e, e}, {{"N", int64_t(2)}})[0].node_id();
+  ctx.vars.push_back(v);
+}
+
+void switch_loop_variables(graph& g, while_context& ctx, size_t first) {
+  auto inside = g.enter_context(&ctx);
+  for (size_t k = first; k < ctx.vars.size(); ++k) {
+    auto& v = ctx.vars[k];
+    auto sw = g.build("Switch", "switch", {{v.merge, 0}, {ctx.loop_cond, 0}});
+    v.switch_op = sw[0].node_id();
+    v.exit = g.build("Exit", "exit", {sw[0].ep()})[0].node_id();
+    g.mutable_node(v.exit).context = ctx.outer ? ctx.outer->id : -1;
+    v.body = identity(sw[1]).node_id();
+  }
+}
+
+void close_loop_variable(graph& g, while_context& ctx, size_t k, output value) {
+  auto inside = g.enter_context(&ctx);
+  auto& v = ctx.vars[k];
+  v.next = g.build("NextIteration", "next_iteration", {value.ep()})[0].node_id();
+  throw_if_error(g.set_back_edge(v.merge, 1, {v.next, 0}));
+}
+
+while_context::variable add_loop_variable(graph& g, while_context& ctx, output initial,
+                                          const std::function<output(output)>& next,
+                                          const shape& invariant) {
+  begin_loop_variable(g, ctx, initial, invariant);
+  size_t k = ctx.vars.size() - 1;
+  switch_loop_variables(g, ctx, k);
+  output value;
+  {
+    auto inside = g.enter_context(&ctx);
+    value = next(output(&g, {ctx.vars[k].body, 0}));
+  }
+  close_loop_variable(g, ctx, k, value);
+  return ctx.vars[k];
+}
 
 std::vector<output> cond(output pred, const branch_fn& true_fn, const branch_fn& false_fn,
                          std::string_view name) {
@@ -196,33 +212,24 @@ std::vector<output> while_loop(const loop_cond_fn& cond_fn, const loop_body_fn& 
   auto& ctx = static_cast<while_context&>(g.add_flow_context(std::make_unique<while_context>(
       scoped, scoped + "/while_context", options.parallel_iterations)));
   ctx.outer = g.current_context();
-  int outer_id = ctx.outer ? ctx.outer->id : -1;
 
   std::vector<output> merges, body_in, exits;
   for (size_t k = 0; k < loop_vars.size(); ++k) {
-    int enter = g.add_op("Enter", "enter", {loop_vars[k].ep()}, ctx.enter_attrs(false)).value();
-    g.mutable_node(enter).context = ctx.id;
-    g.mutable_node(enter).output_shapes[0] = invariants[k];
+    begin_loop_variable(g, ctx, loop_vars[k], invariants[k]);
+    merges.emplace_back(&g, endpoint{ctx.vars[k].merge, 0});
   }
-  int first_enter = g.num_nodes() - int(loop_vars.size());
   auto inside = g.enter_context(&ctx);
-  for (size_t k = 0; k < loop_vars.size(); ++k) {
-    endpoint e{first_enter + int(k), 0};
-    merges.push_back(g.build("Merge", "merge", {e, e}, {{"N", int64_t(2)}})[0]);
-  }
   ctx.pivot = merges[0].node_id();
   std::vector<output> user(merges.begin() + (counted ? 1 : 0), merges.end());
   output c = cond_fn(user);
   check_predicate(c, what + ": the condition");
   if (counted)
     c = logical_and(less(merges[0], constant(g, int32_t(options.maximum_iterations))), c);
-  auto loop_cond = g.build("LoopCond", "loop_cond", {c.ep()})[0];
-  for (size_t k = 0; k < merges.size(); ++k) {
-    auto sw = g.build("Switch", "switch", {merges[k].ep(), loop_cond.ep()});
-    auto ex = g.build("Exit", "exit", {sw[0].ep()})[0];
-    g.mutable_node(ex.node_id()).context = outer_id;
-    exits.push_back(ex);
-    body_in.push_back(identity(sw[1]));
+  ctx.loop_cond = g.build("LoopCond", "loop_cond", {c.ep()})[0].node_id();
+  switch_loop_variables(g, ctx, 0);
+  for (auto& v : ctx.vars) {
+    exits.emplace_back(&g, endpoint{v.exit, 0});
+    body_in.emplace_back(&g, endpoint{v.body, 0});
   }
   ctx.pivot = body_in[0].node_id();
   user.assign(body_in.begin() + (counted ? 1 : 0), body_in.end());
@@ -251,10 +258,8 @@ std::vector<output> while_loop(const loop_cond_fn& cond_fn, const loop_body_fn& 
           r.shape().to_string() + " after an iteration ('" + r.name() +
           "'); give shape_invariants a shape that allows both (unknown dimensions as -1)"));
   }
-  for (size_t k = 0; k < results.size(); ++k) {
-    auto next = g.build("NextIteration", "next_iteration", {results[k].ep()})[0];
-    throw_if_error(g.set_back_edge(merges[k].node_id(), 1, next.ep()));
-  }
+  for (size_t k = 0; k < results.size(); ++k)
+    close_loop_variable(g, ctx, k, results[k]);
   return std::vector<output>(exits.begin() + (counted ? 1 : 0), exits.end());
 }
 

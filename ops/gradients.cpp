@@ -2,12 +2,14 @@
 
 #include <algorithm>
 
+#include "ops/gradients_internal.hpp"
+
 namespace runnel {
 
 output gradient_context::grad(int i) const {
   if (grads[size_t(i)].valid())
     return grads[size_t(i)];
-  return zeros_like(outputs[size_t(i)]);
+  return zeros_like(out(i));
 }
 
 void gradient_registry::add(const std::string& op, gradient_function fn) {
@@ -29,6 +31,7 @@ const gradient_registry& builtin_gradients() {
     auto* r = new gradient_registry;
     register_math_gradients(*r);
     register_nn_gradients(*r);
+    register_tensor_array_gradients(*r);
     return r;
   }();
   return *reg;
@@ -57,13 +60,123 @@ output sum_to_shape_of(output grad, output x) {
   return reshape(sum(grad, outs[0], false), shape_of(x));
 }
 
-namespace {
 
-bool is_float(dtype t) {
-  return t == dtype::f32 || t == dtype::f64 || t == dtype::f16 || t == dtype::bf16;
+output backprop::total(endpoint e) {
+  auto it = pending.find(e);
+  if (it == pending.end() || it->second.empty())
+    return {};
+  auto& list = it->second;
+  if (list.size() > 1)
+    list = {add_n(list, "AddN")};
+  return list[0];
 }
 
-} // namespace
+void backprop::walk(const while_context* scope) {
+  // Node ids are a topological order (back edges aside): walking them backwards visits
+  // consumers first.
+  for (int v = n_ - 1; v >= 0; --v) {
+    if (!on_path(v))
+      continue;
+    const node& nd = g_.at(v);
+    const flow_context* c = g_.context(nd.context);
+    if (nd.op == "Exit") {
+      // A loop's Exit lives in the loop's enclosing context; its input, the Switch, in the loop.
+      auto* loop = dynamic_cast<const while_context*>(g_.context(g_.at(nd.inputs[0].node).context));
+      if (loop && enclosing_loop(c) == scope) {
+        if (done_loops_.insert(loop).second)
+          differentiate_loop(const_cast<while_context&>(*loop));
+        continue;
+      }
+    }
+    if (enclosing_loop(c) != scope)
+      continue;
+    if (scope) {
+      // The loop's own plumbing: differentiate_loop routes gradients through it.
+      if (nd.op == "Enter" || nd.op == "NextIteration" || nd.op == "LoopCond")
+        continue;
+      bool plumbing = false;
+      for (auto& var : scope->vars)
+        plumbing |= v == var.merge || v == var.switch_op;
+      if (plumbing)
+        continue;
+    }
+    process(v);
+  }
+}
+
+void backprop::process(int v) {
+  const node& nd = g_.at(v);
+  const flow_context* fctx = g_.context(nd.context);
+  auto* branch = dynamic_cast<const cond_context*>(fctx);
+  // A cond's Switch (an import into a branch) has its gradient in the branch; the rest of a
+  // node's gradient lives where the node does.
+  std::vector<output> grads;
+  bool any = false;
+  {
+    auto in_grad = g_.enter_context(grad_context(fctx));
+    for (int o = 0; o < nd.num_outputs(); ++o) {
+      output t = total({v, o});
+      if (t.valid()) {
+        any = true;
+        finished[{v, o}] = t;
+      }
+      grads.push_back(t);
+    }
+  }
+  if (!any || nd.inputs.empty())
+    return;
+  auto& reg = builtin_gradients();
+  bool float_in = std::any_of(nd.inputs.begin(), nd.inputs.end(), [&](endpoint e) {
+    return is_floating(g_.at(e.node).output_types[size_t(e.index)]);
+  });
+  if (nd.op == "StopGradient" || !float_in || reg.is_non_differentiable(nd.op))
+    return;
+  auto node_scope = g_.name_scope(nd.name + "_grad");
+  if (nd.op == "Merge") {
+    cond_merge_grad(nd, grads);
+    return;
+  }
+  if (nd.op == "Switch" && branch) {
+    cond_switch_grad(nd, *branch, grads[size_t(branch->branch())]);
+    return;
+  }
+  if (is_control_flow_op(nd.op))
+    throw error(unimplemented("gradients: node '" + nd.name + "' (op " + nd.op +
+                              ") is control flow that was not built by cond or while_loop; "
+                              "only those can be differentiated"));
+  auto* fn = reg.find(nd.op);
+  if (!fn)
+    throw error(unimplemented("gradients: no gradient is defined for op " + nd.op + " (node '" +
+                              nd.name + "'), which lies between the xs and ys"));
+  gradient_context ctx{g_, nd, {}, {}, grads};
+  for (auto e : nd.inputs)
+    ctx.inputs.emplace_back(&g_, e);
+  for (int o = 0; o < nd.num_outputs(); ++o)
+    ctx.outputs.emplace_back(&g_, endpoint{v, o});
+  if (!loops_.empty())
+    ctx.remap = [this](output x) { return forward_value(x); };
+  ctx.source = source_;
+  std::vector<output> in_grads;
+  {
+    auto in_grad = g_.enter_context(grad_context(fctx));
+    in_grads = (*fn)(ctx);
+  }
+  for (size_t i = 0; i < nd.inputs.size() && i < in_grads.size(); ++i) {
+    auto e = nd.inputs[i];
+    if (!in_grads[i].valid() || !from_x_[size_t(e.node)])
+      continue;
+    if (!is_floating(g_.at(e.node).output_types[size_t(e.index)]))
+      continue;
+    pending[e].push_back(in_grads[i]);
+  }
+}
+
+const while_context* enclosing_loop(const flow_context* c) {
+  for (; c; c = c->outer)
+    if (auto* w = dynamic_cast<const while_context*>(c))
+      return w;
+  return nullptr;
+}
 
 std::vector<output> gradients(const std::vector<output>& ys, const std::vector<output>& xs,
                               const std::vector<output>& grad_ys, gradient_options options) {
@@ -73,6 +186,12 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
   if (!grad_ys.empty() && grad_ys.size() != ys.size())
     throw error(invalid_argument("gradients: " + std::to_string(grad_ys.size()) + " grad_ys for " +
                                  std::to_string(ys.size()) + " ys"));
+  for (auto* list : {&ys, &xs})
+    for (auto& t : *list)
+      if (auto* loop = enclosing_loop(g.context(t.node().context)))
+        throw error(unimplemented("gradients: '" + t.name() + "' is inside " + loop->describe() +
+                                  "; differentiate the loop's outputs with respect to tensors "
+                                  "outside it"));
   int n = g.num_nodes();
   auto consumers = g.data_consumers();
   // Nodes reachable forward from the xs, and backward from the ys: only these get gradients.
@@ -99,72 +218,17 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
       stack.push_back(e.node);
   }
 
-  std::map<endpoint, std::vector<output>> pending;
   auto scope = g.name_scope("gradients");
   auto no_deps = g.control_dependencies({});
+  backprop bp(g, n, std::move(from_x), std::move(to_y), g.reserve_name("gradients_source"));
   for (size_t i = 0; i < ys.size(); ++i)
-    pending[ys[i].ep()].push_back(grad_ys.empty() ? ones_like(ys[i], "grad_ys") : grad_ys[i]);
-
-  auto total = [&](endpoint e) -> output {
-    auto it = pending.find(e);
-    if (it == pending.end() || it->second.empty())
-      return {};
-    auto& list = it->second;
-    if (list.size() == 1)
-      return list[0];
-    return add_n(list, "AddN");
-  };
-  auto& reg = builtin_gradients();
-  std::vector<bool> is_x(static_cast<size_t>(n), false);
-  for (auto& x : xs)
-    is_x[size_t(x.node_id())] = true;
-
-  // Node ids are a topological order: walking them backwards visits consumers first.
-  std::map<endpoint, output> finished;
-  for (int v = n - 1; v >= 0; --v) {
-    if (!from_x[size_t(v)] || !to_y[size_t(v)])
-      continue;
-    const node& nd = g.at(v);
-    gradient_context ctx{g, nd, {}, {}, {}};
-    bool any = false;
-    for (int o = 0; o < nd.num_outputs(); ++o) {
-      output t = total({v, o});
-      if (t.valid()) {
-        any = true;
-        finished[{v, o}] = t;
-      }
-      ctx.grads.push_back(t);
-      ctx.outputs.emplace_back(&g, endpoint{v, o});
-    }
-    if (!any || nd.inputs.empty())
-      continue;
-    bool float_in = std::any_of(nd.inputs.begin(), nd.inputs.end(), [&](endpoint e) {
-      return is_float(g.at(e.node).output_types[size_t(e.index)]);
-    });
-    if (nd.op == "StopGradient" || !float_in || reg.is_non_differentiable(nd.op))
-      continue;
-    auto* fn = reg.find(nd.op);
-    if (!fn)
-      throw error(unimplemented("gradients: no gradient is defined for op " + nd.op + " (node '" +
-                                nd.name + "'), which lies between the xs and ys"));
-    for (auto e : nd.inputs)
-      ctx.inputs.emplace_back(&g, e);
-    auto node_scope = g.name_scope(nd.name + "_grad");
-    auto in_grads = (*fn)(ctx);
-    for (size_t i = 0; i < nd.inputs.size() && i < in_grads.size(); ++i) {
-      auto e = nd.inputs[i];
-      if (!in_grads[i].valid() || !from_x[size_t(e.node)])
-        continue;
-      if (!is_float(g.at(e.node).output_types[size_t(e.index)]))
-        continue;
-      pending[e].push_back(in_grads[i]);
-    }
-  }
+    bp.pending[ys[i].ep()].push_back(grad_ys.empty() ? ones_like(ys[i], "grad_ys") : grad_ys[i]);
+  bp.walk(nullptr);
 
   std::vector<output> result;
   for (auto& x : xs) {
-    auto done = finished.find(x.ep());
-    output t = done != finished.end() ? done->second : total(x.ep());
+    auto done = bp.finished.find(x.ep());
+    output t = done != bp.finished.end() ? done->second : bp.total(x.ep());
     if (!t.valid() && options.unconnected_zeros)
       t = zeros_like(x);
     result.push_back(t);

@@ -37,9 +37,16 @@ struct gradient_context {
   std::vector<output> inputs;
   std::vector<output> outputs;
   std::vector<output> grads;
+  /// Inside a while loop's gradient: maps a forward tensor to its value in the backward
+  /// iteration (saved by the forward loop); unset elsewhere.
+  std::function<output(output)> remap;
+  /// Names this gradients() call (TensorArray gradients are kept per call).
+  std::string source;
 
-  output input(int i) const { return inputs[size_t(i)]; }
-  output out(int i) const { return outputs[size_t(i)]; }
+  output input(int i) const { return remap ? remap(inputs[size_t(i)]) : inputs[size_t(i)]; }
+  output out(int i) const { return remap ? remap(outputs[size_t(i)]) : outputs[size_t(i)]; }
+  /// A forward tensor other than the node's inputs and outputs, as the gradient sees it.
+  output forward(output x) const { return remap ? remap(x) : x; }
   /// The gradient into output `i`, or zeros shaped like it when none flows.
   output grad(int i = 0) const;
 };
@@ -62,6 +69,8 @@ private:
 
 void register_math_gradients(gradient_registry& reg);
 void register_nn_gradients(gradient_registry& reg);
+/// TensorArray and Stack ops; the control-flow primitives are differentiated by gradients() itself.
+void register_tensor_array_gradients(gradient_registry& reg);
 /// Every builtin gradient function, built explicitly on first use.
 const gradient_registry& builtin_gradients();
 

@@ -37,6 +37,7 @@ class cpu_device;
 class variable;
 class queue_resource;
 class iterator_resource;
+class step_resources;
 struct queue_spec;
 
 /// Where _Send and _Recv kernels exchange tensors: the runtime's rendezvous, which hands a tensor
@@ -111,6 +112,9 @@ public:
   /// The id of the step being computed (Send/Recv key their tensors by it).
   int64_t step_id() const { return step_id_; }
   void set_step_id(int64_t id) { step_id_ = id; }
+  /// The step's TensorArrays and Stacks (null outside a session step).
+  step_resources* step_container() const { return step_resources_; }
+  void set_step_container(step_resources* r) { step_resources_ = r; }
 
   /// For asynchronous kernels: whether the step was aborted while they waited (e.g. a dequeue,
   /// which then gives its elements back instead of losing them).
@@ -123,6 +127,7 @@ private:
   cpu_device* cpu_;
   const std::atomic<bool>* aborted_ = nullptr;
   int64_t step_id_ = 0;
+  step_resources* step_resources_ = nullptr;
 };
 
 class kernel {
