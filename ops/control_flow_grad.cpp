@@ -17,6 +17,7 @@ struct backprop::loop_state {
   while_context* backward = nullptr;
   output counter; ///< forward body: the iteration's number
   output index;   ///< backward body: the number of the forward iteration it undoes
+  output own_counter; ///< the loop's own iteration counter, when it has one: read as `index`
   std::map<endpoint, output> reads;
 
   /// Saves `x` (a tensor of the forward loop, possibly in a cond branch inside it) in each
@@ -53,11 +54,37 @@ output write_through(graph& g, const std::vector<const cond_context*>& chain, si
                  {{"N", int64_t(2)}})[0];
 }
 
+/// The loop variable that counts iterations (starts at int32 0, adds 1 each iteration), or -1.
+int counter_variable(const graph& g, const while_context& loop) {
+  auto is_const = [&](endpoint e, int32_t v) {
+    const node& n = g.at(e.node);
+    if (n.op != "Const" || n.output_types[0] != dtype::i32)
+      return false;
+    tensor t = get_attr<tensor>(n.attrs, "value");
+    return t.num_elements() == 1 && *t.data<int32_t>() == v;
+  };
+  for (size_t k = 0; k < loop.vars.size(); ++k) {
+    auto& v = loop.vars[k];
+    if (v.next < 0 || !is_const(g.at(v.enter).inputs[0], 0))
+      continue;
+    const node& step = g.at(g.at(v.next).inputs[0].node);
+    if (step.op != "Add" || step.inputs.size() != 2)
+      continue;
+    endpoint body{v.body, 0};
+    if ((step.inputs[0] == body && is_const(step.inputs[1], 1)) ||
+        (step.inputs[1] == body && is_const(step.inputs[0], 1)))
+      return int(k);
+  }
+  return -1;
+}
+
 } // namespace
 
 output backprop::loop_state::read(backprop& bp, output x) {
   if (auto it = reads.find(x.ep()); it != reads.end())
     return it->second;
+  if (own_counter.valid() && x.ep() == own_counter.ep())
+    return index; // nothing to save: iteration t's counter is t
   graph& g = bp.g();
   const flow_context* where = g.context(x.node().context);
   auto chain = branches_between(forward, where);
@@ -69,6 +96,9 @@ output backprop::loop_state::read(backprop& bp, output x) {
                          .element_shape = x.shape(),
                          .name = "accumulator"});
   }();
+  // One loop variable per saved value: its Exit, which the reads wait on, comes once every
+  // write is done. (Chaining all writes on one variable saves nodes but measured no faster and
+  // kept more memory alive.)
   auto var = add_loop_variable(
       g, *forward, ta.flow(),
       [&](output flow) { return write_through(g, chain, 0, ta, counter, x, flow); }, shape{});
@@ -175,14 +205,22 @@ void backprop::differentiate_loop(while_context& loop) {
   auto state = std::make_shared<loop_state>();
   state->forward = &loop;
 
-  // Forward: count the iterations.
-  output zero_i;
-  {
-    auto outside = g.enter_context(loop.outer);
-    zero_i = constant(g, int32_t(0), "forward_counter");
+  // Forward: count the iterations, with the loop's own counter when it has one (a variable
+  // from 0 by 1, as most loops over time steps have), else with a counter added here.
+  int own = counter_variable(g, loop);
+  while_context::variable counter;
+  if (own >= 0) {
+    counter = loop.vars[size_t(own)];
+    state->own_counter = output(&g, {counter.body, 0});
+  } else {
+    output zero_i;
+    {
+      auto outside = g.enter_context(loop.outer);
+      zero_i = constant(g, int32_t(0), "forward_counter");
+    }
+    counter = add_loop_variable(
+        g, loop, zero_i, [&](output i) { return i + constant(g, int32_t(1)); }, shape{});
   }
-  auto counter = add_loop_variable(
-      g, loop, zero_i, [&](output i) { return i + constant(g, int32_t(1)); }, shape{});
   state->counter = output(&g, {counter.body, 0});
 
   flow_context* outer = grad_context(loop.outer);

@@ -1,5 +1,6 @@
 #include "ops/tensor.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -55,6 +56,15 @@ block_cache& cache() {
   return *c;
 }
 
+std::atomic<int64_t> live_bytes{0}, peak_bytes{0};
+
+void count_allocation(int64_t bytes) {
+  int64_t now = live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = peak_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 void* allocate_block(size_t bytes, size_t& block_bytes) {
   if (bytes >= large_block) {
     if (void* p = cache().take(bytes, block_bytes))
@@ -79,6 +89,14 @@ buffer_cache_stats buffer_cache_statistics() {
   return cache().stats();
 }
 
+tensor_memory_stats tensor_memory_statistics() {
+  return {live_bytes.load(std::memory_order_relaxed), peak_bytes.load(std::memory_order_relaxed)};
+}
+
+void reset_tensor_memory_peak() {
+  peak_bytes.store(live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
 buffer* buffer::allocate(dtype t, size_t count) {
   size_t bytes = count * size_of(t);
   size_t block_bytes = 0;
@@ -89,6 +107,7 @@ buffer* buffer::allocate(dtype t, size_t count) {
   b->data_ = static_cast<char*>(block) + header_bytes;
   b->bytes_ = bytes;
   b->block_bytes_ = block_bytes;
+  count_allocation(int64_t(bytes));
   if (t == dtype::string) {
     auto* s = static_cast<std::string*>(b->data_);
     for (size_t i = 0; i < count; ++i)
@@ -119,6 +138,8 @@ void buffer::unref() {
   }
   if (release_)
     release_(context_);
+  else
+    live_bytes.fetch_sub(int64_t(bytes_), std::memory_order_relaxed);
   size_t block_bytes = block_bytes_;
   this->~buffer();
   free_block(this, block_bytes);

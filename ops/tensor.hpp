@@ -63,6 +63,16 @@ struct buffer_cache_stats {
 };
 buffer_cache_stats buffer_cache_statistics();
 
+/// Bytes of tensor buffers alive in the process now, and the most alive at once since the last
+/// reset_tensor_memory_peak() (what a step's peak memory is measured with).
+struct tensor_memory_stats {
+  int64_t live_bytes;
+  int64_t peak_bytes;
+};
+tensor_memory_stats tensor_memory_statistics();
+/// Starts a new peak from the bytes alive now.
+void reset_tensor_memory_peak();
+
 class tensor {
 public:
   /// An empty tensor (dtype invalid); used for control edges.

@@ -271,3 +271,22 @@ TEST_CASE("training a model whose forward pass is a while_loop converges",
   CHECK(last < first * 0.05f);
   CHECK(settled() == 0);
 }
+
+TEST_CASE("gradients of a tensor inside a loop is an error naming it and the loop",
+          "[actors][control_flow][gradients]") {
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{}, "x");
+  output inside;
+  while_loop([&](const vars& v) { return less(v[0], constant(g, 3.0f)); },
+             [&](const vars& v) {
+               inside = v[0] * x;
+               return vars{inside};
+             },
+             {x}, {.name = "grow"});
+  try {
+    gradients({inside}, {x});
+    FAIL("no error");
+  } catch (const error& e) {
+    CHECK_THAT(e.what(), Catch::Contains(inside.name()) && Catch::Contains("while loop 'grow'"));
+  }
+}
