@@ -109,16 +109,18 @@ struct node_state {
 };
 
 void record_trace(node_setup& s, const step_ptr& step, std::chrono::steady_clock::time_point start,
-                  const std::vector<tensor>& outputs) {
+                  const std::vector<tensor>& outputs, flow_tag tag) {
   auto end = std::chrono::steady_clock::now();
   int64_t bytes = 0;
   for (auto& t : outputs)
     if (t.type() != dtype::string)
       bytes += int64_t(t.bytes());
   auto& tb = *step->trace;
+  bool in_loop = tag.frame && !tag.frame->info->name.empty();
   std::lock_guard lock(tb.mu);
   tb.nodes.push_back({s.name, s.op, s.device, tb.since_origin_ns(start), tb.since_origin_ns(end),
-                      bytes});
+                      bytes, in_loop ? tag.frame->info->name : std::string(),
+                      in_loop ? tag.iter : -1});
 }
 
 // Sends `value` to a consumer: from the node's actor when `self` is set, otherwise anonymously
@@ -217,7 +219,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
         if (call->step->aborted.load(std::memory_order_acquire))
           return;
         if (call->step->trace)
-          record_trace(*sp, call->step, call->started, call->ctx->outputs());
+          record_trace(*sp, call->step, call->started, call->ctx->outputs(), tag);
         emit(nullptr, *sp, call->step, call->ctx->outputs(), tag);
       });
       return;
@@ -255,7 +257,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
           return;
         }
         if (step->trace)
-          record_trace(s, step, started, ctx.outputs());
+          record_trace(s, step, started, ctx.outputs(), tag);
         emit(nullptr, s, step, ctx.outputs(), tag);
       });
       return;
@@ -271,7 +273,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     return;
   }
   if (step->trace)
-    record_trace(s, step, started, ctx.outputs());
+    record_trace(s, step, started, ctx.outputs(), tag);
   emit(self, s, step, ctx.outputs(), tag);
 }
 
@@ -460,7 +462,7 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         if (call->step->aborted.load(std::memory_order_acquire))
           return;
         if (call->step->trace)
-          record_trace(s, call->step, call->started, call->ctx->outputs());
+          record_trace(s, call->step, call->started, call->ctx->outputs(), call->tag);
         emit(self, s, call->step, call->ctx->outputs(), call->tag);
       },
   };

@@ -677,7 +677,11 @@ std::string run_metadata::to_chrome_trace() const {
                   tid, double(n.start_ns) / 1e3, double(n.end_ns - n.start_ns) / 1e3);
     events += (events.empty() ? "" : ",\n") + std::string("{\"name\":") + quote(n.node) +
               ",\"cat\":" + quote(n.op) + buf + ",\"args\":{\"op\":" + quote(n.op) +
-              ",\"output_bytes\":" + std::to_string(n.output_bytes) + "}}";
+              ",\"output_bytes\":" + std::to_string(n.output_bytes) +
+              (n.frame.empty() ? std::string()
+                               : ",\"frame\":" + quote(n.frame) +
+                                     ",\"iteration\":" + std::to_string(n.iteration)) +
+              "}}";
   }
   // Live output bytes per device as counter tracks.
   for (size_t d = 0; d < memory_timeline.size() && d < peak_bytes_per_device.size(); ++d)

@@ -68,6 +68,9 @@ struct node_trace {
   std::string node, op, device;
   int64_t start_ns = 0, end_ns = 0; ///< since the step started
   int64_t output_bytes = 0;
+  /// In a while loop: the frame's name and the iteration (-1 and empty outside any loop).
+  std::string frame;
+  int64_t iteration = -1;
 };
 
 /// What a traced run reports.

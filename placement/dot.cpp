@@ -1,5 +1,7 @@
 #include "placement/dot.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <map>
 
 namespace runnel {
@@ -18,6 +20,48 @@ std::string escape(const std::string& s) {
 const char* palette[] = {"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3",
                          "#fdb462", "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd"};
 
+/// A while loop's frame: its name, the frame it is in, its nodes and its inner frames.
+struct frame {
+  std::string name;
+  int parent = -1;
+  std::vector<int> nodes, children;
+};
+
+/// Each node's frame, from the Enters (into a frame named by `frame_name`) and Exits (back out);
+/// frame 0 is the top level. Node ids are a topological order apart from NextIteration -> Merge.
+std::vector<frame> frames_of(const graph& g, std::vector<int>& frame_of_node) {
+  std::vector<frame> frames(1);
+  std::map<std::pair<int, std::string>, int> index;
+  frame_of_node.assign(size_t(g.num_nodes()), 0);
+  for (int v = 0; v < g.num_nodes(); ++v) {
+    const node& n = g.at(v);
+    int in = -1;
+    for (auto e : n.inputs)
+      if (!(n.op == "Merge" && g.at(e.node).op == "NextIteration")) {
+        in = frame_of_node[size_t(e.node)];
+        break;
+      }
+    if (in < 0 && !n.control_inputs.empty())
+      in = frame_of_node[size_t(n.control_inputs[0])];
+    in = std::max(in, 0);
+    int f = in;
+    if (n.op == "Enter") {
+      auto name = get_attr<std::string>(n.attrs, "frame_name");
+      auto [it, added] = index.emplace(std::pair{in, name}, int(frames.size()));
+      if (added) {
+        frames.push_back({name, in, {}, {}});
+        frames[size_t(in)].children.push_back(it->second);
+      }
+      f = it->second;
+    } else if (n.op == "Exit") {
+      f = std::max(frames[size_t(in)].parent, 0);
+    }
+    frame_of_node[size_t(v)] = f;
+    frames[size_t(f)].nodes.push_back(v);
+  }
+  return frames;
+}
+
 } // namespace
 
 std::string to_dot(const graph& g, const std::vector<std::string>* device_of_node) {
@@ -27,23 +71,44 @@ std::string to_dot(const graph& g, const std::vector<std::string>* device_of_nod
       return (*device_of_node)[size_t(v)];
     return g.at(v).device;
   };
-  std::string nodes, edges;
+  std::vector<int> frame_of_node;
+  auto frames = frames_of(g, frame_of_node);
+  std::vector<std::string> node_lines(size_t(g.num_nodes()));
+  std::string edges;
   for (int v = 0; v < g.num_nodes(); ++v) {
     const node& n = g.at(v);
     std::string dev = device_of(v);
     if (!color.count(dev))
       color[dev] = palette[color.size() % (sizeof palette / sizeof *palette)];
-    nodes += "  n" + std::to_string(v) + " [label=\"" + escape(n.name) + "\\n" + escape(n.op) +
-             "\", fillcolor=\"" + color[dev] + "\", tooltip=\"" +
-             escape(dev.empty() ? "(no device)" : dev) + "\"];\n";
+    node_lines[size_t(v)] = "n" + std::to_string(v) + " [label=\"" + escape(n.name) + "\\n" +
+                            escape(n.op) + "\", fillcolor=\"" + color[dev] + "\", tooltip=\"" +
+                            escape(dev.empty() ? "(no device)" : dev) + "\"];\n";
     for (auto e : n.inputs) {
       auto& s = g.at(e.node).output_shapes[size_t(e.index)];
+      // A loop's back edge does not pull the Merge below the NextIteration.
+      bool back = n.op == "Merge" && g.at(e.node).op == "NextIteration";
       edges += "  n" + std::to_string(e.node) + " -> n" + std::to_string(v) + " [label=\"" +
-               escape(s.to_string()) + "\"];\n";
+               escape(s.to_string()) + "\"" + (back ? ", constraint=false, color=\"#1f78b4\"" : "") +
+               "];\n";
     }
     for (int c : n.control_inputs)
       edges += "  n" + std::to_string(c) + " -> n" + std::to_string(v) + " [style=dashed];\n";
   }
+  // Frames as nested clusters (a while loop's nodes inside a dashed box named by its frame).
+  std::function<void(int, const std::string&, std::string&)> emit =
+      [&](int f, const std::string& indent, std::string& out) {
+        for (int v : frames[size_t(f)].nodes)
+          out += indent + node_lines[size_t(v)];
+        for (int c : frames[size_t(f)].children) {
+          out += indent + "subgraph cluster_frame" + std::to_string(c) + " {\n" + indent +
+                 "  label=\"frame " + escape(frames[size_t(c)].name) + "\";\n" + indent +
+                 "  style=dashed;\n";
+          emit(c, indent + "  ", out);
+          out += indent + "}\n";
+        }
+      };
+  std::string nodes;
+  emit(0, "  ", nodes);
   std::string legend = "  subgraph cluster_legend {\n    label=\"devices\";\n";
   int i = 0;
   for (auto& [dev, c] : color)

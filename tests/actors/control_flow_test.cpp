@@ -1,9 +1,11 @@
 // cond and while_loop through the executor: frames, iterations, deadness, invariants,
 // back-pressure, malformed graphs, timeouts, and that no per-iteration state outlives a step.
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "ops/control_flow.hpp"
+#include "placement/dot.hpp"
 #include "tests/eval.hpp"
 
 using namespace runnel;
@@ -349,4 +351,33 @@ TEST_CASE("a loop spans devices: iterations pipeline across two CPU devices",
   // x -> x/2 + 1 converges to 2
   check_close(r[0], tensor::vector<float>({2, 2, 2, 2}), 1e-4, 1e-4);
   CHECK(settled_flow_state() == 0);
+}
+
+TEST_CASE("traces give each loop node's frame and iteration; dot draws frames as clusters",
+          "[actors][control_flow]") {
+  graph g;
+  auto n = constant(g, int32_t(3));
+  auto sums = sum_below(g, n, {.name = "loop"});
+  session s(test_runtime(), g);
+  run_metadata md;
+  REQUIRE(s.run({}, {sums.second}, {}, {.trace = true}, &md).ok());
+  std::set<int64_t> iterations;
+  for (auto& t : md.nodes)
+    if (t.op == "Add" && t.frame == "loop/while_context")
+      iterations.insert(t.iteration);
+  CHECK(iterations == std::set<int64_t>{0, 1, 2});
+  for (auto& t : md.nodes)
+    if (t.op == "Exit" || t.node == "Const")
+      CHECK(t.frame.empty());
+  auto json = md.to_chrome_trace();
+  CHECK_THAT(json, Catch::Contains("\"frame\":\"loop/while_context\",\"iteration\":2"));
+
+  auto dot = to_dot(g);
+  CHECK_THAT(dot, Catch::Contains("subgraph cluster_frame1 {") &&
+                      Catch::Contains("label=\"frame loop/while_context\"") &&
+                      Catch::Contains("constraint=false"));
+  // The loop's Add is inside the cluster, the Exit outside it.
+  auto cluster = dot.substr(dot.find("subgraph cluster_frame1"));
+  cluster = cluster.substr(0, cluster.find("\n  }\n"));
+  CHECK_THAT(cluster, Catch::Contains("\\nAdd\"") && !Catch::Contains("\\nExit\""));
 }
