@@ -286,6 +286,13 @@ void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
     return;
   bool dead = tag.dead && s.flow.kind != flow_kind::trigger;
   tag.dead = false;
+  if (dead && s.op == "_Send") {
+    // The Recv in the other process would wait for a value that never comes.
+    step->fail(unimplemented("a dead value (from a cond branch not taken) cannot be sent to "
+                             "another process yet; merge the cond on the sending task")
+                   .with_context(s.describe()));
+    return;
+  }
   if (dead) {
     std::vector<tensor> none(size_t(s.num_outputs));
     emit_flow(self, s, step, tag, none, nullptr, true);

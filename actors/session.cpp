@@ -233,13 +233,9 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
   for (int v : placed)
     dynamic |= is_control_flow_op(g.at(v).op);
   for (int v : placed)
-    if (g.at(v).op == "_Send" || g.at(v).op == "_Recv") {
-      inst->uses_rendezvous = true; // a partition of a cluster's graph
-      if (dynamic)
-        return unimplemented("node '" + g.at(v).name +
-                             "': a graph with control flow cannot yet be split across "
-                             "processes (no frame-aware Send/Recv between tasks)");
-    }
+    if (g.at(v).op == "_Send" || g.at(v).op == "_Recv")
+      inst->uses_rendezvous = true; // a partition of a cluster's graph (plan_frames refuses
+                                    // Sends and Recvs inside a loop)
   {
     caf::scoped_actor self(*rt.system);
     for (size_t d = 0; d < by_device.size(); ++d) {

@@ -3,6 +3,8 @@
 #include <thread>
 
 #include "actors/cluster.hpp"
+#include "ops/control_flow.hpp"
+#include "ops/optimizers.hpp"
 #include "ops/replica.hpp"
 #include "net/endpoint.hpp"
 #include "tests/eval.hpp"
@@ -209,4 +211,75 @@ TEST_CASE("replica_device_setter puts variables on ps tasks and the rest on the 
   CHECK(hv[0].ref.node().device == "/job:ps/task:0");
   CHECK(hv[1].ref.node().device == "/job:ps/task:1");
   CHECK(hv[2].ref.node().device == "/job:ps/task:1");
+}
+
+TEST_CASE("a while loop on a worker trains variables on a ps, as in one process",
+          "[actors][cluster][control_flow]") {
+  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
+  auto ps = cluster_node::start(quiet(spec, "ps", 0)).value();
+  auto worker = cluster_node::start(quiet(spec, "worker", 0)).value();
+  struct model {
+    graph g;
+    output x, loss;
+    operation train, init;
+    explicit model(bool placed) {
+      using vars = std::vector<output>;
+      x = placeholder(g, dtype::f32, shape{-1}, "x");
+      graph_variable w, b;
+      {
+        auto d = g.device(placed ? "/job:ps/task:0" : "");
+        w = variable(g, constant(g, 0.5f), "w");
+        b = variable(g, constant(g, 0.0f), "b");
+      }
+      auto d = g.device(placed ? "/job:worker/task:0" : "");
+      auto out = while_loop([&](const vars& v) { return less(v[0], constant(g, int32_t(4))); },
+                            [&](const vars& v) {
+                              return vars{v[0] + constant(g, int32_t(1)),
+                                          tanh(v[1] * w.value + b.value)};
+                            },
+                            {constant(g, int32_t(0)), x});
+      loss = mean(square(out[1] - x * 0.5f));
+      gradient_descent_optimizer opt(1.0);
+      train = opt.minimize(loss);
+      init = global_variables_initializer(g);
+    }
+  };
+  auto xv = tensor::vector<float>({-0.8f, -0.3f, 0.2f, 0.6f, 0.9f});
+  model m(true), lm(false);
+  session remote(client_runtime(), m.g, "runnel://" + spec.address("worker", 0).value());
+  runtime local_rt;
+  session local(local_rt, lm.g);
+  REQUIRE(remote.run({m.init}).ok());
+  REQUIRE(local.run({lm.init}).ok());
+  for (int i = 0; i < 20; ++i) {
+    auto r = remote.run({{m.x, xv}}, {}, {m.train});
+    INFO(r.error().to_string());
+    REQUIRE(r.ok());
+    REQUIRE(local.run({{lm.x, xv}}, {}, {lm.train}).ok());
+  }
+  auto rl = remote.run({{m.x, xv}}, {m.loss}).value()[0];
+  auto ll = local.run({{lm.x, xv}}, {lm.loss}).value()[0];
+  check_close(rl, ll, 1e-5, 1e-7);
+  CHECK(*rl.data<float>() < 0.05f);
+}
+
+TEST_CASE("a while loop whose body spans two tasks is refused with an error naming the node",
+          "[actors][cluster][control_flow]") {
+  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
+  auto ps = cluster_node::start(quiet(spec, "ps", 0)).value();
+  auto worker = cluster_node::start(quiet(spec, "worker", 0)).value();
+  using vars = std::vector<output>;
+  graph g;
+  auto d = g.device("/job:worker/task:0");
+  auto out = while_loop([&](const vars& v) { return less(v[0], constant(g, 3.0f)); },
+                        [&](const vars& v) {
+                          auto on_ps = g.device("/job:ps/task:0");
+                          return vars{v[0] + constant(g, 1.0f)};
+                        },
+                        {constant(g, 0.0f)});
+  session s(client_runtime(), g, "runnel://" + spec.address("worker", 0).value());
+  auto r = s.run({}, {out[0]});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == error_code::unimplemented);
+  CHECK_THAT(r.error().message(), Catch::Contains("cannot span processes"));
 }

@@ -353,7 +353,7 @@ TEST_CASE("a loop spans devices: iterations pipeline across two CPU devices",
   CHECK(settled_flow_state() == 0);
 }
 
-TEST_CASE("traces give each loop node's frame and iteration; dot draws frames as clusters",
+TEST_CASE("traces give each loop node's frame and iteration, and dot draws frames as clusters",
           "[actors][control_flow]") {
   graph g;
   auto n = constant(g, int32_t(3));
