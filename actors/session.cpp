@@ -206,11 +206,40 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     if (needed[size_t(v)])
       for (int c : g.at(v).control_inputs)
         keep[size_t(c)] = 1;
-  for (int v = 0; v < n; ++v) {
+  for (int v = 0; v < n; ++v)
     bindable[size_t(v)] =
         needed[size_t(v)] && g.at(v).op == "Const" && g.at(v).control_inputs.empty();
-    instantiate[size_t(v)] = needed[size_t(v)] && (!bindable[size_t(v)] || keep[size_t(v)]);
+  // In a loop or branch a Const waits on the context's pivot, so that it runs once per
+  // iteration or branch taken. Bound into a consumer that reads the pivot itself, it changes
+  // nothing (the consumer is dead exactly when the pivot is) and saves a firing per iteration.
+  bool any_flow = false;
+  for (int v = 0; v < n; ++v)
+    any_flow |= needed[size_t(v)] && is_control_flow_op(g.at(v).op);
+  if (any_flow) {
+    std::vector<std::vector<int>> readers(static_cast<size_t>(n));
+    for (int v = 0; v < n; ++v)
+      if (needed[size_t(v)])
+        for (auto e : g.at(v).inputs)
+          readers[size_t(e.node)].push_back(v);
+    for (int v = 0; v < n; ++v) {
+      const node& c = g.at(v);
+      if (!needed[size_t(v)] || c.op != "Const" || c.control_inputs.size() != 1 ||
+          readers[size_t(v)].empty())
+        continue;
+      int pivot = c.control_inputs[0];
+      bool all = true;
+      for (int m : readers[size_t(v)]) {
+        const node& r = g.at(m);
+        all &= !is_control_flow_op(r.op) &&
+               std::any_of(r.inputs.begin(), r.inputs.end(), [&](endpoint e) {
+                 return e.node == pivot && !is_fed(e);
+               });
+      }
+      bindable[size_t(v)] = all;
+    }
   }
+  for (int v = 0; v < n; ++v)
+    instantiate[size_t(v)] = needed[size_t(v)] && (!bindable[size_t(v)] || keep[size_t(v)]);
 
   // Place the whole graph (once per graph size), so that every instance agrees on where
   // stateful nodes live; then spawn node actors device by device.
