@@ -43,7 +43,12 @@ flow_kind kind_of(const std::string& op) {
 
 result<std::shared_ptr<flow_plan>> plan_frames(
     const graph& g, const std::vector<std::shared_ptr<node_setup>>& setups,
-    const std::vector<endpoint>& feeds) {
+    const std::vector<endpoint>& feeds, const std::vector<char>& elided) {
+  auto through = [&](endpoint e) {
+    while (elided[size_t(e.node)] && std::find(feeds.begin(), feeds.end(), e) == feeds.end())
+      e = g.at(e.node).inputs[0];
+    return e;
+  };
   auto plan = std::make_shared<flow_plan>();
   auto& frames = plan->frames;
   frames.push_back({});
@@ -122,6 +127,8 @@ result<std::shared_ptr<flow_plan>> plan_frames(
     };
     for (size_t k = 0; k < nd.inputs.size(); ++k) {
       auto e = nd.inputs[k];
+      if (std::find(feeds.begin(), feeds.end(), e) == feeds.end())
+        e = through(e);
       if (std::find(feeds.begin(), feeds.end(), e) != feeds.end()) {
         RUNNEL_RETURN_IF_ERROR(agree(0, -1));
         continue;
@@ -132,6 +139,7 @@ result<std::shared_ptr<flow_plan>> plan_frames(
       RUNNEL_RETURN_IF_ERROR(agree(f, e.node));
     }
     for (int c : nd.control_inputs) {
+      c = through({c, 0}).node;
       if (!setups[size_t(c)])
         continue;
       RUNNEL_ASSIGN_OR_RETURN(int f, out_frame(c));

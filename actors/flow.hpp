@@ -39,10 +39,11 @@ struct flow_plan {
 
 /// Assigns each node in `setups` (non-null entries) its frame, checking that a node's inputs all
 /// come from one frame, and fills in the nodes' flow_node and the plan's frames. `fed` marks
-/// fed endpoints' nodes (their values enter at the root frame). Errors name the nodes and frames.
+/// fed endpoints' nodes (their values enter at the root frame); `elided` marks pass-through
+/// nodes whose consumers read their input directly. Errors name the nodes and frames.
 result<std::shared_ptr<flow_plan>> plan_frames(
     const graph& g, const std::vector<std::shared_ptr<node_setup>>& setups,
-    const std::vector<endpoint>& feeds);
+    const std::vector<endpoint>& feeds, const std::vector<char>& elided);
 
 /// A message to send once the flow_state's lock is released.
 struct flow_message {

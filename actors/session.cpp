@@ -244,6 +244,30 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
   // Place the whole graph (once per graph size), so that every instance agrees on where
   // stateful nodes live; then spawn node actors device by device.
   RUNNEL_RETURN_IF_ERROR(place_graph());
+  // With control flow, an Identity or LoopCond (a pass-through: loop bodies and branches are
+  // full of them) is no node of its own: its consumers, control consumers included, take its
+  // input from its producer directly, with the same frame, iteration and deadness. One firing
+  // less per loop variable and iteration.
+  std::vector<char> elided(static_cast<size_t>(n), 0);
+  if (any_flow)
+    for (int v = 0; v < n; ++v) {
+      const node& nd = g.at(v);
+      if (!needed[size_t(v)] || keep[size_t(v)] || (nd.op != "Identity" && nd.op != "LoopCond") ||
+          nd.inputs.size() != 1 || !nd.control_inputs.empty())
+        continue;
+      auto e = nd.inputs[0];
+      if (is_fed(e) || bindable[size_t(e.node)] || g.at(e.node).op == "VariableV2" ||
+          device_of_node[size_t(e.node)] != device_of_node[size_t(v)])
+        continue;
+      elided[size_t(v)] = 1;
+      instantiate[size_t(v)] = 0;
+    }
+  // What an elided node's consumers read instead.
+  auto through = [&](endpoint e) {
+    while (elided[size_t(e.node)])
+      e = g.at(e.node).inputs[0];
+    return e;
+  };
   std::vector<int> placed;
   std::vector<size_t> where;
   for (int v = 0; v < n; ++v)
@@ -379,6 +403,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
         setup.bound[slot] = std::get<tensor>(g.at(e.node).attrs.at("value"));
         continue;
       }
+      e = through(e);
       auto& producer = *setups[size_t(e.node)];
       if (!refs[slot]) {
         if (auto var = producer.kern->variable_resource()) {
@@ -399,6 +424,11 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     for (size_t k = 0; k < nd.control_inputs.size(); ++k) {
       int u = nd.control_inputs[k];
       consumer c{actors[size_t(v)], int32_t(nd.inputs.size() + k)};
+      if (elided[size_t(u)]) { // the value goes to the control slot, which ignores it
+        auto e = through({u, 0});
+        setups[size_t(e.node)]->consumers[size_t(e.index)].push_back(c);
+        continue;
+      }
       if (device_of_node[size_t(u)] != device_of_node[size_t(v)] && !dynamic)
         recv_for(u, -1, device_of_node[size_t(v)]).consumers[0].push_back(c);
       else
@@ -415,7 +445,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
       setups[size_t(fetches[f].node)]->fetch_slots[size_t(fetches[f].index)].push_back(int(f));
   }
   if (dynamic) {
-    auto plan = plan_frames(g, setups, feeds);
+    auto plan = plan_frames(g, setups, feeds, elided);
     if (!plan) {
       for (auto& a : inst->actors->nodes)
         caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
