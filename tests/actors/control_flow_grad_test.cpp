@@ -2,6 +2,7 @@
 // against the gradient of the same computation unrolled statically; loop invariants, TensorArray
 // inputs and outputs, nested loops, a cond inside a loop, and training through a loop.
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -289,4 +290,48 @@ TEST_CASE("gradients of a tensor inside a loop is an error naming it and the loo
   } catch (const error& e) {
     CHECK_THAT(e.what(), Catch::Contains(inside.name()) && Catch::Contains("while loop 'grow'"));
   }
+}
+
+TEST_CASE("loop gradients with maximum_iterations, one iteration at a time, many iterations",
+          "[actors][control_flow][gradients]") {
+  graph g;
+  auto x = placeholder(g, dtype::f64, shape{}, "x");
+  // v <- v * 0.99 + 0.01 * sin(v) while true, stopped by maximum_iterations = 300.
+  auto out = while_loop([&](const vars&) { return constant(g, true); },
+                        [&](const vars& v) { return vars{v[0] * 0.99 + 0.01 * sin(v[0])}; },
+                        {x}, {.parallel_iterations = 1, .maximum_iterations = 300});
+  auto dyn = gradients({out[0]}, {x})[0];
+  output v = x;
+  for (int i = 0; i < 300; ++i)
+    v = v * 0.99 + 0.01 * sin(v);
+  auto stat = gradients({v}, {x})[0];
+  session s(test_runtime(), g);
+  feed_list feeds{{x, tensor::scalar(0.8)}};
+  check_close(run1(s, dyn, feeds), run1(s, stat, feeds), 1e-10, 1e-12);
+  check_close(run1(s, dyn, feeds), numeric_grad(s, out[0], x, tensor::scalar(0.8)), 1e-6, 1e-8);
+  CHECK(settled() == 0);
+}
+
+TEST_CASE("an aborted step with a loop gradient in flight leaves no TensorArray behind",
+          "[actors][control_flow][gradients]") {
+  graph g;
+  auto x = placeholder(g, dtype::f64, shape{}, "x");
+  auto n = placeholder(g, dtype::i32, shape{}, "n");
+  auto out = while_loop([&](const vars& v) { return less(v[0], n); },
+                        [&](const vars& v) {
+                          return vars{v[0] + constant(g, int32_t(1)), v[1] * 1.0000001};
+                        },
+                        {constant(g, int32_t(0)), x});
+  auto grad = gradients({out[1]}, {x})[0];
+  session s(test_runtime(), g);
+  run_metadata md;
+  // Ten million iterations cannot finish in 50 ms: the deadline aborts the step mid-loop.
+  auto r = s.run({{x, tensor::scalar(1.0)}, {n, tensor::scalar<int32_t>(10'000'000)}}, {grad}, {},
+                 {.timeout = std::chrono::milliseconds(50)}, &md);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == error_code::deadline_exceeded);
+  CHECK(settled() == 0);
+  // The session still computes the gradient afterwards.
+  check_close(run1(s, grad, {{x, tensor::scalar(1.0)}, {n, tensor::scalar<int32_t>(3)}}),
+              tensor::scalar(std::pow(1.0000001, 3)), 1e-12, 1e-12);
 }
