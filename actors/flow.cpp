@@ -81,26 +81,6 @@ result<std::shared_ptr<flow_plan>> plan_frames(
     }
     return f;
   };
-  // A node at the top level because its value came from another process (a _Recv): what makes
-  // a loop split over tasks look like mismatched frames here.
-  auto recv_behind = [&](int u) -> int {
-    for (int depth = 0; u >= 0 && depth < 64; ++depth) {
-      const node& p = g.at(u);
-      if (p.op == "_Recv")
-        return u;
-      if (p.inputs.empty() || frame_of[size_t(u)] != 0)
-        return -1;
-      u = p.inputs[0].node;
-    }
-    return -1;
-  };
-  auto spans_processes = [&](int recv, int v) {
-    return unimplemented("node " + describe(v) + " is in a while loop but takes a value from " +
-                         "another process (through " + describe(recv) +
-                         "): a while loop cannot span processes yet. Place the loop's nodes "
-                         "(its Enters, body and Exits) on one task; tensors may enter and "
-                         "leave the loop across tasks");
-  };
   // Insertion order is topological but for back edges (NextIteration -> Merge), checked after.
   for (int v = 0; v < n; ++v) {
     auto& setup = setups[size_t(v)];
@@ -109,11 +89,6 @@ result<std::shared_ptr<flow_plan>> plan_frames(
     const node& nd = g.at(v);
     int frame = -1, from = -1;
     auto agree = [&](int f, int u) -> status {
-      if (frame >= 0 && f != frame) {
-        int recv = f == 0 && u >= 0 ? recv_behind(u) : (from >= 0 ? recv_behind(from) : -1);
-        if (recv >= 0)
-          return spans_processes(recv, v);
-      }
       if (frame >= 0 && f != frame)
         return invalid_argument(
             "node " + describe(v) + " has inputs from different frames: " +
@@ -179,10 +154,6 @@ result<std::shared_ptr<flow_plan>> plan_frames(
       for (size_t k = 0; k < nd.inputs.size(); ++k) {
         auto e = nd.inputs[k];
         bool back = g.at(e.node).op == "NextIteration" && setups[size_t(e.node)];
-        if (back && frame_of[size_t(e.node)] != f) {
-          if (int recv = recv_behind(e.node); recv >= 0)
-            return spans_processes(recv, e.node);
-        }
         if (back && frame_of[size_t(e.node)] != f)
           return invalid_argument("Merge " + describe(v) + " in " + frame_label(frames, f) +
                                   " takes NextIteration " + describe(e.node) + " from " +
@@ -195,12 +166,6 @@ result<std::shared_ptr<flow_plan>> plan_frames(
                                 " has only NextIteration inputs: the loop never starts");
       break;
     default:
-      if ((nd.op == "_Send" || nd.op == "_Recv") && f != 0)
-        return unimplemented(
-            "node " + describe(v) + " would carry values of " + frame_label(frames, f) +
-            " between processes: a while loop cannot span processes yet. Place the loop's "
-            "nodes (its Enters, body and Exits) on one task; tensors may enter and leave the "
-            "loop across tasks");
       break;
     }
     setup->dynamic = true;
@@ -213,6 +178,8 @@ result<std::shared_ptr<flow_plan>> plan_frames(
 frame_state::frame_state(const flow_plan& plan, int index, frame_state* p, int64_t pi)
     : info(&plan.frames[size_t(index)]), static_index(index), parent(p), parent_iter(pi),
       pending_enters(info->enters), exited_live(info->exits.size(), 0) {
+  if (p)
+    id = p->id.empty() ? info->name : p->id + ":" + std::to_string(pi) + "/" + info->name;
   outstanding.push_back(0);
   flow_state_in_use().fetch_add(1, std::memory_order_relaxed);
 }

@@ -72,6 +72,9 @@ struct frame_state {
   std::vector<invariant> invariants;
   std::vector<flow_message> parked; ///< for the iteration after the window
   std::vector<char> exited_live;    ///< per exit of the frame
+  /// The same in every process: the frame names from the top, each with its parent iteration
+  /// ("outer", "outer:3/inner"); empty for the top level.
+  std::string id;
   std::map<std::pair<int64_t, int>, std::unique_ptr<frame_state>> children;
 };
 

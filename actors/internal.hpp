@@ -195,6 +195,9 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   /// In an instance with control flow: inputs and outputs carry flow tags.
   bool dynamic = false;
   flow_node flow;
+  /// A _Send or _Recv between processes: in an instance with control flow its rendezvous key
+  /// carries the frame and iteration it runs in, and dead values cross as a marker.
+  bool keyed_by_iteration = false;
 
   std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
 };

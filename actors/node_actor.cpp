@@ -145,7 +145,16 @@ void emit_flow(node_actor::pointer self, node_setup& s, const step_ptr& step, fl
 void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
           std::vector<tensor>& outputs, flow_tag tag) {
   if (s.dynamic) {
-    emit_flow(self, s, step, tag, outputs, nullptr, false);
+    // A Recv that got another process's dead value (see fire_flow) passes deadness on.
+    bool dead = s.keyed_by_iteration && s.num_outputs == 1 && !outputs[0].valid();
+    emit_flow(self, s, step, tag, outputs, nullptr, dead);
+    return;
+  }
+  if (s.keyed_by_iteration && s.num_outputs == 1 && !outputs[0].valid()) {
+    step->fail(invalid_argument("received a dead value (from a cond branch not taken on the "
+                                "sending task) where this task's graph has no control flow to "
+                                "pass deadness on")
+                   .with_context(s.describe()));
     return;
   }
   for (int o = 0; o < s.num_outputs; ++o) {
@@ -206,6 +215,8 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     call->ctx->set_abort_flag(&step->aborted);
     call->ctx->set_step_id(step->id);
     call->ctx->set_step_container(&step->resources);
+    if (s.keyed_by_iteration && tag.frame && !tag.frame->id.empty())
+      call->ctx->set_frame_iter(tag.frame->id + ":" + std::to_string(tag.iter));
     auto* ctx = call->ctx.get();
     if (s.emit_on_completion) {
       // The completion emits from the thread that completes it (a Send's, for a Recv): one actor
@@ -286,11 +297,11 @@ void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
     return;
   bool dead = tag.dead && s.flow.kind != flow_kind::trigger;
   tag.dead = false;
-  if (dead && s.op == "_Send") {
-    // The Recv in the other process would wait for a value that never comes.
-    step->fail(unimplemented("a dead value (from a cond branch not taken) cannot be sent to "
-                             "another process yet; merge the cond on the sending task")
-                   .with_context(s.describe()));
+  if (dead && s.keyed_by_iteration && s.num_outputs == 0) {
+    // A Send of a dead value still sends (the Recv in the other process is waiting): an
+    // invalid tensor, which the Send kernel turns into its dead marker.
+    std::vector<tensor> inputs(s.bound.size());
+    fire(self, s, step, std::move(inputs), tag);
     return;
   }
   if (dead) {

@@ -118,37 +118,56 @@ result<tensor_rendezvous*> rendezvous_of(const kernel_construction& c) {
   return r;
 }
 
+/// How a dead value (a branch not taken, a loop's last iteration) crosses: an empty tensor of
+/// another dtype than the edge's, which no live value of the edge can be.
+tensor dead_marker(dtype edge) {
+  return tensor(edge == dtype::u8 ? dtype::i8 : dtype::u8, shape{0});
+}
+
 class send_kernel : public kernel {
 public:
-  send_kernel(tensor_rendezvous& r, std::string key, std::string recv_device)
-      : r_(r), key_(std::move(key)), recv_device_(std::move(recv_device)) {}
+  send_kernel(tensor_rendezvous& r, std::string key, std::string recv_device, dtype type)
+      : r_(r), key_(std::move(key)), recv_device_(std::move(recv_device)), type_(type) {}
   bool is_async() const override { return true; }
   status compute(kernel_context&) override { return internal_error("_Send is asynchronous"); }
   void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
-    r_.send(ctx.step_id(), key_, recv_device_, ctx.input(0), std::move(done));
+    tensor value = ctx.input(0).valid() ? ctx.input(0) : dead_marker(type_);
+    if (ctx.frame_iter().empty()) // the step's top level: the key as it is
+      r_.send(ctx.step_id(), key_, recv_device_, std::move(value), std::move(done));
+    else
+      r_.send(ctx.step_id(), key_ + ctx.frame_iter(), recv_device_, std::move(value),
+              std::move(done));
   }
 
 private:
   tensor_rendezvous& r_;
   std::string key_, recv_device_;
+  dtype type_;
 };
 
 class recv_kernel : public kernel {
 public:
-  recv_kernel(tensor_rendezvous& r, std::string key) : r_(r), key_(std::move(key)) {}
+  recv_kernel(tensor_rendezvous& r, std::string key, dtype type)
+      : r_(r), key_(std::move(key)), type_(type) {}
   bool is_async() const override { return true; }
   status compute(kernel_context&) override { return internal_error("_Recv is asynchronous"); }
   void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
-    r_.recv(ctx.step_id(), key_, [&ctx, done = std::move(done)](status st, tensor t) {
-      if (st.ok())
+    auto got = [&ctx, type = type_, done = std::move(done)](status st, tensor t) {
+      // A dead value stays an invalid output: the executor passes deadness on.
+      if (st.ok() && t.type() == type)
         ctx.set_output(0, std::move(t));
       done(std::move(st));
-    });
+    };
+    if (ctx.frame_iter().empty())
+      r_.recv(ctx.step_id(), key_, std::move(got));
+    else
+      r_.recv(ctx.step_id(), key_ + ctx.frame_iter(), std::move(got));
   }
 
 private:
   tensor_rendezvous& r_;
   std::string key_;
+  dtype type_;
 };
 
 } // namespace
@@ -158,12 +177,14 @@ void register_sendrecv_kernels(kernel_registry& reg) {
           [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
             RUNNEL_ASSIGN_OR_RETURN(auto* r, rendezvous_of(c));
             return std::unique_ptr<kernel>(
-                new send_kernel(*r, key_of(c), c.attr<std::string>("recv_device")));
+                new send_kernel(*r, key_of(c), c.attr<std::string>("recv_device"),
+                                c.attr<dtype>("T")));
           });
   reg.add("_Recv", device_type::cpu, {},
           [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
             RUNNEL_ASSIGN_OR_RETURN(auto* r, rendezvous_of(c));
-            return std::unique_ptr<kernel>(new recv_kernel(*r, key_of(c)));
+            return std::unique_ptr<kernel>(
+                new recv_kernel(*r, key_of(c), c.attr<dtype>("tensor_type")));
           });
 }
 

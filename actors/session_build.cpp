@@ -229,8 +229,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     dynamic |= is_control_flow_op(g.at(v).op);
   for (int v : placed)
     if (g.at(v).op == "_Send" || g.at(v).op == "_Recv")
-      inst->uses_rendezvous = true; // a partition of a cluster's graph (plan_frames refuses
-                                    // Sends and Recvs inside a loop)
+      inst->uses_rendezvous = true; // a partition of a cluster's graph
   {
     caf::scoped_actor self(*rt.system);
     for (size_t d = 0; d < by_device.size(); ++d) {
@@ -330,6 +329,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     auto refs = ref_input_slots(nd);
     auto& setup = *setups[size_t(v)];
     setup.ref_reads.assign(nd.inputs.size(), nullptr);
+    setup.keyed_by_iteration = nd.op == "_Send" || nd.op == "_Recv";
     for (size_t slot = 0; slot < nd.inputs.size(); ++slot) {
       auto e = nd.inputs[slot];
       consumer c{actors[size_t(v)], int32_t(slot),

@@ -114,6 +114,10 @@ public:
   void set_step_id(int64_t id) { step_id_ = id; }
   /// The step's TensorArrays and Stacks (null outside a session step).
   step_resources* step_container() const { return step_resources_; }
+  /// Inside a while loop: "<frame id>:<iteration>", the frame_iter field of the rendezvous keys
+  /// of _Send and _Recv (set only for them); empty at the step's top level.
+  const std::string& frame_iter() const { return frame_iter_; }
+  void set_frame_iter(std::string f) { frame_iter_ = std::move(f); }
   void set_step_container(step_resources* r) { step_resources_ = r; }
 
   /// For asynchronous kernels: whether the step was aborted while they waited (e.g. a dequeue,
@@ -128,6 +132,7 @@ private:
   const std::atomic<bool>* aborted_ = nullptr;
   int64_t step_id_ = 0;
   step_resources* step_resources_ = nullptr;
+  std::string frame_iter_;
 };
 
 class kernel {

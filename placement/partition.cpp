@@ -1,6 +1,8 @@
 #include "placement/partition.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -41,6 +43,109 @@ result<std::vector<graph_partition>> partition(const graph& g, const std::vector
     return std::to_string(part_of_device.at(device));
   };
 
+  // While loops: each node's frame (entered at an Enter, named by its frame_name; left at an
+  // Exit) and each frame's LoopCond. Frame 0 is the step's top level.
+  struct frame_info {
+    std::string name;
+    int parent = 0;
+    int64_t parallel_iterations = 10;
+    int loop_cond = -1; // index into `nodes`
+  };
+  std::vector<frame_info> frames(1);
+  std::map<std::pair<int, std::string>, int> frame_index;
+  std::vector<int> out_frame(nodes.size(), 0); // the frame of each node's outputs
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const node& n = g.at(nodes[i]);
+    int in = -1;
+    for (auto e : n.inputs)
+      if (!(n.op == "Merge" && g.at(e.node).op == "NextIteration"))
+        if (auto it = index_of.find(e.node); it != index_of.end()) {
+          in = out_frame[it->second];
+          break;
+        }
+    for (int c : n.control_inputs)
+      if (auto it = index_of.find(c); in < 0 && it != index_of.end())
+        in = out_frame[it->second];
+    in = std::max(in, 0);
+    int out = in;
+    if (n.op == "Enter") {
+      auto name = get_attr<std::string>(n.attrs, "frame_name");
+      auto [it, added] = frame_index.emplace(std::pair{in, name}, int(frames.size()));
+      if (added)
+        frames.push_back({name, in, get_attr<int64_t>(n.attrs, "parallel_iterations"), -1});
+      out = it->second;
+    } else if (n.op == "Exit") {
+      out = frames[size_t(in)].parent;
+    } else if (n.op == "LoopCond") {
+      frames[size_t(in)].loop_cond = int(i);
+    }
+    out_frame[i] = out;
+  }
+  // A device that receives values of a loop's iterations runs a control loop of its own (as
+  // TensorFlow's partitioner adds): Enter -> Merge -> Switch on the loop's predicate, received
+  // from the LoopCond's device each iteration -> Identity -> NextIteration -> Merge. Its Merge
+  // gates the Recvs of that frame, so that they run once per iteration, keyed by it.
+  std::map<std::pair<std::string, int>, std::string> control_loops; // (device, frame) -> Merge
+  std::map<std::string, std::vector<node_def>> deferred;             // nodes added last
+  std::function<result<std::string>(const std::string&, int)> control_loop =
+      [&](const std::string& dst, int f) -> result<std::string> {
+    if (auto it = control_loops.find({dst, f}); it != control_loops.end())
+      return it->second;
+    const frame_info& fr = frames[size_t(f)];
+    if (fr.loop_cond < 0)
+      return invalid_argument("partition: the while loop of frame '" + fr.name +
+                              "' has no LoopCond among the nodes to partition");
+    std::vector<std::string> start_inputs;
+    if (fr.parent != 0) {
+      RUNNEL_ASSIGN_OR_RETURN(auto parent_merge, control_loop(dst, fr.parent));
+      start_inputs.push_back("^" + parent_merge);
+    }
+    std::string base = "_cloop/" + fr.name + "/" + device_tag(dst);
+    auto& nodes_of = part(dst).nodes;
+    nodes_of.push_back({base + "/start", "Const", start_inputs, dst,
+                        {{"value", tensor::scalar(0.0f)}, {"dtype", dtype::f32}}});
+    nodes_of.push_back({base + "/enter", "Enter", {base + "/start"}, dst,
+                        {{"T", dtype::f32},
+                         {"frame_name", fr.name},
+                         {"is_constant", false},
+                         {"parallel_iterations", fr.parallel_iterations}}});
+    nodes_of.push_back({base + "/merge", "Merge", {base + "/enter", base + "/next"}, dst,
+                        {{"T", dtype::f32}, {"N", int64_t(2)}}});
+    const node& lc = g.at(nodes[size_t(fr.loop_cond)]);
+    const std::string& home = device_of[size_t(fr.loop_cond)];
+    std::string pred = lc.name;
+    if (home != dst) {
+      attr_map common{{"tensor_name", "loop_pred_" + lc.name + "_to_" + device_tag(dst)},
+                      {"send_device", home},
+                      {"send_device_incarnation", options.incarnation},
+                      {"recv_device", dst},
+                      {"client_terminated", false}};
+      attr_map send_attrs = common;
+      send_attrs["T"] = dtype::boolean;
+      deferred[home].push_back({base + "/send_pred", "_Send", {lc.name}, home, send_attrs});
+      attr_map recv_attrs = common;
+      recv_attrs["tensor_type"] = dtype::boolean;
+      recv_attrs["shape"] = shape{};
+      pred = base + "/pred";
+      nodes_of.push_back({pred, "_Recv", {"^" + base + "/merge"}, dst, recv_attrs});
+    }
+    nodes_of.push_back({base + "/switch", "Switch", {base + "/merge", pred}, dst,
+                        {{"T", dtype::f32}}});
+    nodes_of.push_back({base + "/pivot", "Identity", {base + "/switch:1"}, dst,
+                        {{"T", dtype::f32}}});
+    nodes_of.push_back({base + "/next", "NextIteration", {base + "/pivot"}, dst,
+                        {{"T", dtype::f32}}});
+    control_loops[{dst, f}] = base + "/merge";
+    return base + "/merge";
+  };
+  /// What a Recv of a value of frame `f` on `dst` waits on (none at the top level).
+  auto gate = [&](const std::string& dst, int f) -> result<std::vector<std::string>> {
+    if (f == 0)
+      return std::vector<std::string>{};
+    RUNNEL_ASSIGN_OR_RETURN(auto merge, control_loop(dst, f));
+    return std::vector<std::string>{"^" + merge};
+  };
+
   for (size_t i = 0; i < nodes.size(); ++i) {
     const node& n = g.at(nodes[i]);
     const std::string& dst = device_of[i];
@@ -74,7 +179,8 @@ result<std::vector<graph_partition>> partition(const graph& g, const std::vector
         attr_map recv_attrs = common;
         recv_attrs["tensor_type"] = t;
         recv_attrs["shape"] = src.output_shapes[size_t(e.index)];
-        part(dst).nodes.push_back({"_recv/" + base, "_Recv", {}, dst, recv_attrs});
+        RUNNEL_ASSIGN_OR_RETURN(auto waits, gate(dst, out_frame[it->second]));
+        part(dst).nodes.push_back({"_recv/" + base, "_Recv", waits, dst, recv_attrs});
         r = recv_name.emplace(key, "_recv/" + base).first;
       }
       def.inputs.push_back(r->second);
@@ -109,13 +215,17 @@ result<std::vector<graph_partition>> partition(const graph& g, const std::vector
         attr_map recv_attrs = common;
         recv_attrs["tensor_type"] = dtype::f32;
         recv_attrs["shape"] = shape{0};
-        part(dst).nodes.push_back({"_recv/" + base, "_Recv", {}, dst, recv_attrs});
+        RUNNEL_ASSIGN_OR_RETURN(auto waits, gate(dst, out_frame[it->second]));
+        part(dst).nodes.push_back({"_recv/" + base, "_Recv", waits, dst, recv_attrs});
         r = control_recv.emplace(key, "_recv/" + base).first;
       }
       def.inputs.push_back("^" + r->second);
     }
     part(dst).nodes.push_back(std::move(def));
   }
+  for (auto& [device, extra] : deferred)
+    for (auto& d : extra)
+      part(device).nodes.push_back(std::move(d));
   return parts;
 }
 

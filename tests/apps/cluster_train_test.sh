@@ -4,10 +4,20 @@
 set -euo pipefail
 bin=$1 records=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-ports=$(python3 -c 'import socket
-s=[socket.socket() for _ in range(3)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(" ".join(str(x.getsockname()[1]) for x in s))')
+# Free ports below the kernel's ephemeral range (where outgoing connections take theirs, so no
+# other test's connection can take one of these before the nodes bind them; see tests/ports.hpp).
+ports=$(python3 -c 'import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+held, ports = [], []
+while len(ports) < 3:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", random.randrange(20000, max(low, 21000))))
+    except OSError:
+        continue
+    held.append(s)
+    ports.append(s.getsockname()[1])
+print(" ".join(map(str, ports)))')
 read -r p0 p1 p2 <<<"$ports"
 cluster="ps=127.0.0.1:$p0;worker=127.0.0.1:$p1,127.0.0.1:$p2"
 common=(--cluster "$cluster" --model softmax --epochs 1 --max-steps 150 --records-dir "$records")
@@ -23,6 +33,7 @@ w1=$!
 status=0
 wait $w0 || { echo "worker 0 failed:"; tail -5 "$work/w0.log"; status=1; }
 wait $w1 || { echo "worker 1 failed:"; tail -5 "$work/w1.log"; status=1; }
+((status == 0)) || { echo "ps log:"; tail -5 "$work/ps.log"; }
 cat "$work/w0.out" "$work/w1.out"
 ls "$work/ckpt"/model-*.h5 >/dev/null || { echo "the chief wrote no checkpoint"; status=1; }
 [[ ! -e $work/ckpt1 ]] || ! ls "$work/ckpt1"/model-*.h5 >/dev/null 2>&1 ||

@@ -13,6 +13,7 @@
 #include "net/endpoint.hpp"
 #include "ops/optimizers.hpp"
 #include "tests/eval.hpp"
+#include "tests/ports.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;
@@ -20,17 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<int> free_ports(int n) {
-  std::vector<std::unique_ptr<net::endpoint>> held;
-  std::vector<int> ports;
-  for (int i = 0; i < n; ++i) {
-    net::endpoint_options o;
-    o.listen = "127.0.0.1:0";
-    held.push_back(net::endpoint::start(o).value());
-    ports.push_back(held.back()->port());
-  }
-  return ports;
-}
 
 fs::path scratch(const std::string& name) {
   auto dir = fs::temp_directory_path() / ("runnel-mp-" + std::to_string(::getpid())) / name;
