@@ -102,6 +102,8 @@ result<std::shared_ptr<flow_plan>> plan_frames(
     };
     for (size_t k = 0; k < nd.inputs.size(); ++k) {
       auto e = nd.inputs[k];
+      if (g.at(e.node).op == "NextIteration")
+        continue; // a back edge (checked below)
       if (std::find(feeds.begin(), feeds.end(), e) == feeds.end())
         e = through(e);
       if (std::find(feeds.begin(), feeds.end(), e) != feeds.end()) {
@@ -153,11 +155,18 @@ result<std::shared_ptr<flow_plan>> plan_frames(
       fl.back_edge.assign(nd.inputs.size(), 0);
       for (size_t k = 0; k < nd.inputs.size(); ++k) {
         auto e = nd.inputs[k];
-        bool back = g.at(e.node).op == "NextIteration" && setups[size_t(e.node)];
-        if (back && frame_of[size_t(e.node)] != f)
+        bool back = g.at(e.node).op == "NextIteration" &&
+                    (setups[size_t(e.node)] || elided[size_t(e.node)]);
+        int from = -1; // the frame the NextIteration's value is in
+        if (back && elided[size_t(e.node)]) {
+          RUNNEL_ASSIGN_OR_RETURN(from, out_frame(through(e).node));
+        } else if (back) {
+          from = frame_of[size_t(e.node)];
+        }
+        if (back && from != f)
           return invalid_argument("Merge " + describe(v) + " in " + frame_label(frames, f) +
                                   " takes NextIteration " + describe(e.node) + " from " +
-                                  frame_label(frames, frame_of[size_t(e.node)]));
+                                  frame_label(frames, from));
         fl.back_edge[k] = back;
         (back ? fl.back_inputs : fl.forward_inputs)++;
       }
@@ -210,24 +219,34 @@ void flow_state::start_iteration(frame_state* f, std::vector<flow_message>& out)
 }
 
 void flow_state::deliver(frame_state* f, int64_t iter, const std::vector<consumer>& to,
-                         const tensor& value, bool dead, std::vector<flow_message>& out) {
+                         const tensor& value, bool dead, std::vector<flow_message>& out,
+                         bool next_only) {
+  // Consumers behind an elided NextIteration take the value in the next iteration (a dead one
+  // stops there, as at a NextIteration).
+  bool any_next = false;
+  for (auto& c : to)
+    any_next |= c.next_iteration;
   int64_t end = f->base + int64_t(f->outstanding.size());
+  bool parked = false;
   if (iter >= end) {
     if (iter == end && iter < f->base + f->info->parallel_iterations) {
       start_iteration(f, out);
     } else {
       for (auto& c : to)
-        if (!dead || !c.ignores_dead)
+        if (c.next_iteration == next_only && (!dead || !c.ignores_dead))
           f->parked.push_back({c.actor, c.slot, value, {f, iter, dead}});
-      return;
+      parked = true;
     }
   }
-  for (auto& c : to) {
-    if (dead && c.ignores_dead)
-      continue;
-    f->outstanding[size_t(iter - f->base)]++;
-    out.push_back({c.actor, c.slot, value, {f, iter, dead}});
-  }
+  if (!parked)
+    for (auto& c : to) {
+      if (c.next_iteration != next_only || (dead && c.ignores_dead))
+        continue;
+      f->outstanding[size_t(iter - f->base)]++;
+      out.push_back({c.actor, c.slot, value, {f, iter, dead}});
+    }
+  if (any_next && !next_only && !dead)
+    deliver(f, iter + 1, to, value, false, out, true);
 }
 
 bool flow_state::done_message(frame_state* f, int64_t iter, std::vector<flow_message>& out) {

@@ -97,7 +97,7 @@ public:
 
 private:
   void deliver(frame_state* f, int64_t iter, const std::vector<consumer>& to, const tensor& value,
-               bool dead, std::vector<flow_message>& out);
+               bool dead, std::vector<flow_message>& out, bool next_only = false);
   void start_iteration(frame_state* f, std::vector<flow_message>& out);
   frame_state* child(frame_state* f, int64_t iter, int static_index);
   bool done_message(frame_state* f, int64_t iter, std::vector<flow_message>& out);

@@ -147,6 +147,8 @@ struct consumer {
   /// With control flow: an Exit or NextIteration, which does nothing with a dead value, so none
   /// is sent to it (one message less per loop iteration: the Exit's).
   bool ignores_dead = false;
+  /// Behind an elided NextIteration: the value goes to the next iteration (dead: nowhere).
+  bool next_iteration = false;
 };
 
 /// What a control-flow primitive does to frames, iterations and deadness.

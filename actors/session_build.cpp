@@ -188,13 +188,15 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
   RUNNEL_RETURN_IF_ERROR(place_graph());
   // With control flow, an Identity or LoopCond (a pass-through: loop bodies and branches are
   // full of them) is no node of its own: its consumers, control consumers included, take its
-  // input from its producer directly, with the same frame, iteration and deadness. One firing
-  // less per loop variable and iteration.
+  // input from its producer directly, with the same frame, iteration and deadness. So is a
+  // NextIteration: its Merge takes the producer's value as the next iteration's (flagged on the
+  // consumer). Two firings less per loop variable and iteration.
   std::vector<char> elided(static_cast<size_t>(n), 0);
   if (any_flow)
     for (int v = 0; v < n; ++v) {
       const node& nd = g.at(v);
-      if (!needed[size_t(v)] || keep[size_t(v)] || (nd.op != "Identity" && nd.op != "LoopCond") ||
+      if (!needed[size_t(v)] || keep[size_t(v)] ||
+          (nd.op != "Identity" && nd.op != "LoopCond" && nd.op != "NextIteration") ||
           nd.inputs.size() != 1 || !nd.control_inputs.empty())
         continue;
       auto e = nd.inputs[0];
@@ -345,6 +347,8 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
         setup.bound[slot] = std::get<tensor>(g.at(e.node).attrs.at("value"));
         continue;
       }
+      for (auto x = e; elided[size_t(x.node)]; x = g.at(x.node).inputs[0])
+        c.next_iteration |= g.at(x.node).op == "NextIteration";
       e = through(e);
       auto& producer = *setups[size_t(e.node)];
       if (!refs[slot]) {
@@ -367,6 +371,8 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
       int u = nd.control_inputs[k];
       consumer c{actors[size_t(v)], int32_t(nd.inputs.size() + k)};
       if (elided[size_t(u)]) { // the value goes to the control slot, which ignores it
+        for (endpoint x{u, 0}; elided[size_t(x.node)]; x = g.at(x.node).inputs[0])
+          c.next_iteration |= g.at(x.node).op == "NextIteration";
         auto e = through({u, 0});
         setups[size_t(e.node)]->consumers[size_t(e.index)].push_back(c);
         continue;
