@@ -44,9 +44,14 @@ flow_kind kind_of(const std::string& op) {
 result<std::shared_ptr<flow_plan>> plan_frames(
     const graph& g, const std::vector<std::shared_ptr<node_setup>>& setups,
     const std::vector<endpoint>& feeds, const std::vector<char>& elided) {
+  // An elided node's frame is its (forward) input's: a Merge's is its Enter's.
   auto through = [&](endpoint e) {
-    while (elided[size_t(e.node)] && std::find(feeds.begin(), feeds.end(), e) == feeds.end())
-      e = g.at(e.node).inputs[0];
+    while (elided[size_t(e.node)] && std::find(feeds.begin(), feeds.end(), e) == feeds.end()) {
+      const node& nd = g.at(e.node);
+      e = nd.inputs[0];
+      if (nd.op == "Merge" && g.at(e.node).op == "NextIteration")
+        e = nd.inputs[1];
+    }
     return e;
   };
   auto plan = std::make_shared<flow_plan>();

@@ -190,11 +190,27 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
   // full of them) is no node of its own: its consumers, control consumers included, take its
   // input from its producer directly, with the same frame, iteration and deadness. So is a
   // NextIteration: its Merge takes the producer's value as the next iteration's (flagged on the
-  // consumer). Two firings less per loop variable and iteration.
+  // consumer). And so is a loop's Merge of one Enter and one NextIteration whose value_index
+  // nobody reads: exactly one of its inputs arrives in each iteration, so its consumers take
+  // both (the Enter's in iteration 0, the next value's after). Three firings less per loop
+  // variable and iteration.
   std::vector<char> elided(static_cast<size_t>(n), 0);
   if (any_flow)
     for (int v = 0; v < n; ++v) {
       const node& nd = g.at(v);
+      if (nd.op == "Merge" && needed[size_t(v)] && !keep[size_t(v)] && nd.inputs.size() == 2 &&
+          nd.control_inputs.empty() && !value_needed[size_t(v)][1]) {
+        auto a = nd.inputs[0], b = nd.inputs[1];
+        if (g.at(a.node).op == "NextIteration")
+          std::swap(a, b);
+        if (g.at(a.node).op == "Enter" && g.at(b.node).op == "NextIteration" && !is_fed(a) &&
+            !is_fed(b) && device_of_node[size_t(a.node)] == device_of_node[size_t(v)] &&
+            device_of_node[size_t(b.node)] == device_of_node[size_t(v)]) {
+          elided[size_t(v)] = 1;
+          instantiate[size_t(v)] = 0;
+        }
+        continue;
+      }
       if (!needed[size_t(v)] || keep[size_t(v)] ||
           (nd.op != "Identity" && nd.op != "LoopCond" && nd.op != "NextIteration") ||
           nd.inputs.size() != 1 || !nd.control_inputs.empty())
@@ -206,12 +222,22 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
       elided[size_t(v)] = 1;
       instantiate[size_t(v)] = 0;
     }
-  // What an elided node's consumers read instead.
-  auto through = [&](endpoint e) {
-    while (elided[size_t(e.node)])
-      e = g.at(e.node).inputs[0];
-    return e;
-  };
+  // What an elided node's consumers read instead: (producer output, whether the value counts
+  // for the next iteration), one source per input of an elided Merge.
+  std::function<void(endpoint, bool, std::vector<std::pair<endpoint, bool>>&)> sources =
+      [&](endpoint e, bool next, std::vector<std::pair<endpoint, bool>>& out) {
+        if (!elided[size_t(e.node)]) {
+          out.emplace_back(e, next);
+          return;
+        }
+        const node& nd = g.at(e.node);
+        if (nd.op == "Merge") {
+          for (auto in : nd.inputs)
+            sources(in, next, out);
+          return;
+        }
+        sources(nd.inputs[0], next || nd.op == "NextIteration", out);
+      };
   std::vector<int> placed;
   std::vector<size_t> where;
   for (int v = 0; v < n; ++v)
@@ -347,9 +373,17 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
         setup.bound[slot] = std::get<tensor>(g.at(e.node).attrs.at("value"));
         continue;
       }
-      for (auto x = e; elided[size_t(x.node)]; x = g.at(x.node).inputs[0])
-        c.next_iteration |= g.at(x.node).op == "NextIteration";
-      e = through(e);
+      if (elided[size_t(e.node)]) { // one message per iteration from one of its sources
+        std::vector<std::pair<endpoint, bool>> from;
+        sources(e, false, from);
+        for (auto [p, next] : from) {
+          consumer cp = c;
+          cp.next_iteration = next;
+          setups[size_t(p.node)]->consumers[size_t(p.index)].push_back(cp);
+        }
+        setup.expected++;
+        continue;
+      }
       auto& producer = *setups[size_t(e.node)];
       if (!refs[slot]) {
         if (auto var = producer.kern->variable_resource()) {
@@ -371,10 +405,13 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
       int u = nd.control_inputs[k];
       consumer c{actors[size_t(v)], int32_t(nd.inputs.size() + k)};
       if (elided[size_t(u)]) { // the value goes to the control slot, which ignores it
-        for (endpoint x{u, 0}; elided[size_t(x.node)]; x = g.at(x.node).inputs[0])
-          c.next_iteration |= g.at(x.node).op == "NextIteration";
-        auto e = through({u, 0});
-        setups[size_t(e.node)]->consumers[size_t(e.index)].push_back(c);
+        std::vector<std::pair<endpoint, bool>> from;
+        sources({u, 0}, false, from);
+        for (auto [p, next] : from) {
+          consumer cp = c;
+          cp.next_iteration = next;
+          setups[size_t(p.node)]->consumers[size_t(p.index)].push_back(cp);
+        }
         continue;
       }
       if (device_of_node[size_t(u)] != device_of_node[size_t(v)] && !dynamic)
