@@ -209,12 +209,29 @@ void register_math_gradients(gradient_registry& reg) {
     if (axis < 0)
       axis += rank;
     grads out;
+    bool known = true;
+    for (int i = 0; i < n; ++i)
+      known &= c.input(i).shape().rank() > axis && c.input(i).shape()[int(axis)] >= 0;
+    if (!known) {
+      // Lengths along the axis known only when the step runs: slice with computed bounds
+      // (begin = the offset on the axis, size = the input's length there and -1 elsewhere).
+      std::vector<int32_t> hot(size_t(rank), 0);
+      hot[size_t(axis)] = 1;
+      auto onehot = constant(c.g, tensor::vector<int32_t>(hot));
+      auto minus = onehot - constant(c.g, tensor::vector<int32_t>(std::vector<int32_t>(
+                                             size_t(rank), 1)));
+      output offset = constant(c.g, int32_t(0));
+      for (int i = 0; i < n; ++i) {
+        auto len = sum(shape_of(c.input(i)) * onehot);
+        out.push_back(slice(c.grad(), onehot * offset, onehot * len + minus));
+        offset = offset + len;
+      }
+      out.push_back(output());
+      return out;
+    }
     int64_t offset = 0;
     for (int i = 0; i < n; ++i) {
-      int64_t len = c.input(i).shape().rank() > axis ? c.input(i).shape()[int(axis)] : -1;
-      if (len < 0)
-        throw error(unimplemented("gradient of ConcatV2 '" + c.n.name +
-                                  "' needs the concatenated dimension known"));
+      int64_t len = c.input(i).shape()[int(axis)];
       std::vector<int64_t> begin(size_t(rank), 0), size(size_t(rank), -1);
       begin[size_t(axis)] = offset;
       size[size_t(axis)] = len;

@@ -121,6 +121,14 @@ TEST_CASE("gradients of reductions and array ops", "[ops]") {
   check_gradient([](graph&, auto& x) { return transpose(x[0], {2, 0, 1}); }, {a});
   auto b = random_input({2, 2, 2}, 0.5, 1.5, 12, true);
   check_gradient([](graph&, auto& x) { return concat({x[0], x[1]}, 1); }, {a, b});
+  // Lengths along the axis unknown until the step runs (a state of unknown width, say).
+  check_gradient(
+      [](graph&, auto& x) {
+        auto u0 = reshape(x[0], shape_of(x[0])), u1 = reshape(x[1], shape_of(x[1]));
+        REQUIRE(u0.shape()[1] < 0);
+        return reshape(concat({u0, u1}, 1), std::vector<int64_t>{2, 5, 2});
+      },
+      {a, b});
   auto p = random_input({4, 3}, 0.5, 1.5, 13, true);
   check_gradient([](graph& g, auto& x) { return gather(x[0], constant(g, {3, 0, 3, 1})); }, {p});
 }
