@@ -170,18 +170,11 @@ status tensor_array_resource::scatter(std::span<const int32_t> indices, const te
                             std::to_string(indices.size()) + " indices needs a value with " +
                             std::to_string(indices.size()) + " rows, got shape " +
                             value.shape().to_string());
+  // Elements are views of the value's rows (tensors are not written in place while shared).
+  shape row = element_shape_of(value);
   for (size_t k = 0; k < indices.size(); ++k) {
-    tensor row(value.type(), element_shape_of(value));
-    int64_t per = row.num_elements();
-    if (value.type() == dtype::string) {
-      auto from = value.flat<std::string>();
-      std::copy(from.begin() + int64_t(k) * per, from.begin() + int64_t(k + 1) * per,
-                row.data<std::string>());
-    } else if (row.bytes() > 0) {
-      std::memcpy(row.raw_data(), static_cast<const char*>(value.raw_data()) + k * row.bytes(),
-                  row.bytes());
-    }
-    RUNNEL_RETURN_IF_ERROR(write(indices[k], std::move(row)));
+    RUNNEL_ASSIGN_OR_RETURN(auto element, value.slice(int64_t(k), int64_t(k) + 1).reshaped(row));
+    RUNNEL_RETURN_IF_ERROR(write(indices[k], std::move(element)));
   }
   return {};
 }
@@ -232,7 +225,7 @@ status tensor_array_resource::split(const tensor& value, std::span<const int64_t
                             std::to_string(value.dim(0)) + " rows");
   int64_t at = 0;
   for (size_t k = 0; k < lengths.size(); ++k) {
-    tensor piece = value.slice(at, at + lengths[k]).copy();
+    tensor piece = value.slice(at, at + lengths[k]); // a view, as scatter's rows are
     at += lengths[k];
     RUNNEL_RETURN_IF_ERROR(write(int64_t(k), std::move(piece)));
   }
@@ -313,33 +306,44 @@ std::string step_resources::new_handle(const std::string& node) {
   return node + ":" + std::to_string(next_++);
 }
 
+namespace {
+
+template <class T>
+void insert(std::mutex& mu, std::unordered_map<std::string, std::shared_ptr<T>>& by_handle,
+            const std::string& handle, std::shared_ptr<T> resource) {
+  std::lock_guard lock(mu);
+  if (by_handle.emplace(handle, std::move(resource)).second)
+    live_resources().fetch_add(1, std::memory_order_relaxed);
+}
+
+template <class T>
+result<std::shared_ptr<T>> lookup(std::mutex& mu,
+                                  const std::unordered_map<std::string, std::shared_ptr<T>>& by_handle,
+                                  const std::string& handle, const char* what) {
+  std::lock_guard lock(mu);
+  auto it = by_handle.find(handle);
+  if (it == by_handle.end())
+    return not_found(std::string("no ") + what + " '" + handle + "' in this step");
+  return it->second;
+}
+
+} // namespace
+
 void step_resources::add_array(const std::string& handle,
                                std::shared_ptr<tensor_array_resource> ta) {
-  std::lock_guard lock(mu_);
-  if (arrays_.emplace(handle, std::move(ta)).second)
-    live_resources().fetch_add(1, std::memory_order_relaxed);
+  insert(mu_, arrays_, handle, std::move(ta));
 }
 
 result<std::shared_ptr<tensor_array_resource>> step_resources::array(const std::string& handle) {
-  std::lock_guard lock(mu_);
-  auto it = arrays_.find(handle);
-  if (it == arrays_.end())
-    return not_found("no TensorArray '" + handle + "' in this step");
-  return it->second;
+  return lookup(mu_, arrays_, handle, "TensorArray");
 }
 
 void step_resources::add_stack(const std::string& handle, std::shared_ptr<stack_resource> s) {
-  std::lock_guard lock(mu_);
-  if (stacks_.emplace(handle, std::move(s)).second)
-    live_resources().fetch_add(1, std::memory_order_relaxed);
+  insert(mu_, stacks_, handle, std::move(s));
 }
 
 result<std::shared_ptr<stack_resource>> step_resources::stack(const std::string& handle) {
-  std::lock_guard lock(mu_);
-  auto it = stacks_.find(handle);
-  if (it == stacks_.end())
-    return not_found("no Stack '" + handle + "' in this step");
-  return it->second;
+  return lookup(mu_, stacks_, handle, "Stack");
 }
 
 } // namespace runnel
