@@ -1,8 +1,10 @@
 #include "placement/dot.hpp"
 
-#include <algorithm>
 #include <functional>
 #include <map>
+#include <numeric>
+
+#include "placement/frames.hpp"
 
 namespace runnel {
 namespace {
@@ -20,48 +22,6 @@ std::string escape(const std::string& s) {
 const char* palette[] = {"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3",
                          "#fdb462", "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd"};
 
-/// A while loop's frame: its name, the frame it is in, its nodes and its inner frames.
-struct frame {
-  std::string name;
-  int parent = -1;
-  std::vector<int> nodes, children;
-};
-
-/// Each node's frame, from the Enters (into a frame named by `frame_name`) and Exits (back out);
-/// frame 0 is the top level. Node ids are a topological order apart from NextIteration -> Merge.
-std::vector<frame> frames_of(const graph& g, std::vector<int>& frame_of_node) {
-  std::vector<frame> frames(1);
-  std::map<std::pair<int, std::string>, int> index;
-  frame_of_node.assign(size_t(g.num_nodes()), 0);
-  for (int v = 0; v < g.num_nodes(); ++v) {
-    const node& n = g.at(v);
-    int in = -1;
-    for (auto e : n.inputs)
-      if (!(n.op == "Merge" && g.at(e.node).op == "NextIteration")) {
-        in = frame_of_node[size_t(e.node)];
-        break;
-      }
-    if (in < 0 && !n.control_inputs.empty())
-      in = frame_of_node[size_t(n.control_inputs[0])];
-    in = std::max(in, 0);
-    int f = in;
-    if (n.op == "Enter") {
-      auto name = get_attr<std::string>(n.attrs, "frame_name");
-      auto [it, added] = index.emplace(std::pair{in, name}, int(frames.size()));
-      if (added) {
-        frames.push_back({name, in, {}, {}});
-        frames[size_t(in)].children.push_back(it->second);
-      }
-      f = it->second;
-    } else if (n.op == "Exit") {
-      f = std::max(frames[size_t(in)].parent, 0);
-    }
-    frame_of_node[size_t(v)] = f;
-    frames[size_t(f)].nodes.push_back(v);
-  }
-  return frames;
-}
-
 } // namespace
 
 std::string to_dot(const graph& g, const std::vector<std::string>* device_of_node) {
@@ -71,8 +31,9 @@ std::string to_dot(const graph& g, const std::vector<std::string>* device_of_nod
       return (*device_of_node)[size_t(v)];
     return g.at(v).device;
   };
-  std::vector<int> frame_of_node;
-  auto frames = frames_of(g, frame_of_node);
+  std::vector<int> all(size_t(g.num_nodes()));
+  std::iota(all.begin(), all.end(), 0);
+  auto frames = find_loop_frames(g, all).frames; // node index = node id here
   std::vector<std::string> node_lines(size_t(g.num_nodes()));
   std::string edges;
   for (int v = 0; v < g.num_nodes(); ++v) {
@@ -97,7 +58,7 @@ std::string to_dot(const graph& g, const std::vector<std::string>* device_of_nod
   // Frames as nested clusters (a while loop's nodes inside a dashed box named by its frame).
   std::function<void(int, const std::string&, std::string&)> emit =
       [&](int f, const std::string& indent, std::string& out) {
-        for (int v : frames[size_t(f)].nodes)
+        for (int v : frames[size_t(f)].members)
           out += indent + node_lines[size_t(v)];
         for (int c : frames[size_t(f)].children) {
           out += indent + "subgraph cluster_frame" + std::to_string(c) + " {\n" + indent +

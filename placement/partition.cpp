@@ -1,10 +1,11 @@
 #include "placement/partition.hpp"
 
-#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
 #include <unordered_map>
+
+#include "placement/frames.hpp"
 
 namespace runnel {
 
@@ -43,44 +44,10 @@ result<std::vector<graph_partition>> partition(const graph& g, const std::vector
     return std::to_string(part_of_device.at(device));
   };
 
-  // While loops: each node's frame (entered at an Enter, named by its frame_name; left at an
-  // Exit) and each frame's LoopCond. Frame 0 is the step's top level.
-  struct frame_info {
-    std::string name;
-    int parent = 0;
-    int64_t parallel_iterations = 10;
-    int loop_cond = -1; // index into `nodes`
-  };
-  std::vector<frame_info> frames(1);
-  std::map<std::pair<int, std::string>, int> frame_index;
-  std::vector<int> out_frame(nodes.size(), 0); // the frame of each node's outputs
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const node& n = g.at(nodes[i]);
-    int in = -1;
-    for (auto e : n.inputs)
-      if (!(n.op == "Merge" && g.at(e.node).op == "NextIteration"))
-        if (auto it = index_of.find(e.node); it != index_of.end()) {
-          in = out_frame[it->second];
-          break;
-        }
-    for (int c : n.control_inputs)
-      if (auto it = index_of.find(c); in < 0 && it != index_of.end())
-        in = out_frame[it->second];
-    in = std::max(in, 0);
-    int out = in;
-    if (n.op == "Enter") {
-      auto name = get_attr<std::string>(n.attrs, "frame_name");
-      auto [it, added] = frame_index.emplace(std::pair{in, name}, int(frames.size()));
-      if (added)
-        frames.push_back({name, in, get_attr<int64_t>(n.attrs, "parallel_iterations"), -1});
-      out = it->second;
-    } else if (n.op == "Exit") {
-      out = frames[size_t(in)].parent;
-    } else if (n.op == "LoopCond") {
-      frames[size_t(in)].loop_cond = int(i);
-    }
-    out_frame[i] = out;
-  }
+  // While loops: each node's frame and each frame's LoopCond.
+  auto loops = find_loop_frames(g, nodes);
+  auto& frames = loops.frames;
+  auto& out_frame = loops.frame_of;
   // A device that receives values of a loop's iterations runs a control loop of its own (as
   // TensorFlow's partitioner adds): Enter -> Merge -> Switch on the loop's predicate, received
   // from the LoopCond's device each iteration -> Identity -> NextIteration -> Merge. Its Merge
@@ -91,7 +58,7 @@ result<std::vector<graph_partition>> partition(const graph& g, const std::vector
       [&](const std::string& dst, int f) -> result<std::string> {
     if (auto it = control_loops.find({dst, f}); it != control_loops.end())
       return it->second;
-    const frame_info& fr = frames[size_t(f)];
+    const loop_frame& fr = frames[size_t(f)];
     if (fr.loop_cond < 0)
       return invalid_argument("partition: the while loop of frame '" + fr.name +
                               "' has no LoopCond among the nodes to partition");
