@@ -109,14 +109,13 @@ result<std::shared_ptr<flow_plan>> plan_frames(
       auto e = nd.inputs[k];
       if (g.at(e.node).op == "NextIteration")
         continue; // a back edge (checked below)
-      if (std::find(feeds.begin(), feeds.end(), e) == feeds.end())
-        e = through(e);
+      e = through(e);
       if (std::find(feeds.begin(), feeds.end(), e) != feeds.end()) {
         RUNNEL_RETURN_IF_ERROR(agree(0, -1));
         continue;
       }
-      if (!setups[size_t(e.node)] || g.at(e.node).op == "NextIteration")
-        continue; // bound, or a back edge
+      if (!setups[size_t(e.node)])
+        continue; // bound
       RUNNEL_ASSIGN_OR_RETURN(int f, out_frame(e.node));
       RUNNEL_RETURN_IF_ERROR(agree(f, e.node));
     }
@@ -228,28 +227,26 @@ void flow_state::deliver(frame_state* f, int64_t iter, const std::vector<consume
                          bool next_only) {
   // Consumers behind an elided NextIteration take the value in the next iteration (a dead one
   // stops there, as at a NextIteration).
-  bool any_next = false;
-  for (auto& c : to)
-    any_next |= c.next_iteration;
   int64_t end = f->base + int64_t(f->outstanding.size());
-  bool parked = false;
+  bool park = false;
   if (iter >= end) {
-    if (iter == end && iter < f->base + f->info->parallel_iterations) {
+    if (iter == end && iter < f->base + f->info->parallel_iterations)
       start_iteration(f, out);
-    } else {
-      for (auto& c : to)
-        if (c.next_iteration == next_only && (!dead || !c.ignores_dead))
-          f->parked.push_back({c.actor, c.slot, value, {f, iter, dead}});
-      parked = true;
-    }
+    else
+      park = true; // for the iteration after the window
   }
-  if (!parked)
-    for (auto& c : to) {
-      if (c.next_iteration != next_only || (dead && c.ignores_dead))
-        continue;
-      f->outstanding[size_t(iter - f->base)]++;
-      out.push_back({c.actor, c.slot, value, {f, iter, dead}});
+  bool any_next = false;
+  for (auto& c : to) {
+    any_next |= c.next_iteration;
+    if (c.next_iteration != next_only || (dead && c.ignores_dead))
+      continue;
+    if (park) {
+      f->parked.push_back({c.actor, c.slot, value, {f, iter, dead}});
+      continue;
     }
+    f->outstanding[size_t(iter - f->base)]++;
+    out.push_back({c.actor, c.slot, value, {f, iter, dead}});
+  }
   if (any_next && !next_only && !dead)
     deliver(f, iter + 1, to, value, false, out, true);
 }

@@ -199,7 +199,7 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   flow_node flow;
   /// A _Send or _Recv between processes: in an instance with control flow its rendezvous key
   /// carries the frame and iteration it runs in, and dead values cross as a marker.
-  bool keyed_by_iteration = false;
+  bool crosses_processes = false;
 
   std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
 };

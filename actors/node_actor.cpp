@@ -146,11 +146,11 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
           std::vector<tensor>& outputs, flow_tag tag) {
   if (s.dynamic) {
     // A Recv that got another process's dead value (see fire_flow) passes deadness on.
-    bool dead = s.keyed_by_iteration && s.num_outputs == 1 && !outputs[0].valid();
+    bool dead = s.crosses_processes && s.num_outputs == 1 && !outputs[0].valid();
     emit_flow(self, s, step, tag, outputs, nullptr, dead);
     return;
   }
-  if (s.keyed_by_iteration && s.num_outputs == 1 && !outputs[0].valid()) {
+  if (s.crosses_processes && s.num_outputs == 1 && !outputs[0].valid()) {
     step->fail(invalid_argument("received a dead value (from a cond branch not taken on the "
                                 "sending task) where this task's graph has no control flow to "
                                 "pass deadness on")
@@ -215,7 +215,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     call->ctx->set_abort_flag(&step->aborted);
     call->ctx->set_step_id(step->id);
     call->ctx->set_step_container(&step->resources);
-    if (s.keyed_by_iteration && tag.frame && !tag.frame->id.empty())
+    if (s.crosses_processes && tag.frame && !tag.frame->id.empty())
       call->ctx->set_frame_iter(tag.frame->id + ":" + std::to_string(tag.iter));
     auto* ctx = call->ctx.get();
     if (s.emit_on_completion) {
@@ -297,7 +297,7 @@ void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
     return;
   bool dead = tag.dead && s.flow.kind != flow_kind::trigger;
   tag.dead = false;
-  if (dead && s.keyed_by_iteration && s.num_outputs == 0) {
+  if (dead && s.crosses_processes && s.num_outputs == 0) {
     // A Send of a dead value still sends (the Recv in the other process is waiting): an
     // invalid tensor, which the Send kernel turns into its dead marker.
     std::vector<tensor> inputs(s.bound.size());

@@ -357,7 +357,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     auto refs = ref_input_slots(nd);
     auto& setup = *setups[size_t(v)];
     setup.ref_reads.assign(nd.inputs.size(), nullptr);
-    setup.keyed_by_iteration = nd.op == "_Send" || nd.op == "_Recv";
+    setup.crosses_processes = nd.op == "_Send" || nd.op == "_Recv";
     for (size_t slot = 0; slot < nd.inputs.size(); ++slot) {
       auto e = nd.inputs[slot];
       consumer c{actors[size_t(v)], int32_t(slot),
