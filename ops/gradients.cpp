@@ -15,6 +15,13 @@ output gradient_context::grad(int i) const {
 void gradient_registry::add(const std::string& op, gradient_function fn) {
   fns_[op] = std::move(fn);
 }
+void gradient_registry::add_sparse(const std::string& op, sparse_gradient_function fn) {
+  sparse_fns_[op] = std::move(fn);
+}
+const sparse_gradient_function* gradient_registry::find_sparse(const std::string& op) const {
+  auto it = sparse_fns_.find(op);
+  return it == sparse_fns_.end() ? nullptr : &it->second;
+}
 void gradient_registry::add_non_differentiable(const std::string& op) {
   none_[op] = true;
 }
@@ -62,6 +69,11 @@ output sum_to_shape_of(output grad, output x) {
 
 
 output backprop::total(endpoint e) {
+  if (auto s = pending_slices.find(e); s != pending_slices.end()) {
+    for (auto& slices : s->second)
+      pending[e].push_back(gradient_value(slices).to_dense());
+    pending_slices.erase(s);
+  }
   auto it = pending.find(e);
   if (it == pending.end() || it->second.empty())
     return {};
@@ -69,6 +81,18 @@ output backprop::total(endpoint e) {
   if (list.size() > 1)
     list = {add_n(list, "AddN")};
   return list[0];
+}
+
+gradient_value backprop::result(endpoint e) {
+  if (auto done = finished.find(e); done != finished.end())
+    return done->second;
+  if (auto done = finished_slices.find(e); done != finished_slices.end())
+    return done->second;
+  auto s = pending_slices.find(e);
+  auto d = pending.find(e);
+  if (s != pending_slices.end() && !s->second.empty() && (d == pending.end() || d->second.empty()))
+    return concat_slices(s->second);
+  return total(e);
 }
 
 void backprop::walk(const while_context* scope) {
@@ -108,6 +132,10 @@ void backprop::process(int v) {
   const node& nd = g_.at(v);
   const flow_context* fctx = g_.context(nd.context);
   auto* branch = dynamic_cast<const cond_context*>(fctx);
+  if (nd.inputs.empty())
+    return; // nothing to pass on; gradients() reads what arrived here
+  if (nd.op == "Identity" && pass_slices(v))
+    return;
   // A cond's Switch (an import into a branch) has its gradient in the branch; the rest of a
   // node's gradient lives where the node does.
   std::vector<output> grads;
@@ -123,7 +151,7 @@ void backprop::process(int v) {
       grads.push_back(t);
     }
   }
-  if (!any || nd.inputs.empty())
+  if (!any)
     return;
   auto& reg = builtin_gradients();
   bool float_in = std::any_of(nd.inputs.begin(), nd.inputs.end(), [&](endpoint e) {
@@ -144,8 +172,9 @@ void backprop::process(int v) {
     throw error(unimplemented("gradients: node '" + nd.name + "' (op " + nd.op +
                               ") is control flow that was not built by cond or while_loop; "
                               "only those can be differentiated"));
+  auto* sparse_fn = reg.find_sparse(nd.op);
   auto* fn = reg.find(nd.op);
-  if (!fn)
+  if (!fn && !sparse_fn)
     throw error(unimplemented("gradients: no gradient is defined for op " + nd.op + " (node '" +
                               nd.name + "'), which lies between the xs and ys"));
   gradient_context ctx{g_, nd, {}, {}, grads};
@@ -156,10 +185,15 @@ void backprop::process(int v) {
   if (!loops_.empty())
     ctx.remap = [this](output x) { return forward_value(x); };
   ctx.source = source_;
-  std::vector<output> in_grads;
+  std::vector<gradient_value> in_grads;
   {
     auto in_grad = g_.enter_context(grad_context(fctx));
-    in_grads = (*fn)(ctx);
+    if (sparse_fn) {
+      in_grads = (*sparse_fn)(ctx);
+    } else {
+      auto dense = (*fn)(ctx);
+      in_grads.assign(dense.begin(), dense.end());
+    }
   }
   for (size_t i = 0; i < nd.inputs.size() && i < in_grads.size(); ++i) {
     auto e = nd.inputs[i];
@@ -167,8 +201,33 @@ void backprop::process(int v) {
       continue;
     if (!is_floating(g_.at(e.node).output_types[size_t(e.index)]))
       continue;
-    pending[e].push_back(in_grads[i]);
+    if (in_grads[i].is_sparse())
+      pending_slices[e].push_back(in_grads[i].slices());
+    else
+      pending[e].push_back(in_grads[i].to_dense());
   }
+}
+
+bool backprop::pass_slices(int v) {
+  // Slices reaching an Identity (a variable's read) pass through it unchanged, as long as no
+  // dense gradient arrived too.
+  endpoint out{v, 0};
+  auto s = pending_slices.find(out);
+  if (s == pending_slices.end() || s->second.empty())
+    return false;
+  if (auto d = pending.find(out); d != pending.end() && !d->second.empty())
+    return false;
+  indexed_slices combined;
+  {
+    auto in_grad = g_.enter_context(grad_context(g_.context(g_.at(v).context)));
+    combined = concat_slices(s->second);
+  }
+  pending_slices.erase(s);
+  finished_slices[out] = combined;
+  endpoint in = g_.at(v).inputs[0];
+  if (from_x_[size_t(in.node)])
+    pending_slices[in].push_back(combined);
+  return true;
 }
 
 const while_context* enclosing_loop(const flow_context* c) {
@@ -180,6 +239,20 @@ const while_context* enclosing_loop(const flow_context* c) {
 
 std::vector<output> gradients(const std::vector<output>& ys, const std::vector<output>& xs,
                               const std::vector<output>& grad_ys, gradient_options options) {
+  auto values = gradient_values(ys, xs, grad_ys, options);
+  std::vector<output> out;
+  if (!values.empty()) {
+    auto scope = ys[0].owner().name_scope("gradients");
+    for (auto& v : values)
+      out.push_back(v.valid() ? v.to_dense() : output());
+  }
+  return out;
+}
+
+std::vector<gradient_value> gradient_values(const std::vector<output>& ys,
+                                            const std::vector<output>& xs,
+                                            const std::vector<output>& grad_ys,
+                                            gradient_options options) {
   if (ys.empty())
     throw error(invalid_argument("gradients: ys is empty"));
   graph& g = ys[0].owner();
@@ -225,15 +298,86 @@ std::vector<output> gradients(const std::vector<output>& ys, const std::vector<o
     bp.pending[ys[i].ep()].push_back(grad_ys.empty() ? ones_like(ys[i], "grad_ys") : grad_ys[i]);
   bp.walk(nullptr);
 
-  std::vector<output> result;
+  std::vector<gradient_value> result;
   for (auto& x : xs) {
-    auto done = bp.finished.find(x.ep());
-    output t = done != bp.finished.end() ? done->second : bp.total(x.ep());
+    gradient_value t = bp.result(x.ep());
     if (!t.valid() && options.unconnected_zeros)
       t = zeros_like(x);
     result.push_back(t);
   }
   return result;
+}
+
+} // namespace runnel
+
+namespace runnel {
+
+output gradient_value::to_dense() const {
+  if (!sparse_)
+    return dense_;
+  graph& g = slices_.values.owner();
+  output rows;
+  auto& shape_node = slices_.dense_shape.node();
+  if (shape_node.op == "Const") { // known while building: keeps the dense shape static
+    auto dims = to_int64_vector(get_attr<tensor>(shape_node.attrs, "value")).value();
+    rows = constant(g, tensor::scalar<int64_t>(dims.at(0)), "rows");
+  } else {
+    rows = reshape(slice(slices_.dense_shape, std::vector<int64_t>{0}, std::vector<int64_t>{1}),
+                   std::vector<int64_t>{}, "rows");
+  }
+  return unsorted_segment_sum(slices_.values, slices_.indices, rows, "to_dense");
+}
+
+gradient_value gradient_value::with_values(output values) const {
+  if (!sparse_)
+    return gradient_value(values);
+  return indexed_slices{values, slices_.indices, slices_.dense_shape};
+}
+
+indexed_slices concat_slices(const std::vector<indexed_slices>& parts) {
+  if (parts.empty())
+    throw error(invalid_argument("concat_slices: no slices"));
+  if (parts.size() == 1)
+    return parts[0];
+  std::vector<output> values, indices;
+  bool mixed = false;
+  for (auto& p : parts)
+    mixed |= p.indices.type() != parts[0].indices.type();
+  for (auto& p : parts) {
+    values.push_back(p.values);
+    indices.push_back(mixed ? cast(p.indices, dtype::i64) : p.indices);
+  }
+  return {concat(values, 0, "slice_values"), concat(indices, 0, "slice_indices"),
+          parts[0].dense_shape};
+}
+
+output global_norm(const std::vector<gradient_value>& ts, std::string_view name) {
+  std::vector<output> squares;
+  for (auto& t : ts)
+    if (t.valid())
+      squares.push_back(sum(square(t.values())));
+  if (squares.empty())
+    throw error(invalid_argument("global_norm: no valid tensors"));
+  graph& g = squares[0].owner();
+  auto scope = g.name_scope(name.empty() ? "global_norm" : name);
+  return sqrt(squares.size() == 1 ? squares[0] : add_n(squares), "global_norm");
+}
+
+std::pair<std::vector<gradient_value>, output>
+clip_by_global_norm(const std::vector<gradient_value>& ts, double clip_norm,
+                    std::string_view name) {
+  if (!(clip_norm > 0))
+    throw error(invalid_argument("clip_by_global_norm: clip_norm must be positive, got " +
+                                 std::to_string(clip_norm)));
+  auto norm = global_norm(ts);
+  graph& g = norm.owner();
+  auto scope = g.name_scope(name.empty() ? "clip_by_global_norm" : name);
+  auto clip = filled(g, norm.type(), shape{}, clip_norm, "clip_norm");
+  auto scale = clip / maximum(norm, clip);
+  std::vector<gradient_value> out;
+  for (auto& t : ts)
+    out.push_back(t.valid() ? t.with_values(t.values() * (t.values().type() == scale.type() ? scale : cast(scale, t.values().type()))) : t);
+  return {out, norm};
 }
 
 } // namespace runnel

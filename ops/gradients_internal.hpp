@@ -29,9 +29,16 @@ public:
   /// Gradient contributions not yet summed, and the sums taken, by forward endpoint.
   std::map<endpoint, std::vector<output>> pending;
   std::map<endpoint, output> finished;
+  /// The same for gradients given as indexed slices (from gathers), kept sparse while they
+  /// flow through Identity to a variable; total() makes them dense.
+  std::map<endpoint, std::vector<indexed_slices>> pending_slices;
+  std::map<endpoint, indexed_slices> finished_slices;
 
   /// The summed gradient of `e` (invalid when none), built in the current context.
   output total(endpoint e);
+  /// The gradient of `e` as the caller of gradient_values() gets it: indexed slices when only
+  /// slices arrived, else dense.
+  gradient_value result(endpoint e);
   /// Runs the gradient functions of the nodes of forward loop `scope` (null: the top level),
   /// consumers first; a nested loop is differentiated as a whole when its Exits are reached.
   void walk(const while_context* scope);
@@ -47,6 +54,7 @@ public:
 private:
   struct loop_state;
   void process(int v);
+  bool pass_slices(int v);
   void differentiate_loop(while_context& loop);
   void cond_merge_grad(const node& merge, const std::vector<output>& grads);
   void cond_switch_grad(const node& sw, const cond_context& branch, output grad);

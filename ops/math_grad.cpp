@@ -1,4 +1,5 @@
 // Gradient functions of the math and array ops.
+#include "ops/embedding.hpp"
 #include "ops/gradients.hpp"
 
 namespace runnel {
@@ -241,24 +242,47 @@ void register_math_gradients(gradient_registry& reg) {
     out.push_back(output());
     return out;
   });
-  reg.add("GatherV2", [](const gradient_context& c) {
+  // Along axis 0 (an embedding lookup) the gradient is indexed slices: the gradient rows and the
+  // ids they belong to, so a table's gradient costs only the rows looked up. Along another axis
+  // it is dense.
+  reg.add_sparse("GatherV2", [](const gradient_context& c) -> std::vector<gradient_value> {
     auto& axis_node = c.input(2).node();
     if (axis_node.op != "Const")
       throw error(unimplemented("gradient of GatherV2 '" + c.n.name + "' needs a constant axis"));
     int64_t axis = to_int64_vector(get_attr<tensor>(axis_node.attrs, "value")).value()[0];
     auto params = c.input(0), indices = c.input(1);
-    int rank = params.shape().rank();
+    const shape& ps = params.shape();
+    int rank = ps.rank();
     if (axis < 0)
       axis += rank;
-    auto rows =
-        reshape(slice(shape_of(params), std::vector<int64_t>{axis}, std::vector<int64_t>{1}),
-                std::vector<int64_t>{});
-    if (axis == 0) // rows of params: sum the gradient rows back by index
-      return grads{unsorted_segment_sum(c.grad(), indices, rows), output(), output()};
+    if (axis == 0) {
+      output dense_shape = ps.is_fully_defined()
+                               ? constant(c.g, tensor::vector<int64_t>(ps.dims()), "dense_shape")
+                               : shape_of(params, dtype::i64, "dense_shape");
+      output values = c.grad(), ids = indices;
+      if (indices.shape().rank() != 1) { // [ids..., row] -> [n, row]
+        ids = reshape(indices, std::vector<int64_t>{-1}, "ids");
+        bool rows_known = rank >= 1;
+        for (int d = 1; rows_known && d < rank; ++d)
+          rows_known = ps[d] >= 0;
+        if (rows_known) {
+          std::vector<int64_t> dims{-1};
+          dims.insert(dims.end(), ps.dims().begin() + 1, ps.dims().end());
+          values = reshape(values, dims, "values");
+        } else {
+          auto row = slice(shape_of(params), std::vector<int64_t>{1}, std::vector<int64_t>{-1});
+          values = reshape(values, concat({constant(c.g, {int32_t(-1)}), row}, 0), "values");
+        }
+      }
+      return {indexed_slices{values, ids, dense_shape}, output(), output()};
+    }
     // Another axis: move it to the front, sum, and move it back (1-D indices, known rank).
     if (rank < 0 || indices.shape().rank() != 1)
       throw error(unimplemented("gradient of GatherV2 '" + c.n.name + "' along axis " +
                                 std::to_string(axis) + " needs a known rank and 1-D indices"));
+    auto rows =
+        reshape(slice(shape_of(params), std::vector<int64_t>{axis}, std::vector<int64_t>{1}),
+                std::vector<int64_t>{});
     std::vector<int64_t> perm{axis}, inverse(size_t(rank), 0);
     for (int d = 0; d < rank; ++d)
       if (d != axis)
@@ -266,7 +290,7 @@ void register_math_gradients(gradient_registry& reg) {
     for (int d = 0; d < rank; ++d)
       inverse[size_t(perm[size_t(d)])] = d;
     auto summed = unsorted_segment_sum(transpose(c.grad(), perm), indices, rows);
-    return grads{transpose(summed, inverse), output(), output()};
+    return {transpose(summed, inverse), output(), output()};
   });
   reg.add("Fill", [](const gradient_context& c) { return grads{output(), sum(c.grad())}; });
   for (auto op : {"Range", "RandomShuffle"})
@@ -371,6 +395,28 @@ void register_math_gradients(gradient_registry& reg) {
   reg.add("UnsortedSegmentSum", [](const gradient_context& c) {
     return grads{gather(c.grad(), c.input(1)), output(), output()};
   });
+  reg.add("DynamicStitch", [](const gradient_context& c) {
+    // data[i]'s gradient: the merged gradient's rows at indices[i].
+    size_t n = c.inputs.size() / 2;
+    grads out(n);
+    for (size_t i = 0; i < n; ++i)
+      out.push_back(gather(c.grad(), c.input(int(i))));
+    return out;
+  });
+  reg.add("DynamicPartition", [](const gradient_context& c) {
+    // Stitch the outputs' gradients back to where their rows came from.
+    auto parts = c.input(1);
+    auto n = get_attr<int64_t>(c.n.attrs, "num_partitions");
+    auto positions = reshape(range(c.g, constant(c.g, int32_t(0)), size(parts),
+                                   constant(c.g, int32_t(1))),
+                             shape_of(parts));
+    auto where = dynamic_partition(positions, parts, n);
+    std::vector<output> pieces;
+    for (int64_t i = 0; i < n; ++i)
+      pieces.push_back(c.grad(int(i)));
+    return grads{reshape(dynamic_stitch(where, pieces), shape_of(c.input(0))), output()};
+  });
+  reg.add_non_differentiable("CheckIndices");
 }
 
 } // namespace runnel

@@ -22,8 +22,8 @@ output learning_rate::as_output(graph& g, dtype t) const {
   return scalar(g, t, value, "learning_rate");
 }
 
-std::vector<std::pair<output, output>> optimizer::compute_gradients(output loss,
-                                                                    std::vector<output> var_list) {
+std::vector<std::pair<gradient_value, output>>
+optimizer::compute_gradients(output loss, std::vector<output> var_list) {
   graph& g = loss.owner();
   if (var_list.empty())
     var_list = trainable(g);
@@ -33,16 +33,17 @@ std::vector<std::pair<output, output>> optimizer::compute_gradients(output loss,
     if (v.node().op != "VariableV2")
       throw error(invalid_argument(name_ + ": '" + v.name() + "' is not a variable (op " +
                                    v.node().op + "); pass the variable's ref output"));
-  auto grads = gradients({loss}, var_list);
-  std::vector<std::pair<output, output>> out;
+  auto grads = gradient_values({loss}, var_list);
+  std::vector<std::pair<gradient_value, output>> out;
   for (size_t i = 0; i < grads.size(); ++i)
     if (grads[i].valid())
       out.emplace_back(grads[i], var_list[i]);
   return out;
 }
 
-operation optimizer::apply_gradients(const std::vector<std::pair<output, output>>& grads_and_vars,
-                                     const graph_variable* global_step, std::string_view name) {
+operation optimizer::apply_gradients(
+    const std::vector<std::pair<gradient_value, output>>& grads_and_vars,
+    const graph_variable* global_step, std::string_view name) {
   if (grads_and_vars.empty())
     throw error(invalid_argument(name_ + ": no gradients to apply (does the loss depend on "
                                          "any of the variables?)"));
@@ -54,7 +55,8 @@ operation optimizer::apply_gradients(const std::vector<std::pair<output, output>
   for (auto& [grad, var] : grads_and_vars) {
     auto vs = g.name_scope("update_" + var.node().name);
     auto col = g.colocate_with(var);
-    updates.push_back(apply_one(g, var, grad));
+    updates.push_back(grad.is_sparse() ? apply_sparse(g, var, grad.slices())
+                                       : apply_one(g, var, grad.to_dense()));
   }
   auto done = finish(g, updates);
   if (!global_step)
@@ -87,6 +89,12 @@ output gradient_descent_optimizer::apply_one(graph& g, output var, output grad) 
   return g.build("ApplyGradientDescent", "ApplyGradientDescent", {var.ep(), lr.ep(), grad.ep()})[0];
 }
 
+output gradient_descent_optimizer::apply_sparse(graph& g, output var, const indexed_slices& grad) {
+  auto lr = lr_.as_output(g, var.type());
+  auto step = mul(grad.values, lr, "scaled");
+  return g.build("ScatterSub", "ScatterSub", {var.ep(), grad.indices.ep(), step.ep()})[0];
+}
+
 output momentum_optimizer::apply_one(graph& g, output var, output grad) {
   auto accum = slot(g, var, "Momentum");
   auto lr = lr_.as_output(g, var.type());
@@ -96,10 +104,26 @@ output momentum_optimizer::apply_one(graph& g, output var, output grad) {
                  {{"use_nesterov", nesterov_}})[0];
 }
 
+output momentum_optimizer::apply_sparse(graph& g, output var, const indexed_slices& grad) {
+  auto accum = slot(g, var, "Momentum");
+  auto lr = lr_.as_output(g, var.type());
+  auto mu = scalar(g, var.type(), momentum_, "momentum");
+  return g.build("SparseApplyMomentum", "SparseApplyMomentum",
+                 {var.ep(), accum.ref.ep(), lr.ep(), grad.values.ep(), grad.indices.ep(), mu.ep()},
+                 {{"use_nesterov", nesterov_}})[0];
+}
+
 output adagrad_optimizer::apply_one(graph& g, output var, output grad) {
   auto accum = slot(g, var, "Adagrad", initial_);
   auto lr = lr_.as_output(g, var.type());
   return g.build("ApplyAdagrad", "ApplyAdagrad", {var.ep(), accum.ref.ep(), lr.ep(), grad.ep()})[0];
+}
+
+output adagrad_optimizer::apply_sparse(graph& g, output var, const indexed_slices& grad) {
+  auto accum = slot(g, var, "Adagrad", initial_);
+  auto lr = lr_.as_output(g, var.type());
+  return g.build("SparseApplyAdagrad", "SparseApplyAdagrad",
+                 {var.ep(), accum.ref.ep(), lr.ep(), grad.values.ep(), grad.indices.ep()})[0];
 }
 
 output rmsprop_optimizer::apply_one(graph& g, output var, output grad) {
@@ -112,21 +136,49 @@ output rmsprop_optimizer::apply_one(graph& g, output var, output grad) {
                   scalar(g, t, epsilon_, "epsilon").ep(), grad.ep()})[0];
 }
 
+output rmsprop_optimizer::apply_sparse(graph& g, output var, const indexed_slices& grad) {
+  auto ms = slot(g, var, "RMSProp", 1.0);
+  auto mom = slot(g, var, "RMSProp_1");
+  dtype t = var.type();
+  return g.build("SparseApplyRMSProp", "SparseApplyRMSProp",
+                 {var.ep(), ms.ref.ep(), mom.ref.ep(), lr_.as_output(g, t).ep(),
+                  scalar(g, t, decay_, "rho").ep(), scalar(g, t, momentum_, "momentum").ep(),
+                  scalar(g, t, epsilon_, "epsilon").ep(), grad.values.ep(),
+                  grad.indices.ep()})[0];
+}
+
 void adam_optimizer::prepare(graph& g, dtype t) {
   auto scope = g.name_scope("");
   beta1_power_ = variable(g, scalar(g, t, beta1_, "beta1_power_init"), "beta1_power", false);
   beta2_power_ = variable(g, scalar(g, t, beta2_, "beta2_power_init"), "beta2_power", false);
 }
 
-output adam_optimizer::apply_one(graph& g, output var, output grad) {
+std::vector<endpoint> adam_optimizer::adam_inputs(graph& g, output var) {
   auto m = slot(g, var, "Adam");
   auto v = slot(g, var, "Adam_1");
   dtype t = var.type();
-  return g.build("ApplyAdam", "ApplyAdam",
-                 {var.ep(), m.ref.ep(), v.ref.ep(), beta1_power_.value.ep(),
-                  beta2_power_.value.ep(), lr_.as_output(g, t).ep(),
-                  scalar(g, t, beta1_, "beta1").ep(), scalar(g, t, beta2_, "beta2").ep(),
-                  scalar(g, t, epsilon_, "epsilon").ep(), grad.ep()})[0];
+  return {var.ep(),
+          m.ref.ep(),
+          v.ref.ep(),
+          beta1_power_.value.ep(),
+          beta2_power_.value.ep(),
+          lr_.as_output(g, t).ep(),
+          scalar(g, t, beta1_, "beta1").ep(),
+          scalar(g, t, beta2_, "beta2").ep(),
+          scalar(g, t, epsilon_, "epsilon").ep()};
+}
+
+output adam_optimizer::apply_one(graph& g, output var, output grad) {
+  auto in = adam_inputs(g, var);
+  in.push_back(grad.ep());
+  return g.build("ApplyAdam", "ApplyAdam", in)[0];
+}
+
+output lazy_adam_optimizer::apply_sparse(graph& g, output var, const indexed_slices& grad) {
+  auto in = adam_inputs(g, var);
+  in.push_back(grad.values.ep());
+  in.push_back(grad.indices.ep());
+  return g.build("SparseApplyAdam", "SparseApplyAdam", in)[0];
 }
 
 std::vector<operation> adam_optimizer::finish(graph& g, const std::vector<operation>& updates) {

@@ -9,6 +9,12 @@
 //
 // Updates run at each variable's actor, one at a time (ApplyAdam and friends). `global_step`
 // is incremented once per applied step, after every variable's update.
+//
+// A variable whose gradient is indexed slices (it is read only through embedding lookups) is
+// updated sparsely: only the rows looked up change (duplicates summed first). Gradient descent,
+// Momentum, Adagrad and RMSProp do so as TensorFlow does (slots of rows not looked up keep their
+// values); Adam keeps TensorFlow's dense semantics (every row's moments decay each step), and
+// lazy_adam_optimizer updates only the rows seen.
 
 #include <string>
 #include <utility>
@@ -33,10 +39,10 @@ public:
 
   /// (gradient, variable ref) for each variable; variables the loss does not depend on are
   /// left out. `var_list` empty = the graph's "trainable_variables".
-  std::vector<std::pair<output, output>> compute_gradients(output loss,
-                                                           std::vector<output> var_list = {});
+  std::vector<std::pair<gradient_value, output>>
+  compute_gradients(output loss, std::vector<output> var_list = {});
   /// One update op per variable, grouped; then global_step += 1 when given.
-  operation apply_gradients(const std::vector<std::pair<output, output>>& grads_and_vars,
+  operation apply_gradients(const std::vector<std::pair<gradient_value, output>>& grads_and_vars,
                             const graph_variable* global_step = nullptr,
                             std::string_view name = {});
   operation minimize(output loss, std::vector<output> var_list = {},
@@ -50,6 +56,10 @@ protected:
   virtual void prepare(graph&, dtype) {}
   /// The update of one variable.
   virtual output apply_one(graph& g, output var, output grad) = 0;
+  /// The update of one variable's rows (by default: a dense update with the slices made dense).
+  virtual output apply_sparse(graph& g, output var, const indexed_slices& grad) {
+    return apply_one(g, var, gradient_value(grad).to_dense());
+  }
   /// Ops that must run after every variable's update (e.g. advancing Adam's beta powers).
   virtual std::vector<operation> finish(graph&, const std::vector<operation>& updates) {
     return updates;
@@ -68,6 +78,7 @@ public:
 
 protected:
   output apply_one(graph& g, output var, output grad) override;
+  output apply_sparse(graph& g, output var, const indexed_slices& grad) override;
 
 private:
   learning_rate lr_;
@@ -80,6 +91,7 @@ public:
 
 protected:
   output apply_one(graph& g, output var, output grad) override;
+  output apply_sparse(graph& g, output var, const indexed_slices& grad) override;
 
 private:
   learning_rate lr_;
@@ -94,6 +106,7 @@ public:
 
 protected:
   output apply_one(graph& g, output var, output grad) override;
+  output apply_sparse(graph& g, output var, const indexed_slices& grad) override;
 
 private:
   learning_rate lr_;
@@ -109,6 +122,7 @@ public:
 
 protected:
   output apply_one(graph& g, output var, output grad) override;
+  output apply_sparse(graph& g, output var, const indexed_slices& grad) override;
 
 private:
   learning_rate lr_;
@@ -125,11 +139,23 @@ protected:
   void prepare(graph& g, dtype t) override;
   output apply_one(graph& g, output var, output grad) override;
   std::vector<operation> finish(graph& g, const std::vector<operation>& updates) override;
+  /// ApplyAdam's or SparseApplyAdam's inputs after the variable and its slots.
+  std::vector<endpoint> adam_inputs(graph& g, output var);
 
 private:
   learning_rate lr_;
   double beta1_, beta2_, epsilon_;
   graph_variable beta1_power_, beta2_power_;
+};
+
+/// Adam that updates only the rows a sparse gradient names: their moments and values, with the
+/// step's bias correction (TensorFlow's LazyAdamOptimizer). Dense gradients update as Adam does.
+class lazy_adam_optimizer : public adam_optimizer {
+public:
+  using adam_optimizer::adam_optimizer;
+
+protected:
+  output apply_sparse(graph& g, output var, const indexed_slices& grad) override;
 };
 
 /// lr · rate^(step / decay_steps), the exponent floored when `staircase`.

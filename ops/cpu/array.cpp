@@ -13,9 +13,6 @@ status identity_kernel::compute(kernel_context& ctx) {
   return {};
 }
 
-namespace {
-
-/// Copies `n` elements of type `t` (strings by value, the rest by memcpy).
 void copy_elements(dtype t, const void* src, void* dst, int64_t n) {
   if (t == dtype::string) {
     auto* s = static_cast<const std::string*>(src);
@@ -26,6 +23,8 @@ void copy_elements(dtype t, const void* src, void* dst, int64_t n) {
     std::memcpy(dst, src, size_t(n) * size_of(t));
   }
 }
+
+namespace {
 
 class const_kernel : public kernel {
 public:

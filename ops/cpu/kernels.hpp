@@ -22,6 +22,7 @@ void register_more_array_kernels(kernel_registry& reg);
 void register_queue_kernels(kernel_registry& reg);
 void register_control_flow_kernels(kernel_registry& reg);
 void register_tensor_array_kernels(kernel_registry& reg);
+void register_sparse_kernels(kernel_registry& reg);
 
 /// Passes its input on unchanged, sharing the buffer (Identity, and Enter, Exit, NextIteration
 /// and LoopCond on live values).
@@ -46,6 +47,9 @@ template <class F> decltype(auto) dispatch_number(dtype t, F&& f) {
       return f.template operator()<float>();
   }
 }
+
+/// Copies `n` elements of type `t` (strings by value, the rest by memcpy).
+void copy_elements(dtype t, const void* src, void* dst, int64_t n);
 
 /// Reads an axis argument (a scalar int tensor) and normalises it against `rank`.
 result<int64_t> read_axis(const tensor& t, int rank, const char* what);

@@ -1,6 +1,7 @@
 // Optimizer update kernels: ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp,
-// ApplyAdam. Each is an asynchronous kernel: the update runs at the variable's actor, one at a
+// ApplyAdam, and the SparseApply* forms of the last four (the rows at given indices). Each is an asynchronous kernel: the update runs at the variable's actor, one at a
 // time; slot variables (accumulators, moments) are updated inside it under their own locks.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/kernels.hpp"
@@ -71,12 +72,50 @@ void apply_rule(rule r, bool nesterov, T* var, const std::vector<T*>& slots,
   }
 }
 
+/// Sums the rows of duplicate indices (the sparse updates are not linear in the gradient), and
+/// checks every index against the variable's rows. Leaves `idx` sorted and unique.
+template <class T>
+status merge_duplicates(std::vector<int64_t>& idx, const T*& rows, std::vector<T>& merged,
+                        int64_t row_size, int64_t limit, const std::string& var_name) {
+  for (size_t i = 0; i < idx.size(); ++i)
+    if (idx[i] < 0 || idx[i] >= limit)
+      return invalid_argument("indices[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
+                              " is not in [0, " + std::to_string(limit) + "), the rows of " +
+                              var_name);
+  if (std::is_sorted(idx.begin(), idx.end()) &&
+      std::adjacent_find(idx.begin(), idx.end()) == idx.end())
+    return {};
+  std::vector<size_t> order(idx.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return idx[a] < idx[b]; });
+  std::vector<int64_t> unique;
+  merged.clear();
+  for (size_t k = 0; k < order.size(); ++k) {
+    const T* row = rows + int64_t(order[k]) * row_size;
+    if (!unique.empty() && unique.back() == idx[order[k]]) {
+      T* dst = merged.data() + merged.size() - size_t(row_size);
+      for (int64_t j = 0; j < row_size; ++j)
+        dst[j] += row[j];
+    } else {
+      unique.push_back(idx[order[k]]);
+      merged.insert(merged.end(), row, row + row_size);
+    }
+  }
+  idx = std::move(unique);
+  rows = merged.data();
+  return {};
+}
+
+/// Apply* (dense: the gradient has the variable's shape) and SparseApply* (the gradient is rows
+/// of the variable, at `indices`; only those rows of the variable and its slots change).
 class apply_kernel : public kernel {
 public:
   apply_kernel(rule r, bool nesterov, std::vector<std::shared_ptr<variable>> vars,
-               std::vector<int> scalar_inputs, int grad_input)
+               std::vector<int> scalar_inputs, int grad_input, int indices_input)
       : rule_(r), nesterov_(nesterov), vars_(std::move(vars)),
-        scalar_inputs_(std::move(scalar_inputs)), grad_input_(grad_input) {}
+        scalar_inputs_(std::move(scalar_inputs)), grad_input_(grad_input),
+        indices_input_(indices_input) {}
 
   bool is_async() const override { return true; }
   status compute(kernel_context&) override { return internal_error("apply kernels are async"); }
@@ -93,39 +132,36 @@ public:
       args.scalars.push_back(element_as_double(t, 0));
     }
     args.grad = ctx.input(grad_input_);
+    std::vector<int64_t> indices;
+    if (indices_input_ >= 0) {
+      const tensor& idx = ctx.input(indices_input_);
+      if (idx.rank() != 1 || args.grad.rank() < 1 || args.grad.dim(0) != idx.dim(0)) {
+        done(invalid_argument("indices must be a vector with one entry per gradient row, got "
+                              "indices " + idx.shape().to_string() + " for a gradient " +
+                              args.grad.shape().to_string()));
+        return;
+      }
+      auto v = to_int64_vector(idx);
+      if (!v.ok()) {
+        done(v.error());
+        return;
+      }
+      indices = std::move(v).value();
+    }
     auto* out = &ctx.output(0);
-    auto fn = [this, args](variable::state& vs) -> status {
+    auto fn = [this, args, indices = std::move(indices)](variable::state& vs) mutable -> status {
       auto& var = *vars_[0];
       if (!vs.initialized)
         return failed_precondition("attempting to use uninitialized value " + var.name());
-      if (!(vs.value.shape() == args.grad.shape()))
-        return invalid_argument("variable " + var.name() + " has shape " +
-                                vs.value.shape().to_string() + " but the gradient has shape " +
-                                args.grad.shape().to_string());
-      if (vs.value.type() != args.grad.type())
-        return invalid_argument("variable " + var.name() + " is " +
-                                std::string(name(vs.value.type())) + " but the gradient is " +
-                                std::string(name(args.grad.type())));
+      RUNNEL_RETURN_IF_ERROR(check_gradient(var, vs.value, args.grad));
       make_writable(vs);
       // Lock the slots in order, then update everything in one pass.
       std::vector<variable::state*> slot_states;
       std::function<status(size_t)> with_slots = [&](size_t k) -> status {
         if (k == vars_.size()) {
-          int64_t n = vs.value.num_elements();
-          if (vs.value.type() == dtype::f64) {
-            std::vector<double*> slots;
-            for (auto* st : slot_states)
-              slots.push_back(st->value.data<double>());
-            apply_rule<double>(rule_, nesterov_, vs.value.data<double>(), slots, args.scalars,
-                               args.grad.data<double>(), n);
-          } else {
-            std::vector<float*> slots;
-            for (auto* st : slot_states)
-              slots.push_back(st->value.data<float>());
-            apply_rule<float>(rule_, nesterov_, vs.value.data<float>(), slots, args.scalars,
-                              args.grad.data<float>(), n);
-          }
-          return {};
+          if (vs.value.type() == dtype::f64)
+            return update<double>(vs, slot_states, args, indices);
+          return update<float>(vs, slot_states, args, indices);
         }
         auto& slot = *vars_[k];
         return slot.modify([&](variable::state& ss) -> status {
@@ -152,14 +188,60 @@ public:
   }
 
 private:
+  status check_gradient(const variable& var, const tensor& value, const tensor& grad) const {
+    if (value.type() != grad.type())
+      return invalid_argument("variable " + var.name() + " is " + std::string(name(value.type())) +
+                              " but the gradient is " + std::string(name(grad.type())));
+    bool fits = value.shape() == grad.shape();
+    if (indices_input_ >= 0) {
+      fits = value.rank() >= 1 && grad.rank() == value.rank();
+      for (int d = 1; fits && d < value.rank(); ++d)
+        fits = value.dim(d) == grad.dim(d);
+    }
+    if (!fits)
+      return invalid_argument("variable " + var.name() + " has shape " +
+                              value.shape().to_string() + " but the gradient has shape " +
+                              grad.shape().to_string() +
+                              (indices_input_ >= 0 ? " (rows of the variable expected)" : ""));
+    return {};
+  }
+
+  template <class T>
+  status update(variable::state& vs, const std::vector<variable::state*>& slot_states,
+                const update_args& args, std::vector<int64_t>& indices) const {
+    std::vector<T*> slots;
+    for (auto* st : slot_states)
+      slots.push_back(st->value.data<T>());
+    T* var = vs.value.data<T>();
+    const T* grad = args.grad.data<T>();
+    if (indices_input_ < 0) {
+      apply_rule<T>(rule_, nesterov_, var, slots, args.scalars, grad, vs.value.num_elements());
+      return {};
+    }
+    int64_t row = vs.value.dim(0) == 0 ? 0 : vs.value.num_elements() / vs.value.dim(0);
+    std::vector<T> merged;
+    RUNNEL_RETURN_IF_ERROR(
+        merge_duplicates<T>(indices, grad, merged, row, vs.value.dim(0), vars_[0]->name()));
+    std::vector<T*> row_slots(slots.size());
+    for (size_t k = 0; k < indices.size(); ++k) {
+      int64_t at = indices[k] * row;
+      for (size_t s = 0; s < slots.size(); ++s)
+        row_slots[s] = slots[s] + at;
+      apply_rule<T>(rule_, nesterov_, var + at, row_slots, args.scalars, grad + int64_t(k) * row,
+                    row);
+    }
+    return {};
+  }
+
   rule rule_;
   bool nesterov_;
   std::vector<std::shared_ptr<variable>> vars_; // the variable, then its slots
   std::vector<int> scalar_inputs_;
-  int grad_input_;
+  int grad_input_, indices_input_;
 };
 
-kernel_factory apply_factory(rule r, int refs, std::vector<int> scalars, int grad) {
+kernel_factory apply_factory(rule r, int refs, std::vector<int> scalars, int grad,
+                             int indices = -1) {
   return [=](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
     std::vector<std::shared_ptr<variable>> vars;
     for (int i = 0; i < refs; ++i) {
@@ -168,7 +250,7 @@ kernel_factory apply_factory(rule r, int refs, std::vector<int> scalars, int gra
     }
     bool nesterov = c.node.attrs.count("use_nesterov") ? c.attr<bool>("use_nesterov") : false;
     return std::unique_ptr<kernel>(
-        std::make_unique<apply_kernel>(r, nesterov, std::move(vars), scalars, grad));
+        std::make_unique<apply_kernel>(r, nesterov, std::move(vars), scalars, grad, indices));
   };
 }
 
@@ -182,6 +264,13 @@ void register_training_kernels(kernel_registry& reg) {
   reg.add("ApplyAdagrad", cpu, reals, apply_factory(rule::adagrad, 2, {2}, 3));
   reg.add("ApplyRMSProp", cpu, reals, apply_factory(rule::rmsprop, 3, {3, 4, 5, 6}, 7));
   reg.add("ApplyAdam", cpu, reals, apply_factory(rule::adam, 3, {3, 4, 5, 6, 7, 8}, 9));
+  // Sparse forms: the same rules on the rows at `indices` (duplicates summed first).
+  reg.add("SparseApplyMomentum", cpu, reals, apply_factory(rule::momentum, 2, {2, 5}, 3, 4));
+  reg.add("SparseApplyAdagrad", cpu, reals, apply_factory(rule::adagrad, 2, {2}, 3, 4));
+  reg.add("SparseApplyRMSProp", cpu, reals,
+          apply_factory(rule::rmsprop, 3, {3, 4, 5, 6}, 7, 8));
+  reg.add("SparseApplyAdam", cpu, reals,
+          apply_factory(rule::adam, 3, {3, 4, 5, 6, 7, 8}, 9, 10));
 }
 
 } // namespace runnel
