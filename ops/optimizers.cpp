@@ -91,8 +91,8 @@ output gradient_descent_optimizer::apply_one(graph& g, output var, output grad) 
 
 output gradient_descent_optimizer::apply_sparse(graph& g, output var, const indexed_slices& grad) {
   auto lr = lr_.as_output(g, var.type());
-  auto step = mul(grad.values, lr, "scaled");
-  return g.build("ScatterSub", "ScatterSub", {var.ep(), grad.indices.ep(), step.ep()})[0];
+  return g.build("SparseApplyGradientDescent", "SparseApplyGradientDescent",
+                 {var.ep(), lr.ep(), grad.values.ep(), grad.indices.ep()})[0];
 }
 
 output momentum_optimizer::apply_one(graph& g, output var, output grad) {

@@ -1,7 +1,8 @@
 // Definitions of the ops behind embeddings and sparse updates, with TensorFlow's names, inputs
 // and attributes: ScatterAdd/ScatterSub/ScatterUpdate, the SparseApply* optimizer updates,
-// DynamicPartition and DynamicStitch. Two are Runnel's own: SparseApplyAdam (the lazy Adam
-// update of the rows seen, which TensorFlow builds from scatter ops in Python) and CheckIndices
+// DynamicPartition and DynamicStitch. Three are Runnel's own: SparseApplyGradientDescent and
+// SparseApplyAdam (gradient descent's and lazy Adam's updates of the rows seen, which TensorFlow
+// builds from scatter ops in Python; one kernel each saves a pass over the rows) and CheckIndices
 // (an embedding lookup's id range check). Kernels: ops/cpu/sparse.cpp and ops/cpu/training.cpp;
 // builders: ops/embedding.hpp.
 #include "ops/op_def.hpp"
@@ -90,6 +91,7 @@ void register_sparse_ops(op_registry& reg) {
   add(reg, scatter("ScatterAdd"));
   add(reg, scatter("ScatterSub"));
   add(reg, scatter("ScatterUpdate"));
+  add(reg, sparse_apply("SparseApplyGradientDescent", {}, {"alpha"}));
   add(reg, sparse_apply("SparseApplyMomentum", {"accum"}, {"lr"}, {"momentum"})
                .attr("use_nesterov", attr_type::boolean, false));
   add(reg, sparse_apply("SparseApplyAdagrad", {"accum"}, {"lr"})

@@ -9,6 +9,8 @@
 #include <ostream>
 #include <sstream>
 
+#include <sys/mman.h>
+
 namespace runnel {
 namespace {
 
@@ -65,15 +67,24 @@ void count_allocation(int64_t bytes) {
   }
 }
 
+// Blocks of at least this many bytes (embedding tables, their optimizer slots) are backed by
+// transparent huge pages where the kernel offers them on request: rows read and updated at
+// random (a sparse update) then cost a TLB miss per 2 MiB instead of per 4 KiB.
+constexpr size_t huge_block = size_t(32) << 20;
+constexpr size_t huge_page = size_t(2) << 20;
+
 void* allocate_block(size_t bytes, size_t& block_bytes) {
   if (bytes >= large_block) {
     if (void* p = cache().take(bytes, block_bytes))
       return p;
   }
-  block_bytes = (bytes + buffer::alignment - 1) / buffer::alignment * buffer::alignment;
-  void* p = std::aligned_alloc(buffer::alignment, block_bytes);
+  size_t align = bytes >= huge_block ? huge_page : buffer::alignment;
+  block_bytes = (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, block_bytes);
   if (!p)
     throw std::bad_alloc();
+  if (align == huge_page)
+    ::madvise(p, block_bytes, MADV_HUGEPAGE); // advice only: without THP, small pages serve
   return p;
 }
 

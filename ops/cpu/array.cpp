@@ -251,9 +251,13 @@ public:
     auto* dst = static_cast<char*>(out.raw_data());
     int64_t k = int64_t(idx.size());
     for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < k; ++i)
+      for (int64_t i = 0; i < k; ++i) {
+        if (i + prefetch_rows < k)
+          prefetch_bytes(src + size_t((o * limit + idx[size_t(i + prefetch_rows)]) * inner) * es,
+                         size_t(inner) * es);
         copy_elements(params.type(), src + size_t((o * limit + idx[size_t(i)]) * inner) * es,
                       dst + size_t((o * k + i) * inner) * es, inner);
+      }
     return {};
   }
 

@@ -48,6 +48,20 @@ template <class F> decltype(auto) dispatch_number(dtype t, F&& f) {
   }
 }
 
+/// Asks the cache for the `bytes` at `p` ahead of use: rows read or written at random (gathers
+/// and scatters of a large table) otherwise wait on memory one at a time.
+inline void prefetch_bytes(const void* p, size_t bytes, bool for_write = false) {
+  auto* c = static_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) {
+    if (for_write)
+      __builtin_prefetch(c + off, 1);
+    else
+      __builtin_prefetch(c + off, 0);
+  }
+}
+/// How many rows ahead a row-at-a-time loop prefetches.
+inline constexpr int64_t prefetch_rows = 8;
+
 /// Copies `n` elements of type `t` (strings by value, the rest by memcpy).
 void copy_elements(dtype t, const void* src, void* dst, int64_t n);
 

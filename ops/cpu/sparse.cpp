@@ -52,6 +52,8 @@ public:
         T* dst = s.value.data<T>();
         const T* src = updates.data<T>();
         for (size_t i = 0; i < idx.size(); ++i) {
+          if (i + prefetch_rows < idx.size())
+            prefetch_bytes(dst + idx[i + prefetch_rows] * row, size_t(row) * sizeof(T), true);
           T* d = dst + idx[i] * row;
           const T* u = src + int64_t(i) * row;
           switch (kind_) {

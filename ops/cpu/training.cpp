@@ -72,16 +72,19 @@ void apply_rule(rule r, bool nesterov, T* var, const std::vector<T*>& slots,
   }
 }
 
-/// Sums the rows of duplicate indices (the sparse updates are not linear in the gradient), and
-/// checks every index against the variable's rows. Leaves `idx` sorted and unique.
+/// Checks every index against the variable's rows and, with `merge`, sums the rows of duplicate
+/// indices (the sparse updates are not linear in the gradient), leaving `idx` sorted and unique.
 template <class T>
 status merge_duplicates(std::vector<int64_t>& idx, const T*& rows, std::vector<T>& merged,
-                        int64_t row_size, int64_t limit, const std::string& var_name) {
+                        int64_t row_size, int64_t limit, const std::string& var_name,
+                        bool merge) {
   for (size_t i = 0; i < idx.size(); ++i)
     if (idx[i] < 0 || idx[i] >= limit)
       return invalid_argument("indices[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
                               " is not in [0, " + std::to_string(limit) + "), the rows of " +
                               var_name);
+  if (!merge)
+    return {};
   if (std::is_sorted(idx.begin(), idx.end()) &&
       std::adjacent_find(idx.begin(), idx.end()) == idx.end())
     return {};
@@ -220,10 +223,18 @@ private:
     }
     int64_t row = vs.value.dim(0) == 0 ? 0 : vs.value.num_elements() / vs.value.dim(0);
     std::vector<T> merged;
-    RUNNEL_RETURN_IF_ERROR(
-        merge_duplicates<T>(indices, grad, merged, row, vs.value.dim(0), vars_[0]->name()));
+    // Gradient descent is linear in the gradient: duplicate rows may apply one after another.
+    bool merge = rule_ != rule::gradient_descent;
+    RUNNEL_RETURN_IF_ERROR(merge_duplicates<T>(indices, grad, merged, row, vs.value.dim(0),
+                                               vars_[0]->name(), merge));
     std::vector<T*> row_slots(slots.size());
     for (size_t k = 0; k < indices.size(); ++k) {
+      if (k + prefetch_rows < indices.size()) {
+        int64_t ahead = indices[k + prefetch_rows] * row;
+        prefetch_bytes(var + ahead, size_t(row) * sizeof(T), true);
+        for (auto* s : slots)
+          prefetch_bytes(s + ahead, size_t(row) * sizeof(T), true);
+      }
       int64_t at = indices[k] * row;
       for (size_t s = 0; s < slots.size(); ++s)
         row_slots[s] = slots[s] + at;
@@ -265,6 +276,8 @@ void register_training_kernels(kernel_registry& reg) {
   reg.add("ApplyRMSProp", cpu, reals, apply_factory(rule::rmsprop, 3, {3, 4, 5, 6}, 7));
   reg.add("ApplyAdam", cpu, reals, apply_factory(rule::adam, 3, {3, 4, 5, 6, 7, 8}, 9));
   // Sparse forms: the same rules on the rows at `indices` (duplicates summed first).
+  reg.add("SparseApplyGradientDescent", cpu, reals,
+          apply_factory(rule::gradient_descent, 1, {1}, 2, 3));
   reg.add("SparseApplyMomentum", cpu, reals, apply_factory(rule::momentum, 2, {2, 5}, 3, 4));
   reg.add("SparseApplyAdagrad", cpu, reals, apply_factory(rule::adagrad, 2, {2}, 3, 4));
   reg.add("SparseApplyRMSProp", cpu, reals,

@@ -34,7 +34,7 @@ tensor train_table(optimizer& opt, bool sparse, int steps, const std::vector<ten
   if (sparse_update) {
     *sparse_update = false;
     for (int v = 0; v < g.num_nodes(); ++v)
-      *sparse_update |= g.at(v).op.starts_with("SparseApply") || g.at(v).op == "ScatterSub";
+      *sparse_update |= g.at(v).op.starts_with("SparseApply");
   }
   session s(test_runtime(), g);
   REQUIRE(s.run({global_variables_initializer(g)}).ok());

@@ -1,0 +1,112 @@
+// Benchmarks of the sequence and text models' building blocks:
+//   embedding_sparse_update  one training step (lookup, loss, backward, update) of a 1M × 128
+//                            f32 table with 1,000 rows touched, beside the same step on a
+//                            1,000 × 128 variable updated densely: step-time ratio (target
+//                            <= 2, i.e. independent of the table's size), with gradient descent
+//                            and with Adagrad (a slot the size of the table)
+// Prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`. Run with
+// `env -u OPENBLAS_CORETYPE` (our sandbox's setting halves OpenBLAS).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "actors/session.hpp"
+#include "ops/embedding.hpp"
+#include "ops/optimizers.hpp"
+
+using namespace runnel;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// A training step on a `rows` × `cols` variable: a lookup of `touched` distinct rows (sparse),
+/// or the whole variable read densely (dense), then loss = sum(rows · x) and an update.
+class update_step {
+public:
+  update_step(runtime& rt, int64_t rows, int64_t cols, int64_t touched, bool sparse, bool adagrad)
+      : rows_(rows), touched_(touched), rng_(7) {
+    // Variables are runtime-wide by name: one name per configuration.
+    auto name = std::string(sparse ? "sparse_" : "dense_") + (adagrad ? "adagrad" : "sgd");
+    auto table = variable(g_, random_uniform(g_, shape{rows, cols}, dtype::f32, 1), name);
+    ids_ = placeholder(g_, dtype::i32, shape{touched}, "ids");
+    auto x = filled(g_, dtype::f32, shape{touched, cols}, 0.5, "x");
+    auto looked = sparse ? embedding_lookup(table.value, ids_) : table.value;
+    auto loss = sum(looked * x);
+    gradient_descent_optimizer sgd(0.01);
+    adagrad_optimizer ada(0.01);
+    optimizer& opt = adagrad ? static_cast<optimizer&>(ada) : sgd;
+    train_ = opt.minimize(loss);
+    s_ = std::make_unique<session>(rt, g_);
+    throw_if_error(s_->run({global_variables_initializer(g_)}));
+    all_.resize(static_cast<size_t>(rows));
+    std::iota(all_.begin(), all_.end(), 0);
+    for (int w = 0; w < 3; ++w)
+      run();
+  }
+  /// Seconds of one step.
+  double run() {
+    // Distinct rows each step, spread over the table (a partial Fisher-Yates shuffle).
+    for (int64_t i = 0; i < touched_; ++i)
+      std::swap(all_[size_t(i)], all_[size_t(i + int64_t(rng_() % uint64_t(rows_ - i)))]);
+    auto feed = tensor::vector<int32_t>(std::vector<int32_t>(all_.begin(), all_.begin() + touched_));
+    double t0 = now();
+    throw_if_error(s_->run({{ids_, feed}}, {}, {train_}).error());
+    return now() - t0;
+  }
+
+private:
+  graph g_;
+  output ids_;
+  operation train_;
+  std::unique_ptr<session> s_;
+  int64_t rows_, touched_;
+  std::vector<int32_t> all_;
+  std::mt19937 rng_;
+};
+
+double median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void embedding_sparse_update() {
+  runtime rt;
+  const int64_t rows = 1'000'000, cols = 128, touched = 1'000;
+  for (bool adagrad : {false, true}) {
+    update_step dense(rt, touched, cols, touched, false, adagrad);
+    update_step sparse(rt, rows, cols, touched, true, adagrad);
+    // Alternating steps, so that the machine's noise falls on both alike.
+    std::vector<double> td, ts;
+    for (int r = 0; r < 300; ++r) {
+      td.push_back(dense.run());
+      ts.push_back(sparse.run());
+    }
+    double d = median(td), sp = median(ts);
+    const char* which = adagrad ? "adagrad" : "sgd";
+    std::printf("embedding_sparse_update (%s): 1M x 128 table, 1,000 rows touched: %.1f us per "
+                "step; 1,000 x 128 dense: %.1f us (medians of 300 alternating steps)\n",
+                which, sp * 1e6, d * 1e6);
+    std::printf("bench embedding_sparse_update%s: %.1f us/step (%.2fx a 1,000-row dense update; "
+                "target <= 2)\n",
+                adagrad ? "_adagrad" : "", sp * 1e6, sp / d);
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const char* only = argc > 1 ? argv[1] : nullptr;
+  auto want = [&](const char* name) { return !only || std::strcmp(only, name) == 0; };
+  if (want("embedding_sparse_update"))
+    embedding_sparse_update();
+  return 0;
+}
