@@ -44,13 +44,6 @@ output scalar_like(output like, double v) {
   return constant(like.owner(), t);
 }
 
-std::pair<int64_t, int64_t> seeds(graph& g, int64_t op_seed) {
-  if (g.seed())
-    return {*g.seed(), op_seed ? op_seed : g.num_nodes() + 1};
-  if (op_seed)
-    return {default_graph_seed, op_seed};
-  return {0, 0};
-}
 
 output random_op(std::string_view op, graph& g, const shape& s, dtype t, int64_t seed,
                  std::string_view name) {
@@ -584,6 +577,14 @@ output avg_pool(output input, std::vector<int64_t> window, std::vector<int64_t> 
              {{"ksize", nhwc(window, "window")},
               {"strides", nhwc(strides, "strides")},
               {"padding", padding}});
+}
+
+std::pair<int64_t, int64_t> seeds(graph& g, int64_t op_seed) {
+  if (g.seed())
+    return {*g.seed(), op_seed ? op_seed : g.num_nodes() + 1};
+  if (op_seed)
+    return {default_graph_seed, op_seed};
+  return {0, 0};
 }
 
 output random_uniform(graph& g, const shape& s, dtype t, int64_t seed, std::string_view name) {

@@ -241,6 +241,8 @@ output avg_pool(output input, std::vector<int64_t> window, std::vector<int64_t> 
                 const std::string& padding = "VALID", std::string_view name = {});
 
 // ---- random (seeded as in TensorFlow: graph seed + op seed; 0 = unset) ----
+/// The `seed` and `seed2` attributes of a random op with op seed `op_seed` in `g`.
+std::pair<int64_t, int64_t> seeds(graph& g, int64_t op_seed);
 output random_uniform(graph& g, const shape& s, dtype t = dtype::f32, int64_t seed = 0,
                       std::string_view name = {});
 output random_normal(graph& g, const shape& s, double stddev = 1.0, dtype t = dtype::f32,

@@ -38,6 +38,7 @@ void register_math_gradients(gradient_registry& reg) {
                   "OnesLike",
                   "Sign",
                   "FloorDiv",
+                  "Floor", // piecewise constant: TensorFlow gives it no gradient
                   "BroadcastGradientArgs",
                   "ReducedShape",
                   "LogicalAnd",
