@@ -157,9 +157,9 @@ int app_main(const char* app, int argc, char** argv, const char* usage,
   }
 }
 
-progress_line::progress_line(int64_t total_steps, int epochs)
+progress_line::progress_line(int64_t total_steps, int epochs, std::string unit)
     : start_(std::chrono::steady_clock::now()), last_(start_), total_steps_(total_steps),
-      epochs_(epochs) {}
+      epochs_(epochs), unit_(std::move(unit)) {}
 
 void progress_line::update(int epoch, int64_t step, double loss, double accuracy,
                            int64_t examples) {
@@ -176,10 +176,12 @@ void progress_line::update(int epoch, int64_t step, double loss, double accuracy
   double rate = secs > 0 ? double(examples - start_examples_) / secs : 0;
   double step_rate = secs > 0 ? double(step - start_step_) / secs : 0;
   double eta = step_rate > 0 ? double(total_steps_ - step) / step_rate : 0;
-  std::fprintf(stderr,
-               "\r  epoch %d/%d  step %lld/%lld  loss %.4f  acc %.4f  %.0f ex/s  eta %.0fs   ",
+  char acc[32] = "";
+  if (accuracy >= 0) // a negative accuracy: the model has none to show
+    std::snprintf(acc, sizeof acc, "  acc %.4f", accuracy);
+  std::fprintf(stderr, "\r  epoch %d/%d  step %lld/%lld  loss %.4f%s  %.0f %s/s  eta %.0fs   ",
                epoch, epochs_, static_cast<long long>(step), static_cast<long long>(total_steps_),
-               loss, accuracy, rate, eta);
+               loss, acc, rate, unit_.c_str(), eta);
   std::fflush(stderr);
   dirty_ = true;
 }

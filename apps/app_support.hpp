@@ -57,7 +57,8 @@ int app_main(const char* app, int argc, char** argv, const char* usage,
 /// `epoch 2/5  step 900/3000  loss 0.4123  acc 0.8530  41230 ex/s  eta 12s`.
 class progress_line {
 public:
-  progress_line(int64_t total_steps, int epochs);
+  /// `unit` names what `examples` counts in the rate ("ex/s", "words/s").
+  progress_line(int64_t total_steps, int epochs, std::string unit = "ex");
   void update(int epoch, int64_t step, double loss, double accuracy, int64_t examples);
   /// Ends the line (the next output starts on a fresh line).
   void finish();
@@ -66,6 +67,7 @@ private:
   std::chrono::steady_clock::time_point start_, last_;
   int64_t total_steps_, start_step_ = -1, start_examples_ = 0;
   int epochs_;
+  std::string unit_;
   bool dirty_ = false;
 };
 

@@ -103,6 +103,18 @@ sampled_candidates fixed_unigram_candidate_sampler(output true_classes, int64_t 
                   {"num_reserved_ids", num_reserved_ids}});
 }
 
+output neg_train(const graph_variable& w_in, const graph_variable& w_out, output examples,
+                 output labels, output lr, const std::vector<int64_t>& vocab_count,
+                 int64_t num_negative, int64_t num_threads, std::string_view name) {
+  graph& g = w_in.ref.owner();
+  auto col = g.colocate_with(w_in.ref);
+  return g.build("NegTrain", name.empty() ? "NegTrain" : name,
+                 {w_in.ref.ep(), w_out.ref.ep(), examples.ep(), labels.ep(), lr.ep()},
+                 {{"vocab_count", vocab_count},
+                  {"num_negative_samples", num_negative},
+                  {"num_threads", num_threads}})[0];
+}
+
 output sigmoid_cross_entropy_with_logits(output logits, output labels, std::string_view name) {
   auto scope = logits.owner().name_scope(name.empty() ? "logistic_loss" : name);
   return relu(logits) - logits * labels + log1p(exp(-abs(logits)));

@@ -74,6 +74,16 @@ output sampled_softmax_loss(const std::vector<output>& weights, const std::vecto
 output sampled_softmax_loss(output weights, output biases, output labels, output inputs,
                             sampled_loss_options o);
 
+/// TensorFlow's fused skip-gram update with negative sampling (NegTrain): for each
+/// (examples[i], labels[i]) pair one SGD step with learning rate `lr` on the rows of `w_in` and
+/// `w_out`, drawing `num_negative` negatives from counts^0.75. Runs at w_in's actor. Returns the
+/// pairs' mean loss before their update (measured on every 8th pair). With `num_threads` > 1 the
+/// pairs are split over that many CPU threads updating the tables without locks (Hogwild: fast,
+/// not bit-for-bit reproducible).
+output neg_train(const graph_variable& w_in, const graph_variable& w_out, output examples,
+                 output labels, output lr, const std::vector<int64_t>& vocab_count,
+                 int64_t num_negative, int64_t num_threads = 1, std::string_view name = {});
+
 /// Per element: max(x, 0) − x·z + log(1 + exp(−|x|)), the stable form of
 /// −z·log σ(x) − (1 − z)·log(1 − σ(x)).
 output sigmoid_cross_entropy_with_logits(output logits, output labels, std::string_view name = {});

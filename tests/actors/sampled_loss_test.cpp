@@ -231,3 +231,47 @@ TEST_CASE("sequence_mask marks the positions below each length") {
   auto r = eval({m});
   check_equal(r[0], vals<float>({3, 3}, {1, 1, 0, 0, 0, 0, 1, 1, 1}));
 }
+
+TEST_CASE("NegTrain takes one skip-gram step per pair on the rows named") {
+  graph g;
+  auto w_in = variable(g, constant(g, {{1.0f, 0.0f}, {0.0f, 2.0f}}), "negtrain_in");
+  auto w_out = variable(g, constant(g, {{0.5f, 0.5f}, {0.0f, 0.0f}}), "negtrain_out");
+  auto ex = placeholder(g, dtype::i32, shape{-1}, "examples");
+  auto lb = placeholder(g, dtype::i32, shape{-1}, "labels");
+  auto loss = neg_train(w_in, w_out, ex, lb, constant(g, 0.1f), {3, 1}, /*num_negative=*/0);
+  session s(test_runtime(), g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  auto r = s.run({{ex, tensor::vector<int32_t>({0})}, {lb, tensor::vector<int32_t>({0})}}, {loss})
+               .value();
+  double x = 0.5, sig = 1 / (1 + std::exp(-x)), grad = 1 - sig;
+  CHECK(r[0].flat<float>()[0] == Approx(-std::log(sig)).epsilon(1e-5));
+  auto v = s.run({}, {w_in.value, w_out.value}).value();
+  check_close(v[0], vals<float>({2, 2}, {float(1 + 0.1 * grad * 0.5), float(0.1 * grad * 0.5), 0, 2}));
+  check_close(v[1], vals<float>({2, 2}, {float(0.5 + 0.1 * grad), 0.5f, 0, 0}));
+  auto bad = s.run({{ex, tensor::vector<int32_t>({0})}, {lb, tensor::vector<int32_t>({2})}}, {loss});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().message(), Catch::Contains("id 2") && Catch::Contains("[0, 2)"));
+}
+
+TEST_CASE("NegTrain with negatives and two threads lowers the loss of a toy corpus") {
+  graph g;
+  g.set_seed(3);
+  const int64_t vocab = 20, dim = 8;
+  auto w_in = variable(g, random_uniform(g, shape{vocab, dim}) - 0.5, "negtrain_in2");
+  auto w_out = variable(g, zeros(g, dtype::f32, shape{vocab, dim}), "negtrain_out2");
+  std::vector<int32_t> ex, lb;
+  for (int rep = 0; rep < 50; ++rep)
+    for (int i = 0; i < vocab; ++i) {
+      ex.push_back(i);
+      lb.push_back((i + 1) % vocab);
+    }
+  auto loss = neg_train(w_in, w_out, constant(g, tensor::vector<int32_t>(ex)),
+                        constant(g, tensor::vector<int32_t>(lb)), constant(g, 0.05f),
+                        std::vector<int64_t>(size_t(vocab), 10), 5, /*num_threads=*/2);
+  session s(test_runtime(), g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  double first = *s.run({}, {loss}).value()[0].data<float>(), last = first;
+  for (int i = 0; i < 30; ++i)
+    last = *s.run({}, {loss}).value()[0].data<float>();
+  CHECK(last < 0.5 * first);
+}
