@@ -23,6 +23,7 @@
 #include "apps/records_tools.hpp"
 #include "ops/data_flow.hpp"
 #include "ops/optimizers.hpp"
+#include "ops/nn_layers.hpp"
 #include "ops/replica.hpp"
 #include "storage/checkpoint.hpp"
 #include "storage/record_index.hpp"
@@ -35,7 +36,9 @@ namespace {
 const char* usage =
     "usage: fashion_mnist [options]\n"
     "Trains on the 60k Fashion-MNIST images and reports accuracy on the 10k test images.\n"
-    "  --model mlp|softmax      784-512-10 ReLU network, or softmax regression (default mlp)\n"
+    "  --model mlp|softmax|cnn  784-512-10 ReLU network, softmax regression, or a conv net (two\n"
+    "                           3x3 conv/pool blocks of 32 and 64 channels, a dense layer of 256\n"
+    "                           with dropout 0.5) (default mlp)\n"
     "  --epochs N               passes over the training set (default 5)\n"
     "  --batch N                examples per step (default 100)\n"
     "  --optimizer adam|sgd|momentum   (default adam)\n"
@@ -67,6 +70,7 @@ const char* usage =
 struct model {
   graph g;
   output x, y, loss, accuracy;
+  output training; ///< the cnn's dropout switch (a bool fed per run); invalid for the others
   operation train;
   graph_variable step;
 };
@@ -98,6 +102,29 @@ std::unique_ptr<model> build(const std::string& kind, const std::string& opt_nam
     auto w = variable(g, truncated_normal(g, {512, 10}, 0.05), "weights");
     auto b = variable(g, zeros(g, dtype::f32, {10}), "biases");
     logits = bias_add(matmul(h, w), b);
+  } else if (kind == "cnn") {
+    // Two 3x3 conv/pool blocks (32 and 64 channels), a dense layer of 256 with dropout.
+    m->training = placeholder(g, dtype::boolean, shape{}, "training");
+    auto conv_block = [&](output in, int64_t in_ch, int64_t out_ch, const char* name) {
+      auto s = g.name_scope(name);
+      auto w = variable(g, truncated_normal(g, {3, 3, in_ch, out_ch}, 0.1), "weights");
+      auto b = variable(g, filled(g, dtype::f32, {out_ch}, 0.05), "biases");
+      return max_pool(relu(bias_add(conv2d(in, w, {1, 1}, "SAME"), b)), {2, 2}, {2, 2}, "SAME");
+    };
+    auto img = reshape(m->x, std::vector<int64_t>{-1, 28, 28, 1}, "image");
+    auto h = conv_block(conv_block(img, 1, 32, "conv1"), 32, 64, "conv2"); // [n, 7, 7, 64]
+    output dense;
+    {
+      auto s = g.name_scope("dense");
+      auto w = variable(g, truncated_normal(g, {7 * 7 * 64, 256}, 0.02), "weights");
+      auto b = variable(g, filled(g, dtype::f32, {256}, 0.05), "biases");
+      dense = dropout(relu(bias_add(matmul(reshape(h, std::vector<int64_t>{-1, 7 * 7 * 64}), w), b)),
+                      0.5, m->training);
+    }
+    auto s = g.name_scope("logits");
+    auto w = variable(g, truncated_normal(g, {256, 10}, 0.05), "weights");
+    auto b = variable(g, zeros(g, dtype::f32, {10}), "biases");
+    logits = bias_add(matmul(dense, w), b);
   } else {
     auto s = g.name_scope("softmax");
     auto w = variable(g, zeros(g, dtype::f32, {784, 10}), "weights");
@@ -226,8 +253,8 @@ int run(const flags& f) {
   }
   auto kind = f.get("model", "mlp");
   auto opt_name = f.get("optimizer", "adam");
-  if (kind != "mlp" && kind != "softmax")
-    throw error(invalid_argument("--model must be mlp or softmax, got '" + kind + "'"));
+  if (kind != "mlp" && kind != "softmax" && kind != "cnn")
+    throw error(invalid_argument("--model must be mlp, softmax or cnn, got '" + kind + "'"));
   if (opt_name != "adam" && opt_name != "sgd" && opt_name != "momentum")
     throw error(
         invalid_argument("--optimizer must be adam, sgd or momentum, got '" + opt_name + "'"));
@@ -336,8 +363,22 @@ int run(const flags& f) {
   // classes uniformly, ln 10, which is where these models start (softmax: exactly).
   double untrained_loss = std::log(10.0);
   auto evaluate = [&] {
-    auto r = s.run({{m->x, test.images}, {m->y, test.labels}}, {m->loss, m->accuracy}).value();
-    return std::pair<double, double>{*r[0].data<float>(), *r[1].data<float>()};
+    // In slices of 1,000 images: a conv net's activations for all 10,000 at once take GBs.
+    double loss_sum = 0, acc_sum = 0;
+    int64_t n = test.size();
+    std::vector<int64_t> all(static_cast<size_t>(n));
+    std::iota(all.begin(), all.end(), 0);
+    for (int64_t b = 0; b < n; b += 1000) {
+      int64_t e = std::min(n, b + 1000);
+      feed_list feeds{{m->x, gather_rows(test.images, all, b, e)},
+                      {m->y, gather_rows(test.labels, all, b, e)}};
+      if (m->training.valid())
+        feeds.emplace_back(m->training, tensor::scalar<bool>(false));
+      auto r = s.run(feeds, {m->loss, m->accuracy}).value();
+      loss_sum += *r[0].data<float>() * double(e - b);
+      acc_sum += *r[1].data<float>() * double(e - b);
+    }
+    return std::pair<double, double>{loss_sum / double(n), acc_sum / double(n)};
   };
   if (chief && !f.has("resume") && min_accuracy >= 0)
     untrained_loss = evaluate().first;
@@ -382,6 +423,8 @@ int run(const flags& f) {
         feeds = {{m->x, gather_rows(train.images, order, b, e)},
                  {m->y, gather_rows(train.labels, order, b, e)}};
       }
+      if (m->training.valid())
+        feeds.emplace_back(m->training, tensor::scalar<bool>(true));
       auto step = s.run(feeds, {m->loss, m->accuracy}, {m->train});
       if (!step && step.error().code() == error_code::out_of_range)
         break; // the dataset ended (the last batch may be smaller)
@@ -427,8 +470,11 @@ int run(const flags& f) {
     int64_t n = std::min<int64_t>(100, test.size());
     std::vector<int64_t> first(static_cast<size_t>(n));
     std::iota(first.begin(), first.end(), 0);
-    throw_if_error(s.run({{m->x, gather_rows(test.images, first, 0, n)},
-                          {m->y, gather_rows(test.labels, first, 0, n)}},
+    feed_list feeds{{m->x, gather_rows(test.images, first, 0, n)},
+                    {m->y, gather_rows(test.labels, first, 0, n)}};
+    if (m->training.valid())
+      feeds.emplace_back(m->training, tensor::scalar<bool>(false));
+    throw_if_error(s.run(feeds,
                          {m->loss, m->accuracy}, {}, {.trace = true}, &md)
                        .error());
     auto path = f.get("trace", "");

@@ -76,6 +76,105 @@ std::pair<output, std::vector<output>> lstm_cell::step(output x,
   return {h, {c, h}};
 }
 
+gru_cell::gru_cell(graph& g, int64_t input_size, int64_t units, rnn_cell_options options)
+    : rnn_cell(g, options.type), units_(units) {
+  auto scope = g.name_scope(options.name == "rnn_cell" ? "gru_cell" : options.name);
+  {
+    auto s = g.name_scope("gates");
+    gate_kernel = glorot(g, shape{input_size + units, 2 * units}, options.type, options.seed,
+                         "kernel");
+    gate_bias = variable(g, ones(g, options.type, shape{2 * units}), "bias");
+  }
+  auto s = g.name_scope("candidate");
+  candidate_kernel = glorot(g, shape{input_size + units, units}, options.type,
+                            options.seed ? options.seed + 1 : 0, "kernel");
+  candidate_bias = variable(g, zeros(g, options.type, shape{units}), "bias");
+}
+
+std::pair<output, std::vector<output>> gru_cell::step(output x, const std::vector<output>& state) {
+  auto h = state.at(0);
+  auto gates = split(sigmoid(matmul(concat({x, h}, 1), gate_kernel.value) + gate_bias.value), 2, 1);
+  auto c = tanh(matmul(concat({x, gates[0] * h}, 1), candidate_kernel.value) + candidate_bias.value);
+  auto u = gates[1];
+  auto next = u * h + (1.0 - u) * c;
+  return {next, {next}};
+}
+
+multi_rnn_cell::multi_rnn_cell(std::vector<rnn_cell*> cells)
+    : rnn_cell(*cells.at(0)->graph_ptr(), cells.at(0)->type()), cells_(std::move(cells)) {}
+
+std::vector<int64_t> multi_rnn_cell::state_sizes() const {
+  std::vector<int64_t> out;
+  for (auto* c : cells_)
+    for (auto w : c->state_sizes())
+      out.push_back(w);
+  return out;
+}
+
+std::pair<output, std::vector<output>> multi_rnn_cell::step(output x,
+                                                            const std::vector<output>& state) {
+  std::vector<output> next;
+  size_t at = 0;
+  for (size_t i = 0; i < cells_.size(); ++i) {
+    size_t n = cells_[i]->state_sizes().size();
+    std::vector<output> own(state.begin() + long(at), state.begin() + long(at + n));
+    auto scope = g_->name_scope("cell_" + std::to_string(i));
+    auto [y, s] = cells_[i]->step(x, own);
+    next.insert(next.end(), s.begin(), s.end());
+    x = y;
+    at += n;
+  }
+  return {x, next};
+}
+
+output reverse_sequence(output x, output lengths, std::string_view name) {
+  graph& g = x.owner();
+  if (lengths.type() != dtype::i32)
+    lengths = cast(lengths, dtype::i32);
+  auto scope = g.name_scope(name.empty() ? "ReverseSequence" : name);
+  // Row (t, b) of x viewed as [time * batch, ...] is t * batch + b; it reads row
+  // (len_b − 1 − t, b) while t < len_b.
+  auto dims = shape_of(x);
+  auto steps = reshape(slice(dims, std::vector<int64_t>{0}, std::vector<int64_t>{1}),
+                       std::vector<int64_t>{});
+  auto batch = reshape(slice(dims, std::vector<int64_t>{1}, std::vector<int64_t>{1}),
+                       std::vector<int64_t>{});
+  auto zero = constant(g, int32_t(0)), one = constant(g, int32_t(1));
+  auto t = expand_dims(range(g, zero, steps, one), 1);      // [time, 1]
+  auto b = expand_dims(range(g, zero, batch, one), 0);      // [1, batch]
+  auto len = expand_dims(lengths, 0);                        // [1, batch]
+  auto src_t = select(less(t, len), len - 1 - t, t + b * 0); // [time, batch]
+  auto rows = reshape(src_t * batch + b, std::vector<int64_t>{-1});
+  auto flat_shape = concat({constant(g, {int32_t(-1)}),
+                            slice(dims, std::vector<int64_t>{2}, std::vector<int64_t>{-1})},
+                           0);
+  return reshape(gather(reshape(x, flat_shape), rows), dims);
+}
+
+bidirectional_result bidirectional_dynamic_rnn(rnn_cell& fw, rnn_cell& bw, output inputs,
+                                               std::vector<output> fw_state,
+                                               std::vector<output> bw_state,
+                                               output sequence_length,
+                                               dynamic_rnn_options options) {
+  graph& g = inputs.owner();
+  auto scope = g.name_scope(options.name == "rnn" ? "bidirectional_rnn" : options.name);
+  auto fw_options = options, bw_options = options;
+  fw_options.name = "fw";
+  bw_options.name = "bw";
+  auto f = dynamic_rnn(fw, inputs, std::move(fw_state), sequence_length, fw_options);
+  output back;
+  rnn_result r;
+  if (sequence_length.valid()) {
+    r = dynamic_rnn(bw, reverse_sequence(inputs, sequence_length), std::move(bw_state),
+                    sequence_length, bw_options);
+    back = reverse_sequence(r.outputs, sequence_length);
+  } else {
+    r = dynamic_rnn(bw, reverse(inputs, {0}), std::move(bw_state), {}, bw_options);
+    back = reverse(r.outputs, {0});
+  }
+  return {f.outputs, back, f.final_state, r.final_state};
+}
+
 rnn_result dynamic_rnn(rnn_cell& cell, output inputs, std::vector<output> initial_state,
                        output sequence_length, dynamic_rnn_options options) {
   check_inputs(cell, inputs, initial_state, "dynamic_rnn");

@@ -123,3 +123,77 @@ TEST_CASE("an LSTM trained through dynamic_rnn learns to sum a sequence", "[acto
   INFO("loss " << first << " -> " << last);
   CHECK(last < first * 0.1f);
 }
+
+TEST_CASE("a GRU and a two-layer stack run in dynamic_rnn as unrolled, with gradients",
+          "[actors][rnn]") {
+  graph g;
+  g.set_seed(5);
+  const int steps = 4, batch = 3, in = 3, units = 4;
+  gru_cell gru(g, in, units, {.type = dtype::f64, .name = "gru_test"});
+  lstm_cell lower(g, in, units, {.type = dtype::f64, .name = "stack_lower"});
+  gru_cell upper(g, units, units, {.type = dtype::f64, .name = "stack_upper"});
+  multi_rnn_cell stack({&lower, &upper});
+  CHECK(stack.state_sizes() == std::vector<int64_t>{units, units, units});
+  auto xs = placeholder(g, dtype::f64, shape{steps, batch, in}, "xs");
+  auto lengths = constant(g, {int32_t(4), int32_t(1), int32_t(3)});
+  auto n = constant(g, int32_t(batch));
+  for (rnn_cell* cell : std::vector<rnn_cell*>{&gru, &stack}) {
+    auto dyn = dynamic_rnn(*cell, xs, cell->zero_state(n), lengths);
+    auto stat = static_rnn(*cell, xs, cell->zero_state(n), lengths);
+    auto dg = gradients({sum(square(dyn.outputs))}, {xs})[0];
+    auto sg = gradients({sum(square(stat.outputs))}, {xs})[0];
+    feed_list feeds{{xs, uniform_f64({steps, batch, in}, 4)}};
+    session s(test_runtime(), g);
+    REQUIRE(s.run({global_variables_initializer(g)}).ok());
+    auto r = s.run(feeds, {dyn.outputs, stat.outputs, dyn.final_state.back(),
+                           stat.final_state.back(), dg, sg})
+                 .value();
+    for (size_t k = 0; k < r.size(); k += 2)
+      check_close(r[k], r[k + 1], 1e-10, 1e-12);
+  }
+}
+
+TEST_CASE("reverse_sequence reverses each example up to its length", "[actors][rnn]") {
+  graph g;
+  auto x = constant(g, tensor::from_values<float>(shape{3, 2, 1}, {1, 10, 2, 20, 3, 30}));
+  auto r = reverse_sequence(x, constant(g, {int32_t(3), int32_t(2)}));
+  check_equal(eval1(r), tensor::from_values<float>(shape{3, 2, 1}, {3, 20, 2, 10, 1, 30}));
+}
+
+TEST_CASE("bidirectional_dynamic_rnn reads each sequence backwards up to its length",
+          "[actors][rnn]") {
+  graph g;
+  g.set_seed(8);
+  const int steps = 5, batch = 2, in = 2, units = 3;
+  basic_rnn_cell fw(g, in, units, {.type = dtype::f64, .name = "bi_fw"});
+  basic_rnn_cell bw(g, in, units, {.type = dtype::f64, .name = "bi_bw"});
+  auto xs = placeholder(g, dtype::f64, shape{steps, batch, in}, "xs");
+  auto lengths = constant(g, {int32_t(5), int32_t(3)});
+  auto n = constant(g, int32_t(batch));
+  auto bi = bidirectional_dynamic_rnn(fw, bw, xs, fw.zero_state(n), bw.zero_state(n), lengths);
+  // The backward output at an example's last step is the bw cell's first step on that input.
+  auto x0 = uniform_f64({steps, batch, in}, 9);
+  auto at = [&](int t, int b) {
+    std::vector<double> v;
+    for (int k = 0; k < in; ++k)
+      v.push_back(x0.flat<double>()[size_t((t * batch + b) * in + k)]);
+    return tensor::from_values<double>(shape{1, in}, v);
+  };
+  auto one = placeholder(g, dtype::f64, shape{1, in}, "one");
+  auto first_step = bw.step(one, bw.zero_state(constant(g, int32_t(1)))).first;
+  session s(test_runtime(), g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  auto r = s.run({{xs, x0}}, {bi.backward_outputs, bi.forward_outputs}).value();
+  auto expect_b1 = s.run({{one, at(2, 1)}}, {first_step}).value()[0]; // example 1, t = 2
+  auto expect_b0 = s.run({{one, at(4, 0)}}, {first_step}).value()[0]; // example 0, t = 4
+  for (int u = 0; u < units; ++u) {
+    CHECK(r[0].flat<double>()[size_t((2 * batch + 1) * units + u)] ==
+          Approx(expect_b1.flat<double>()[size_t(u)]).epsilon(1e-12));
+    CHECK(r[0].flat<double>()[size_t((4 * batch + 0) * units + u)] ==
+          Approx(expect_b0.flat<double>()[size_t(u)]).epsilon(1e-12));
+    for (int t = 3; t < steps; ++t) { // past example 1's length: zeros both ways
+      CHECK(r[0].flat<double>()[size_t((t * batch + 1) * units + u)] == 0.0);
+      CHECK(r[1].flat<double>()[size_t((t * batch + 1) * units + u)] == 0.0);
+    }
+  }
+}
