@@ -13,6 +13,25 @@ status identity_kernel::compute(kernel_context& ctx) {
   return {};
 }
 
+std::vector<int64_t> flatten_indices(const tensor& t) {
+  std::vector<int64_t> v(static_cast<size_t>(t.num_elements()));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = t.type() == dtype::i32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
+  return v;
+}
+
+void seed_engine(std::mt19937_64& engine, const kernel_construction& c) {
+  auto seed = uint64_t(c.attr<int64_t>("seed")), seed2 = uint64_t(c.attr<int64_t>("seed2"));
+  if (seed == 0 && seed2 == 0) {
+    std::random_device rd;
+    engine.seed((uint64_t(rd()) << 32) | rd());
+  } else {
+    std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(seed2),
+                      uint32_t(seed2 >> 32)};
+    engine.seed(seq);
+  }
+}
+
 void copy_elements(dtype t, const void* src, void* dst, int64_t n) {
   if (t == dtype::string) {
     auto* s = static_cast<const std::string*>(src);
@@ -259,14 +278,6 @@ public:
                       dst + size_t((o * k + i) * inner) * es, inner);
       }
     return {};
-  }
-
-private:
-  static std::vector<int64_t> flatten_indices(const tensor& t) {
-    std::vector<int64_t> v(static_cast<size_t>(t.num_elements()));
-    for (size_t i = 0; i < v.size(); ++i)
-      v[i] = t.type() == dtype::i32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
-    return v;
   }
 };
 

@@ -24,15 +24,7 @@ public:
       : kind_(kind), num_true_(c.attr<int64_t>("num_true")),
         num_sampled_(c.attr<int64_t>("num_sampled")), unique_(c.attr<bool>("unique")),
         range_(c.attr<int64_t>("range_max")) {
-    auto seed = uint64_t(c.attr<int64_t>("seed")), seed2 = uint64_t(c.attr<int64_t>("seed2"));
-    if (seed == 0 && seed2 == 0) {
-      std::random_device rd;
-      engine_.seed((uint64_t(rd()) << 32) | rd());
-    } else {
-      std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(seed2),
-                        uint32_t(seed2 >> 32)};
-      engine_.seed(seq);
-    }
+    seed_engine(engine_, c);
     if (kind == sampler_kind::unigram) {
       auto counts = c.attr<std::vector<double>>("unigrams");
       auto reserved = c.attr<int64_t>("num_reserved_ids");

@@ -1,6 +1,7 @@
 #pragma once
 // Registration entry points of the CPU kernel files and helpers they share.
 #include <cmath>
+#include <random>
 #include <type_traits>
 
 #include "ops/cpu/cpu_device.hpp"
@@ -63,6 +64,12 @@ inline void prefetch_bytes(const void* p, size_t bytes, bool for_write = false) 
 }
 /// How many rows ahead a row-at-a-time loop prefetches.
 inline constexpr int64_t prefetch_rows = 8;
+
+/// The elements of an int32 or int64 tensor of any shape, as int64.
+std::vector<int64_t> flatten_indices(const tensor& t);
+/// Seeds a random kernel's engine from its `seed` and `seed2` attributes as TensorFlow does:
+/// both zero draws a fresh seed; otherwise the sequence is the same for the same seeds.
+void seed_engine(std::mt19937_64& engine, const kernel_construction& c);
 
 /// Copies `n` elements of type `t` (strings by value, the rest by memcpy).
 void copy_elements(dtype t, const void* src, void* dst, int64_t n);

@@ -14,15 +14,7 @@ class random_kernel : public kernel {
 public:
   random_kernel(const kernel_construction& c, distribution d)
       : dist_(d), type_(c.attr<dtype>("dtype")) {
-    auto seed = uint64_t(c.attr<int64_t>("seed")), seed2 = uint64_t(c.attr<int64_t>("seed2"));
-    if (seed == 0 && seed2 == 0) {
-      std::random_device rd;
-      engine_.seed((uint64_t(rd()) << 32) | rd());
-    } else {
-      std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(seed2),
-                        uint32_t(seed2 >> 32)};
-      engine_.seed(seq);
-    }
+    seed_engine(engine_, c);
   }
 
   status compute(kernel_context& ctx) override {

@@ -167,7 +167,7 @@ public:
         return invalid_argument("data[" + std::to_string(i) + "] has shape " +
                                 data.shape().to_string() + " but indices[" + std::to_string(i) +
                                 "] has " + ind.shape().to_string() + " (must be a prefix)");
-      idx[size_t(i)] = flat_indices(ind);
+      idx[size_t(i)] = flatten_indices(ind);
       for (size_t j = 0; j < idx[size_t(i)].size(); ++j) {
         int64_t v = idx[size_t(i)][j];
         if (v < 0)
@@ -192,14 +192,6 @@ public:
         copy_elements(d0.type(), src + int64_t(j) * rb, dst + idx[size_t(i)][j] * rb, elems);
     }
     return {};
-  }
-
-private:
-  static std::vector<int64_t> flat_indices(const tensor& t) {
-    std::vector<int64_t> v(static_cast<size_t>(t.num_elements()));
-    for (size_t i = 0; i < v.size(); ++i)
-      v[i] = t.type() == dtype::i32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
-    return v;
   }
 };
 
