@@ -20,6 +20,7 @@ void register_builtin_kernels(kernel_registry& reg) {
   register_sparse_kernels(reg);
   register_candidate_sampling_kernels(reg);
   register_word2vec_kernels(reg);
+  register_batch_norm_kernels(reg);
 }
 
 } // namespace runnel

@@ -51,6 +51,17 @@ void register_nn_gradients(gradient_registry& reg) {
                         {x.ep(), shape_of(f).ep(), g.ep()}, attrs)[0];
     return grads{dx, df};
   });
+  reg.add("FusedBatchNorm", [same_attrs](const gradient_context& c) {
+    // From the saved mean and 1/sqrt(var + eps) (outputs 3 and 4); mean and variance inputs get
+    // no gradient (in training they are unused, in inference they are statistics, not weights).
+    auto attrs = same_attrs(c.n, {"epsilon", "data_format", "is_training"});
+    auto outs = c.g.build("FusedBatchNormGrad", "FusedBatchNormGrad",
+                          {c.grad(0).ep(), c.input(0).ep(), c.input(1).ep(), c.out(3).ep(),
+                           c.out(4).ep()},
+                          attrs);
+    return grads{outs[0], outs[1], outs[2], output(), output()};
+  });
+  reg.add_non_differentiable("FusedBatchNormGrad");
   reg.add("MaxPool", [same_attrs](const gradient_context& c) {
     auto attrs = same_attrs(c.n, {"ksize", "strides", "padding", "data_format"});
     return grads{c.g.build("MaxPoolGrad", "MaxPoolGrad",

@@ -17,6 +17,22 @@ output dropout(output x, double keep_prob, output training, int64_t seed = 0,
 /// Always in training mode.
 output dropout(output x, double keep_prob, int64_t seed = 0, std::string_view name = {});
 
+struct batch_norm_options {
+  double momentum = 0.99; ///< moving = moving · momentum + batch · (1 − momentum)
+  double epsilon = 1e-3;
+  std::string_view name = "batch_norm";
+};
+/// Batch normalization over the last axis (channels last, any rank ≥ 2) with TensorFlow's
+/// FusedBatchNorm: gamma, beta and non-trainable moving_mean / moving_variance variables under
+/// `name`. When `training` (a boolean scalar fed per run) is true it normalises with the batch's
+/// statistics and updates the moving averages as part of computing the output (no update ops
+/// to remember); when false it uses the moving averages.
+struct batch_norm_layer {
+  output y;
+  graph_variable gamma, beta, moving_mean, moving_variance;
+};
+batch_norm_layer batch_norm(output x, output training, batch_norm_options o = {});
+
 /// [lengths..., maxlen]: 1 where the position is below the length, else 0 (as `t`).
 output sequence_mask(output lengths, output maxlen, dtype t = dtype::f32,
                      std::string_view name = {});

@@ -172,6 +172,8 @@ void register_tensor_array_ops(op_registry& reg);
 void register_sparse_ops(op_registry& reg);
 /// Uniform, LogUniform and FixedUnigram candidate samplers (ops/sampling_ops.cpp).
 void register_sampling_ops(op_registry& reg);
+/// FusedBatchNorm and its gradient (ops/norm_ops.cpp).
+void register_norm_ops(op_registry& reg);
 /// True for the ops above: what the executor runs with frames, iterations and deadness.
 bool is_control_flow_op(std::string_view op);
 

@@ -26,6 +26,7 @@ void register_tensor_array_kernels(kernel_registry& reg);
 void register_sparse_kernels(kernel_registry& reg);
 void register_candidate_sampling_kernels(kernel_registry& reg);
 void register_word2vec_kernels(kernel_registry& reg);
+void register_batch_norm_kernels(kernel_registry& reg);
 
 /// Passes its input on unchanged, sharing the buffer (Identity, and Enter, Exit, NextIteration
 /// and LoopCond on live values).

@@ -275,3 +275,39 @@ TEST_CASE("NegTrain with negatives and two threads lowers the loss of a toy corp
     last = *s.run({}, {loss}).value()[0].data<float>();
   CHECK(last < 0.5 * first);
 }
+
+TEST_CASE("batch_norm normalises with batch statistics when training, moving ones otherwise") {
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{-1, 3}, "bn_x");
+  auto training = placeholder(g, dtype::boolean, shape{}, "bn_training");
+  auto bn = batch_norm(x, training, {.momentum = 0.9, .epsilon = 1e-3, .name = "bn_test"});
+  // The same with primitive ops, for values and gradients.
+  auto mu = mean(x, {0}, true);
+  auto var = mean(square(x - mu), {0}, true);
+  auto reference = (x - mu) / sqrt(var + 1e-3) * bn.gamma.value + bn.beta.value;
+  auto w = constant(g, {{1.0f, -2.0f, 0.5f}, {0.3f, 1.0f, 2.0f}, {-1.0f, 0.0f, 1.5f},
+                        {2.0f, 0.7f, -0.4f}});
+  auto grads = gradients({sum(bn.y * w)}, {x, bn.gamma.value, bn.beta.value});
+  auto ref_grads = gradients({sum(reference * w)}, {x, bn.gamma.value, bn.beta.value});
+  session s(test_runtime(), g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  auto xv = vals<float>({4, 3}, {1, 2, 3, 2, 4, 1, 3, 6, 2, 6, 0, 2});
+  feed_list train_feeds{{x, xv}, {training, tensor::scalar<bool>(true)}};
+  auto r = s.run(train_feeds, {bn.y, reference, grads[0], ref_grads[0], grads[1], ref_grads[1],
+                               grads[2], ref_grads[2]})
+               .value();
+  for (size_t k = 0; k < r.size(); k += 2)
+    check_close(r[k], r[k + 1], 1e-4, 1e-5);
+  // One training step moved the averages 10% of the way to the batch's (unbiased) statistics.
+  auto moving = s.run({}, {bn.moving_mean.value, bn.moving_variance.value}).value();
+  check_close(moving[0], tensor::vector<float>({0.3f, 0.3f, 0.2f}));
+  check_close(moving[1], tensor::vector<float>({0.9f + 0.1f * 14.0f / 3.0f, 0.9f + 0.1f * 20.0f / 3.0f,
+                                                0.9f + 0.1f * 2.0f / 3.0f}));
+  // Inference uses them and leaves them alone.
+  auto inf = s.run({{x, xv}, {training, tensor::scalar<bool>(false)}}, {bn.y, grads[0]}).value();
+  auto again = s.run({}, {bn.moving_mean.value}).value();
+  check_equal(again[0], moving[0]);
+  float expect = (1.0f - 0.3f) / std::sqrt(moving[1].flat<float>()[0] + 1e-3f);
+  CHECK(inf[0].flat<float>()[0] == Approx(expect).epsilon(1e-5));
+  CHECK(inf[1].flat<float>()[0] == Approx(1.0f / std::sqrt(moving[1].flat<float>()[0] + 1e-3f)).epsilon(1e-5));
+}
