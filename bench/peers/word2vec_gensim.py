@@ -14,32 +14,12 @@ import random
 import sys
 import time
 
+from text_common import tokenize
+
 DEFAULT_BOOKS = [
     "/usr/share/gocode/src/github.com/colinmarc/hdfs/testdata/mobydick.txt",
     "/usr/share/gocode/src/github.com/jdkato/prose/testdata/sherlock.txt",
 ]
-
-
-def tokenize(text):
-    """apps/text/corpus.cpp's tokenize: lower-cased runs of ASCII letters, inner apostrophes kept."""
-    out, w = [], []
-
-    def flush():
-        while w and w[-1] == "'":
-            w.pop()
-        if w:
-            out.append("".join(w))
-        w.clear()
-
-    for ch in text:
-        if ch.isascii() and ch.isalpha():
-            w.append(ch.lower())
-        elif ch == "'" and w:
-            w.append("'")
-        else:
-            flush()
-    flush()
-    return out
 
 
 def spearman(a, b):
