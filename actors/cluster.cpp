@@ -285,6 +285,12 @@ runtime& cluster_node::rt() {
 int cluster_node::port() const {
   return impl_->ep->port();
 }
+uint64_t cluster_node::bytes_sent() const {
+  return impl_->ep->stats().bytes_sent.load();
+}
+uint64_t cluster_node::bytes_received() const {
+  return impl_->ep->stats().bytes_received.load();
+}
 uint64_t cluster_node::incarnation() const {
   return impl_->incarnation;
 }

@@ -50,6 +50,9 @@ public:
   int port() const;
   /// Random per start: tells a restarted task from its predecessor.
   uint64_t incarnation() const;
+  /// Bytes and frames through this node's endpoint so far.
+  uint64_t bytes_sent() const;
+  uint64_t bytes_received() const;
   const node_options& options() const;
 
   struct impl;

@@ -4,6 +4,7 @@
 
 #include "actors/cluster.hpp"
 #include "ops/control_flow.hpp"
+#include "ops/embedding.hpp"
 #include "ops/optimizers.hpp"
 #include "ops/replica.hpp"
 #include "net/endpoint.hpp"
@@ -318,4 +319,43 @@ TEST_CASE("while loops and conds whose bodies span tasks run as in one process",
       check_close(r.value()[k], l[k], 1e-12, 1e-12);
     }
   }
+}
+
+TEST_CASE("a sparse update of a table on a ps sends only the rows looked up",
+          "[actors][cluster]") {
+  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
+  auto ps = cluster_node::start(quiet(spec, "ps", 0)).value();
+  auto worker = cluster_node::start(quiet(spec, "worker", 0)).value();
+  const int64_t rows = 100'000, dim = 64, touched = 100;
+  graph g;
+  graph_variable table;
+  {
+    auto d = g.device("/job:ps/task:0");
+    table = variable(g, zeros(g, dtype::f32, {rows, dim}), "sparse_ps_table");
+  }
+  auto d = g.device("/job:worker/task:0");
+  auto ids = placeholder(g, dtype::i32, shape{touched}, "ids");
+  auto loss = sum(embedding_lookup(table.value, ids));
+  auto train = gradient_descent_optimizer(1.0).minimize(loss);
+  auto probe = embedding_lookup(table.value, constant(g, {int32_t(7), int32_t(8)}), {.name = "probe"});
+  session s(client_runtime(), g, "runnel://" + spec.address("worker", 0).value());
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  std::vector<int32_t> batch{7}; // id 7 once, 8 never
+  for (int32_t i = 1; i < touched; ++i)
+    batch.push_back(i * 997 + 10);
+  feed_list feeds{{ids, tensor::vector<int32_t>(batch)}};
+  REQUIRE(s.run(feeds, {}, {train}).ok()); // warm-up: graphs registered
+  uint64_t before = ps->bytes_sent() + ps->bytes_received();
+  auto r = s.run(feeds, {}, {train});
+  INFO(r.error().to_string());
+  REQUIRE(r.ok());
+  uint64_t moved = ps->bytes_sent() + ps->bytes_received() - before;
+  uint64_t row_bytes = uint64_t(touched * dim * 4);
+  INFO("bytes through the ps in one step: " << moved << "; the rows: " << row_bytes
+                                            << " each way; the table: " << rows * dim * 4);
+  CHECK(moved >= 2 * row_bytes);     // the rows out and their gradient back
+  CHECK(moved < 3 * row_bytes + 20'000); // and little more: never the table
+  auto v = s.run({}, {probe}).value()[0];
+  CHECK(v.flat<float>()[0] == -2.0f); // id 7 looked up once per step, two steps
+  CHECK(v.flat<float>()[size_t(dim)] == 0.0f);
 }
