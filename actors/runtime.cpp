@@ -1,5 +1,7 @@
 #include <cblas.h>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <unordered_set>
 
@@ -49,6 +51,15 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
   configure_scheduler(*d.config, threads);
   d.system = std::make_unique<caf::actor_system>(*d.config);
 
+  static std::once_flag blas_warning;
+  std::call_once(blas_warning, [] {
+    if (auto better = blas_core_suggestion(); !better.empty())
+      std::fprintf(stderr,
+                   "runnel: OpenBLAS chose its generic %s kernels on a CPU that supports %s "
+                   "(CPUID hides the model); run with OPENBLAS_CORETYPE=%s for matrix products "
+                   "2-5x faster\n",
+                   blas_core().c_str(), better.c_str(), better.c_str());
+  });
   int n = std::max(1, d.options.cpu_devices);
   int budget = d.options.device_threads;
   if (budget == 0)

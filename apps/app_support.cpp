@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "ops/cpu/cpu_device.hpp"
+
 namespace runnel::apps {
 
 result<idx_data> read_idx(const std::string& path) {
@@ -139,6 +141,7 @@ status flags::check(const std::vector<std::string>& known) const {
 
 int app_main(const char* app, int argc, char** argv, const char* usage,
              const std::vector<std::string>& known_flags, int (*run)(const flags&)) {
+  reexec_with_better_blas_core(argv);
   flags f(argc, argv);
   if (f.has("help")) {
     std::fputs(usage, stdout);

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/cpu/cpu_device.hpp"
 #include "actors/cluster.hpp"
 #include "actors/session.hpp"
 #include "ops/optimizers.hpp"
@@ -364,6 +365,7 @@ void ps_training(const std::string& node_binary) {
 } // namespace
 
 int main(int argc, char** argv) {
+  runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   std::string node_binary = argc > 1 ? argv[1] : RUNNEL_NODE_BINARY;
   ::signal(SIGPIPE, SIG_IGN);
   double raw = raw_tcp(tensor_bytes, reps);

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/cpu/cpu_device.hpp"
 #include "actors/session.hpp"
 #include "ops/control_flow.hpp"
 #include "ops/gradients.hpp"
@@ -208,6 +209,7 @@ void dynamic_vs_static_rnn() {
 } // namespace
 
 int main(int argc, char** argv) {
+  runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   std::string only = argc > 1 ? argv[1] : "";
   if (only.empty() || only == "while_loop_overhead")
     while_loop_overhead();

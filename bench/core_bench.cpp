@@ -15,6 +15,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
+#include "ops/cpu/cpu_device.hpp"
 #include "actors/internal.hpp"
 #include "actors/session.hpp"
 #include "bench/bench_util.hpp"
@@ -261,6 +262,7 @@ BENCHMARK(bm_crc32c)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3
 BENCHMARK(bm_add)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
 
 int main(int argc, char** argv) {
+  runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   std::printf("openblas: core %s, %d threads\n", openblas_get_corename(),
               openblas_get_num_threads());
   for (int n : {256, 1024, 2048})

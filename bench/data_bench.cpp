@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/cpu/cpu_device.hpp"
 #include "actors/dataset.hpp"
 #include "actors/internal.hpp"
 #include "storage/example.hpp"
@@ -184,6 +185,7 @@ void queue_handoff(runtime& rt) {
 } // namespace
 
 int main(int argc, char** argv) {
+  runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   std::string filter = argc > 1 ? argv[1] : "all";
   auto* rt = new runtime; // never destroyed: see tests/eval.hpp
   if (filter == "all" || filter == "queue_handoff")

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 
+#include "ops/cpu/cpu_device.hpp"
 #include "actors/session.hpp"
 #include "ops/builder.hpp"
 #include "placement/cost_model.hpp"
@@ -233,7 +234,8 @@ void local_sendrecv() {
 
 } // namespace
 
-int main() {
+int main(int, char** argv) {
+  runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   placer_towers();
   placer_lstm();
   place_10k_nodes();

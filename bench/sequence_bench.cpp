@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/cpu_device.hpp"
 #include "actors/session.hpp"
 #include "ops/embedding.hpp"
 #include "ops/optimizers.hpp"
@@ -104,6 +105,7 @@ void embedding_sparse_update() {
 } // namespace
 
 int main(int argc, char** argv) {
+  runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   const char* only = argc > 1 ? argv[1] : nullptr;
   auto want = [&](const char* name) { return !only || std::strcmp(only, name) == 0; };
   if (want("embedding_sparse_update"))

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "ops/cpu/cpu_device.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "bench/bench_util.hpp"
@@ -189,6 +190,7 @@ BENCHMARK(bm_ckpt_restore)
     ->UseRealTime();
 
 int main(int argc, char** argv) {
+  runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   std::string self = argv[0];
   std::string peers = self.substr(0, self.rfind('/') + 1) + "peers/";
   summaries().push_back({"mlp_step", [peers](std::string& line) {

@@ -4,6 +4,9 @@
 
 #define EIGEN_USE_THREADS
 #include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <unistd.h>
 #include <thread>
 #include <unsupported/Eigen/CXX11/ThreadPool>
 
@@ -36,6 +39,41 @@ int set_blas_threads(int threads) {
 
 int blas_threads() {
   return openblas_get_num_threads();
+}
+
+std::string blas_core() {
+  const char* name = openblas_get_corename();
+  return name ? name : "";
+}
+
+std::string blas_core_suggestion() {
+  std::string core = blas_core();
+  for (auto& c : core)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+  // The generic sets OpenBLAS's DYNAMIC_ARCH falls back to when it does not know the CPU.
+  bool generic = core == "prescott" || core == "core2" || core == "katmai" || core == "nehalem" ||
+                 core == "northwood" || core == "banias" || core == "atom" || core == "unknown";
+  if (!generic)
+    return "";
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return "Haswell";
+  return "";
+}
+
+void reexec_with_better_blas_core(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("RUNNEL_NO_BLAS_REEXEC"))
+    return;
+  std::string better = blas_core_suggestion();
+  if (better.empty())
+    return;
+  ::setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
+  ::setenv("RUNNEL_NO_BLAS_REEXEC", "1", 1); // never loop, whatever the new process finds
+  ::execv("/proc/self/exe", argv);
+  // execv failed: carry on with the generic kernels.
 }
 
 void cpu_device::parallel_for(int64_t n, int64_t grain,

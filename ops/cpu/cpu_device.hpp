@@ -8,6 +8,7 @@
 // chunk on the calling thread and waits for the rest. Small ranges run inline.
 
 #include <cstdint>
+#include <string>
 #include <functional>
 #include <memory>
 
@@ -35,5 +36,17 @@ private:
 int set_blas_threads(int threads);
 /// OpenBLAS's thread count now.
 int blas_threads();
+
+/// The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...).
+std::string blas_core();
+/// When OpenBLAS fell back to a generic kernel set on a CPU that supports a better one (a VM
+/// whose CPUID hides the CPU model makes OpenBLAS 0.3.21 pick "Prescott", SSE3, on AVX-512
+/// cores: matrix products run 2-5x slower), the OPENBLAS_CORETYPE value to use ("SkylakeX" or
+/// "Haswell"); else empty. OpenBLAS reads that variable once, when it is loaded.
+std::string blas_core_suggestion();
+/// For programs' main: when OPENBLAS_CORETYPE is unset and blas_core_suggestion() names a
+/// better kernel set, sets the variable and re-executes the program with the same arguments
+/// (returns only if that is not needed or fails).
+void reexec_with_better_blas_core(char** argv);
 
 } // namespace runnel
