@@ -16,6 +16,7 @@
 #include "actors/session.hpp"
 #include "apps/app_support.hpp"
 #include "apps/text/corpus.hpp"
+#include "apps/text/training.hpp"
 #include "ops/data_flow.hpp"
 #include "ops/embedding.hpp"
 #include "ops/nn_layers.hpp"
@@ -236,19 +237,7 @@ int run(const flags& f) {
   saver sv(g, {}, {.max_to_keep = 2});
   runtime rt;
   session s(rt, g);
-  int64_t global_step = 0;
-  std::optional<std::string> latest;
-  if (f.has("resume"))
-    if (auto found = saver::latest_checkpoint(ckpt_dir))
-      latest = *found;
-  if (latest) {
-    throw_if_error(sv.restore(s, *latest));
-    global_step = read_checkpoint_global_step(*latest).value().value_or(0);
-    std::fprintf(stderr, "resumed from %s (step %lld)\n", latest->c_str(),
-                 static_cast<long long>(global_step));
-  } else {
-    throw_if_error(s.run({global_variables_initializer(g)}));
-  }
+  int64_t global_step = restore_or_initialize(s, sv, g, ckpt_dir, f.has("resume"));
   std::vector<feature_spec> specs{{.key = "ids", .type = dtype::i64, .shape = {length}},
                                   {.key = "label", .type = dtype::i64, .shape = {}}};
   auto evaluate = [&] {
