@@ -99,13 +99,14 @@ partitioner max_size_partitioner(int64_t max_bytes, int64_t max_shards) {
 
 std::vector<graph_variable> partitioned_variable(graph& g, std::string_view name, const shape& s,
                                                  const std::function<output(const shape&)>& init,
-                                                 const partitioner& parts, bool trainable) {
+                                                 const partitioner& parts, bool trainable,
+                                                 dtype t) {
   if (!s.is_fully_defined() || s.rank() < 1)
     throw error(invalid_argument("partitioned_variable '" + std::string(name) + "': shape " +
                                  s.to_string() + " must be fully defined, of rank at least 1"));
   auto scope = g.name_scope(name);
   std::vector<graph_variable> out;
-  auto counts = parts(s, dtype::f32);
+  auto counts = parts(s, t);
   int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t(0));
   if (total != s[0])
     throw error(invalid_argument("partitioned_variable '" + std::string(name) +
@@ -115,10 +116,11 @@ std::vector<graph_variable> partitioned_variable(graph& g, std::string_view name
     auto dims = s.dims();
     dims[0] = counts[i];
     auto value = init(shape(dims));
-    if (!(value.shape() == shape(dims)))
+    if (!(value.shape() == shape(dims)) || value.type() != t)
       throw error(invalid_argument("partitioned_variable '" + std::string(name) +
-                                   "': the initializer gave shape " + value.shape().to_string() +
-                                   " for part " + std::to_string(i) + " of shape " +
+                                   "': the initializer gave " + std::string(runnel::name(value.type())) +
+                                   value.shape().to_string() + " for part " + std::to_string(i) +
+                                   ", which must be " + std::string(runnel::name(t)) +
                                    shape(dims).to_string()));
     out.push_back(variable(g, value, "part_" + std::to_string(i), trainable));
   }
