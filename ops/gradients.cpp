@@ -83,15 +83,20 @@ output backprop::total(endpoint e) {
   return list[0];
 }
 
+bool backprop::only_slices(endpoint e) const {
+  auto s = pending_slices.find(e);
+  auto d = pending.find(e);
+  return s != pending_slices.end() && !s->second.empty() &&
+         (d == pending.end() || d->second.empty());
+}
+
 gradient_value backprop::result(endpoint e) {
   if (auto done = finished.find(e); done != finished.end())
     return done->second;
   if (auto done = finished_slices.find(e); done != finished_slices.end())
     return done->second;
-  auto s = pending_slices.find(e);
-  auto d = pending.find(e);
-  if (s != pending_slices.end() && !s->second.empty() && (d == pending.end() || d->second.empty()))
-    return concat_slices(s->second);
+  if (only_slices(e))
+    return concat_slices(pending_slices.at(e));
   return total(e);
 }
 
@@ -212,17 +217,14 @@ bool backprop::pass_slices(int v) {
   // Slices reaching an Identity (a variable's read) pass through it unchanged, as long as no
   // dense gradient arrived too.
   endpoint out{v, 0};
-  auto s = pending_slices.find(out);
-  if (s == pending_slices.end() || s->second.empty())
-    return false;
-  if (auto d = pending.find(out); d != pending.end() && !d->second.empty())
+  if (!only_slices(out))
     return false;
   indexed_slices combined;
   {
     auto in_grad = g_.enter_context(grad_context(g_.context(g_.at(v).context)));
-    combined = concat_slices(s->second);
+    combined = concat_slices(pending_slices.at(out));
   }
-  pending_slices.erase(s);
+  pending_slices.erase(out);
   finished_slices[out] = combined;
   endpoint in = g_.at(v).inputs[0];
   if (from_x_[size_t(in.node)])
@@ -308,10 +310,6 @@ std::vector<gradient_value> gradient_values(const std::vector<output>& ys,
   return result;
 }
 
-} // namespace runnel
-
-namespace runnel {
-
 output gradient_value::to_dense() const {
   if (!sparse_)
     return dense_;
@@ -375,8 +373,14 @@ clip_by_global_norm(const std::vector<gradient_value>& ts, double clip_norm,
   auto clip = filled(g, norm.type(), shape{}, clip_norm, "clip_norm");
   auto scale = clip / maximum(norm, clip);
   std::vector<gradient_value> out;
-  for (auto& t : ts)
-    out.push_back(t.valid() ? t.with_values(t.values() * (t.values().type() == scale.type() ? scale : cast(scale, t.values().type()))) : t);
+  for (auto& t : ts) {
+    if (!t.valid()) {
+      out.push_back(t);
+      continue;
+    }
+    dtype dt = t.values().type();
+    out.push_back(t.with_values(t.values() * (dt == scale.type() ? scale : cast(scale, dt))));
+  }
   return {out, norm};
 }
 

@@ -55,6 +55,8 @@ private:
   struct loop_state;
   void process(int v);
   bool pass_slices(int v);
+  /// Whether only indexed slices (no dense gradient) arrived at `e`.
+  bool only_slices(endpoint e) const;
   void differentiate_loop(while_context& loop);
   void cond_merge_grad(const node& merge, const std::vector<output>& grads);
   void cond_switch_grad(const node& sw, const cond_context& branch, output grad);

@@ -22,6 +22,14 @@ std::pair<status, tensor> variable::apply(const update_fn& fn) {
   return {s, s.ok() ? state_.value : tensor()};
 }
 
+variable::done_fn output_new_value(tensor* out, std::function<void(status)> done) {
+  return [out, done = std::move(done)](status st, tensor v) {
+    if (st.ok())
+      *out = std::move(v);
+    done(std::move(st));
+  };
+}
+
 void make_writable(variable::state& s) {
   // The variable's own reference is one; any other means a reader holds the buffer.
   if (!s.value.is_unique())

@@ -65,4 +65,8 @@ private:
 /// Makes `s.value` safe to write in place: copies it when a reader still shares the buffer.
 void make_writable(variable::state& s);
 
+/// The completion of an update kernel whose output is the variable's new value (Assign, the
+/// Apply and Scatter families): sets `*out` on success, then calls `done`.
+variable::done_fn output_new_value(tensor* out, std::function<void(status)> done);
+
 } // namespace runnel

@@ -20,18 +20,6 @@ std::vector<int64_t> flatten_indices(const tensor& t) {
   return v;
 }
 
-void seed_engine(std::mt19937_64& engine, const kernel_construction& c) {
-  auto seed = uint64_t(c.attr<int64_t>("seed")), seed2 = uint64_t(c.attr<int64_t>("seed2"));
-  if (seed == 0 && seed2 == 0) {
-    std::random_device rd;
-    engine.seed((uint64_t(rd()) << 32) | rd());
-  } else {
-    std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(seed2),
-                      uint32_t(seed2 >> 32)};
-    engine.seed(seq);
-  }
-}
-
 void copy_elements(dtype t, const void* src, void* dst, int64_t n) {
   if (t == dtype::string) {
     auto* s = static_cast<const std::string*>(src);

@@ -72,6 +72,10 @@ std::vector<int64_t> flatten_indices(const tensor& t);
 /// both zero draws a fresh seed; otherwise the sequence is the same for the same seeds.
 void seed_engine(std::mt19937_64& engine, const kernel_construction& c);
 
+/// invalid_argument naming the first index outside [0, rows) and the variable, if any
+/// (Scatter* and SparseApply*).
+status check_rows(const std::vector<int64_t>& idx, int64_t rows, const std::string& var_name);
+
 /// Copies `n` elements of type `t` (strings by value, the rest by memcpy).
 void copy_elements(dtype t, const void* src, void* dst, int64_t n);
 

@@ -60,6 +60,18 @@ private:
 
 } // namespace
 
+void seed_engine(std::mt19937_64& engine, const kernel_construction& c) {
+  auto seed = uint64_t(c.attr<int64_t>("seed")), seed2 = uint64_t(c.attr<int64_t>("seed2"));
+  if (seed == 0 && seed2 == 0) {
+    std::random_device rd;
+    engine.seed((uint64_t(rd()) << 32) | rd());
+  } else {
+    std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(seed2),
+                      uint32_t(seed2 >> 32)};
+    engine.seed(seq);
+  }
+}
+
 void register_random_kernels(kernel_registry& reg) {
   const std::vector<std::pair<const char*, distribution>> kinds{
       {"RandomUniform", distribution::uniform},

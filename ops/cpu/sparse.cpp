@@ -13,6 +13,17 @@ std::string index_error(const std::string& what, size_t i, int64_t v, int64_t li
          std::to_string(limit) + ")" + (of.empty() ? "" : ", the rows of " + of);
 }
 
+} // namespace
+
+status check_rows(const std::vector<int64_t>& idx, int64_t rows, const std::string& var_name) {
+  for (size_t i = 0; i < idx.size(); ++i)
+    if (idx[i] < 0 || idx[i] >= rows)
+      return invalid_argument(index_error("indices", i, idx[i], rows, var_name));
+  return {};
+}
+
+namespace {
+
 enum class scatter_kind { add, sub, update };
 
 class scatter_kernel : public kernel {
@@ -44,9 +55,7 @@ public:
         return invalid_argument("updates of shape " + updates.shape().to_string() + " for " +
                                 std::to_string(idx.size()) + " indices do not fit variable " +
                                 var_->name() + " of shape " + s.value.shape().to_string());
-      for (size_t i = 0; i < idx.size(); ++i)
-        if (idx[i] < 0 || idx[i] >= rows)
-          return invalid_argument(index_error("indices", i, idx[i], rows, var_->name()));
+      RUNNEL_RETURN_IF_ERROR(check_rows(idx, rows, var_->name()));
       make_writable(s);
       return dispatch_number(updates.type(), [&]<class T>() -> status {
         T* dst = s.value.data<T>();
@@ -73,11 +82,7 @@ public:
         return {};
       });
     };
-    var_->update(std::move(fn), [out, done = std::move(done)](status st, tensor v) {
-      if (st.ok())
-        *out = std::move(v);
-      done(std::move(st));
-    });
+    var_->update(std::move(fn), output_new_value(out, std::move(done)));
   }
 
 private:

@@ -74,11 +74,7 @@ public:
         return {};
       });
     };
-    var_->update(std::move(fn), [out, done = std::move(done)](status st, tensor v) {
-      if (st.ok())
-        *out = std::move(v);
-      done(std::move(st));
-    });
+    var_->update(std::move(fn), output_new_value(out, std::move(done)));
   }
 
 private:

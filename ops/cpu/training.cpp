@@ -1,6 +1,7 @@
 // Optimizer update kernels: ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp,
-// ApplyAdam, and the SparseApply* forms of the last four (the rows at given indices). Each is an asynchronous kernel: the update runs at the variable's actor, one at a
-// time; slot variables (accumulators, moments) are updated inside it under their own locks.
+// ApplyAdam, and their SparseApply* forms (the same rules on the rows at given indices). Each is
+// an asynchronous kernel: the update runs at the variable's actor, one at a time; slot variables
+// (accumulators, moments) are updated inside it under their own locks.
 #include <algorithm>
 #include <cmath>
 
@@ -72,22 +73,14 @@ void apply_rule(rule r, bool nesterov, T* var, const std::vector<T*>& slots,
   }
 }
 
-/// Checks every index against the variable's rows and, with `merge`, sums the rows of duplicate
-/// indices (the sparse updates are not linear in the gradient), leaving `idx` sorted and unique.
+/// Sums the rows of duplicate indices (the non-linear updates must see each row once), leaving
+/// `idx` sorted and unique and `rows` pointing at `merged`; leaves unique sorted indices alone.
 template <class T>
-status merge_duplicates(std::vector<int64_t>& idx, const T*& rows, std::vector<T>& merged,
-                        int64_t row_size, int64_t limit, const std::string& var_name,
-                        bool merge) {
-  for (size_t i = 0; i < idx.size(); ++i)
-    if (idx[i] < 0 || idx[i] >= limit)
-      return invalid_argument("indices[" + std::to_string(i) + "] = " + std::to_string(idx[i]) +
-                              " is not in [0, " + std::to_string(limit) + "), the rows of " +
-                              var_name);
-  if (!merge)
-    return {};
+void merge_duplicates(std::vector<int64_t>& idx, const T*& rows, std::vector<T>& merged,
+                      int64_t row_size) {
   if (std::is_sorted(idx.begin(), idx.end()) &&
       std::adjacent_find(idx.begin(), idx.end()) == idx.end())
-    return {};
+    return;
   std::vector<size_t> order(idx.size());
   for (size_t i = 0; i < order.size(); ++i)
     order[i] = i;
@@ -107,7 +100,6 @@ status merge_duplicates(std::vector<int64_t>& idx, const T*& rows, std::vector<T
   }
   idx = std::move(unique);
   rows = merged.data();
-  return {};
 }
 
 /// Apply* (dense: the gradient has the variable's shape) and SparseApply* (the gradient is rows
@@ -183,11 +175,7 @@ public:
       };
       return with_slots(1);
     };
-    vars_[0]->update(std::move(fn), [out, done = std::move(done)](status st, tensor v) {
-      if (st.ok())
-        *out = std::move(v);
-      done(std::move(st));
-    });
+    vars_[0]->update(std::move(fn), output_new_value(out, std::move(done)));
   }
 
 private:
@@ -222,11 +210,11 @@ private:
       return {};
     }
     int64_t row = vs.value.dim(0) == 0 ? 0 : vs.value.num_elements() / vs.value.dim(0);
+    RUNNEL_RETURN_IF_ERROR(check_rows(indices, vs.value.dim(0), vars_[0]->name()));
     std::vector<T> merged;
     // Gradient descent is linear in the gradient: duplicate rows may apply one after another.
-    bool merge = rule_ != rule::gradient_descent;
-    RUNNEL_RETURN_IF_ERROR(merge_duplicates<T>(indices, grad, merged, row, vs.value.dim(0),
-                                               vars_[0]->name(), merge));
+    if (rule_ != rule::gradient_descent)
+      merge_duplicates<T>(indices, grad, merged, row);
     std::vector<T*> row_slots(slots.size());
     for (size_t k = 0; k < indices.size(); ++k) {
       if (k + prefetch_rows < indices.size()) {
