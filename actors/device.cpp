@@ -75,6 +75,24 @@ device_resources::find_or_create_queue(const std::string& name, const queue_spec
   return q;
 }
 
+result<std::shared_ptr<accumulator_resource>>
+device_resources::find_or_create_accumulator(const std::string& name, const accumulator_spec& spec) {
+  std::lock_guard lock(mu_);
+  auto it = accumulators_.find(name);
+  if (it != accumulators_.end()) {
+    if (!(it->second->spec() == spec))
+      return invalid_argument("accumulator '" + name + "' already exists as " +
+                              it->second->spec().to_string() + "; this graph asks for " +
+                              spec.to_string() +
+                              ". Do all workers run the same model with the same "
+                              "total_num_replicas?");
+    return it->second;
+  }
+  auto a = make_actor_accumulator(sys_, name, spec);
+  accumulators_.emplace(name, a);
+  return a;
+}
+
 result<std::shared_ptr<iterator_resource>>
 device_resources::find_or_create_iterator(const std::string& name) {
   if (iterator_home_)
@@ -93,6 +111,7 @@ void device_resources::clear() {
   variables_.clear();
   queues_.clear();
   iterators_.clear();
+  accumulators_.clear();
 }
 
 namespace {

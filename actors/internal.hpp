@@ -28,6 +28,7 @@
 #include "actors/session.hpp"
 #include "ops/cpu/cpu_device.hpp"
 #include "ops/kernel.hpp"
+#include "ops/accumulator.hpp"
 #include "ops/queue.hpp"
 #include "ops/step_resources.hpp"
 #include "ops/variable.hpp"
@@ -249,6 +250,8 @@ public:
                                                                const queue_spec& spec) override;
   result<std::shared_ptr<iterator_resource>> find_or_create_iterator(
       const std::string& name) override;
+  result<std::shared_ptr<accumulator_resource>> find_or_create_accumulator(
+      const std::string& name, const accumulator_spec& spec) override;
   /// Drops every resource (at shutdown).
   void clear();
 
@@ -260,6 +263,7 @@ private:
   std::unordered_map<std::string, std::shared_ptr<actor_variable>> variables_;
   std::unordered_map<std::string, std::shared_ptr<queue_resource>> queues_;
   std::unordered_map<std::string, std::shared_ptr<iterator_resource>> iterators_;
+  std::unordered_map<std::string, std::shared_ptr<accumulator_resource>> accumulators_;
 };
 
 /// A local device: its actor, its thread pool, its resources and its name.
@@ -282,6 +286,9 @@ inline constexpr size_t offload_bytes = 16 * 1024;
 /// The kernels the runtime instantiates: the builtin ones plus those of storage/ (parsing).
 const kernel_registry& runtime_kernels();
 /// A queue served by its own actor (actors/queue.cpp).
+std::shared_ptr<accumulator_resource> make_actor_accumulator(caf::actor_system& sys,
+                                                             std::string name,
+                                                             accumulator_spec spec);
 std::shared_ptr<queue_resource> make_actor_queue(caf::actor_system& sys, std::string name,
                                                  queue_spec spec);
 /// A dataset iterator served by its own actor (actors/dataset.cpp).

@@ -65,6 +65,42 @@ public:
   void expire(int64_t id) {
     locked([&] { expire_locked(id); });
   }
+  void reset(std::vector<element> elements) {
+    locked([&] {
+      fifo_.clear();
+      pool_.clear();
+      heap_.clear();
+      size_.store(0, std::memory_order_relaxed);
+      auto pending = std::move(enqueues_);
+      enqueues_.clear();
+      for (auto& e : pending)
+        complete(e.done, cancelled("enqueue to " + describe() + " was cancelled: the queue was reset"));
+      closed_ = false;
+      closed_flag_.store(false);
+      failure_ = {};
+      for (auto& e : elements)
+        push(std::move(e));
+      process();
+    });
+  }
+  void fail(status reason) {
+    locked([&] {
+      failure_ = reason;
+      closed_ = true;
+      closed_flag_.store(true);
+      auto waiting = std::move(dequeues_);
+      dequeues_.clear();
+      for (auto& d : waiting) {
+        restore(std::move(d.got));
+        complete(d.done, failure_, {});
+      }
+      auto pending = std::move(enqueues_);
+      enqueues_.clear();
+      for (auto& e : pending)
+        complete(e.done, cancelled("enqueue to " + describe() + " was cancelled: " +
+                                   failure_.message()));
+    });
+  }
   void give_back(std::vector<element> elements) {
     locked([&] {
       restore(std::move(elements));
@@ -105,6 +141,8 @@ private:
 
   void dequeue_locked(int64_t n, dequeue_mode mode, int64_t timeout_ms,
                       queue_resource::dequeue_done_fn done) {
+    if (!failure_.ok())
+      return complete(done, failure_, {});
     dequeue_request r;
     r.id = next_id_++;
     r.n = n;
@@ -350,6 +388,7 @@ private:
   std::string name_;
   queue_spec spec_;
   bool closed_ = false;
+  status failure_; ///< set by fail(): what dequeues get until reset
   std::deque<element> fifo_;
   std::vector<element> pool_;
   std::vector<prio_entry> heap_;
@@ -428,6 +467,14 @@ public:
     state_->close(cancel_pending);
     done({});
   }
+  void reset(std::vector<tensor> components, done_fn done) override {
+    auto elements = split(std::move(components), true);
+    if (!elements)
+      return done(elements.error());
+    state_->reset(std::move(elements).value());
+    done({});
+  }
+  void fail(status reason) override { state_->fail(std::move(reason)); }
 
 private:
   std::string describe() const { return std::string(to_string(spec_.kind)) + " '" + name_ + "'"; }

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "actors/session_impl.hpp"
+#include "actors/sync_runner.hpp"
 #include "placement/cost_model.hpp"
 #include "placement/partition.hpp"
 #include "placement/placer.hpp"
@@ -189,7 +190,8 @@ void session::fill_memory(run_metadata& md, const std::vector<output>& fetches) 
 }
 
 session::session(runtime& rt, const graph& g, session_options options)
-    : impl_(std::make_unique<impl>(rt.internals(), g, options)) {
+    : impl_(std::make_unique<impl>(rt.internals(), g, options)),
+      sync_(std::make_unique<sync_runner>(g)) {
   std::lock_guard lock(impl_->rt.sessions_mu);
   impl_->rt.sessions.push_back(this);
 }
@@ -212,6 +214,7 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
 result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
                                          const std::vector<operation>& targets,
                                          const run_options& options, run_metadata* metadata) {
+  RUNNEL_RETURN_IF_ERROR(sync_->before_run(*this, targets));
   if (remote_) {
     auto f = run_remote(*remote_, feeds, fetches, targets);
     return f.get();
@@ -352,6 +355,8 @@ void session::run_callback(const feed_list& feeds, const std::vector<output>& fe
 void session::run_callback(const feed_list& feeds, const std::vector<output>& fetches,
                            const std::vector<operation>& targets, const run_options& options,
                            std::function<void(result<std::vector<tensor>>)> done) {
+  if (status st = sync_->before_run(*this, targets); !st.ok())
+    return done(st);
   if (remote_) {
     run_remote_callback(*remote_, feeds, fetches, targets, std::move(done));
     return;
@@ -384,6 +389,7 @@ std::future<result<std::vector<tensor>>> session::run_async(const feed_list& fee
 }
 
 void session::close() {
+  sync_->stop(); // the chief's loop runs steps of this session: end it first
   if (remote_)
     close_remote(*remote_);
   {

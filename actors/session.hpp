@@ -92,6 +92,7 @@ struct run_metadata {
 };
 
 class cost_model;
+class sync_runner;
 /// Records a traced run's node times in `costs` (by device type), so the cost-model placer uses
 /// measured times for those nodes from then on.
 void learn_costs(const run_metadata& metadata, cost_model& costs);
@@ -159,6 +160,8 @@ private:
   void fill_memory(run_metadata& md, const std::vector<output>& fetches) const;
   std::unique_ptr<impl> impl_;
   std::shared_ptr<remote> remote_; ///< set for sessions on a cluster
+  /// Sets up synchronous replicas on the first run of their train op (actors/sync_runner.hpp).
+  std::unique_ptr<sync_runner> sync_;
 };
 
 /// Frames and per-iteration inputs that steps with control flow hold in this process now: 0 when

@@ -114,6 +114,16 @@ graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name
   return v;
 }
 
+graph_variable local_variable(graph& g, dtype t, const shape& s, std::string_view name) {
+  graph_variable v;
+  v.ref = one(g, "VariableV2", name.empty() ? "Variable" : name, {}, {{"dtype", t}, {"shape", s}});
+  auto scope = g.name_scope(v.ref.node().name);
+  auto col = g.colocate_with(v.ref);
+  v.value = one(g, "Identity", "read", {v.ref.ep()});
+  g.add_to_collection("local_variables", v.ref.node_id());
+  return v;
+}
+
 graph_variable variable(graph& g, output initial_value, std::string_view name, bool trainable) {
   if (!initial_value.shape().is_fully_defined())
     throw error(invalid_argument(

@@ -71,6 +71,10 @@ graph_variable variable(graph& g, output initial_value, std::string_view name = 
 /// A variable of a given dtype and shape with no initializer (restored or assigned later).
 graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name = {},
                         bool trainable = true);
+/// A variable of this process's own (TensorFlow's local variables, e.g. a replica's step): in
+/// the "local_variables" collection only, so neither global_variables_initializer nor a saver
+/// touches it.
+graph_variable local_variable(graph& g, dtype t, const shape& s, std::string_view name = {});
 output assign(const graph_variable& v, output value, std::string_view name = {});
 output assign_add(const graph_variable& v, output value, std::string_view name = {});
 output assign_sub(const graph_variable& v, output value, std::string_view name = {});

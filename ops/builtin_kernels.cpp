@@ -15,6 +15,7 @@ void register_builtin_kernels(kernel_registry& reg) {
   register_conv_kernels(reg);
   register_more_array_kernels(reg);
   register_queue_kernels(reg);
+  register_accumulator_kernels(reg);
   register_control_flow_kernels(reg);
   register_tensor_array_kernels(reg);
   register_sparse_kernels(reg);

@@ -19,6 +19,8 @@
 
 namespace runnel {
 
+struct indexed_slices; // ops/gradients.hpp
+
 struct queue_options {
   std::vector<shape> shapes; ///< per component; empty: any shape (no dequeue_many)
   int64_t capacity = -1;     ///< -1: unbounded
@@ -51,6 +53,13 @@ public:
   std::vector<output> dequeue_up_to(int64_t n, std::string_view name = {}) const;
   operation close(bool cancel_pending_enqueues = false, std::string_view name = {}) const;
   output size(std::string_view name = {}) const;
+  /// Runnel: drops the elements, reopens the queue and enqueues the rows of `components`
+  /// (QueueReset). The sync token barrier's (re)start.
+  operation reset(const std::vector<output>& components, std::string_view name = {}) const;
+  /// Runnel: fails waiting and later dequeues with `code` and `message` (a string scalar) until
+  /// the next reset (QueueFail).
+  operation fail(output message, std::string_view name = {},
+                 error_code code = error_code::unavailable) const;
 
 private:
   std::vector<output> dequeue_op(std::string_view op, std::vector<endpoint> in,
@@ -72,6 +81,48 @@ graph_queue padding_fifo_queue(graph& g, std::vector<dtype> types, queue_options
 /// enqueue order). `types` excludes that priority component.
 graph_queue priority_queue(graph& g, std::vector<dtype> types, queue_options options = {},
                            std::string_view name = {});
+
+struct accumulator_options {
+  bool sparse = false;            ///< SparseConditionalAccumulator (indexed slices)
+  std::string shared_name;        ///< the runtime name; default: the node's name
+  std::string reduction = "MEAN"; ///< or "SUM"
+  int64_t total_num_replicas = 0; ///< named in a take's timeout error (0: unknown)
+  int64_t timeout_ms = 60'000;    ///< longest a take waits; -1: forever
+};
+
+/// A gradient accumulator node (ops/accumulator.hpp) and builders for the ops that use it.
+class graph_accumulator {
+public:
+  graph_accumulator() = default;
+  graph_accumulator(output handle, dtype type, shape s, bool sparse)
+      : handle_(handle), type_(type), shape_(std::move(s)), sparse_(sparse) {}
+  output handle() const { return handle_; }
+  bool sparse() const { return sparse_; }
+
+  /// Adds `grad` for `local_step` (int64 scalar); `replica` names the sender in errors.
+  operation apply_grad(output local_step, output grad, int64_t replica = -1,
+                       std::string_view name = {}) const;
+  operation apply_slices(output local_step, const indexed_slices& grad, int64_t replica = -1,
+                         std::string_view name = {}) const;
+  /// Waits for `num_required` (int32 scalar) gradients and returns their mean.
+  output take_grad(output num_required, std::string_view name = {}) const;
+  indexed_slices take_slices(output num_required, std::string_view name = {}) const;
+  output num_accumulated(std::string_view name = {}) const;
+  output num_dropped(std::string_view name = {}) const;
+  operation set_global_step(output step, std::string_view name = {}) const;
+  operation close(std::string_view name = {}) const;
+
+private:
+  output handle_;
+  dtype type_ = dtype::f32;
+  shape shape_;
+  bool sparse_ = false;
+};
+
+/// A (Sparse)ConditionalAccumulator of `type` gradients shaped `s` (sparse: the dense shape).
+graph_accumulator conditional_accumulator(graph& g, dtype type, shape s,
+                                          accumulator_options options = {},
+                                          std::string_view name = {});
 
 /// A BucketEnqueue node: enqueues `components` into `buckets[i]`, where i is the bucket of
 /// `length` (an int64 scalar) among `boundaries` ([b_{i-1}, b_i)); one more queue than boundaries.

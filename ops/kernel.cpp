@@ -9,6 +9,11 @@ resource_manager::find_or_create_queue(const std::string& name, const queue_spec
   return unimplemented("queue '" + name + "': this runtime has no queues");
 }
 
+result<std::shared_ptr<accumulator_resource>>
+resource_manager::find_or_create_accumulator(const std::string& name, const accumulator_spec&) {
+  return unimplemented("accumulator '" + name + "': this runtime has no gradient accumulators");
+}
+
 result<std::shared_ptr<iterator_resource>>
 resource_manager::find_or_create_iterator(const std::string& name) {
   return unimplemented("iterator '" + name + "': this runtime has no dataset iterators");

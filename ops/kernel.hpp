@@ -36,6 +36,8 @@ const char* to_string(device_type t);
 class cpu_device;
 class variable;
 class queue_resource;
+class accumulator_resource;
+struct accumulator_spec;
 class iterator_resource;
 class step_resources;
 struct queue_spec;
@@ -65,6 +67,10 @@ public:
   /// spec is an error naming both.
   virtual result<std::shared_ptr<queue_resource>> find_or_create_queue(const std::string& name,
                                                                        const queue_spec& spec);
+  /// The gradient accumulator called `name`, created with `spec` on first use; an existing one
+  /// with another spec is an error naming both.
+  virtual result<std::shared_ptr<accumulator_resource>> find_or_create_accumulator(
+      const std::string& name, const accumulator_spec& spec);
   /// The dataset iterator called `name`, created uninitialised on first use.
   virtual result<std::shared_ptr<iterator_resource>> find_or_create_iterator(
       const std::string& name);

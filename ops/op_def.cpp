@@ -196,6 +196,7 @@ void register_builtin_ops(op_registry& reg) {
   register_more_array_ops(reg);
   register_strided_slice_ops(reg);
   register_data_flow_ops(reg);
+  register_accumulator_ops(reg);
   register_parsing_ops(reg);
   register_control_flow_ops(reg);
   register_tensor_array_ops(reg);

@@ -160,6 +160,7 @@ void register_more_array_ops(op_registry& reg);
 void register_strided_slice_ops(op_registry& reg);
 /// Queues, dataset iterators (ops/data_flow_ops.cpp).
 void register_data_flow_ops(op_registry& reg);
+void register_accumulator_ops(op_registry& reg);
 /// ParseExample, ParseSingleExample, ParseSingleSequenceExample, DecodeRaw; their kernels live
 /// in storage/ (ops/parsing_ops.cpp).
 void register_parsing_ops(op_registry& reg);

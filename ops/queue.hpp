@@ -76,6 +76,12 @@ public:
   /// Gives back what a dequeue in `mode` returned, to the front of the queue, when the step that
   /// asked for it was aborted meanwhile: nothing is lost. (Padded batches go back padded.)
   virtual void put_back(std::vector<tensor> components, dequeue_mode mode) = 0;
+  /// Runnel: drops every element, reopens the queue (undoing close and fail) and enqueues the
+  /// rows of `components` (waiting dequeues are then served). Waiting enqueues are cancelled.
+  virtual void reset(std::vector<tensor> components, done_fn done) = 0;
+  /// Runnel: closes the queue so that waiting and later dequeues fail with `reason` (and
+  /// enqueues with `cancelled`) until the next reset.
+  virtual void fail(status reason) = 0;
   /// Elements in the queue now (a snapshot).
   virtual int64_t size() const = 0;
   virtual bool closed() const = 0;

@@ -21,6 +21,7 @@ void register_training_kernels(kernel_registry& reg);
 void register_conv_kernels(kernel_registry& reg);
 void register_more_array_kernels(kernel_registry& reg);
 void register_queue_kernels(kernel_registry& reg);
+void register_accumulator_kernels(kernel_registry& reg);
 void register_control_flow_kernels(kernel_registry& reg);
 void register_tensor_array_kernels(kernel_registry& reg);
 void register_sparse_kernels(kernel_registry& reg);
