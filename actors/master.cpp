@@ -64,7 +64,13 @@ struct registration {
 };
 
 struct master_session {
+  /// Guards `registered` only, briefly: the RPC event loop thread takes it, so it must never be
+  /// held while waiting on the network.
   std::mutex mu;
+  /// Held while the graph, its placement or the workers change (extend, build): a build waits on
+  /// the tasks, so only helper threads take it, never the event loop (a run on the loop that
+  /// waited for a build holding it would stop the very replies the build waits for).
+  std::mutex build_mu;
   std::string handle;
   std::unique_ptr<graph> g;
   bool cost_model = false;
@@ -448,7 +454,12 @@ struct master::impl : std::enable_shared_from_this<master::impl> {
               for (auto& other : reg->parts)
                 other.worker->cleanup_step(id);
               auto code = r.error().code();
-              if (code == error_code::unavailable || code == error_code::aborted) {
+              // A kernel's own UNAVAILABLE (e.g. a sync take naming missing workers) says
+              // nothing about the connection to the task that ran it: keep that one.
+              bool from_kernel = r.error().message().find("node '") != std::string::npos &&
+                                 r.error().message().find("(op ") != std::string::npos;
+              if ((code == error_code::unavailable && !from_kernel) ||
+                  code == error_code::aborted) {
                 // A task went away or restarted: fresh connections and registrations next run.
                 {
                   std::lock_guard lock(self->mu);
@@ -535,36 +546,39 @@ void master::extend_session(const std::string& handle, std::string graph_bytes,
     done(not_found("no session '" + handle + "' on this master"));
     return;
   }
-  auto g = parse_graph(graph_bytes, builtin_ops(), "the session's extended graph");
-  if (!g) {
-    done(g.error());
-    return;
-  }
-  std::lock_guard lock(s->mu);
-  int old = s->g->num_nodes();
-  if (g->num_nodes() < old) {
-    done(invalid_argument("extending a session: the new graph has fewer nodes (" +
-                          std::to_string(g->num_nodes()) + ") than the old (" +
-                          std::to_string(old) + ")"));
-    return;
-  }
-  for (int v = 0; v < old; ++v)
-    if (g->at(v).name != s->g->at(v).name || g->at(v).op != s->g->at(v).op) {
-      done(invalid_argument("extending a session: node " + std::to_string(v) + " is '" +
-                            g->at(v).name + "', was '" + s->g->at(v).name +
-                            "' (a graph may only grow)"));
+  // The graph may change only between builds, and a build may be waiting on the network.
+  impl_->spawn([i = impl_, s, graph_bytes = std::move(graph_bytes), done = std::move(done)] {
+    auto g = parse_graph(graph_bytes, builtin_ops(), "the session's extended graph");
+    if (!g) {
+      done(g.error());
       return;
     }
-  auto previous = std::move(s->g);
-  s->g = std::make_unique<graph>(std::move(g).value());
-  status st = impl_->place(*s);
-  if (!st.ok()) {
-    s->g = std::move(previous);
-    done(st);
-    return;
-  }
-  // Registered partitions refer to the old graph object only through their bytes: still valid.
-  done({});
+    std::lock_guard lock(s->build_mu);
+    int old = s->g->num_nodes();
+    if (g->num_nodes() < old) {
+      done(invalid_argument("extending a session: the new graph has fewer nodes (" +
+                            std::to_string(g->num_nodes()) + ") than the old (" +
+                            std::to_string(old) + ")"));
+      return;
+    }
+    for (int v = 0; v < old; ++v)
+      if (g->at(v).name != s->g->at(v).name || g->at(v).op != s->g->at(v).op) {
+        done(invalid_argument("extending a session: node " + std::to_string(v) + " is '" +
+                              g->at(v).name + "', was '" + s->g->at(v).name +
+                              "' (a graph may only grow)"));
+        return;
+      }
+    auto previous = std::move(s->g);
+    s->g = std::make_unique<graph>(std::move(g).value());
+    status st = i->place(*s);
+    if (!st.ok()) {
+      s->g = std::move(previous);
+      done(st);
+      return;
+    }
+    // Registered partitions refer to the old graph object only through their bytes: valid.
+    done({});
+  });
 }
 
 void master::run(const std::string& handle, net::named_tensors feeds,
@@ -609,14 +623,20 @@ void master::run(const std::string& handle, net::named_tensors feeds,
             targets = std::move(targets), done = std::move(done), num_fetches]() mutable {
     result<std::shared_ptr<registration>> reg = internal_error("unset");
     {
-      std::lock_guard lock(s->mu);
-      auto it = s->registered.find(key);
-      if (it != s->registered.end())
-        reg = it->second;
-      else {
+      std::lock_guard build_lock(s->build_mu);
+      bool found = false;
+      {
+        std::lock_guard lock(s->mu);
+        auto it = s->registered.find(key);
+        if ((found = it != s->registered.end()))
+          reg = it->second;
+      }
+      if (!found) {
         reg = i->build(*s, feeds, fetches, targets);
-        if (reg)
+        if (reg) {
+          std::lock_guard lock(s->mu);
           s->registered.emplace(key, *reg);
+        }
       }
     }
     if (!reg) {

@@ -341,8 +341,17 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
   // Runs `call` against the RPC connection to `address`; failures reach `fail`.
   template <class Call>
   void with_rpc(const std::string& address, Call call, std::function<void(status)> fail) {
+    // The connection is looked up again when the call runs: between rpc_to's answer and this
+    // continuation, forget() or a disconnect may have destroyed it (a use after free once
+    // crashed a master that cleaned up a step right after forgetting a dead task).
     tasks.add(rpc_to(address)
-                  .then([call = kj::mv(call)](rpc_conn* c) mutable { return call(*c); })
+                  .then([this, address, call = kj::mv(call)](rpc_conn*) mutable {
+                    auto it = rpc_peers.find(address);
+                    if (it == rpc_peers.end() || !it->second.conn)
+                      return kj::Promise<void>(KJ_EXCEPTION(
+                          DISCONNECTED, "the connection closed before the call was sent"));
+                    return kj::Promise<void>(call(*it->second.conn));
+                  })
                   .then([]() {}, [fail, address](kj::Exception&& e) {
                     fail(from_exception(e, "task at " + address));
                   }));
@@ -380,6 +389,26 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
                             if (peer->generation == gen)
                               peer->broken = true;
                           }));
+                      // A peer that exited sends FIN at once, but a socket only reports the
+                      // hang-up after a write draws a reset, and that first write is lost
+                      // silently (a restarted worker then waited forever for the tensor). The
+                      // receiver never writes on a data stream: a read that ends means it is
+                      // gone.
+                      auto byte = kj::heapArray<kj::byte>(1);
+                      auto* b = byte.begin();
+                      tasks.add(peer->stream->tryRead(b, 1, 1)
+                                    .then(
+                                        [this, peer, gen](size_t) {
+                                          debug("data connection closed by its peer (generation " +
+                                                std::to_string(gen) + ")");
+                                          if (peer->generation == gen)
+                                            peer->broken = true;
+                                        },
+                                        [peer, gen](kj::Exception&&) {
+                                          if (peer->generation == gen)
+                                            peer->broken = true;
+                                        })
+                                    .attach(kj::mv(byte)));
                     },
                           [peer](kj::Exception&& e) {
                             peer->connecting = nullptr;
@@ -449,9 +478,11 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
   kj::Promise<void> write_frame(std::string address, std::shared_ptr<frame> f, bool may_retry) {
     auto it = data_peers.find(address);
     bool was_open = it != data_peers.end() && it->second->stream && !it->second->broken;
+    auto used = std::make_shared<uint64_t>(0); // the generation this write went to
     return data_to(address)
-        .then([f](data_peer* peer) {
+        .then([f, used](data_peer* peer) {
           auto gen = peer->generation;
+          *used = gen;
           auto write = kj::mv(peer->last).then([peer, f, gen]() {
             if (peer->broken || peer->generation != gen)
               return kj::Promise<void>(KJ_EXCEPTION(DISCONNECTED, "connection lost"));
@@ -464,13 +495,16 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
           });
           return forked.addBranch();
         })
-        .catch_([this, address, f, may_retry, was_open](kj::Exception&& e) -> kj::Promise<void> {
+        .catch_([this, address, f, may_retry, was_open,
+                 used](kj::Exception&& e) -> kj::Promise<void> {
           if (!may_retry || !was_open)
             return kj::mv(e);
           debug("resending a frame to " + address + " on a fresh connection after: " +
                 to_std(e.getDescription()));
+          // Only the connection this frame failed on is broken: frames queued behind it fail
+          // too, after an earlier one may already have opened the fresh connection.
           auto peer = data_peers.find(address);
-          if (peer != data_peers.end())
+          if (peer != data_peers.end() && peer->second->generation == *used)
             peer->second->broken = true;
           return write_frame(address, f, false);
         });
