@@ -74,10 +74,10 @@ public:
       auto pending = std::move(enqueues_);
       enqueues_.clear();
       for (auto& e : pending)
-        complete(e.done, cancelled("enqueue to " + describe() + " was cancelled: the queue was reset"));
+        complete(e.done,
+                 cancelled("enqueue to " + describe() + " was cancelled: the queue was reset"));
       closed_ = false;
       closed_flag_.store(false);
-      failure_ = {};
       for (auto& e : elements)
         push(std::move(e));
       process();
@@ -85,20 +85,12 @@ public:
   }
   void fail(status reason) {
     locked([&] {
-      failure_ = reason;
-      closed_ = true;
-      closed_flag_.store(true);
       auto waiting = std::move(dequeues_);
       dequeues_.clear();
       for (auto& d : waiting) {
         restore(std::move(d.got));
-        complete(d.done, failure_, {});
+        complete(d.done, reason, {});
       }
-      auto pending = std::move(enqueues_);
-      enqueues_.clear();
-      for (auto& e : pending)
-        complete(e.done, cancelled("enqueue to " + describe() + " was cancelled: " +
-                                   failure_.message()));
     });
   }
   void give_back(std::vector<element> elements) {
@@ -141,8 +133,6 @@ private:
 
   void dequeue_locked(int64_t n, dequeue_mode mode, int64_t timeout_ms,
                       queue_resource::dequeue_done_fn done) {
-    if (!failure_.ok())
-      return complete(done, failure_, {});
     dequeue_request r;
     r.id = next_id_++;
     r.n = n;
@@ -388,7 +378,6 @@ private:
   std::string name_;
   queue_spec spec_;
   bool closed_ = false;
-  status failure_; ///< set by fail(): what dequeues get until reset
   std::deque<element> fifo_;
   std::vector<element> pool_;
   std::vector<prio_entry> heap_;

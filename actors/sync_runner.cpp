@@ -12,6 +12,7 @@ struct sync_runner::chief_loop {
   operation step, fail, stop;
   output message;
   std::atomic<bool> stopping{false};
+  std::atomic<bool> failed{false}; ///< ended by an error: the accumulators stay open
   std::thread thread;
 
   void run() {
@@ -21,8 +22,11 @@ struct sync_runner::chief_loop {
         return;
       if (st.ok())
         continue;
+      if (st.code() == error_code::cancelled || st.code() == error_code::out_of_range)
+        return; // someone ran `stop`: training ended
       // The step cannot go on (a worker is missing, a ps died): tell every worker why instead of
       // leaving them waiting for tokens, and end the loop. A restarted chief starts a new one.
+      failed.store(true);
       std::fprintf(stderr, "runnel: the chief's sync loop stopped: %s\n", st.to_string().c_str());
       status f = s->run({{message, tensor::scalar<std::string>(st.message())}}, {}, {fail}).error();
       if (!f.ok() && !stopping.load())
@@ -86,9 +90,10 @@ void sync_runner::stop() {
   }
   for (auto& l : loops) {
     l->stopping.store(true);
-    // Closing the accumulators ends a take in progress; ending the token queue tells the other
-    // workers that training is over.
-    status st = l->s->run({l->stop});
+    // Closing the accumulators ends a take in progress; ending the token queues tells the other
+    // workers that training is over. After a failure they stay open: restarted workers send
+    // their gradients and wait for a restarted chief.
+    status st = l->failed.load() ? status() : l->s->run({l->stop});
     if (!st.ok())
       std::fprintf(stderr, "runnel: stopping the chief's sync loop: %s\n", st.to_string().c_str());
     if (l->thread.joinable())

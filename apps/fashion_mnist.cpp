@@ -25,6 +25,7 @@
 #include "ops/optimizers.hpp"
 #include "ops/nn_layers.hpp"
 #include "ops/replica.hpp"
+#include "ops/sync_replicas.hpp"
 #include "storage/checkpoint.hpp"
 #include "storage/record_index.hpp"
 
@@ -59,13 +60,20 @@ const char* usage =
     "                           is below the untrained model's\n"
     "  --seed N                 initialisation and shuffling seed (default 1)\n"
     "\n"
-    "Distributed (asynchronous data parallelism, parameters on ps tasks):\n"
+    "Distributed (data parallelism, parameters on ps tasks; asynchronous unless --sync):\n"
     "  --cluster SPEC           e.g. \"ps=127.0.0.1:2222;worker=127.0.0.1:2223,127.0.0.1:2224\"\n"
     "  --job ps|worker --task I this process's task: a ps serves the parameters until stopped;\n"
     "                           a worker trains its share (every W-th example of W workers);\n"
     "                           worker 0 (the chief) initializes or\n"
     "                           restores the model and writes checkpoints, the others wait for it\n"
-    "  --sync                   synchronous training (not implemented yet: an error)\n";
+    "  --sync                   synchronous training: each step averages one batch's gradients\n"
+    "                           from each of N workers (the chief applies them); the others wait\n"
+    "  --replicas-to-aggregate N   with --sync: gradients per step (default: every worker); with\n"
+    "                           more workers than N the late ones are backups, their gradients\n"
+    "                           dropped\n"
+    "  --sync-timeout S         with --sync: fail a step that waits longer than S seconds for\n"
+    "                           gradients, naming the missing workers (default 60)\n"
+    "  --step-delay-ms N        sleep N ms before each step (a straggler, for tests and demos)\n";
 
 struct model {
   graph g;
@@ -73,11 +81,15 @@ struct model {
   output training; ///< the cnn's dropout switch (a bool fed per run); invalid for the others
   operation train;
   graph_variable step;
+  std::unique_ptr<optimizer> opt;
+  std::unique_ptr<sync_replicas_optimizer> sync; ///< --sync
+  output sync_step; ///< --sync: the global step a worker's train op hands back (its next step)
 };
 
 std::unique_ptr<model> build(const std::string& kind, const std::string& opt_name, double lr,
                              int64_t seed,
-                             std::function<std::string(const node&)> device_fn = nullptr) {
+                             std::function<std::string(const node&)> device_fn = nullptr,
+                             std::optional<sync_replicas_options> sync = {}) {
   auto m = std::make_unique<model>();
   graph& g = m->g;
   g.set_seed(seed);
@@ -135,14 +147,20 @@ std::unique_ptr<model> build(const std::string& kind, const std::string& opt_nam
   m->accuracy = mean(cast(equal(cast(argmax(logits, 1), dtype::i32), m->y), dtype::f32), {}, false,
                      "accuracy");
   m->step = variable(g, constant(g, int64_t(0)), "global_step", false);
-  std::unique_ptr<optimizer> opt;
+  auto& opt = m->opt;
   if (opt_name == "adam")
     opt = std::make_unique<adam_optimizer>(lr);
   else if (opt_name == "sgd")
     opt = std::make_unique<gradient_descent_optimizer>(lr);
   else
     opt = std::make_unique<momentum_optimizer>(lr, 0.9);
-  m->train = opt->minimize(m->loss, {}, &m->step);
+  if (sync) {
+    m->sync = std::make_unique<sync_replicas_optimizer>(*opt, *sync);
+    m->train = m->sync->minimize(m->loss, m->step);
+    m->sync_step = output(&g, endpoint{m->train.node_id(), 0});
+  } else {
+    m->train = opt->minimize(m->loss, {}, &m->step);
+  }
   return m;
 }
 
@@ -223,10 +241,11 @@ int run(const flags& f) {
   std::unique_ptr<cluster_node> node;
   int ps_tasks = 0, task = 0, workers = 1;
   bool chief = true;
-  if (f.has("sync"))
-    throw error(unimplemented("--sync: synchronous training (gradient accumulators, a token "
-                              "barrier, backup workers) is not implemented yet; drop --sync for "
-                              "asynchronous training"));
+  bool sync = f.has("sync");
+  if (!sync && (f.has("replicas-to-aggregate") || f.has("sync-timeout")))
+    throw error(invalid_argument("--replicas-to-aggregate and --sync-timeout need --sync"));
+  if (sync && !f.has("cluster"))
+    throw error(invalid_argument("--sync trains replicas on a cluster: give --cluster too"));
   if (f.has("cluster")) {
     auto spec = cluster_spec::parse(f.get("cluster", "")).value();
     std::string job = f.get("job", "worker");
@@ -264,6 +283,7 @@ int run(const flags& f) {
   int64_t seed = f.get_int("seed", 1).value();
   int64_t max_steps = f.get_int("max-steps", -1).value();
   double min_accuracy = f.get_double("min-accuracy", -1).value();
+  int64_t step_delay_ms = f.get_int("step-delay-ms", 0).value();
   if (epochs < 1 || batch < 1)
     throw error(invalid_argument("--epochs and --batch must be positive"));
   auto data = f.get("data", "/usr/share/datasets/fashion-mnist");
@@ -276,6 +296,7 @@ int run(const flags& f) {
 
   image_set train, test;
   std::vector<std::string> train_files;
+  int64_t total_examples = 0; // before sharing among workers
   if (use_records) {
     auto dir = f.get("records-dir", "runnel-fashion-mnist-records");
     train_files = record_shards(dir, data, "train", 4);
@@ -287,6 +308,7 @@ int run(const flags& f) {
       count += count_records(file, /*use_index=*/true).value();
     if (limit_train > 0)
       count = std::min(limit_train, count);
+    total_examples = count;
     // With W workers, this one trains on examples task, task + W, ... (dataset::shard).
     train.labels = tensor(dtype::i32, shape{(count - task + workers - 1) / workers});
     test = read_split(test_files, -1);
@@ -297,6 +319,7 @@ int run(const flags& f) {
                 .value();
     test = load_image_set(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz")
                .value();
+    total_examples = train.size();
     if (workers > 1) { // this worker's share: examples task, task + W, ...
       std::vector<int64_t> share;
       for (int64_t i = task; i < train.size(); i += workers)
@@ -311,9 +334,29 @@ int run(const flags& f) {
                static_cast<long long>(test.size()), kind.c_str(), opt_name.c_str(), lr,
                static_cast<long long>(batch));
 
+  std::optional<sync_replicas_options> sync_options;
+  if (sync) {
+    int aggregate = int(f.get_int("replicas-to-aggregate", workers).value());
+    if (aggregate < 1 || aggregate > workers)
+      throw error(invalid_argument("--replicas-to-aggregate " + std::to_string(aggregate) +
+                                   " must be in [1, " + std::to_string(workers) +
+                                   "] (the cluster's worker tasks)"));
+    double timeout_s = f.get_double("sync-timeout", 60).value();
+    if (!(timeout_s > 0))
+      throw error(invalid_argument("--sync-timeout must be positive"));
+    sync_options = sync_replicas_options{.replicas_to_aggregate = aggregate,
+                                         .total_num_replicas = workers,
+                                         .replica = task,
+                                         .timeout_ms = int64_t(timeout_s * 1000),
+                                         .worker_device = "/job:worker/task:" +
+                                                          std::to_string(task)};
+    std::fprintf(stderr, "synchronous training: %d of %d workers' gradients per step%s\n",
+                 aggregate, workers, aggregate < workers ? " (the rest are backups)" : "");
+  }
   auto m = build(kind, opt_name, lr, seed,
                  node ? replica_device_setter(ps_tasks, "/job:worker/task:" + std::to_string(task))
-                      : nullptr);
+                      : nullptr,
+                 sync_options);
   saver sv(m->g, {}, {.max_to_keep = 3});
   auto init = global_variables_initializer(m->g);
   std::optional<runtime> local_rt;
@@ -327,6 +370,8 @@ int run(const flags& f) {
                     : std::make_unique<session>(rt, m->g);
   session& s = *s_ptr;
   int64_t steps_per_epoch = (train_size + batch - 1) / batch;
+  if (sync) // counted in shared steps, the same on every worker: the smallest share's batches
+    steps_per_epoch = std::max<int64_t>(1, (total_examples / workers + batch - 1) / batch);
   int64_t global_step = 0;
   if (!chief) {
     // The chief initializes (or restores) the model; wait until it has.
@@ -334,7 +379,9 @@ int run(const flags& f) {
     for (;;) {
       auto r = s.run({}, {m->step.value});
       if (r.ok()) {
-        global_step = 0; // this worker counts its own steps
+        // Asynchronous: this worker counts its own steps. Synchronous: every worker goes by the
+        // shared step.
+        global_step = sync ? *r.value()[0].data<int64_t>() : 0;
         break;
       }
       if (r.error().code() != error_code::failed_precondition &&
@@ -392,7 +439,12 @@ int run(const flags& f) {
   double last_loss = 0, test_accuracy = 0, test_loss = 0;
   std::string last_checkpoint;
   int start_epoch = int(global_step / steps_per_epoch);
-  for (int epoch = start_epoch; epoch < epochs && global_step < total_steps; ++epoch) {
+  bool training_ended = false;
+  // Synchronous workers go by the shared step, which may move back (a restarted chief restores a
+  // checkpoint) or jump (a late worker): they train until it reaches the total, however many
+  // passes over their share that takes.
+  for (int epoch = start_epoch;
+       (sync || epoch < epochs) && global_step < total_steps && !training_ended; ++epoch) {
     uint64_t epoch_seed = uint64_t(seed * 1000 + epoch);
     int64_t resume_batches = global_step % steps_per_epoch;
     if (use_records) {
@@ -425,9 +477,19 @@ int run(const flags& f) {
       }
       if (m->training.valid())
         feeds.emplace_back(m->training, tensor::scalar<bool>(true));
-      auto step = s.run(feeds, {m->loss, m->accuracy}, {m->train});
-      if (!step && step.error().code() == error_code::out_of_range)
-        break; // the dataset ended (the last batch may be smaller)
+      if (step_delay_ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms));
+      std::vector<output> fetches{m->loss, m->accuracy};
+      if (m->sync)
+        fetches.push_back(m->sync_step);
+      auto step = s.run(feeds, fetches, {m->train});
+      if (!step && step.error().code() == error_code::out_of_range) {
+        if (step.error().message().find("training ended") != std::string::npos) {
+          std::fprintf(stderr, "\n%s\n", step.error().message().c_str());
+          training_ended = true;
+        }
+        break; // the dataset ended (the last batch may be smaller), or the chief ended training
+      }
       auto r = std::move(step).value();
       double l = *r[0].data<float>(), a = *r[1].data<float>();
       loss_sum += l;
@@ -437,6 +499,8 @@ int run(const flags& f) {
       ++n;
       ++window;
       ++global_step;
+      if (m->sync) // the shared step this worker goes on from (all workers see the same)
+        global_step = *r[2].data<int64_t>();
       if (window == log_every) { // a point of the training curve (no test evaluation)
         curve.push_back({epoch + 1, global_step, window_loss / double(window),
                          window_acc / double(window), -1});
@@ -462,6 +526,12 @@ int run(const flags& f) {
     else if (window > 0)
       curve.push_back({epoch + 1, global_step, window_loss / double(window),
                        window_acc / double(window), test_accuracy});
+  }
+  if (m->sync && chief) { // the other workers' next step ends with "training ended"
+    auto dropped = s.run({}, {m->sync->ops().dropped}).value()[0];
+    std::printf("sync: %lld stale gradients dropped\n",
+                static_cast<long long>(*dropped.data<int64_t>()));
+    throw_if_error(s.run({m->sync->ops().stop}));
   }
   if (curve.empty())
     std::tie(test_loss, test_accuracy) = evaluate();
@@ -512,7 +582,7 @@ int run(const flags& f) {
 
 int main(int argc, char** argv) {
   return app_main("fashion_mnist", argc, argv, usage,
-                  {"cluster", "job", "task", "sync",
+                  {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms",
                    "model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
                    "checkpoint-dir", "trace",
                    "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy", "seed"},

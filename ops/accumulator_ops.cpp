@@ -142,7 +142,7 @@ void register_accumulator_ops(op_registry& reg) {
   add(reg, op_def("AccumulatorClose").input("handle", dtype::string).set_stateful());
 
   // Runnel: drop a queue's elements, reopen it and enqueue the rows of `components`; and fail
-  // its waiting and later dequeues with `unavailable: message` until the next reset.
+  // the dequeues waiting on it now with `code: message`.
   add(reg, op_def("QueueReset")
                .input("handle", dtype::string)
                .input_type_list("components", "Tcomponents")
@@ -172,6 +172,8 @@ graph_accumulator conditional_accumulator(graph& g, dtype type, shape s, accumul
 
 operation graph_accumulator::apply_grad(output local_step, output grad, int64_t replica,
                                         std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
   if (sparse_)
     throw error(invalid_argument("accumulator '" + handle_.node().name +
                                  "' is sparse: apply indexed slices"));
@@ -183,6 +185,8 @@ operation graph_accumulator::apply_grad(output local_step, output grad, int64_t 
 
 operation graph_accumulator::apply_slices(output local_step, const indexed_slices& grad,
                                           int64_t replica, std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
   if (!sparse_)
     throw error(invalid_argument("accumulator '" + handle_.node().name +
                                  "' is dense: apply a dense gradient"));
@@ -198,6 +202,8 @@ operation graph_accumulator::apply_slices(output local_step, const indexed_slice
 }
 
 output graph_accumulator::take_grad(output num_required, std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
   if (sparse_)
     throw error(invalid_argument("accumulator '" + handle_.node().name +
                                  "' is sparse: use take_slices"));
@@ -207,6 +213,8 @@ output graph_accumulator::take_grad(output num_required, std::string_view name) 
 }
 
 indexed_slices graph_accumulator::take_slices(output num_required, std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
   auto out = handle_.owner().build("SparseAccumulatorTakeGradient",
                                    name.empty() ? "take_grad" : name,
                                    {handle_.ep(), num_required.ep()},
@@ -215,24 +223,34 @@ indexed_slices graph_accumulator::take_slices(output num_required, std::string_v
 }
 
 output graph_accumulator::num_accumulated(std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
   return handle_.owner().build("AccumulatorNumAccumulated",
                                name.empty() ? "num_accumulated" : name, {handle_.ep()})[0];
 }
 output graph_accumulator::num_dropped(std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
   return handle_.owner().build("AccumulatorNumDropped", name.empty() ? "num_dropped" : name,
                                {handle_.ep()})[0];
 }
 operation graph_accumulator::set_global_step(output step, std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
   return make_op(handle_.owner(), "AccumulatorSetGlobalStep",
                                          name.empty() ? "set_global_step" : name,
                                          {handle_.ep(), step.ep()});
 }
 operation graph_accumulator::close(std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
   return make_op(handle_.owner(), "AccumulatorClose", name.empty() ? "close" : name,
                                          {handle_.ep()});
 }
 
 operation graph_queue::reset(const std::vector<output>& components, std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
   std::vector<endpoint> in{handle_.ep()};
   for (auto& c : components)
     in.push_back(c.ep());
@@ -241,6 +259,8 @@ operation graph_queue::reset(const std::vector<output>& components, std::string_
 }
 
 operation graph_queue::fail(output message, std::string_view name, error_code code) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
   return make_op(handle_.owner(), "QueueFail", name.empty() ? "fail" : name,
                  {handle_.ep(), message.ep()}, {{"code", int64_t(code)}});
 }

@@ -56,8 +56,8 @@ public:
   /// Runnel: drops the elements, reopens the queue and enqueues the rows of `components`
   /// (QueueReset). The sync token barrier's (re)start.
   operation reset(const std::vector<output>& components, std::string_view name = {}) const;
-  /// Runnel: fails waiting and later dequeues with `code` and `message` (a string scalar) until
-  /// the next reset (QueueFail).
+  /// Runnel: fails the dequeues waiting now with `code` and `message` (a string scalar); later
+  /// ones wait as usual (QueueFail).
   operation fail(output message, std::string_view name = {},
                  error_code code = error_code::unavailable) const;
 

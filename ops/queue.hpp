@@ -79,8 +79,8 @@ public:
   /// Runnel: drops every element, reopens the queue (undoing close and fail) and enqueues the
   /// rows of `components` (waiting dequeues are then served). Waiting enqueues are cancelled.
   virtual void reset(std::vector<tensor> components, done_fn done) = 0;
-  /// Runnel: closes the queue so that waiting and later dequeues fail with `reason` (and
-  /// enqueues with `cancelled`) until the next reset.
+  /// Runnel: fails the dequeues waiting now with `reason` (their elements stay); later ones wait
+  /// as usual. What the sync barrier tells the workers waiting for a step that will not come.
   virtual void fail(status reason) = 0;
   /// Elements in the queue now (a snapshot).
   virtual int64_t size() const = 0;

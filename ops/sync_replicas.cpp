@@ -63,7 +63,7 @@ operation sync_replicas_optimizer::apply_gradients(
                                   {.shapes = {shape{}},
                                    .shared_name = global_step.name() + "/sync_token_q_" +
                                                   std::to_string(r),
-                                   .timeout_ms = 2 * o_.timeout_ms},
+                                   .timeout_ms = 5 * o_.timeout_ms},
                                   "sync_token_q_" + std::to_string(r)));
   }
   std::vector<graph_accumulator> accs;

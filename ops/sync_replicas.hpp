@@ -26,10 +26,12 @@
 // in a session sets the worker's local step, and in the chief's session also (re)starts the token
 // barrier and the chief's loop, which runs until the session closes. A restarted chief resets
 // the tokens and the accumulators to the current global step: no tokens are duplicated. When
-// a take waits longer than `timeout_ms` (workers died), the chief fails the token queue with a
-// message naming the replicas that sent nothing, so every worker's step fails with `unavailable`;
-// when the chief's session closes, the other workers' next wait fails with `out_of_range`
-// ("training ended") instead of hanging.
+// a take waits longer than `timeout_ms` (workers died), the chief fails the waiting workers' token
+// dequeues with a message naming the replicas that sent nothing, so their steps fail with
+// `unavailable`; the accumulators stay open for restarted workers and a restarted chief. When
+// the chief's session closes (or `stop` runs), the accumulators close and the waiting workers'
+// steps fail with `out_of_range` ("training ended"), as do later ones, instead of hanging. A
+// worker waits at most 5 × timeout_ms for its token (a chief that died without a word).
 
 #include <string>
 #include <utility>
@@ -63,8 +65,8 @@ struct sync_replicas_ops {
   operation chief_init; ///< tokens := none, accumulators' step := global_step (reopened)
   operation chief_step; ///< take, apply, global_step += 1, every token := global_step
   output fail_message;  ///< string scalar fed to chief_fail
-  operation chief_fail; ///< fails the token queue with fail_message (unavailable)
-  operation stop;       ///< closes the accumulators and ends the token queue (out_of_range)
+  operation chief_fail; ///< fails the waiting token dequeues with fail_message (unavailable)
+  operation stop;       ///< closes the accumulators, ends the waiting dequeues (out_of_range)
   output dropped;       ///< int64: stale gradients dropped so far (by the first accumulator)
 };
 

@@ -30,7 +30,8 @@ struct union_find {
 /// Ops whose output names a device resource that consumers look up on their own device.
 bool holds_resource(const std::string& op) {
   return op == "VariableV2" || op == "FIFOQueueV2" || op == "RandomShuffleQueueV2" ||
-         op == "PaddingFIFOQueueV2" || op == "PriorityQueueV2";
+         op == "PaddingFIFOQueueV2" || op == "PriorityQueueV2" ||
+         op == "ConditionalAccumulator" || op == "SparseConditionalAccumulator";
 }
 
 } // namespace
