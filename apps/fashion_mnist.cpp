@@ -4,6 +4,7 @@
 // sharded record files of tf.train.Examples that a dataset reads (shuffle, batch, parallel parse,
 // prefetch) into the graph through an iterator op; `--input memory` feeds the idx data directly.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -440,6 +441,9 @@ int run(const flags& f) {
   std::string last_checkpoint;
   int start_epoch = int(global_step / steps_per_epoch);
   bool training_ended = false;
+  // Steps after the first (which includes building the instance), and when they ran.
+  std::chrono::steady_clock::time_point first_step_done, last_step_done;
+  int64_t timed_steps = 0;
   // Synchronous workers go by the shared step, which may move back (a restarted chief restores a
   // checkpoint) or jump (a late worker): they train until it reaches the total, however many
   // passes over their share that takes.
@@ -483,6 +487,11 @@ int run(const flags& f) {
       if (m->sync)
         fetches.push_back(m->sync_step);
       auto step = s.run(feeds, fetches, {m->train});
+      if (first_step_done.time_since_epoch().count() == 0)
+        first_step_done = std::chrono::steady_clock::now();
+      else
+        ++timed_steps;
+      last_step_done = std::chrono::steady_clock::now();
       if (!step && step.error().code() == error_code::out_of_range) {
         if (step.error().message().find("training ended") != std::string::npos) {
           std::fprintf(stderr, "\n%s\n", step.error().message().c_str());
@@ -563,6 +572,11 @@ int run(const flags& f) {
     throw_if_error(write_curve_svg(f.get("plot", ""), "Fashion-MNIST " + kind, curve));
   if (!last_checkpoint.empty())
     std::printf("checkpoint: %s\n", last_checkpoint.c_str());
+  if (timed_steps > 0) // what bench/sync_backup_bench.sh reads
+    std::printf("step time: %.3f ms (mean of %lld steps after the first, evaluation included)\n",
+                std::chrono::duration<double, std::milli>(last_step_done - first_step_done).count() /
+                    double(timed_steps),
+                static_cast<long long>(timed_steps));
   std::printf("test accuracy: %.4f\n", test_accuracy);
   if (min_accuracy >= 0) {
     if (test_accuracy < min_accuracy) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Synchronous training of Fashion-MNIST on real processes on loopback.
-#   backup: 1 ps + 3 workers, 2 gradients per step, worker 2 slowed on purpose: every worker
-#           reaches the accuracy floor, the steps do not wait for worker 2 and the chief counts
-#           its dropped (stale) gradients.
+#   backup: 2 ps (the parameters sharded over them) + 3 workers, 2 gradients per step, worker 2
+#           slowed on purpose: every worker reaches the accuracy floor, the steps do not wait for
+#           worker 2 and the chief counts its dropped (stale) gradients.
 #   kill:   1 ps + 2 workers; worker 1 is killed (SIGKILL) after the first epoch's checkpoint:
 #           the chief's step fails with UNAVAILABLE naming replica 1 within the sync timeout,
 #           and a restart of both workers with --resume finishes from the checkpoint.
@@ -13,7 +13,7 @@ rm -rf "$work" && mkdir -p "$work"
 ports=$(python3 -c 'import random, socket
 low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 held, ports = [], []
-while len(ports) < 4:
+while len(ports) < 5:
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", random.randrange(20000, max(low, 21000))))
@@ -22,23 +22,24 @@ while len(ports) < 4:
     held.append(s)
     ports.append(s.getsockname()[1])
 print(" ".join(map(str, ports)))')
-read -r p0 p1 p2 p3 <<<"$ports"
+read -r p0 p1 p2 p3 p4 <<<"$ports"
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 fail() { echo "FAILED: $*"; for f in "$work"/*.log; do echo "== $f"; tail -n 5 "$f"; done; exit 1; }
 
 if [[ $mode == backup ]]; then
-  cluster="ps=127.0.0.1:$p0;worker=127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3"
-  common=(--cluster "$cluster" --model softmax --epochs 1 --max-steps 120 --records-dir "$records"
+  cluster="ps=127.0.0.1:$p0,127.0.0.1:$p4;worker=127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3"
+  common=(--cluster "$cluster" --model mlp --epochs 1 --max-steps 120 --records-dir "$records"
           --sync --replicas-to-aggregate 2 --sync-timeout 30 --min-accuracy 0.6)
   "$bin" "${common[@]}" --job ps --task 0 2>"$work/ps.log" & pids+=($!)
+  "$bin" "${common[@]}" --job ps --task 1 2>"$work/ps1.log" & pids+=($!)
   for t in 0 1 2; do
     delay=0
     ((t == 2)) && delay=40 # several times a step's compute
     "$bin" "${common[@]}" --job worker --task $t --checkpoint-dir "$work/ckpt$t" \
       --step-delay-ms $delay >"$work/w$t.out" 2>"$work/w$t.log" & pids+=($!)
   done
-  for i in 1 2 3; do wait "${pids[$i]}" || fail "worker $((i - 1)) exited with $?"; done
+  for i in 2 3 4; do wait "${pids[$i]}" || fail "worker $((i - 2)) exited with $?"; done
   cat "$work"/w*.out
   dropped=$(sed -n 's/^sync: \([0-9]*\) stale gradients dropped$/\1/p' "$work/w0.out")
   [[ -n $dropped ]] || fail "the chief reported no dropped count"
