@@ -235,7 +235,7 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
   i->worker = std::make_unique<worker_impl>(*i->rt, self, i->incarnation, o.cluster.to_string(),
                                             o.log);
   i->master_service = std::make_unique<master>(
-      master_options{o.cluster, self, o.startup_timeout, o.log});
+      master_options{o.cluster, self, o.startup_timeout, o.log, o.heartbeat_timeout});
   net::endpoint_options eo;
   eo.listen = listen;
   eo.auth_token = o.auth_token;

@@ -32,6 +32,9 @@ struct node_options {
   int cpu_devices = 1;
   /// How long a master waits for the cluster's tasks when a session is created.
   std::chrono::milliseconds startup_timeout{10000};
+  /// How long a task of a running step may leave a heartbeat unanswered before the step fails
+  /// naming it (0: no heartbeats).
+  std::chrono::milliseconds heartbeat_timeout{30000};
   /// Log lines (level, message); default: key=value lines on stderr.
   std::function<void(const std::string& level, const std::string& message)> log;
 };

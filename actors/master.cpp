@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "actors/heartbeat.hpp"
 #include "actors/internal.hpp"
 #include "net/graph_def.hpp"
 #include "placement/cost_model.hpp"
@@ -94,6 +95,8 @@ struct master::impl : std::enable_shared_from_this<master::impl> {
   std::map<std::string, std::shared_ptr<master_session>> sessions;
   uint64_t next_session = 0;
   std::mt19937_64 rng{std::random_device{}()};
+  /// Pings the tasks of long steps (null: heartbeats off).
+  std::unique_ptr<heartbeat_monitor> heartbeats;
 
   void log(const std::string& level, const std::string& msg) {
     if (options.log)
@@ -411,8 +414,10 @@ struct master::impl : std::enable_shared_from_this<master::impl> {
       size_t remaining = 0;
       status first;
       bool cleaned = false;
+      bool reported = false; ///< `done` ran (or a heartbeat failed the step first)
       std::vector<tensor> fetches;
       net::callback<std::vector<tensor>> done;
+      std::shared_ptr<heartbeat_monitor::watch> heartbeat;
     };
     auto st = std::make_shared<step>();
     st->remaining = reg->parts.size();
@@ -424,6 +429,31 @@ struct master::impl : std::enable_shared_from_this<master::impl> {
     }
     int64_t id = new_step_id();
     auto self = shared_from_this();
+    if (heartbeats) {
+      heartbeat_monitor::task_list tasks;
+      for (auto& part : reg->parts)
+        tasks.emplace_back(part.task.name(), part.worker);
+      // A task that stops answering fails the step now; its run_graph answer, if it ever comes,
+      // is ignored.
+      st->heartbeat = heartbeats->start(
+          std::move(tasks), [self, w = std::weak_ptr<step>(st), reg, id](status why) {
+            auto st = w.lock();
+            if (!st)
+              return;
+            net::callback<std::vector<tensor>> done;
+            {
+              std::lock_guard lock(st->mu);
+              if (st->reported)
+                return;
+              st->reported = st->cleaned = true;
+              done = std::move(st->done);
+            }
+            for (auto& part : reg->parts)
+              part.worker->cleanup_step(id);
+            self->log("warn", "step failed: " + why.message());
+            done(std::move(why));
+          });
+    }
     for (size_t p = 0; p < reg->parts.size(); ++p) {
       auto& part = reg->parts[p];
       net::named_tensors part_feeds;
@@ -447,7 +477,11 @@ struct master::impl : std::enable_shared_from_this<master::impl> {
                 for (size_t i = 0; i < part.fetch_index.size() && i < r->size(); ++i)
                   st->fetches[part.fetch_index[i]] = std::move((*r)[i].second);
               }
-              finished = --st->remaining == 0;
+              finished = --st->remaining == 0 && !st->reported;
+              if (finished) {
+                st->reported = true;
+                st->heartbeat.reset();
+              }
             }
             if (cleanup) {
               // Other tasks may wait for tensors the failed one will never send.
@@ -486,6 +520,8 @@ struct master::impl : std::enable_shared_from_this<master::impl> {
 
 master::master(master_options options) : impl_(std::make_shared<impl>()) {
   impl_->options = std::move(options);
+  if (impl_->options.heartbeat_timeout.count() > 0)
+    impl_->heartbeats = std::make_unique<heartbeat_monitor>(impl_->options.heartbeat_timeout);
 }
 
 master::~master() {
@@ -494,6 +530,8 @@ master::~master() {
   impl_->ep = nullptr;
   impl_->local_worker = nullptr;
   impl_->threads_cv.wait(lock, [&] { return impl_->threads == 0; });
+  lock.unlock();
+  impl_->heartbeats.reset();
 }
 
 void master::attach(net::endpoint* ep, net::worker_service* local_worker) {

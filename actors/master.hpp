@@ -24,6 +24,9 @@ struct master_options {
   std::optional<task_id> self;
   std::chrono::milliseconds startup_timeout{10000};
   std::function<void(const std::string& level, const std::string& message)> log;
+  /// A step fails with `unavailable` naming a task that leaves a heartbeat unanswered this long
+  /// (actors/heartbeat.hpp); 0: no heartbeats.
+  std::chrono::milliseconds heartbeat_timeout{30000};
 };
 
 class master : public net::master_service {

@@ -29,6 +29,8 @@ usage: runnel-node --cluster SPEC --job NAME --task I [options]
   --cpu-devices N         virtual CPU devices, each with its share of the cores (default 1)
   --auth-token-file FILE  require peers to present this shared secret (and present it)
   --startup-timeout S     how long a master waits for the other tasks (default 10)
+  --heartbeat-timeout S   fail a step whose task leaves a heartbeat unanswered this long while
+                          its connection stays open (stopped, hung); 0: off (default 30)
   --port-file FILE        write the bound port here once serving (for scripts and tests)
   --help                  this text
 
@@ -78,6 +80,8 @@ int run(const apps::flags& f) {
   o.cpu_devices = int(f.get_int("cpu-devices", 1).value());
   o.startup_timeout =
       std::chrono::milliseconds(int64_t(f.get_double("startup-timeout", 10).value() * 1000));
+  o.heartbeat_timeout =
+      std::chrono::milliseconds(int64_t(f.get_double("heartbeat-timeout", 30).value() * 1000));
   if (f.has("auth-token-file"))
     o.auth_token = read_token(f.get("auth-token-file", "")).value();
   std::signal(SIGINT, on_signal);
@@ -106,6 +110,6 @@ int run(const apps::flags& f) {
 int main(int argc, char** argv) {
   return apps::app_main("runnel-node", argc, argv, usage,
                         {"cluster", "cluster-file", "job", "task", "listen", "cpu-devices",
-                         "auth-token-file", "startup-timeout", "port-file"},
+                         "auth-token-file", "startup-timeout", "heartbeat-timeout", "port-file"},
                         run);
 }

@@ -267,6 +267,45 @@ TEST_CASE("a ps killed mid-training fails the step naming it, and training resum
   CHECK(s.run(feeds, {m.loss}).value()[0].data<float>()[0] < after);
 }
 
+TEST_CASE("a ps stopped with SIGSTOP fails the step naming it within the heartbeat timeout, and "
+          "training goes on after SIGCONT",
+          "[multiprocess]") {
+  auto dir = scratch("stop");
+  auto ports = free_ports(2);
+  std::string ps_addr = "127.0.0.1:" + std::to_string(ports[0]);
+  std::string worker_addr = "127.0.0.1:" + std::to_string(ports[1]);
+  std::string cluster = "ps=" + ps_addr + ";worker=" + worker_addr;
+  node_process ps(cluster, "ps", 0, dir);
+  node_process worker(cluster, "worker", 0, dir, {"--heartbeat-timeout", "1"});
+  REQUIRE(ps.wait_ready());
+  REQUIRE(worker.wait_ready());
+  auto [xv, yv] = batch();
+  regression m(true);
+  session s(client_runtime(), m.g, "runnel://" + worker_addr);
+  REQUIRE(s.run({m.init}).ok());
+  feed_list feeds{{m.x, xv}, {m.y, yv}};
+  REQUIRE(s.run(feeds, {m.loss}, {m.train}).ok());
+  // The ps's connections stay open, so only the heartbeats can tell.
+  ps.kill(SIGSTOP);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = s.run(feeds, {m.loss}, {m.train});
+  auto took = std::chrono::steady_clock::now() - t0;
+  ps.kill(SIGCONT);
+  REQUIRE_FALSE(r.ok());
+  INFO(r.error().to_string());
+  CHECK(r.error().code() == error_code::unavailable);
+  CHECK_THAT(r.error().message(), Catch::Contains("/job:ps/replica:0/task:0") &&
+                                      Catch::Contains("heartbeat"));
+  CHECK(took < std::chrono::seconds(5));
+  // Back from the stop: the next steps run.
+  for (int step = 0; step < 3; ++step) {
+    auto again = s.run(feeds, {m.loss}, {m.train});
+    INFO(again.error().to_string() << "\nps log:\n" << ps.log() << "\nworker log:\n"
+                                   << worker.log());
+    REQUIRE(again.ok());
+  }
+}
+
 TEST_CASE("a node survives garbage on its port and keeps serving", "[multiprocess]") {
   auto dir = scratch("garbage");
   auto ports = free_ports(1);
