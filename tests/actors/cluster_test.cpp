@@ -7,6 +7,7 @@
 #include "ops/embedding.hpp"
 #include "ops/optimizers.hpp"
 #include "ops/replica.hpp"
+#include "ops/towers.hpp"
 #include "net/endpoint.hpp"
 #include "tests/eval.hpp"
 #include "tests/ports.hpp"
@@ -358,4 +359,51 @@ TEST_CASE("a sparse update of a table on a ps sends only the rows looked up",
   auto v = s.run({}, {probe}).value()[0];
   CHECK(v.flat<float>()[0] == -2.0f); // id 7 looked up once per step, two steps
   CHECK(v.flat<float>()[size_t(dim)] == 0.0f);
+}
+
+TEST_CASE("towers on two worker tasks with the variables on a ps train as one model",
+          "[actors][cluster]") {
+  auto spec = local_cluster({"ps=1", "worker=2"}, free_ports(3));
+  auto ps = cluster_node::start(quiet(spec, "ps", 0)).value();
+  auto w0 = cluster_node::start(quiet(spec, "worker", 0)).value();
+  auto w1 = cluster_node::start(quiet(spec, "worker", 1)).value();
+  auto x_all = tensor::from_values<float>({4, 2}, {1, 2, -1, 0.5f, 2, -1, 0, 1});
+  auto y_all = tensor::from_values<float>({4, 1}, {1, 0, 2, -1});
+  auto model = [&](graph& g, bool towered, const std::string& name) {
+    graph_variable w;
+    {
+      auto d = g.device(towered ? "/job:ps/task:0" : "");
+      w = variable(g, constant(g, tensor::from_values<float>({2, 1}, {0.25f, -0.5f})), name);
+    }
+    auto x = placeholder(g, dtype::f32, shape{4, 2}, "x");
+    auto y = placeholder(g, dtype::f32, shape{4, 1}, "y");
+    gradient_descent_optimizer sgd(0.2);
+    operation train;
+    if (towered) {
+      auto t = build_towers(g, {"/job:worker/task:0", "/job:worker/task:1"}, [&](int i) {
+        return mean(square(sub(matmul(slice(x, {2 * i, 0}, {2, 2}), w),
+                               slice(y, {2 * i, 0}, {2, 1}))));
+      }, sgd);
+      train = sgd.apply_gradients(t.grads_and_vars);
+    } else {
+      train = sgd.minimize(mean(square(sub(matmul(x, w), y))));
+    }
+    return std::make_tuple(w, x, y, train);
+  };
+  graph gt, gl;
+  auto [wt, xt, yt, train_t] = model(gt, true, "towers_cluster_w");
+  auto [wl, xl, yl, train_l] = model(gl, false, "towers_cluster_ref_w");
+  session st(client_runtime(), gt, "runnel://" + spec.address("worker", 0).value());
+  session sl(client_runtime(), gl);
+  REQUIRE(st.run({global_variables_initializer(gt)}).ok());
+  REQUIRE(sl.run({global_variables_initializer(gl)}).ok());
+  uint64_t w1_before = w1->bytes_sent();
+  for (int k = 0; k < 4; ++k) {
+    auto r = st.run({{xt, x_all}, {yt, y_all}}, {}, {train_t});
+    INFO(r.error().to_string());
+    REQUIRE(r.ok());
+    REQUIRE(sl.run({{xl, x_all}, {yl, y_all}}, {}, {train_l}).ok());
+  }
+  CHECK(w1->bytes_sent() > w1_before); // worker 1 computed its tower's gradient
+  check_close(st.run({}, {wt.value}).value()[0], sl.run({}, {wl.value}).value()[0], 1e-5, 1e-6);
 }
