@@ -259,7 +259,7 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
   cluster_spec cluster = o.cluster;
   rt->internals().routes->set_remote(
       [endpoint, cluster](int64_t step, const std::string& key, const std::string& recv_device,
-                          tensor value, std::function<void(status)> done) {
+                          tensor value, bool wire_bf16, std::function<void(status)> done) {
         auto task = task_of_device(recv_device);
         if (!task) {
           done(task.error());
@@ -270,7 +270,8 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
           done(addr.error().with_context("sending '" + key + "'"));
           return;
         }
-        endpoint->send_tensor(*addr, step, key, std::move(value), {}, std::move(done));
+        endpoint->send_tensor(*addr, step, key, std::move(value), {.bf16 = wire_bf16},
+                              std::move(done));
       });
   o.log("info", "task " + self.name() + " serving on " + listen + " (port " +
                     std::to_string(i->ep->port()) + "), incarnation " +

@@ -77,7 +77,7 @@ void process_rendezvous::set_remote(remote_fn remote) {
 }
 
 void process_rendezvous::send(int64_t step, const std::string& key,
-                              const std::string& recv_device, tensor value,
+                              const std::string& recv_device, tensor value, bool wire_bf16,
                               std::function<void(status)> done) {
   if (recv_device.compare(0, prefix_.size(), prefix_) == 0) {
     local_.send(step, key, std::move(value));
@@ -94,7 +94,7 @@ void process_rendezvous::send(int64_t step, const std::string& key,
                      ") is not part of a cluster"));
     return;
   }
-  (*remote)(step, key, recv_device, std::move(value), std::move(done));
+  (*remote)(step, key, recv_device, std::move(value), wire_bf16, std::move(done));
 }
 
 void process_rendezvous::recv(int64_t step, const std::string& key,
@@ -103,6 +103,11 @@ void process_rendezvous::recv(int64_t step, const std::string& key,
 }
 
 namespace {
+
+bool wire_bf16(const node& n) {
+  auto v = find_attr<bool>(n.attrs, "_wire_bf16");
+  return v.ok() && *v;
+}
 
 std::string key_of(const kernel_construction& c) {
   return rendezvous_key(c.attr<std::string>("send_device"),
@@ -126,16 +131,18 @@ tensor dead_marker(dtype edge) {
 
 class send_kernel : public kernel {
 public:
-  send_kernel(tensor_rendezvous& r, std::string key, std::string recv_device, dtype type)
-      : r_(r), key_(std::move(key)), recv_device_(std::move(recv_device)), type_(type) {}
+  send_kernel(tensor_rendezvous& r, std::string key, std::string recv_device, dtype type,
+              bool wire_bf16)
+      : r_(r), key_(std::move(key)), recv_device_(std::move(recv_device)), type_(type),
+        bf16_(wire_bf16 && type == dtype::f32) {}
   bool is_async() const override { return true; }
   status compute(kernel_context&) override { return internal_error("_Send is asynchronous"); }
   void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
     tensor value = ctx.input(0).valid() ? ctx.input(0) : dead_marker(type_);
     if (ctx.frame_iter().empty()) // the step's top level: the key as it is
-      r_.send(ctx.step_id(), key_, recv_device_, std::move(value), std::move(done));
+      r_.send(ctx.step_id(), key_, recv_device_, std::move(value), bf16_, std::move(done));
     else
-      r_.send(ctx.step_id(), key_ + ctx.frame_iter(), recv_device_, std::move(value),
+      r_.send(ctx.step_id(), key_ + ctx.frame_iter(), recv_device_, std::move(value), bf16_,
               std::move(done));
   }
 
@@ -143,6 +150,7 @@ private:
   tensor_rendezvous& r_;
   std::string key_, recv_device_;
   dtype type_;
+  bool bf16_;
 };
 
 class recv_kernel : public kernel {
@@ -178,7 +186,8 @@ void register_sendrecv_kernels(kernel_registry& reg) {
             RUNNEL_ASSIGN_OR_RETURN(auto* r, rendezvous_of(c));
             return std::unique_ptr<kernel>(
                 new send_kernel(*r, key_of(c), c.attr<std::string>("recv_device"),
-                                c.attr<dtype>("T")));
+                                c.attr<dtype>("T"),
+                                wire_bf16(c.node)));
           });
   reg.add("_Recv", device_type::cpu, {},
           [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {

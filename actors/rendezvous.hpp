@@ -42,13 +42,17 @@ class process_rendezvous : public tensor_rendezvous {
 public:
   using remote_fn = std::function<void(int64_t step, const std::string& key,
                                        const std::string& recv_device, tensor value,
-                                       std::function<void(status)> done)>;
+                                       bool wire_bf16, std::function<void(status)> done)>;
   /// `local_prefix`: the task part of this process's device names, "/job:J/replica:0/task:T/".
   process_rendezvous(local_rendezvous& local, std::string local_prefix)
       : local_(local), prefix_(std::move(local_prefix)) {}
   void set_remote(remote_fn remote);
   void send(int64_t step, const std::string& key, const std::string& recv_device, tensor value,
-            std::function<void(status)> done) override;
+            std::function<void(status)> done) override {
+    send(step, key, recv_device, std::move(value), false, std::move(done));
+  }
+  void send(int64_t step, const std::string& key, const std::string& recv_device, tensor value,
+            bool wire_bf16, std::function<void(status)> done) override;
   void recv(int64_t step, const std::string& key,
             std::function<void(status, tensor)> done) override;
   local_rendezvous& local() { return local_; }

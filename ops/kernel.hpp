@@ -51,6 +51,13 @@ public:
   /// outcome (at once in a process, once written over the network).
   virtual void send(int64_t step, const std::string& key, const std::string& recv_device,
                     tensor value, std::function<void(status)> done) = 0;
+  /// The same; with `wire_bf16` a float32 value crossing processes travels as bfloat16 (the
+  /// low 16 mantissa bits dropped; widened on arrival). In a process it changes nothing.
+  virtual void send(int64_t step, const std::string& key, const std::string& recv_device,
+                    tensor value, bool wire_bf16, std::function<void(status)> done) {
+    (void)wire_bf16;
+    send(step, key, recv_device, std::move(value), std::move(done));
+  }
   /// Calls `done` with the value once it is sent (or with the error that ended the step).
   virtual void recv(int64_t step, const std::string& key,
                     std::function<void(status, tensor)> done) = 0;

@@ -5,6 +5,10 @@
 
 namespace runnel {
 
+void send_as_bf16(output x) {
+  x.owner().mutable_node(x.node_id()).attrs["_wire_bf16"] = true;
+}
+
 std::function<std::string(const node&)> replica_device_setter(int ps_tasks,
                                                               std::string worker_device,
                                                               ps_strategy strategy,

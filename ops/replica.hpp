@@ -19,6 +19,11 @@ namespace runnel {
 
 enum class ps_strategy { round_robin, greedy_by_size };
 
+/// Marks `x`'s node so that its float32 outputs travel between processes as bfloat16 (half the
+/// bytes; 8 bits of mantissa, as TensorFlow's talk describes for gradients). Tensors within a
+/// process are untouched. The receiving side gets float32 with the low 16 bits zero.
+void send_as_bf16(output x);
+
 std::function<std::string(const node&)>
 replica_device_setter(int ps_tasks, std::string worker_device = "/job:worker",
                       ps_strategy strategy = ps_strategy::round_robin, std::string ps_job = "ps");

@@ -407,3 +407,35 @@ TEST_CASE("towers on two worker tasks with the variables on a ps train as one mo
   CHECK(w1->bytes_sent() > w1_before); // worker 1 computed its tower's gradient
   check_close(st.run({}, {wt.value}).value()[0], sl.run({}, {wl.value}).value()[0], 1e-5, 1e-6);
 }
+
+TEST_CASE("an edge marked send_as_bf16 crosses tasks as bfloat16 and only that edge",
+          "[actors][cluster]") {
+  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
+  auto ps = cluster_node::start(quiet(spec, "ps", 0)).value();
+  auto worker = cluster_node::start(quiet(spec, "worker", 0)).value();
+  const int64_t n = 1 << 16;
+  graph g;
+  output narrow, wide;
+  {
+    auto d = g.device("/job:worker/task:0");
+    // 1 + 2^-10 needs mantissa bits that bfloat16 drops (it keeps 7).
+    auto x = filled(g, dtype::f32, shape{n}, 1.0 + 1.0 / 1024, "x");
+    auto x2 = filled(g, dtype::f32, shape{n}, 1.0 + 1.0 / 1024, "x2");
+    send_as_bf16(x);
+    auto d2 = g.device("/job:ps/task:0");
+    narrow = sum(x, std::vector<int64_t>{}, false, "narrow");
+    wide = sum(x2, std::vector<int64_t>{}, false, "wide");
+  }
+  session s(client_runtime(), g, "runnel://" + spec.address("worker", 0).value());
+  REQUIRE(s.run({}, {narrow, wide}).ok()); // registered
+  uint64_t before = worker->bytes_sent();
+  auto r = s.run({}, {narrow}).value();
+  uint64_t narrow_bytes = worker->bytes_sent() - before;
+  before = worker->bytes_sent();
+  auto w = s.run({}, {wide}).value();
+  uint64_t wide_bytes = worker->bytes_sent() - before;
+  CHECK(r[0].data<float>()[0] == float(n));                   // truncated to 1.0 each
+  CHECK(w[0].data<float>()[0] == Approx(double(n) * (1.0 + 1.0 / 1024)));
+  CHECK(narrow_bytes < uint64_t(n) * 2 + 1024);
+  CHECK(wide_bytes >= uint64_t(n) * 4);
+}

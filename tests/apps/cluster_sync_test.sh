@@ -2,7 +2,8 @@
 # Synchronous training of Fashion-MNIST on real processes on loopback.
 #   backup: 2 ps (the parameters sharded over them) + 3 workers, 2 gradients per step, worker 2
 #           slowed on purpose: every worker reaches the accuracy floor, the steps do not wait for
-#           worker 2 and the chief counts its dropped (stale) gradients.
+#           worker 2 and the chief counts its dropped (stale) gradients. The gradients travel as
+#           bfloat16 (--wire-bf16): training converges all the same.
 #   kill:   1 ps + 2 workers; worker 1 is killed (SIGKILL) after the first epoch's checkpoint:
 #           the chief's step fails with UNAVAILABLE naming replica 1 within the sync timeout,
 #           and a restart of both workers with --resume finishes from the checkpoint.
@@ -30,7 +31,7 @@ fail() { echo "FAILED: $*"; for f in "$work"/*.log; do echo "== $f"; tail -n 5 "
 if [[ $mode == backup ]]; then
   cluster="ps=127.0.0.1:$p0,127.0.0.1:$p4;worker=127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3"
   common=(--cluster "$cluster" --model mlp --epochs 1 --max-steps 120 --records-dir "$records"
-          --sync --replicas-to-aggregate 2 --sync-timeout 30 --min-accuracy 0.6)
+          --sync --replicas-to-aggregate 2 --sync-timeout 30 --min-accuracy 0.6 --wire-bf16)
   "$bin" "${common[@]}" --job ps --task 0 2>"$work/ps.log" & pids+=($!)
   "$bin" "${common[@]}" --job ps --task 1 2>"$work/ps1.log" & pids+=($!)
   for t in 0 1 2; do
