@@ -269,4 +269,18 @@ status write_curve_svg(const std::string& path, const std::string& title,
   return out ? status{} : unavailable("writing " + path + " failed");
 }
 
+result<std::string> read_token(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return not_found("cannot read auth token file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r'))
+    token.pop_back();
+  if (token.empty())
+    return invalid_argument("auth token file '" + path + "' is empty");
+  return token;
+}
+
 } // namespace runnel::apps

@@ -77,6 +77,9 @@ struct curve_point {
   int64_t step;
   double train_loss, train_accuracy, test_accuracy;
 };
+/// A cluster's shared secret from `path` (trailing newlines dropped); errors name the file.
+result<std::string> read_token(const std::string& path);
+
 status write_curve_csv(const std::string& path, const std::vector<curve_point>& points);
 /// Loss (left axis) and accuracies (right axis, 0..1) against the step, as a standalone SVG.
 status write_curve_svg(const std::string& path, const std::string& title,

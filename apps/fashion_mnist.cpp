@@ -75,6 +75,10 @@ const char* usage =
     "  --sync-timeout S         with --sync: fail a step that waits longer than S seconds for\n"
     "                           gradients, naming the missing workers (default 60)\n"
     "  --wire-bf16              send the gradients to the ps tasks as bfloat16 (half the bytes)\n"
+    "  --connect                the tasks are runnel-node daemons (systemd, Kubernetes): train as\n"
+    "                           a client of worker --task's daemon, feeding the data from here\n"
+    "                           (implies --input memory)\n"
+    "  --auth-token-file FILE   the cluster's shared secret (its first line)\n"
     "  --step-delay-ms N        sleep N ms before each step (a straggler, for tests and demos)\n";
 
 struct model {
@@ -248,6 +252,17 @@ int run(const flags& f) {
   std::unique_ptr<cluster_node> node;
   int ps_tasks = 0, task = 0, workers = 1;
   bool chief = true;
+  // --connect: the tasks are runnel-node daemons; this process is only a client of worker
+  // `task`'s master (the data is fed from here: --input memory).
+  bool connect = f.has("connect");
+  std::string worker_address, auth_token;
+  if (f.has("auth-token-file"))
+    auth_token = read_token(f.get("auth-token-file", "")).value();
+  if (connect && !f.has("cluster"))
+    throw error(invalid_argument("--connect needs --cluster (the daemons' addresses)"));
+  if (connect && f.get("input", "memory") != "memory")
+    throw error(invalid_argument("--connect feeds the data from this process: use --input memory "
+                                 "(a dataset iterator would live in the daemon)"));
   bool sync = f.has("sync");
   if (!sync && (f.has("replicas-to-aggregate") || f.has("sync-timeout")))
     throw error(invalid_argument("--replicas-to-aggregate and --sync-timeout need --sync"));
@@ -261,7 +276,12 @@ int run(const flags& f) {
     workers = spec.num_tasks("worker");
     if (ps_tasks == 0 || workers == 0)
       throw error(invalid_argument("--cluster needs a 'ps' job and a 'worker' job"));
-    node = cluster_node::start({.cluster = spec, .job = job, .task = task}).value();
+    if (connect && job != "worker")
+      throw error(invalid_argument("--connect trains as a worker: the ps tasks are daemons"));
+    if (!connect)
+      node = cluster_node::start(
+                 {.cluster = spec, .job = job, .task = task, .auth_token = auth_token})
+                 .value();
     if (job == "ps") {
       std::signal(SIGINT, on_signal);
       std::signal(SIGTERM, on_signal);
@@ -276,6 +296,7 @@ int run(const flags& f) {
       throw error(invalid_argument("--task " + std::to_string(task) + ": the cluster has " +
                                    std::to_string(workers) + " worker tasks"));
     chief = task == 0;
+    worker_address = spec.address("worker", task).value();
   }
   auto kind = f.get("model", "mlp");
   auto opt_name = f.get("optimizer", "adam");
@@ -295,7 +316,7 @@ int run(const flags& f) {
     throw error(invalid_argument("--epochs and --batch must be positive"));
   auto data = f.get("data", "/usr/share/datasets/fashion-mnist");
   auto ckpt_dir = f.get("checkpoint-dir", "runnel-fashion-mnist");
-  auto input = f.get("input", "records");
+  auto input = f.get("input", connect ? "memory" : "records");
   if (input != "records" && input != "memory")
     throw error(invalid_argument("--input must be records or memory, got '" + input + "'"));
   bool use_records = input == "records";
@@ -361,8 +382,9 @@ int run(const flags& f) {
                  aggregate, workers, aggregate < workers ? " (the rest are backups)" : "");
   }
   auto m = build(kind, opt_name, lr, seed,
-                 node ? replica_device_setter(ps_tasks, "/job:worker/task:" + std::to_string(task))
-                      : nullptr,
+                 f.has("cluster")
+                     ? replica_device_setter(ps_tasks, "/job:worker/task:" + std::to_string(task))
+                     : nullptr,
                  sync_options, f.has("wire-bf16"));
   saver sv(m->g, {}, {.max_to_keep = 3});
   auto init = global_variables_initializer(m->g);
@@ -372,9 +394,11 @@ int run(const flags& f) {
   runtime& rt = node ? node->rt() : *local_rt;
   // Distributed, the session runs through this worker's own node: its master places the graph
   // over the cluster.
-  auto s_ptr = node ? std::make_unique<session>(
-                          rt, m->g, "runnel://" + node->options().cluster.address("worker", task).value())
-                    : std::make_unique<session>(rt, m->g);
+  session_options so;
+  so.auth_token = auth_token;
+  auto s_ptr = f.has("cluster")
+                   ? std::make_unique<session>(rt, m->g, "runnel://" + worker_address, so)
+                   : std::make_unique<session>(rt, m->g);
   session& s = *s_ptr;
   int64_t steps_per_epoch = (train_size + batch - 1) / batch;
   if (sync) // counted in shared steps, the same on every worker: the smallest share's batches
@@ -602,7 +626,7 @@ int run(const flags& f) {
 
 int main(int argc, char** argv) {
   return app_main("fashion_mnist", argc, argv, usage,
-                  {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms", "wire-bf16",
+                  {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms", "wire-bf16", "connect", "auth-token-file",
                    "model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
                    "checkpoint-dir", "trace",
                    "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy", "seed"},

@@ -45,20 +45,6 @@ void on_signal(int sig) {
   stop_signal = sig;
 }
 
-result<std::string> read_token(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return not_found("cannot read auth token file '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token = ss.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r'))
-    token.pop_back();
-  if (token.empty())
-    return invalid_argument("auth token file '" + path + "' is empty");
-  return token;
-}
-
 int run(const apps::flags& f) {
   if (f.has("cluster") == f.has("cluster-file")) {
     std::fprintf(stderr, "runnel-node: give exactly one of --cluster and --cluster-file\n%s",
@@ -83,7 +69,7 @@ int run(const apps::flags& f) {
   o.heartbeat_timeout =
       std::chrono::milliseconds(int64_t(f.get_double("heartbeat-timeout", 30).value() * 1000));
   if (f.has("auth-token-file"))
-    o.auth_token = read_token(f.get("auth-token-file", "")).value();
+    o.auth_token = apps::read_token(f.get("auth-token-file", "")).value();
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
