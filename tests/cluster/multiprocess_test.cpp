@@ -12,6 +12,7 @@
 #include "actors/saver.hpp"
 #include "net/endpoint.hpp"
 #include "ops/optimizers.hpp"
+#include "ops/sync_replicas.hpp"
 #include "tests/eval.hpp"
 #include "tests/ports.hpp"
 
@@ -304,6 +305,89 @@ TEST_CASE("a ps stopped with SIGSTOP fails the step naming it within the heartbe
                                    << worker.log());
     REQUIRE(again.ok());
   }
+}
+
+TEST_CASE("sync replicas on two worker processes train exactly as one process averaging their "
+          "gradients",
+          "[multiprocess]") {
+  auto dir = scratch("sync");
+  auto ports = free_ports(3);
+  std::string cluster = "ps=127.0.0.1:" + std::to_string(ports[0]) + ";worker=127.0.0.1:" +
+                        std::to_string(ports[1]) + ",127.0.0.1:" + std::to_string(ports[2]);
+  node_process ps(cluster, "ps", 0, dir), w0(cluster, "worker", 0, dir), w1(cluster, "worker", 1, dir);
+  REQUIRE(ps.wait_ready());
+  REQUIRE(w0.wait_ready());
+  REQUIRE(w1.wait_ready());
+  // Replica r trains on half r of the fixed batch (8 of its 16 rows) at every step.
+  auto [xv, yv] = batch();
+  auto part = [&, xv = xv, yv = yv](int r, int) {
+    return std::pair{xv.slice(8 * r, 8 * r + 8), yv.slice(8 * r, 8 * r + 8)};
+  };
+  struct replica {
+    graph g;
+    output x, y;
+    graph_variable w;
+    std::unique_ptr<gradient_descent_optimizer> sgd;
+    std::unique_ptr<sync_replicas_optimizer> opt;
+    operation train, init;
+    replica(int r) {
+      graph_variable step;
+      {
+        auto d = g.device("/job:ps/task:0");
+        w = variable(g, zeros(g, dtype::f32, {3, 1}), "mp_sync_w");
+        step = variable(g, constant(g, int64_t(0)), "mp_sync_step", false);
+      }
+      auto d = g.device("/job:worker/task:" + std::to_string(r));
+      x = placeholder(g, dtype::f32, {-1, 3}, "x");
+      y = placeholder(g, dtype::f32, {-1, 1}, "y");
+      auto loss = mean(square(matmul(x, w.value) - y));
+      sgd = std::make_unique<gradient_descent_optimizer>(0.1);
+      opt = std::make_unique<sync_replicas_optimizer>(
+          *sgd, sync_replicas_options{.replicas_to_aggregate = 2, .total_num_replicas = 2,
+                                      .replica = r,
+                                      .worker_device = "/job:worker/task:" + std::to_string(r)});
+      train = opt->minimize(loss, step);
+      init = global_variables_initializer(g);
+    }
+  };
+  const int steps = 8;
+  replica r0(0), r1(1);
+  session s0(client_runtime(), r0.g, "runnel://127.0.0.1:" + std::to_string(ports[1]));
+  session s1(client_runtime(), r1.g, "runnel://127.0.0.1:" + std::to_string(ports[2]));
+  REQUIRE(s0.run({r0.init}).ok());
+  status other;
+  std::thread t([&] {
+    for (int k = 0; k < steps && other.ok(); ++k) {
+      auto [xb, yb] = part(1, k);
+      other = s1.run({{r1.x, xb}, {r1.y, yb}}, {}, {r1.train}).error();
+    }
+  });
+  status chief;
+  for (int k = 0; k < steps && chief.ok(); ++k) {
+    auto [xb, yb] = part(0, k);
+    chief = s0.run({{r0.x, xb}, {r0.y, yb}}, {}, {r0.train}).error();
+  }
+  t.join();
+  INFO(chief.to_string() << " / " << other.to_string() << "\nps log:\n" << ps.log());
+  REQUIRE(chief.ok());
+  REQUIRE(other.ok());
+  auto w_sync = s0.run({}, {r0.w.value}).value()[0];
+  // One process: w -= 0.1 * mean of the two replicas' gradients, step by step.
+  graph g;
+  auto w = variable(g, zeros(g, dtype::f32, {3, 1}), "mp_sync_ref_w");
+  auto x0 = placeholder(g, dtype::f32, {-1, 3}), y0 = placeholder(g, dtype::f32, {-1, 1});
+  auto x1 = placeholder(g, dtype::f32, {-1, 3}), y1 = placeholder(g, dtype::f32, {-1, 1});
+  auto g0 = gradients({mean(square(matmul(x0, w.value) - y0))}, {w.ref})[0];
+  auto g1 = gradients({mean(square(matmul(x1, w.value) - y1))}, {w.ref})[0];
+  auto update = assign(w, w.value - (g0 + g1) * constant(g, 0.05f));
+  session local(client_runtime(), g);
+  REQUIRE(local.run({global_variables_initializer(g)}).ok());
+  for (int k = 0; k < steps; ++k) {
+    auto [xa, ya] = part(0, k);
+    auto [xb, yb] = part(1, k);
+    REQUIRE(local.run({{x0, xa}, {y0, ya}, {x1, xb}, {y1, yb}}, {}, {operation(update)}).ok());
+  }
+  check_close(w_sync, local.run({}, {w.value}).value()[0], 1e-5, 1e-6);
 }
 
 TEST_CASE("a node survives garbage on its port and keeps serving", "[multiprocess]") {
