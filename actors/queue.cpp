@@ -180,7 +180,8 @@ private:
         restore(std::move(r.got));
         int64_t arrived = total_enqueued_ - r.enqueued_at_start;
         std::string why =
-            arrived == 0
+            !spec_.timeout_hint.empty() ? spec_.timeout_hint
+            : arrived == 0
                 ? "nothing was enqueued while it waited. Were the queue runners started "
                   "(coordinator::start), or is the producer blocked?"
                 : std::to_string(arrived) + " elements were enqueued while it waited";

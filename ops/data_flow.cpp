@@ -11,7 +11,8 @@ graph_queue make_queue(graph& g, std::string_view op, std::vector<dtype> types,
                  {"shapes", o.shapes},
                  {"capacity", o.capacity},
                  {"shared_name", o.shared_name},
-                 {"timeout_ms", o.timeout_ms}};
+                 {"timeout_ms", o.timeout_ms},
+                 {"timeout_hint", o.timeout_hint}};
   for (auto& [k, v] : extra)
     attrs[k] = v;
   auto out = g.build(op, name.empty() ? op.substr(0, op.size() - 2) : name, {}, std::move(attrs));

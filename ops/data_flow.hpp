@@ -28,6 +28,7 @@ struct queue_options {
   int64_t seed = 0;              ///< random_shuffle_queue only; 0: random
   std::string shared_name;       ///< the runtime name; default: the node's name
   int64_t timeout_ms = 60'000;   ///< longest a dequeue waits; -1: forever
+  std::string timeout_hint;      ///< what a dequeue that timed out says about why
   /// padding_fifo_queue only: pad dequeue_many to these dimensions where given (-1: longest).
   std::vector<shape> padded_shapes;
 };

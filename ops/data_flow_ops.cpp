@@ -40,6 +40,8 @@ op_def queue_op(const char* name) {
       .attr("shared_name", attr_type::string, std::string())
       // Runnel: how long a dequeue may wait (ms, -1 forever) before failing with a message.
       .attr("timeout_ms", attr_type::integer, int64_t(60'000))
+      // Runnel: what a dequeue that timed out says about why.
+      .attr("timeout_hint", attr_type::string, std::string())
       .set_stateful()
       .shape_fn([](inference_context& c) -> status {
         auto types = c.attr<std::vector<dtype>>("component_types");

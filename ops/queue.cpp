@@ -38,6 +38,8 @@ result<queue_spec> queue_spec::from_node_attrs(std::string_view op, const attr_m
     s.padded_shapes = *padded;
   s.capacity = get_attr<int64_t>(attrs, "capacity");
   s.dequeue_timeout_ms = get_attr<int64_t>(attrs, "timeout_ms");
+  if (auto hint = find_attr<std::string>(attrs, "timeout_hint"); hint.ok())
+    s.timeout_hint = *hint;
   if (s.kind == queue_kind::random_shuffle) {
     s.min_after_dequeue = get_attr<int64_t>(attrs, "min_after_dequeue");
     s.seed = get_attr<int64_t>(attrs, "seed");

@@ -40,6 +40,8 @@ struct queue_spec {
   int64_t seed = 0;              ///< random_shuffle: 0 draws a random seed
   /// How long a dequeue may wait before failing with deadline_exceeded; -1: forever.
   int64_t dequeue_timeout_ms = 60'000;
+  /// What a dequeue that timed out says about why (empty: advice about queue runners).
+  std::string timeout_hint;
 
   /// The spec held by a queue node's attributes (FIFOQueueV2, RandomShuffleQueueV2, ...).
   static result<queue_spec> from_node_attrs(std::string_view op, const attr_map& attrs);

@@ -63,7 +63,12 @@ operation sync_replicas_optimizer::apply_gradients(
                                   {.shapes = {shape{}},
                                    .shared_name = global_step.name() + "/sync_token_q_" +
                                                   std::to_string(r),
-                                   .timeout_ms = 5 * o_.timeout_ms},
+                                   .timeout_ms = 5 * o_.timeout_ms,
+                                   .timeout_hint =
+                                       "no token came: the chief (replica " +
+                                       std::to_string(o_.chief_replica) +
+                                       ") finished no sync step meanwhile. Is its process alive "
+                                       "and training? Steps go on once a chief runs"},
                                   "sync_token_q_" + std::to_string(r)));
   }
   std::vector<graph_accumulator> accs;

@@ -286,3 +286,14 @@ TEST_CASE("when the chief's session closes the other workers stop instead of han
   CHECK(r.error().code() == error_code::out_of_range);
   CHECK_THAT(r.error().message(), Catch::Contains("training ended"));
 }
+
+TEST_CASE("a worker whose chief never runs gives up waiting, saying so", "[sync]") {
+  auto prefix = uname("nochief");
+  replica_model chief(prefix, 0, 2, 2), other(prefix, 1, 2, 2, /*timeout_ms=*/100);
+  session s0(test_runtime(), chief.g), s1(test_runtime(), other.g);
+  REQUIRE(s0.run({chief.init}).ok()); // initialised, but the chief never trains
+  auto r = s1.run({{other.x, batch_x(1, 0)}, {other.t, batch_t(1, 0)}}, {}, {other.train});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == error_code::deadline_exceeded);
+  CHECK_THAT(r.error().message(), Catch::Contains("the chief (replica 0) finished no sync step"));
+}
