@@ -155,7 +155,10 @@ public:
                           });
   }
 
-  void cleanup_step(int64_t step_id) override { rt_.internals().rendezvous.end_step(step_id); }
+  // The partition may not have reached its Recvs yet: they must fail when they come.
+  void cleanup_step(int64_t step_id) override {
+    rt_.internals().rendezvous.cancel_step(step_id);
+  }
 
   void deregister_graph(const std::string& handle) override {
     std::shared_ptr<partition> part;

@@ -8,6 +8,8 @@ void local_rendezvous::send(int64_t step, const std::string& key, tensor value) 
   recv_fn ready;
   {
     std::lock_guard lock(mu_);
+    if (!cancelled_.empty() && cancelled_.count(step))
+      return; // the step failed elsewhere: nobody will receive it
     auto& table = steps_[step];
     auto& s = table[key];
     if (s.waiting) {
@@ -27,7 +29,14 @@ void local_rendezvous::send(int64_t step, const std::string& key, tensor value) 
 void local_rendezvous::recv(int64_t step, const std::string& key, recv_fn done) {
   tensor value;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    if (!cancelled_.empty() && cancelled_.count(step)) {
+      lock.unlock();
+      done(cancelled("step " + std::to_string(step) + " was cancelled before '" + key +
+                     "' was received"),
+           {});
+      return;
+    }
     auto& table = steps_[step];
     auto& s = table[key];
     if (!s.has_value) {
@@ -57,6 +66,20 @@ void local_rendezvous::end_step(int64_t step) {
       s.waiting(cancelled("step " + std::to_string(step) + " ended before '" + key +
                           "' was sent"),
                 {});
+}
+
+void local_rendezvous::cancel_step(int64_t step) {
+  {
+    std::lock_guard lock(mu_);
+    if (cancelled_.insert(step).second) {
+      cancelled_order_.push_back(step);
+      if (cancelled_order_.size() > 4096) {
+        cancelled_.erase(cancelled_order_.front());
+        cancelled_order_.pop_front();
+      }
+    }
+  }
+  end_step(step);
 }
 
 void local_rendezvous::cancel_all(const std::string& reason) {

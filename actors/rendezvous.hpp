@@ -8,7 +8,9 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <deque>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ops/kernel.hpp"
 #include "ops/tensor.hpp"
@@ -22,6 +24,10 @@ public:
   void recv(int64_t step, const std::string& key, recv_fn done);
   /// Drops what step `step` left; Recvs still waiting get `cancelled`.
   void end_step(int64_t step);
+  /// Ends `step` for good (a cluster step that failed elsewhere): as end_step, and a Recv of it
+  /// that comes later (its partition had not reached it yet) fails at once instead of waiting
+  /// forever; values sent to it later are dropped. The last 4096 such steps are remembered.
+  void cancel_step(int64_t step);
   /// Ends every step: Recvs still waiting get `cancelled` with `reason`.
   void cancel_all(const std::string& reason);
 
@@ -33,6 +39,8 @@ private:
   };
   std::mutex mu_;
   std::unordered_map<int64_t, std::map<std::string, slot>> steps_;
+  std::unordered_set<int64_t> cancelled_;
+  std::deque<int64_t> cancelled_order_; ///< oldest first, to bound cancelled_
 };
 
 /// The rendezvous _Send and _Recv kernels use: a Recv on a device of this process gets the

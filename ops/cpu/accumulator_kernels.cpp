@@ -8,11 +8,6 @@
 namespace runnel {
 namespace {
 
-std::string resource_name(const node& n) {
-  auto shared = find_attr<std::string>(n.attrs, "shared_name");
-  return shared && !shared->empty() ? *shared : n.name;
-}
-
 result<std::shared_ptr<accumulator_resource>> accumulator_of_node(const kernel_construction& c,
                                                                   const node& a) {
   auto spec = accumulator_spec::from_node_attrs(a.op, a.attrs);
@@ -141,18 +136,6 @@ private:
   std::shared_ptr<accumulator_resource> a_;
 };
 
-/// The queue behind input 0 (a queue node), found as the queue kernels find it.
-result<std::shared_ptr<queue_resource>> input_queue0(const kernel_construction& c) {
-  const node& q = c.graph.at(c.node.inputs.at(0).node);
-  auto spec = queue_spec::from_node_attrs(q.op, q.attrs);
-  if (!spec)
-    return invalid_argument("input 0 must come from a queue op, but comes from '" + q.name +
-                            "' (op " + q.op + ")");
-  if (!c.resources)
-    return failed_precondition("no resources on this device");
-  return c.resources->find_or_create_queue(resource_name(q), *spec);
-}
-
 class reset_queue_kernel : public kernel {
 public:
   explicit reset_queue_kernel(std::shared_ptr<queue_resource> q) : q_(std::move(q)) {}
@@ -221,13 +204,13 @@ void register_accumulator_kernels(kernel_registry& reg) {
   reg.add("AccumulatorSetGlobalStep", cpu, {}, accumulator_factory<set_step_kernel>({}));
   reg.add("AccumulatorClose", cpu, {}, accumulator_factory<close_accumulator_kernel>({}));
   reg.add("QueueReset", cpu, {}, [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
-    auto q = input_queue0(c);
+    auto q = input_queue(c);
     if (!q)
       return q.error();
     return std::unique_ptr<kernel>(std::make_unique<reset_queue_kernel>(*q));
   });
   reg.add("QueueFail", cpu, {}, [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
-    auto q = input_queue0(c);
+    auto q = input_queue(c);
     if (!q)
       return q.error();
     return std::unique_ptr<kernel>(std::make_unique<fail_queue_kernel>(*q, c.attr<int64_t>("code")));

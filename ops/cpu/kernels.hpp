@@ -21,6 +21,12 @@ void register_training_kernels(kernel_registry& reg);
 void register_conv_kernels(kernel_registry& reg);
 void register_more_array_kernels(kernel_registry& reg);
 void register_queue_kernels(kernel_registry& reg);
+/// The runtime name of a resource node: its shared_name, or its node name.
+std::string resource_name(const node& n);
+/// The queue a queue node (FIFOQueueV2, ...) stands for, created on first use.
+result<std::shared_ptr<queue_resource>> queue_of_node(const kernel_construction& c, const node& q);
+/// The queue behind input `i` of the node being built; an error naming the producer otherwise.
+result<std::shared_ptr<queue_resource>> input_queue(const kernel_construction& c, size_t i = 0);
 void register_accumulator_kernels(kernel_registry& reg);
 void register_control_flow_kernels(kernel_registry& reg);
 void register_tensor_array_kernels(kernel_registry& reg);

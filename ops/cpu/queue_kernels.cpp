@@ -7,7 +7,6 @@
 #include <algorithm>
 
 namespace runnel {
-namespace {
 
 std::string resource_name(const node& n) {
   auto shared = find_attr<std::string>(n.attrs, "shared_name");
@@ -24,8 +23,7 @@ result<std::shared_ptr<queue_resource>> queue_of_node(const kernel_construction&
   return c.resources->find_or_create_queue(resource_name(q), *spec);
 }
 
-/// The queue behind input `i` (0: 'handle') of the node being built.
-result<std::shared_ptr<queue_resource>> input_queue(const kernel_construction& c, size_t i = 0) {
+result<std::shared_ptr<queue_resource>> input_queue(const kernel_construction& c, size_t i) {
   const node& producer = c.graph.at(c.node.inputs.at(i).node);
   if (!queue_spec::from_node_attrs(producer.op, producer.attrs))
     return invalid_argument("input " + std::to_string(i) +
@@ -33,6 +31,8 @@ result<std::shared_ptr<queue_resource>> input_queue(const kernel_construction& c
                             "' (op " + producer.op + ")");
   return queue_of_node(c, producer);
 }
+
+namespace {
 
 class bucket_enqueue_kernel : public kernel {
 public:

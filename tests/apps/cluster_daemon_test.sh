@@ -6,18 +6,8 @@
 set -euo pipefail
 node=$1 bin=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-ports=$(python3 -c 'import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-held, ports = [], []
-while len(ports) < 2:
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", random.randrange(20000, max(low, 21000))))
-    except OSError:
-        continue
-    held.append(s)
-    ports.append(s.getsockname()[1])
-print(" ".join(map(str, ports)))')
+source "$(dirname "$0")/free_ports.sh"
+ports=$(free_ports 2)
 read -r p0 p1 <<<"$ports"
 printf 'ps     = 127.0.0.1:%s\nworker = 127.0.0.1:%s\n' "$p0" "$p1" >"$work/cluster.txt"
 head -c 24 /dev/urandom | base64 >"$work/token"

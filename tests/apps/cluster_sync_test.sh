@@ -11,18 +11,8 @@
 set -euo pipefail
 bin=$1 records=$2 work=$3 mode=$4
 rm -rf "$work" && mkdir -p "$work"
-ports=$(python3 -c 'import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-held, ports = [], []
-while len(ports) < 5:
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", random.randrange(20000, max(low, 21000))))
-    except OSError:
-        continue
-    held.append(s)
-    ports.append(s.getsockname()[1])
-print(" ".join(map(str, ports)))')
+source "$(dirname "$0")/free_ports.sh"
+ports=$(free_ports 5)
 read -r p0 p1 p2 p3 p4 <<<"$ports"
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT

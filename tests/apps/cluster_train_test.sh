@@ -4,20 +4,8 @@
 set -euo pipefail
 bin=$1 records=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-# Free ports below the kernel's ephemeral range (where outgoing connections take theirs, so no
-# other test's connection can take one of these before the nodes bind them; see tests/ports.hpp).
-ports=$(python3 -c 'import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-held, ports = [], []
-while len(ports) < 3:
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", random.randrange(20000, max(low, 21000))))
-    except OSError:
-        continue
-    held.append(s)
-    ports.append(s.getsockname()[1])
-print(" ".join(map(str, ports)))')
+source "$(dirname "$0")/free_ports.sh"
+ports=$(free_ports 3)
 read -r p0 p1 p2 <<<"$ports"
 cluster="ps=127.0.0.1:$p0;worker=127.0.0.1:$p1,127.0.0.1:$p2"
 common=(--cluster "$cluster" --model softmax --epochs 1 --max-steps 150 --records-dir "$records")
