@@ -28,7 +28,12 @@ struct sync_runner::chief_loop {
       // leaving them waiting for tokens, and end the loop. A restarted chief starts a new one.
       failed.store(true);
       std::fprintf(stderr, "runnel: the chief's sync loop stopped: %s\n", st.to_string().c_str());
-      status f = s->run({{message, tensor::scalar<std::string>(st.message())}}, {}, {fail}).error();
+      // The workers' own error names the token queue's task and node: pass on what the
+      // accumulator said ("sync step N: ... nothing from replica R ..."), not its context too.
+      std::string why = st.message();
+      if (auto at = why.find("sync step "); at != std::string::npos)
+        why = why.substr(at);
+      status f = s->run({{message, tensor::scalar<std::string>(why)}}, {}, {fail}).error();
       if (!f.ok() && !stopping.load())
         std::fprintf(stderr, "runnel: could not fail the sync token queue: %s\n",
                      f.to_string().c_str());
