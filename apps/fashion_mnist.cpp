@@ -90,6 +90,10 @@ struct model {
   std::unique_ptr<optimizer> opt;
   std::unique_ptr<sync_replicas_optimizer> sync; ///< --sync
   output sync_step; ///< --sync: the global step a worker's train op hands back (its next step)
+  /// One int32 per variable, computed where the variable lives: fetchable once every variable
+  /// is initialized (the chief's initializer runs on every ps at once; global_step alone may be
+  /// ready before the others).
+  std::vector<output> ready;
 };
 
 std::unique_ptr<model> build(const std::string& kind, const std::string& opt_name, double lr,
@@ -171,6 +175,11 @@ std::unique_ptr<model> build(const std::string& kind, const std::string& opt_nam
     m->sync_step = output(&g, endpoint{m->train.node_id(), 0});
   } else {
     m->train = opt->apply_gradients(grads, &m->step);
+  }
+  for (int id : g.collection("variables")) {
+    output ref(&g, endpoint{id, 0});
+    auto col = g.colocate_with(ref);
+    m->ready.push_back(size(identity(ref), dtype::i32, "ready"));
   }
   return m;
 }
@@ -408,7 +417,9 @@ int run(const flags& f) {
     // The chief initializes (or restores) the model; wait until it has.
     std::fprintf(stderr, "worker %d: waiting for the chief to initialize the model ...\n", task);
     for (;;) {
-      auto r = s.run({}, {m->step.value});
+      std::vector<output> fetches{m->step.value};
+      fetches.insert(fetches.end(), m->ready.begin(), m->ready.end());
+      auto r = s.run({}, fetches);
       if (r.ok()) {
         // Asynchronous: this worker counts its own steps. Synchronous: every worker goes by the
         // shared step.

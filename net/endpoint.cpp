@@ -199,6 +199,9 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
   // Outgoing data connections, by address: writes chained in order.
   struct data_peer {
     kj::Own<kj::AsyncIoStream> stream;
+    /// Streams replaced by a fresh connection, kept because the hang-up watches in `tasks` may
+    /// still refer to them (destroying a stream under a pending read is a use after free).
+    std::vector<kj::Own<kj::AsyncIoStream>> retired;
     kj::Maybe<kj::ForkedPromise<void>> connecting;
     kj::Promise<void> last = kj::READY_NOW; // the tail of the write chain
     bool broken = false;
@@ -371,6 +374,13 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
     }
     auto fork = open(address, kind_data)
                     .then([this, peer](kj::Own<kj::AsyncIoStream> stream) {
+                      if (peer->stream) {
+                        // Its watches end once its dead peer's reset arrives; the oldest of a
+                        // few are long past that.
+                        peer->retired.push_back(kj::mv(peer->stream));
+                        if (peer->retired.size() > 4)
+                          peer->retired.erase(peer->retired.begin());
+                      }
                       peer->stream = kj::mv(stream);
                       peer->broken = false;
                       peer->last = kj::READY_NOW;
