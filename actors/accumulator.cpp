@@ -133,16 +133,7 @@ public:
   const accumulator_spec& spec() const { return spec_; }
 
 private:
-  template <class F> void locked(F&& body) {
-    std::vector<std::function<void()>> ready;
-    {
-      std::lock_guard lock(mu_);
-      body();
-      ready.swap(ready_);
-    }
-    for (auto& r : ready)
-      r();
-  }
+  template <class F> void locked(F&& body) { run_locked(mu_, ready_, std::forward<F>(body)); }
   void complete(accumulator_resource::take_done_fn& done, status st, std::vector<tensor> out) {
     ready_.push_back([d = std::move(done), st = std::move(st), o = std::move(out)]() mutable {
       d(std::move(st), std::move(o));

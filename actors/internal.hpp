@@ -286,6 +286,21 @@ inline constexpr size_t offload_bytes = 16 * 1024;
 /// The kernels the runtime instantiates: the builtin ones plus those of storage/ (parsing).
 const kernel_registry& runtime_kernels();
 /// A queue served by its own actor (actors/queue.cpp).
+/// Runs `body` under `mu`; the completions it queued in `ready` run after the lock is released
+/// (so a completion that calls back into the resource cannot deadlock). Queues and accumulators
+/// serve their operations this way.
+template <class F>
+void run_locked(std::mutex& mu, std::vector<std::function<void()>>& ready, F&& body) {
+  std::vector<std::function<void()>> now;
+  {
+    std::lock_guard lock(mu);
+    body();
+    now.swap(ready);
+  }
+  for (auto& r : now)
+    r();
+}
+
 std::shared_ptr<accumulator_resource> make_actor_accumulator(caf::actor_system& sys,
                                                              std::string name,
                                                              accumulator_spec spec);

@@ -101,16 +101,7 @@ public:
   }
 
 private:
-  template <class F> void locked(F&& body) {
-    std::vector<std::function<void()>> ready;
-    {
-      std::lock_guard lock(mu_);
-      body();
-      ready.swap(ready_);
-    }
-    for (auto& r : ready)
-      r();
-  }
+  template <class F> void locked(F&& body) { run_locked(mu_, ready_, std::forward<F>(body)); }
   void complete(queue_resource::done_fn& done, status st) {
     ready_.push_back([d = std::move(done), st = std::move(st)]() mutable { d(std::move(st)); });
   }

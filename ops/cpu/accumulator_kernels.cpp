@@ -78,14 +78,10 @@ public:
     int64_t count = *n.data<int32_t>();
     a_->take(count, [this, &ctx, count, done = std::move(done)](status st,
                                                                  std::vector<tensor> out) {
-      if (st.ok() && ctx.step_aborted()) {
-        a_->put_back(std::move(out), count); // nobody will apply it: keep it for the next take
-        return done(cancelled("the step was aborted"));
-      }
-      if (st.ok())
-        for (size_t i = 0; i < out.size(); ++i)
-          ctx.set_output(int(i), std::move(out[i]));
-      done(std::move(st));
+      // Nobody will apply what an aborted step took: keep it for the next take.
+      finish_wait(ctx, std::move(st), std::move(out),
+                  [this, count](std::vector<tensor> o) { a_->put_back(std::move(o), count); },
+                  done);
     });
   }
 

@@ -20,6 +20,21 @@ void register_grad_support_kernels(kernel_registry& reg);
 void register_training_kernels(kernel_registry& reg);
 void register_conv_kernels(kernel_registry& reg);
 void register_more_array_kernels(kernel_registry& reg);
+/// Finishes an asynchronous kernel that waited for `out` (a dequeue, a take): when its step was
+/// aborted meanwhile, `give_back` returns `out` to where it came from (nothing is lost) and the
+/// kernel ends with `cancelled`; otherwise `out` becomes its outputs.
+inline void finish_wait(kernel_context& ctx, status st, std::vector<tensor> out,
+                        const std::function<void(std::vector<tensor>)>& give_back,
+                        const std::function<void(status)>& done) {
+  if (st.ok() && ctx.step_aborted()) {
+    give_back(std::move(out));
+    return done(cancelled("the step was aborted"));
+  }
+  if (st.ok())
+    for (size_t i = 0; i < out.size(); ++i)
+      ctx.set_output(int(i), std::move(out[i]));
+  done(std::move(st));
+}
 void register_queue_kernels(kernel_registry& reg);
 /// The runtime name of a resource node: its shared_name, or its node name.
 std::string resource_name(const node& n);

@@ -108,14 +108,10 @@ public:
     }
     q_->dequeue(n, mode_, timeout_ms_,
                 [this, &ctx, done = std::move(done)](status st, std::vector<tensor> out) {
-                  if (st.ok() && ctx.step_aborted()) {
-                    q_->put_back(std::move(out), mode_); // exactly once: nobody will read it
-                    return done(cancelled("the step was aborted"));
-                  }
-                  if (st.ok())
-                    for (size_t i = 0; i < out.size(); ++i)
-                      ctx.set_output(int(i), std::move(out[i]));
-                  done(std::move(st));
+                  // Exactly once: an aborted step's elements go back to the queue.
+                  finish_wait(ctx, std::move(st), std::move(out),
+                              [this](std::vector<tensor> o) { q_->put_back(std::move(o), mode_); },
+                              done);
                 });
   }
 
