@@ -23,6 +23,7 @@
 #include "apps/app_support.hpp"
 #include "apps/records_tools.hpp"
 #include "ops/data_flow.hpp"
+#include "ops/mixed_precision.hpp"
 #include "ops/optimizers.hpp"
 #include "ops/nn_layers.hpp"
 #include "ops/replica.hpp"
@@ -75,6 +76,8 @@ const char* usage =
     "  --sync-timeout S         with --sync: fail a step that waits longer than S seconds for\n"
     "                           gradients, naming the missing workers (default 60)\n"
     "  --wire-bf16              send the gradients to the ps tasks as bfloat16 (half the bytes)\n"
+    "  --precision f32|bf16|f16 the model's math (weights stay float32; f16 adds dynamic loss\n"
+    "                           scaling)\n"
     "  --connect                the tasks are runnel-node daemons (systemd, Kubernetes): train as\n"
     "                           a client of worker --task's daemon, feeding the data from here\n"
     "                           (implies --input memory)\n"
@@ -88,6 +91,7 @@ struct model {
   operation train;
   graph_variable step;
   std::unique_ptr<optimizer> opt;
+  std::unique_ptr<loss_scale_optimizer> scaled;  ///< --precision f16
   std::unique_ptr<sync_replicas_optimizer> sync; ///< --sync
   output sync_step; ///< --sync: the global step a worker's train op hands back (its next step)
   /// One int32 per variable, computed where the variable lives: fetchable once every variable
@@ -96,18 +100,27 @@ struct model {
   std::vector<output> ready;
 };
 
-std::unique_ptr<model> build(const std::string& kind, const std::string& opt_name, double lr,
-                             int64_t seed,
-                             std::function<std::string(const node&)> device_fn = nullptr,
-                             std::optional<sync_replicas_options> sync = {},
-                             bool wire_bf16 = false) {
+struct model_options {
+  std::string kind, opt_name;
+  double lr = 0.001;
+  int64_t seed = 1;
+  std::function<std::string(const node&)> device_fn; ///< distributed: variables on the ps tasks
+  std::optional<sync_replicas_options> sync;
+  bool wire_bf16 = false;
+  dtype compute = dtype::f32; ///< --precision: float32 weights, this dtype's math
+};
+
+std::unique_ptr<model> build(const model_options& o) {
+  const std::string& kind = o.kind;
   auto m = std::make_unique<model>();
   graph& g = m->g;
-  g.set_seed(seed);
+  g.set_seed(o.seed);
   // Distributed: variables on the ps tasks, the rest on this worker.
   std::optional<graph::scope_guard> placed;
-  if (device_fn)
-    placed.emplace(g.device(std::move(device_fn)));
+  if (o.device_fn)
+    placed.emplace(g.device(o.device_fn));
+  // Mixed precision: weights stay float32 and are cast where read; the loss is float32.
+  auto low = [&](output t) { return to_compute(t, o.compute); };
   // Batches come from the dataset iterator "train"; evaluation (and --input memory) feeds them.
   auto next = iterator_get_next(g, "train", {dtype::f32, dtype::i32}, {{-1, 784}, {-1}}, "input");
   m->x = next[0];
@@ -119,12 +132,12 @@ std::unique_ptr<model> build(const std::string& kind, const std::string& opt_nam
       auto s = g.name_scope("hidden");
       auto w = variable(g, truncated_normal(g, {784, 512}, 0.05), "weights");
       auto b = variable(g, zeros(g, dtype::f32, {512}), "biases");
-      h = relu(bias_add(matmul(m->x, w), b));
+      h = relu(bias_add(matmul(low(m->x), low(w)), low(b)));
     }
     auto s = g.name_scope("logits");
     auto w = variable(g, truncated_normal(g, {512, 10}, 0.05), "weights");
     auto b = variable(g, zeros(g, dtype::f32, {10}), "biases");
-    logits = bias_add(matmul(h, w), b);
+    logits = bias_add(matmul(h, low(w)), low(b));
   } else if (kind == "cnn") {
     // Two 3x3 conv/pool blocks (32 and 64 channels), a dense layer of 256 with dropout.
     m->training = placeholder(g, dtype::boolean, shape{}, "training");
@@ -132,47 +145,55 @@ std::unique_ptr<model> build(const std::string& kind, const std::string& opt_nam
       auto s = g.name_scope(name);
       auto w = variable(g, truncated_normal(g, {3, 3, in_ch, out_ch}, 0.1), "weights");
       auto b = variable(g, filled(g, dtype::f32, {out_ch}, 0.05), "biases");
-      return max_pool(relu(bias_add(conv2d(in, w, {1, 1}, "SAME"), b)), {2, 2}, {2, 2}, "SAME");
+      return max_pool(relu(bias_add(conv2d(in, low(w), {1, 1}, "SAME"), low(b))), {2, 2}, {2, 2},
+                      "SAME");
     };
-    auto img = reshape(m->x, std::vector<int64_t>{-1, 28, 28, 1}, "image");
+    auto img = reshape(low(m->x), std::vector<int64_t>{-1, 28, 28, 1}, "image");
     auto h = conv_block(conv_block(img, 1, 32, "conv1"), 32, 64, "conv2"); // [n, 7, 7, 64]
     output dense;
     {
       auto s = g.name_scope("dense");
       auto w = variable(g, truncated_normal(g, {7 * 7 * 64, 256}, 0.02), "weights");
       auto b = variable(g, filled(g, dtype::f32, {256}, 0.05), "biases");
-      dense = dropout(relu(bias_add(matmul(reshape(h, std::vector<int64_t>{-1, 7 * 7 * 64}), w), b)),
-                      0.5, m->training);
+      auto flat = reshape(h, std::vector<int64_t>{-1, 7 * 7 * 64});
+      // Dropout draws float32 noise: it runs on the float32 activations.
+      dense = low(dropout(to_compute(relu(bias_add(matmul(flat, low(w)), low(b))), dtype::f32), 0.5,
+                          m->training));
     }
     auto s = g.name_scope("logits");
     auto w = variable(g, truncated_normal(g, {256, 10}, 0.05), "weights");
     auto b = variable(g, zeros(g, dtype::f32, {10}), "biases");
-    logits = bias_add(matmul(dense, w), b);
+    logits = bias_add(matmul(dense, low(w)), low(b));
   } else {
     auto s = g.name_scope("softmax");
     auto w = variable(g, zeros(g, dtype::f32, {784, 10}), "weights");
     auto b = variable(g, zeros(g, dtype::f32, {10}), "biases");
-    logits = bias_add(matmul(m->x, w), b);
+    logits = bias_add(matmul(low(m->x), low(w)), low(b));
   }
+  logits = to_compute(logits, dtype::f32);
   m->loss = mean(sparse_softmax_cross_entropy_with_logits(logits, m->y).first, {}, false, "loss");
   m->accuracy = mean(cast(equal(cast(argmax(logits, 1), dtype::i32), m->y), dtype::f32), {}, false,
                      "accuracy");
   m->step = variable(g, constant(g, int64_t(0)), "global_step", false);
   auto& opt = m->opt;
-  if (opt_name == "adam")
-    opt = std::make_unique<adam_optimizer>(lr);
-  else if (opt_name == "sgd")
-    opt = std::make_unique<gradient_descent_optimizer>(lr);
+  if (o.opt_name == "adam")
+    opt = std::make_unique<adam_optimizer>(o.lr);
+  else if (o.opt_name == "sgd")
+    opt = std::make_unique<gradient_descent_optimizer>(o.lr);
   else
-    opt = std::make_unique<momentum_optimizer>(lr, 0.9);
-  auto grads = opt->compute_gradients(m->loss);
-  if (wire_bf16) // the gradients go to the ps tasks as bfloat16: half the bytes
+    opt = std::make_unique<momentum_optimizer>(o.lr, 0.9);
+  if (o.compute == dtype::f16) // float16 gradients underflow without loss scaling
+    m->scaled = std::make_unique<loss_scale_optimizer>(*opt);
+  auto grads = m->scaled ? m->scaled->compute_gradients(m->loss) : opt->compute_gradients(m->loss);
+  if (o.wire_bf16) // the gradients go to the ps tasks as bfloat16: half the bytes
     for (auto& [grad, var] : grads)
       send_as_bf16(grad.values());
-  if (sync) {
-    m->sync = std::make_unique<sync_replicas_optimizer>(*opt, *sync);
+  if (o.sync) {
+    m->sync = std::make_unique<sync_replicas_optimizer>(*opt, *o.sync);
     m->train = m->sync->apply_gradients(grads, m->step);
     m->sync_step = output(&g, endpoint{m->train.node_id(), 0});
+  } else if (m->scaled) {
+    m->train = m->scaled->apply_gradients(grads, &m->step);
   } else {
     m->train = opt->apply_gradients(grads, &m->step);
   }
@@ -314,6 +335,13 @@ int run(const flags& f) {
   if (opt_name != "adam" && opt_name != "sgd" && opt_name != "momentum")
     throw error(
         invalid_argument("--optimizer must be adam, sgd or momentum, got '" + opt_name + "'"));
+  auto precision = f.get("precision", "f32");
+  dtype compute = precision == "bf16" ? dtype::bf16 : precision == "f16" ? dtype::f16 : dtype::f32;
+  if (precision != "f32" && precision != "bf16" && precision != "f16")
+    throw error(invalid_argument("--precision must be f32, bf16 or f16, got '" + precision + "'"));
+  if (compute == dtype::f16 && f.has("sync"))
+    throw error(invalid_argument("--precision f16 (loss scaling) does not combine with --sync; "
+                                 "bf16 needs no loss scaling and does"));
   int epochs = int(f.get_int("epochs", 5).value());
   int64_t batch = f.get_int("batch", 100).value();
   double lr = f.get_double("lr", opt_name == "adam" ? 0.001 : 0.1).value();
@@ -366,10 +394,11 @@ int run(const flags& f) {
     }
   }
   int64_t train_size = train.labels.dim(0);
-  std::fprintf(stderr, "%lld training%s and %lld test images; model %s, %s lr %g, batch %lld\n",
+  std::fprintf(stderr,
+               "%lld training%s and %lld test images; model %s (%s math), %s lr %g, batch %lld\n",
                static_cast<long long>(train_size), workers > 1 ? " (this worker's share)" : "",
-               static_cast<long long>(test.size()), kind.c_str(), opt_name.c_str(), lr,
-               static_cast<long long>(batch));
+               static_cast<long long>(test.size()), kind.c_str(), precision.c_str(),
+               opt_name.c_str(), lr, static_cast<long long>(batch));
 
   std::optional<sync_replicas_options> sync_options;
   if (sync) {
@@ -390,11 +419,16 @@ int run(const flags& f) {
     std::fprintf(stderr, "synchronous training: %d of %d workers' gradients per step%s\n",
                  aggregate, workers, aggregate < workers ? " (the rest are backups)" : "");
   }
-  auto m = build(kind, opt_name, lr, seed,
-                 f.has("cluster")
-                     ? replica_device_setter(ps_tasks, "/job:worker/task:" + std::to_string(task))
-                     : nullptr,
-                 sync_options, f.has("wire-bf16"));
+  auto m = build({.kind = kind,
+                  .opt_name = opt_name,
+                  .lr = lr,
+                  .seed = seed,
+                  .device_fn = f.has("cluster") ? replica_device_setter(ps_tasks, "/job:worker/task:" +
+                                                                               std::to_string(task))
+                                                : nullptr,
+                  .sync = sync_options,
+                  .wire_bf16 = f.has("wire-bf16"),
+                  .compute = compute});
   saver sv(m->g, {}, {.max_to_keep = 3});
   auto init = global_variables_initializer(m->g);
   std::optional<runtime> local_rt;
@@ -637,7 +671,7 @@ int run(const flags& f) {
 
 int main(int argc, char** argv) {
   return app_main("fashion_mnist", argc, argv, usage,
-                  {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms", "wire-bf16", "connect", "auth-token-file",
+                  {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms", "wire-bf16", "precision", "connect", "auth-token-file",
                    "model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
                    "checkpoint-dir", "trace",
                    "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy", "seed"},

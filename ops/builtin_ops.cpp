@@ -7,8 +7,13 @@
 namespace runnel {
 namespace {
 
-const std::vector<dtype> real_types{dtype::f32, dtype::f64};
-const std::vector<dtype> number_types{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
+// Compute ops take the 16-bit floats too (ops/cpu/reduced_precision.cpp); state, random and
+// linear-algebra ops keep 32- and 64-bit floats (master weights stay float32).
+const std::vector<dtype> real_types{dtype::f16, dtype::bf16, dtype::f32, dtype::f64};
+const std::vector<dtype> number_types{dtype::f16, dtype::bf16, dtype::f32,
+                                      dtype::f64, dtype::i32,  dtype::i64};
+const std::vector<dtype> wide_real_types{dtype::f32, dtype::f64};
+const std::vector<dtype> wide_number_types{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
 const std::vector<dtype> index_types{dtype::i32, dtype::i64};
 const std::vector<dtype> all_types{dtype::f16,     dtype::bf16,  dtype::f32, dtype::f64,
                                    dtype::i8,      dtype::u8,    dtype::i32, dtype::i64,
@@ -576,7 +581,7 @@ void register_random_ops(op_registry& reg) {
                  .input("shape", "T")
                  .output("output", "dtype")
                  .type_attr("T", index_types)
-                 .type_attr("dtype", real_types)
+                 .type_attr("dtype", wide_real_types)
                  .attr("seed", attr_type::integer, int64_t(0))
                  .attr("seed2", attr_type::integer, int64_t(0))
                  .set_stateful()
@@ -617,7 +622,7 @@ void register_state_ops(op_registry& reg) {
                  .input("ref", "T", /*is_ref=*/true)
                  .input("value", "T")
                  .output("output_ref", "T")
-                 .type_attr("T", number_types)
+                 .type_attr("T", wide_number_types)
                  .attr("use_locking", attr_type::boolean, false)
                  .set_stateful()
                  .shape_fn(assign_shape));
@@ -783,7 +788,7 @@ void register_training_ops(op_registry& reg) {
     };
   };
   auto apply = [](const char* name) {
-    return op_def(name).output("out", "T").type_attr("T", real_types).set_stateful();
+    return op_def(name).output("out", "T").type_attr("T", wide_real_types).set_stateful();
   };
   add(reg, apply("ApplyGradientDescent")
                .input("var", "T", true)
@@ -886,7 +891,7 @@ op_def pool(const char* name) {
       .attr("strides", attr_type::list_int)
       .attr("padding", attr_type::string)
       .attr("data_format", attr_type::string, std::string("NHWC"))
-      .type_attr("T", {dtype::f32}, dtype::f32);
+      .type_attr("T", {dtype::f16, dtype::bf16, dtype::f32}, dtype::f32);
 }
 
 status pool_shape(inference_context& c) {
@@ -901,7 +906,7 @@ status pool_shape(inference_context& c) {
 
 void register_conv_ops(op_registry& reg) {
   auto conv = op_def("Conv2D").input("input", "T").input("filter", "T").output("output", "T");
-  conv.type_attr("T", {dtype::f32});
+  conv.type_attr("T", {dtype::f16, dtype::bf16, dtype::f32});
   add(reg, conv_attrs(conv).shape_fn([](inference_context& c) -> status {
     RUNNEL_RETURN_IF_ERROR(check_nhwc(c));
     RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 4));
@@ -919,14 +924,14 @@ void register_conv_ops(op_registry& reg) {
                 .input("filter", "T")
                 .input("out_backprop", "T")
                 .output("output", "T");
-  bi.type_attr("T", {dtype::f32});
+  bi.type_attr("T", {dtype::f16, dtype::bf16, dtype::f32});
   add(reg, conv_attrs(bi).shape_fn([](inference_context& c) { return shape_from_input(c, 0); }));
   auto bf = op_def("Conv2DBackpropFilter")
                 .input("input", "T")
                 .input("filter_sizes", dtype::i32)
                 .input("out_backprop", "T")
                 .output("output", "T");
-  bf.type_attr("T", {dtype::f32});
+  bf.type_attr("T", {dtype::f16, dtype::bf16, dtype::f32});
   add(reg, conv_attrs(bf).shape_fn([](inference_context& c) { return shape_from_input(c, 1); }));
   for (auto n : {"MaxPool", "AvgPool"})
     add(reg, pool(n).input("input", "T").output("output", "T").shape_fn(pool_shape));
@@ -1103,7 +1108,7 @@ void register_more_array_ops(op_registry& reg) {
                .input("limit", "Tidx")
                .input("delta", "Tidx")
                .output("output", "Tidx")
-               .type_attr("Tidx", number_types, dtype::i32)
+               .type_attr("Tidx", wide_number_types, dtype::i32)
                .shape_fn([](inference_context& c) -> status {
                  c.set_output(0, shape{-1});
                  return {};
@@ -1199,7 +1204,7 @@ void register_more_array_ops(op_registry& reg) {
   add(reg, op_def("MatrixInverse")
                .input("input", "T")
                .output("output", "T")
-               .type_attr("T", real_types)
+               .type_attr("T", wide_real_types)
                .attr("adjoint", attr_type::boolean, false)
                .shape_fn([square_matrices](inference_context& c) -> status {
                  RUNNEL_RETURN_IF_ERROR(square_matrices(c));
@@ -1209,7 +1214,7 @@ void register_more_array_ops(op_registry& reg) {
   add(reg, op_def("MatrixDeterminant")
                .input("input", "T")
                .output("output", "T")
-               .type_attr("T", real_types)
+               .type_attr("T", wide_real_types)
                .shape_fn([square_matrices](inference_context& c) -> status {
                  RUNNEL_RETURN_IF_ERROR(square_matrices(c));
                  auto& s = c.input_shape(0);

@@ -1,82 +1,19 @@
 #include "ops/dtype.hpp"
 
+#include "ops/math_functors.hpp"
+
 #include <cmath>
 
 namespace runnel {
 
-half::half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t exp = (x >> 23) & 0xffu;
-  uint32_t mant = x & 0x7fffffu;
-  if (exp == 0xff) { // inf or nan
-    bits = uint16_t(sign | 0x7c00u | (mant ? 0x200u : 0u));
-    return;
-  }
-  int e = int(exp) - 127 + 15;
-  if (e >= 0x1f) { // overflow to inf
-    bits = uint16_t(sign | 0x7c00u);
-    return;
-  }
-  if (e <= 0) { // subnormal or zero
-    if (e < -10) {
-      bits = uint16_t(sign);
-      return;
-    }
-    mant |= 0x800000u;
-    uint32_t shift = uint32_t(14 - e);
-    uint32_t h = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (h & 1u)))
-      ++h;
-    bits = uint16_t(sign | h);
-    return;
-  }
-  uint32_t h = sign | (uint32_t(e) << 10) | (mant >> 13);
-  uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-    ++h; // may carry into the exponent, which is the right rounding
-  bits = uint16_t(h);
-}
+// The conversions are the host/device ones of ops/math_functors.hpp, so both devices round alike.
+half::half(float f) : bits(float_to_half_bits(f)) {}
 
 half::operator float() const {
-  uint32_t sign = uint32_t(bits & 0x8000u) << 16;
-  uint32_t exp = (bits >> 10) & 0x1fu;
-  uint32_t mant = bits & 0x3ffu;
-  uint32_t x;
-  if (exp == 0) {
-    if (mant == 0) {
-      x = sign;
-    } else { // subnormal: normalise
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      x = sign | (uint32_t(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 0x1f) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else {
-    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
+  return half_bits_to_float(bits);
 }
 
-bfloat16::bfloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if (std::isnan(f)) {
-    bits = uint16_t((x >> 16) | 0x40u);
-    return;
-  }
-  uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
-  bits = uint16_t((x + rounding) >> 16);
-}
+bfloat16::bfloat16(float f) : bits(float_to_bf16_bits(f)) {}
 
 size_t size_of(dtype t) {
   switch (t) {

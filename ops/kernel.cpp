@@ -37,6 +37,15 @@ void kernel_registry::add(const std::string& op, device_type device, std::vector
   kernels_[op].push_back({device, std::move(types), std::move(type_attr), std::move(factory)});
 }
 
+std::vector<kernel_registry::registration> kernel_registry::registrations() const {
+  std::vector<registration> out;
+  for (auto& [op, entries] : kernels_)
+    for (auto& e : entries)
+      out.push_back({op, e.device, e.types, e.type_attr, e.factory});
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.op < b.op; });
+  return out;
+}
+
 result<const kernel_factory*> kernel_registry::find(const node& n, device_type device) const {
   auto it = kernels_.find(n.op);
   std::string context = "node '" + n.name + "' (op " + n.op + ")";

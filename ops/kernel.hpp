@@ -195,6 +195,17 @@ public:
   /// True when some kernel exists for `n` on `device`.
   bool has_kernel(const node& n, device_type device) const { return find(n, device).ok(); }
 
+  /// One registration, as `add` received it.
+  struct registration {
+    std::string op;
+    device_type device;
+    std::vector<dtype> types;
+    std::string type_attr;
+    kernel_factory factory;
+  };
+  /// Every registration (to derive kernels from others, e.g. the 16-bit float wrappers).
+  std::vector<registration> registrations() const;
+
 private:
   struct entry {
     device_type device;

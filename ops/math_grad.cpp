@@ -119,7 +119,7 @@ void register_math_gradients(gradient_registry& reg) {
   reg.add("Cos", [](const gradient_context& c) { return grads{-c.grad() * sin(c.input(0))}; });
   reg.add("Cast", [](const gradient_context& c) {
     dtype src = c.input(0).type();
-    if (src != dtype::f32 && src != dtype::f64)
+    if (!is_floating(src) || !is_floating(c.grad().type()))
       return grads{output()};
     return grads{cast(c.grad(), src)};
   });

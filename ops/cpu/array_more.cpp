@@ -545,7 +545,8 @@ private:
 
 void register_more_array_kernels(kernel_registry& reg) {
   reg.add("StridedSlice", device_type::cpu, {}, make_kernel<strided_slice_kernel>);
-  reg.add("StridedSliceGrad", device_type::cpu, {}, make_kernel<strided_slice_grad_kernel>);
+  reg.add("StridedSliceGrad", device_type::cpu, {dtype::f32, dtype::f64, dtype::i32, dtype::i64},
+          make_kernel<strided_slice_grad_kernel>);
   auto cpu = device_type::cpu;
   const std::vector<dtype> reals{dtype::f32, dtype::f64};
   reg.add("LogSoftmax", cpu, reals, make_simple_kernel<log_softmax_kernel>);

@@ -4,6 +4,7 @@
 
 #include "ops/cpu/kernels.hpp"
 #include "ops/eigen_access.hpp"
+#include "ops/math_functors.hpp"
 
 namespace runnel {
 namespace {
@@ -149,149 +150,21 @@ void run_broadcast(cpu_device& cpu, const broadcast_plan& p, const In* a, const 
   cpu.parallel_for(rows, std::max<int64_t>(1, elementwise_grain / inner), run_rows);
 }
 
-template <class T> T int_pow(T base, T exp) {
-  T result = 1;
-  while (exp > 0) {
-    if (exp & 1)
-      result *= base;
-    base *= base;
-    exp >>= 1;
+// Checks of the right-hand input before the loop (integer division by zero and the like).
+template <class Op, class T> status check_rhs(const tensor& b) {
+  if constexpr (std::is_integral_v<T> &&
+                (std::is_same_v<Op, op_div> || std::is_same_v<Op, op_floor_div> ||
+                 std::is_same_v<Op, op_mod>)) {
+    for (auto v : b.flat<T>())
+      if (v == 0)
+        return invalid_argument("integer division by zero");
+  } else if constexpr (std::is_integral_v<T> && std::is_same_v<Op, op_pow>) {
+    for (auto v : b.flat<T>())
+      if (v < 0)
+        return invalid_argument("integers to negative integer powers are not allowed");
   }
-  return result;
+  return {};
 }
-
-template <class T> constexpr bool is_float_v = std::is_floating_point_v<T>;
-
-// Binary functors: `apply` computes one element; `check` validates the right-hand input before
-// the loop (integer division by zero and the like). Comparisons produce bool.
-struct op_add {
-  template <class T> static T apply(T a, T b) { return T(a + b); }
-};
-struct op_sub {
-  template <class T> static T apply(T a, T b) { return T(a - b); }
-};
-struct op_mul {
-  template <class T> static T apply(T a, T b) { return T(a * b); }
-};
-struct op_div {
-  template <class T> static T apply(T a, T b) { return T(a / b); }
-  template <class T> static status check(const tensor& b) {
-    if constexpr (std::is_integral_v<T>)
-      for (auto v : b.flat<T>())
-        if (v == 0)
-          return invalid_argument("integer division by zero");
-    return {};
-  }
-};
-struct op_floor_div {
-  template <class T> static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      T q = a / b;
-      return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
-    } else {
-      return std::floor(a / b);
-    }
-  }
-  template <class T> static status check(const tensor& b) { return op_div::check<T>(b); }
-};
-struct op_mod { // Python semantics: the result has the divisor's sign (TensorFlow's FloorMod)
-  template <class T> static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      T r = a % b;
-      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
-    } else {
-      T r = std::fmod(a, b);
-      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
-    }
-  }
-  template <class T> static status check(const tensor& b) { return op_div::check<T>(b); }
-};
-struct op_maximum {
-  template <class T> static T apply(T p, T q) {
-    if constexpr (is_float_v<T>)
-      if (std::isnan(p) || std::isnan(q))
-        return std::numeric_limits<T>::quiet_NaN();
-    return p > q ? p : q;
-  }
-};
-struct op_minimum {
-  template <class T> static T apply(T p, T q) {
-    if constexpr (is_float_v<T>)
-      if (std::isnan(p) || std::isnan(q))
-        return std::numeric_limits<T>::quiet_NaN();
-    return p < q ? p : q;
-  }
-};
-struct op_pow {
-  template <class T> static T apply(T p, T q) {
-    if constexpr (std::is_integral_v<T>)
-      return int_pow(p, q);
-    else
-      return T(std::pow(p, q));
-  }
-  template <class T> static status check(const tensor& b) {
-    if constexpr (std::is_integral_v<T>)
-      for (auto v : b.flat<T>())
-        if (v < 0)
-          return invalid_argument("integers to negative integer powers are not allowed");
-    return {};
-  }
-};
-struct op_squared_difference {
-  template <class T> static T apply(T a, T b) { return T((a - b) * (a - b)); }
-};
-// Gradient helpers (TensorFlow's argument order).
-struct op_relu_grad { // (gradients, features)
-  template <class T> static T apply(T g, T x) { return x > T(0) ? g : T(0); }
-};
-struct op_relu6_grad {
-  template <class T> static T apply(T g, T x) { return (x > T(0) && x < T(6)) ? g : T(0); }
-};
-struct op_elu_grad { // (gradients, outputs)
-  template <class T> static T apply(T g, T y) { return y > T(0) ? g : T(g * (y + T(1))); }
-};
-struct op_softplus_grad { // (gradients, features)
-  template <class T> static T apply(T g, T x) { return T(g / (T(1) + std::exp(-x))); }
-};
-struct op_sigmoid_grad { // (y, dy)
-  template <class T> static T apply(T y, T g) { return T(g * y * (T(1) - y)); }
-};
-struct op_tanh_grad {
-  template <class T> static T apply(T y, T g) { return T(g * (T(1) - y * y)); }
-};
-struct op_sqrt_grad {
-  template <class T> static T apply(T y, T g) { return T(g * T(0.5) / y); }
-};
-struct op_rsqrt_grad {
-  template <class T> static T apply(T y, T g) { return T(g * T(-0.5) * y * y * y); }
-};
-struct op_reciprocal_grad {
-  template <class T> static T apply(T y, T g) { return T(-g * y * y); }
-};
-struct op_greater {
-  template <class T> static bool apply(T a, T b) { return a > b; }
-};
-struct op_less {
-  template <class T> static bool apply(T a, T b) { return a < b; }
-};
-struct op_greater_equal {
-  template <class T> static bool apply(T a, T b) { return a >= b; }
-};
-struct op_less_equal {
-  template <class T> static bool apply(T a, T b) { return a <= b; }
-};
-struct op_equal {
-  template <class T> static bool apply(const T& a, const T& b) { return a == b; }
-};
-struct op_not_equal {
-  template <class T> static bool apply(const T& a, const T& b) { return !(a == b); }
-};
-struct op_logical_and {
-  template <class T> static bool apply(T a, T b) { return a && b; }
-};
-struct op_logical_or {
-  template <class T> static bool apply(T a, T b) { return a || b; }
-};
 
 /// The output shape of a binary op on `a` and `b`, and its broadcasting plan.
 result<std::pair<shape, broadcast_plan>> plan_binary(const tensor& a, const tensor& b) {
@@ -302,11 +175,6 @@ result<std::pair<shape, broadcast_plan>> plan_binary(const tensor& a, const tens
   return std::pair{std::move(out), plan};
 }
 
-template <class Op, class T>
-concept has_check = requires(const tensor& t) {
-  Op::template check<T>(t);
-};
-
 /// An element-wise binary kernel. `Compare` ops produce bool; `Types` says which dtypes run.
 template <class Op, bool Compare> class binary_kernel : public kernel {
 public:
@@ -316,23 +184,26 @@ public:
     RUNNEL_ASSIGN_OR_RETURN(auto bp, plan_binary(a, b));
     auto& [out_shape, plan] = bp;
     auto run = [&]<class T>() -> status {
-      if constexpr (has_check<Op, T>)
-        RUNNEL_RETURN_IF_ERROR(Op::template check<T>(b));
+      RUNNEL_RETURN_IF_ERROR((check_rhs<Op, T>(b)));
       if constexpr (Compare) {
         tensor& out = ctx.allocate_output(0, dtype::boolean, out_shape);
         run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<bool>(),
-                      [](const T& x, const T& y) { return Op::template apply<T>(x, y); });
+                      [](const T& x, const T& y) -> bool { return widen_apply<Op>(x, y); });
       } else {
         tensor& out =
             (a.shape() == out_shape)   ? ctx.forward_or_allocate_output(0, 0, a.type(), out_shape)
             : (b.shape() == out_shape) ? ctx.forward_or_allocate_output(0, 1, a.type(), out_shape)
                                        : ctx.allocate_output(0, a.type(), out_shape);
         run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<T>(),
-                      [](T x, T y) { return Op::template apply<T>(x, y); });
+                      [](T x, T y) -> T { return widen_apply<Op>(x, y); });
       }
       return {};
     };
     switch (a.type()) {
+      case dtype::f16:
+        return run.template operator()<half>();
+      case dtype::bf16:
+        return run.template operator()<bfloat16>();
       case dtype::f32:
         return run.template operator()<float>();
       case dtype::f64:
@@ -367,10 +238,14 @@ public:
     auto run = [&]<class T>() {
       tensor& out = ctx.allocate_output(0, a.type(), out_shape);
       run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<T>(),
-                    [](T x, T y) { return Op::template apply<T>(x, y); });
+                    [](T x, T y) -> T { return widen_apply<Op>(x, y); });
     };
     if (a.type() == dtype::f64)
       run.template operator()<double>();
+    else if (a.type() == dtype::f16)
+      run.template operator()<half>();
+    else if (a.type() == dtype::bf16)
+      run.template operator()<bfloat16>();
     else
       run.template operator()<float>();
     return {};
@@ -568,6 +443,16 @@ public:
       ctx.set_output(0, x);
       return {};
     }
+    // The mixed-precision casts: vectorised and split over the device's threads.
+    cpu_device* cpu = ctx.has_cpu() ? &ctx.cpu() : nullptr;
+    if (x.type() == dtype::f32 && (to_ == dtype::f16 || to_ == dtype::bf16)) {
+      ctx.set_output(0, narrow_from_f32(x, to_, cpu));
+      return {};
+    }
+    if ((x.type() == dtype::f16 || x.type() == dtype::bf16) && to_ == dtype::f32) {
+      ctx.set_output(0, widen_to_f32(x, cpu));
+      return {};
+    }
     tensor& y = ctx.allocate_output(0, to_, x.shape());
     int64_t n = x.num_elements();
     return dispatch(x.type(), [&]<class From>() -> status {
@@ -652,40 +537,44 @@ template <class K> kernel_factory factory() {
 void register_elementwise_kernels(kernel_registry& reg) {
   const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
   const std::vector<dtype> reals{dtype::f32, dtype::f64};
+  // Binary ops also run natively on 16-bit floats (each element through float).
+  const std::vector<dtype> all_numbers{dtype::f16, dtype::bf16, dtype::f32,
+                                       dtype::f64, dtype::i32,  dtype::i64};
+  const std::vector<dtype> all_reals{dtype::f16, dtype::bf16, dtype::f32, dtype::f64};
   auto cpu = device_type::cpu;
-  reg.add("Add", cpu, numbers, factory<binary_kernel<op_add, false>>());
-  reg.add("Sub", cpu, numbers, factory<binary_kernel<op_sub, false>>());
-  reg.add("Mul", cpu, numbers, factory<binary_kernel<op_mul, false>>());
-  reg.add("Div", cpu, numbers, factory<binary_kernel<op_div, false>>());
-  reg.add("FloorDiv", cpu, numbers, factory<binary_kernel<op_floor_div, false>>());
-  reg.add("FloorMod", cpu, numbers, factory<binary_kernel<op_mod, false>>());
-  reg.add("Mod", cpu, numbers, factory<binary_kernel<op_mod, false>>());
-  reg.add("Maximum", cpu, numbers, factory<binary_kernel<op_maximum, false>>());
-  reg.add("Minimum", cpu, numbers, factory<binary_kernel<op_minimum, false>>());
-  reg.add("Pow", cpu, numbers, factory<binary_kernel<op_pow, false>>());
-  reg.add("SquaredDifference", cpu, numbers,
+  reg.add("Add", cpu, all_numbers, factory<binary_kernel<op_add, false>>());
+  reg.add("Sub", cpu, all_numbers, factory<binary_kernel<op_sub, false>>());
+  reg.add("Mul", cpu, all_numbers, factory<binary_kernel<op_mul, false>>());
+  reg.add("Div", cpu, all_numbers, factory<binary_kernel<op_div, false>>());
+  reg.add("FloorDiv", cpu, all_numbers, factory<binary_kernel<op_floor_div, false>>());
+  reg.add("FloorMod", cpu, all_numbers, factory<binary_kernel<op_mod, false>>());
+  reg.add("Mod", cpu, all_numbers, factory<binary_kernel<op_mod, false>>());
+  reg.add("Maximum", cpu, all_numbers, factory<binary_kernel<op_maximum, false>>());
+  reg.add("Minimum", cpu, all_numbers, factory<binary_kernel<op_minimum, false>>());
+  reg.add("Pow", cpu, all_numbers, factory<binary_kernel<op_pow, false>>());
+  reg.add("SquaredDifference", cpu, all_numbers,
           factory<binary_kernel<op_squared_difference, false>>());
-  reg.add("Greater", cpu, numbers, factory<binary_kernel<op_greater, true>>());
-  reg.add("Less", cpu, numbers, factory<binary_kernel<op_less, true>>());
-  reg.add("GreaterEqual", cpu, numbers, factory<binary_kernel<op_greater_equal, true>>());
-  reg.add("LessEqual", cpu, numbers, factory<binary_kernel<op_less_equal, true>>());
-  const std::vector<dtype> equatable{dtype::f32, dtype::f64,     dtype::i32,
-                                     dtype::i64, dtype::boolean, dtype::string};
+  reg.add("Greater", cpu, all_numbers, factory<binary_kernel<op_greater, true>>());
+  reg.add("Less", cpu, all_numbers, factory<binary_kernel<op_less, true>>());
+  reg.add("GreaterEqual", cpu, all_numbers, factory<binary_kernel<op_greater_equal, true>>());
+  reg.add("LessEqual", cpu, all_numbers, factory<binary_kernel<op_less_equal, true>>());
+  const std::vector<dtype> equatable{dtype::f16, dtype::bf16, dtype::f32,     dtype::f64,
+                                     dtype::i32, dtype::i64,  dtype::boolean, dtype::string};
   reg.add("Equal", cpu, equatable, factory<binary_kernel<op_equal, true>>());
   reg.add("NotEqual", cpu, equatable, factory<binary_kernel<op_not_equal, true>>());
   reg.add("LogicalAnd", cpu, {}, factory<logical_kernel<op_logical_and>>());
   reg.add("LogicalOr", cpu, {}, factory<logical_kernel<op_logical_or>>());
   reg.add("LogicalNot", cpu, {}, factory<logical_not_kernel>());
   reg.add("Select", cpu, {}, factory<select_kernel>());
-  reg.add("ReluGrad", cpu, reals, factory<float_binary_kernel<op_relu_grad>>());
-  reg.add("Relu6Grad", cpu, reals, factory<float_binary_kernel<op_relu6_grad>>());
-  reg.add("EluGrad", cpu, reals, factory<float_binary_kernel<op_elu_grad>>());
-  reg.add("SoftplusGrad", cpu, reals, factory<float_binary_kernel<op_softplus_grad>>());
-  reg.add("SigmoidGrad", cpu, reals, factory<float_binary_kernel<op_sigmoid_grad>>());
-  reg.add("TanhGrad", cpu, reals, factory<float_binary_kernel<op_tanh_grad>>());
-  reg.add("SqrtGrad", cpu, reals, factory<float_binary_kernel<op_sqrt_grad>>());
-  reg.add("RsqrtGrad", cpu, reals, factory<float_binary_kernel<op_rsqrt_grad>>());
-  reg.add("ReciprocalGrad", cpu, reals, factory<float_binary_kernel<op_reciprocal_grad>>());
+  reg.add("ReluGrad", cpu, all_reals, factory<float_binary_kernel<op_relu_grad>>());
+  reg.add("Relu6Grad", cpu, all_reals, factory<float_binary_kernel<op_relu6_grad>>());
+  reg.add("EluGrad", cpu, all_reals, factory<float_binary_kernel<op_elu_grad>>());
+  reg.add("SoftplusGrad", cpu, all_reals, factory<float_binary_kernel<op_softplus_grad>>());
+  reg.add("SigmoidGrad", cpu, all_reals, factory<float_binary_kernel<op_sigmoid_grad>>());
+  reg.add("TanhGrad", cpu, all_reals, factory<float_binary_kernel<op_tanh_grad>>());
+  reg.add("SqrtGrad", cpu, all_reals, factory<float_binary_kernel<op_sqrt_grad>>());
+  reg.add("RsqrtGrad", cpu, all_reals, factory<float_binary_kernel<op_rsqrt_grad>>());
+  reg.add("ReciprocalGrad", cpu, all_reals, factory<float_binary_kernel<op_reciprocal_grad>>());
   const std::vector<std::pair<const char*, unary_kind>> unaries{
       {"Neg", unary_kind::neg},
       {"Exp", unary_kind::exp},

@@ -228,7 +228,9 @@ void register_grad_support_kernels(kernel_registry& reg) {
   reg.add("StopGradient", cpu, {}, make_simple_kernel<pass_through_kernel>);
   reg.add("BroadcastGradientArgs", cpu, {}, make_simple_kernel<broadcast_gradient_args_kernel>);
   reg.add("ReducedShape", cpu, {}, make_simple_kernel<reduced_shape_kernel>);
-  reg.add("BiasAddGrad", cpu, {}, make_simple_kernel<bias_add_grad_kernel>);
+  // Typed: their 16-bit forms come from ops/cpu/reduced_precision.cpp.
+  const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
+  reg.add("BiasAddGrad", cpu, numbers, make_simple_kernel<bias_add_grad_kernel>);
   reg.add("Size", cpu, {}, [](const kernel_construction& c) {
     return result<std::unique_ptr<kernel>>(std::make_unique<size_kernel>(c, false));
   });
@@ -237,7 +239,7 @@ void register_grad_support_kernels(kernel_registry& reg) {
   });
   reg.add("Slice", cpu, {}, make_simple_kernel<slice_kernel>);
   reg.add("ExpandDims", cpu, {}, make_simple_kernel<expand_dims_kernel>);
-  reg.add("UnsortedSegmentSum", cpu, {}, make_simple_kernel<unsorted_segment_sum_kernel>);
+  reg.add("UnsortedSegmentSum", cpu, numbers, make_simple_kernel<unsorted_segment_sum_kernel>);
 }
 
 } // namespace runnel

@@ -49,6 +49,14 @@ void register_sparse_kernels(kernel_registry& reg);
 void register_candidate_sampling_kernels(kernel_registry& reg);
 void register_word2vec_kernels(kernel_registry& reg);
 void register_batch_norm_kernels(kernel_registry& reg);
+/// float16 and bfloat16 kernels for every compute op that has a float32 kernel and no 16-bit
+/// one: inputs widened to float32, the float32 kernel, outputs rounded back. Runs last.
+void register_reduced_precision_kernels(kernel_registry& reg);
+
+/// `t` (float16 or bfloat16) as a float32 tensor of the same shape.
+tensor widen_to_f32(const tensor& t, cpu_device* cpu);
+/// `t` (float32) rounded to nearest even into `to` (float16 or bfloat16).
+tensor narrow_from_f32(const tensor& t, dtype to, cpu_device* cpu);
 
 /// Passes its input on unchanged, sharing the buffer (Identity, and Enter, Exit, NextIteration
 /// and LoopCond on live values).
@@ -60,7 +68,8 @@ public:
 /// Elements below which an element-wise loop stays on one thread.
 inline constexpr int64_t elementwise_grain = int64_t(1) << 15;
 
-/// The arithmetic types the numeric kernels are compiled for.
+/// The arithmetic types the numeric kernels are compiled for (anything else runs as float:
+/// register such kernels for explicit dtypes, so 16-bit floats reach their widened forms).
 template <class F> decltype(auto) dispatch_number(dtype t, F&& f) {
   switch (t) {
     case dtype::f64:

@@ -1,7 +1,8 @@
-// MatMul through OpenBLAS (cblas_sgemm / cblas_dgemm), row-major.
+// MatMul through OpenBLAS (cblas_sgemm / cblas_dgemm), row-major; bfloat16 through oneDNN.
 #include <cblas.h>
 
 #include "ops/cpu/kernels.hpp"
+#include "ops/cpu/matmul_dnnl.hpp"
 
 namespace runnel {
 namespace {
@@ -60,10 +61,47 @@ private:
   bool transpose_a_, transpose_b_;
 };
 
+/// bfloat16 through oneDNN: float32 accumulation, one rounding per output element.
+class matmul_bf16_kernel : public kernel {
+public:
+  explicit matmul_bf16_kernel(const kernel_construction& c)
+      : transpose_a_(c.attr<bool>("transpose_a")), transpose_b_(c.attr<bool>("transpose_b")) {}
+
+  status compute(kernel_context& ctx) override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    if (a.rank() != 2 || b.rank() != 2)
+      return invalid_argument("MatMul needs matrices, got shapes " + a.shape().to_string() +
+                              " and " + b.shape().to_string());
+    int64_t m = a.dim(transpose_a_ ? 1 : 0), k = a.dim(transpose_a_ ? 0 : 1);
+    int64_t kb = b.dim(transpose_b_ ? 1 : 0), n = b.dim(transpose_b_ ? 0 : 1);
+    if (k != kb)
+      return invalid_argument("matrix size-incompatible: In[0]: " + a.shape().to_string() +
+                              ", In[1]: " + b.shape().to_string());
+    tensor& out = ctx.allocate_output(0, dtype::bf16, shape{m, n});
+    if (m == 0 || n == 0)
+      return {};
+    if (k == 0) {
+      std::memset(out.raw_data(), 0, out.bytes());
+      return {};
+    }
+    return dnnl_.run_bf16(m, n, k, transpose_a_, transpose_b_,
+                          reinterpret_cast<const uint16_t*>(a.raw_data()),
+                          reinterpret_cast<const uint16_t*>(b.raw_data()),
+                          reinterpret_cast<uint16_t*>(out.raw_data()));
+  }
+
+private:
+  bool transpose_a_, transpose_b_;
+  dnnl_matmul dnnl_;
+};
+
 } // namespace
 
 void register_matmul_kernels(kernel_registry& reg) {
   reg.add("MatMul", device_type::cpu, {dtype::f32, dtype::f64}, make_kernel<matmul_kernel>);
+  if (dnnl_matmul::available())
+    reg.add("MatMul", device_type::cpu, {dtype::bf16}, make_kernel<matmul_bf16_kernel>);
 }
 
 } // namespace runnel

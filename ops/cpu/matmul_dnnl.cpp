@@ -1,0 +1,71 @@
+// bfloat16 MatMul through oneDNN's matmul primitive (brgemm kernels with AVX-512 BF16).
+#include "ops/cpu/matmul_dnnl.hpp"
+
+#if RUNNEL_HAVE_DNNL
+#include <dnnl.hpp>
+
+#include <vector>
+
+namespace runnel {
+
+struct dnnl_matmul::impl {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::vector<int64_t> key;
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+dnnl_matmul::dnnl_matmul() : impl_(std::make_unique<impl>()) {}
+dnnl_matmul::~dnnl_matmul() = default;
+
+bool dnnl_matmul::available() {
+  return true;
+}
+
+status dnnl_matmul::run_bf16(int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,
+                             const uint16_t* a, const uint16_t* b, uint16_t* c) {
+  using namespace dnnl;
+  auto& d = *impl_;
+  std::vector<int64_t> key{m, n, k, transpose_a, transpose_b};
+  try {
+    if (key != d.key) {
+      auto bf16 = memory::data_type::bf16;
+      // Logical [m,k] and [k,n]; a transposed operand is the same bytes read column-major.
+      memory::desc a_md({m, k}, bf16, transpose_a ? memory::dims{1, m} : memory::dims{k, 1});
+      memory::desc b_md({k, n}, bf16, transpose_b ? memory::dims{1, k} : memory::dims{n, 1});
+      memory::desc c_md({m, n}, bf16, memory::dims{n, 1});
+      d.pd = matmul::primitive_desc(matmul::desc(a_md, b_md, c_md), d.engine);
+      d.prim = matmul(d.pd);
+      d.key = key;
+    }
+    memory a_mem(d.pd.src_desc(), d.engine, const_cast<uint16_t*>(a));
+    memory b_mem(d.pd.weights_desc(), d.engine, const_cast<uint16_t*>(b));
+    memory c_mem(d.pd.dst_desc(), d.engine, c);
+    d.prim.execute(d.stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    d.stream.wait();
+  } catch (const dnnl::error& e) {
+    d.key.clear();
+    return internal_error(std::string("oneDNN bfloat16 matmul failed: ") + e.what());
+  }
+  return {};
+}
+
+} // namespace runnel
+
+#else
+
+namespace runnel {
+struct dnnl_matmul::impl {};
+dnnl_matmul::dnnl_matmul() = default;
+dnnl_matmul::~dnnl_matmul() = default;
+bool dnnl_matmul::available() {
+  return false;
+}
+status dnnl_matmul::run_bf16(int64_t, int64_t, int64_t, bool, bool, const uint16_t*,
+                             const uint16_t*, uint16_t*) {
+  return unimplemented("built without oneDNN");
+}
+} // namespace runnel
+
+#endif

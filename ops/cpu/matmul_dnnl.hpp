@@ -1,0 +1,29 @@
+#pragma once
+// MatMul in bfloat16 through oneDNN when the build has it (RUNNEL_HAVE_DNNL): on CPUs with
+// AVX-512 BF16 its brgemm kernels run twice float32's FLOP/s (docs/gpu.md has the figures).
+// Without oneDNN, bfloat16 MatMul goes through the float32 kernel (ops/cpu/reduced_precision.cpp).
+// oneDNN types stay in matmul_dnnl.cpp.
+#include <cstdint>
+#include <memory>
+
+#include "ops/status.hpp"
+
+namespace runnel {
+
+/// C[m,n] = op(A) · op(B) on bfloat16 bits, accumulated in float32 and rounded once. A is
+/// [m,k] row-major ([k,m] when `transpose_a`), B is [k,n] ([n,k] when `transpose_b`). The
+/// primitive is rebuilt when the shapes change; one per kernel object.
+class dnnl_matmul {
+public:
+  dnnl_matmul();
+  ~dnnl_matmul();
+  static bool available();
+  status run_bf16(int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,
+                  const uint16_t* a, const uint16_t* b, uint16_t* c);
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace runnel
