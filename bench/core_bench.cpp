@@ -1,6 +1,8 @@
 // Core engine benchmarks (issue: core engine). Each compares with a reference measured in the
 // same run:
 //   matmul_f32_N   session MatMul vs cblas_sgemm called directly on the same data
+//   matmul_bf16_2048  session MatMul in bfloat16 (oneDNN) vs matmul_f32_2048: FLOP/s ratio
+//                  (target >= 1.5 on CPUs with AVX-512 BF16)
 //   node_overhead  a chain of 1000 tiny Adds as one step, per node, vs one CAF message hop
 //   run_overhead   session::run of a one-node graph vs a bare actor round trip
 //   add_f32_64mib  element-wise Add of two 64 MiB tensors vs memcpy bandwidth
@@ -52,6 +54,26 @@ void bm_matmul(benchmark::State& state) {
   session s(rt(), g);
   throw_if_error(s.run({}, {c}).error());
   timed_loop(state, "matmul_" + std::to_string(n), [&] {
+    auto r = s.run({}, {c});
+    benchmark::DoNotOptimize(r);
+  });
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(n * n * n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void bm_matmul_bf16(benchmark::State& state) {
+  int64_t n = state.range(0);
+  auto narrow = [](const tensor& f) {
+    tensor t(dtype::bf16, f.shape());
+    for (int64_t i = 0; i < f.num_elements(); ++i)
+      t.data<runnel::bfloat16>()[i] = runnel::bfloat16(f.data<float>()[i]);
+    return t;
+  };
+  graph g;
+  auto c = matmul(constant(g, narrow(random_matrix(n))), constant(g, narrow(random_matrix(n))));
+  session s(rt(), g);
+  throw_if_error(s.run({}, {c}).error());
+  timed_loop(state, "matmul_bf16_" + std::to_string(n), [&] {
     auto r = s.run({}, {c});
     benchmark::DoNotOptimize(r);
   });
@@ -235,6 +257,12 @@ BENCHMARK(bm_matmul)
     ->MinTime(0.5)
     ->Repetitions(3)
     ->UseRealTime();
+BENCHMARK(bm_matmul_bf16)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->Repetitions(3)
+    ->UseRealTime();
 BENCHMARK(bm_caf_hop)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
 BENCHMARK(bm_node_overhead)
     ->Unit(benchmark::kMicrosecond)
@@ -276,6 +304,18 @@ int main(int argc, char** argv) {
                               "GFLOP/s", timings()[s] / timings()[m], "openblas");
            return true;
          }});
+  summaries().push_back({"matmul_bf16", [](std::string& line) {
+                           if (!have({"matmul_bf16_2048", "matmul_2048"}))
+                             return false;
+                           double flops = 2.0 * 2048 * 2048 * 2048.0;
+                           line = format_line("matmul_bf16_2048",
+                                              flops / timings()["matmul_bf16_2048"] / 1e9,
+                                              "GFLOP/s",
+                                              timings()["matmul_2048"] /
+                                                  timings()["matmul_bf16_2048"],
+                                              "matmul_f32_2048");
+                           return true;
+                         }});
   summaries().push_back({"node_overhead", [](std::string& line) {
                            if (!have({"chain", "caf_chain"}))
                              return false;

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "ops/cpu/kernels.hpp"
 #include "ops/math_functors.hpp"
@@ -45,6 +46,37 @@ __attribute__((target("f16c,avx"))) void float_to_half_f16c(const float* in, uin
                      _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
   for (; i < n; ++i)
     out[i] = float_to_half_bits(in[i]);
+}
+
+// bfloat16 rounding with AVX-512 BF16 (vcvtneps2bf16: nearest even, NaN kept quiet) when the
+// CPU has it; otherwise a branch-free loop the compiler vectorises.
+const bool have_avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+
+__attribute__((target("avx512f,avx512bf16,avx512vl"))) void float_to_bf16_avx512(const float* in,
+                                                                                uint16_t* out,
+                                                                                int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(in + i))));
+  for (; i < n; ++i)
+    out[i] = float_to_bf16_bits(in[i]);
+}
+
+void float_to_bf16_portable(const float* in, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t x;
+    std::memcpy(&x, in + i, 4);
+    uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    uint32_t quiet_nan = (x >> 16) | 0x40u;
+    out[i] = uint16_t((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+  }
+}
+
+void bf16_to_float(const uint16_t* in, float* out, int64_t n) {
+  auto* o = reinterpret_cast<uint32_t*>(out);
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = uint32_t(in[i]) << 16;
 }
 
 /// Kernels of ops with no 16-bit kernel of their own.
@@ -133,10 +165,8 @@ tensor widen_to_f32(const tensor& t, cpu_device* cpu) {
   float* o = out.data<float>();
   if (t.type() == dtype::bf16) {
     const uint16_t* in = reinterpret_cast<const uint16_t*>(t.raw_data());
-    for_chunks(cpu, t.num_elements(), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i)
-        o[i] = bf16_bits_to_float(in[i]);
-    });
+    for_chunks(cpu, t.num_elements(),
+               [&](int64_t b, int64_t e) { bf16_to_float(in + b, o + b, e - b); });
   } else {
     const uint16_t* in = reinterpret_cast<const uint16_t*>(t.raw_data());
     for_chunks(cpu, t.num_elements(), [&](int64_t b, int64_t e) {
@@ -155,8 +185,10 @@ tensor narrow_from_f32(const tensor& t, dtype to, cpu_device* cpu) {
   uint16_t* o = reinterpret_cast<uint16_t*>(out.raw_data());
   if (to == dtype::bf16)
     for_chunks(cpu, t.num_elements(), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i)
-        o[i] = float_to_bf16_bits(in[i]);
+      if (have_avx512_bf16)
+        float_to_bf16_avx512(in + b, o + b, e - b);
+      else
+        float_to_bf16_portable(in + b, o + b, e - b);
     });
   else
     for_chunks(cpu, t.num_elements(), [&](int64_t b, int64_t e) {
