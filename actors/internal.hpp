@@ -311,6 +311,8 @@ std::shared_ptr<iterator_resource> make_actor_iterator(caf::actor_system& sys, s
 
 struct runtime::impl {
   runtime_options options;
+  std::vector<gpu_properties> gpus;
+  std::string no_gpu_reason;
   std::unique_ptr<caf::actor_system_config> config;
   std::unique_ptr<caf::actor_system> system;
   std::vector<local_device> devices;

@@ -196,6 +196,20 @@ bool read_variables(node_setup& s, const step_ptr& step, std::vector<tensor>& in
   return true;
 }
 
+/// CPU kernels read their inputs through host pointers: an input in device memory is an error
+/// naming the input, never a dereference of a device pointer.
+status check_host_inputs(std::span<const tensor> inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].host_readable())
+      return failed_precondition("input " + std::to_string(i) + " (" +
+                                 std::string(name(inputs[i].type())) +
+                                 inputs[i].shape().to_string() + ") is in " +
+                                 inputs[i].memory_name() +
+                                 ", which a CPU kernel cannot read; a transfer must bring it "
+                                 "to the host");
+  return {};
+}
+
 void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
           std::vector<tensor> inputs, flow_tag tag = {}) {
   if (step->aborted.load(std::memory_order_acquire))
@@ -241,6 +255,10 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
       call->result = std::move(st);
       caf::anon_send(handle, resume_atom::value, std::move(call));
     });
+    return;
+  }
+  if (status st = check_host_inputs(data); !st.ok()) {
+    step->fail(st.with_context(s.describe()));
     return;
   }
   if (s.executor) {

@@ -60,6 +60,31 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
                    "2-5x faster\n",
                    blas_core().c_str(), better.c_str(), better.c_str());
   });
+  // GPUs: found once per process, reported once.
+  const auto& found = discover_gpus();
+  std::string visible_error;
+  d.gpus = visible_gpus(found, d.options.visible_gpus ? &*d.options.visible_gpus : nullptr,
+                        &visible_error);
+  if (!visible_error.empty())
+    throw error(invalid_argument("runtime_options: " + visible_error));
+  if (d.gpus.empty())
+    d.no_gpu_reason = "this runtime has no GPU (" +
+                      (found.gpus.empty() ? found.why_none : "visible_gpus is empty") + ")";
+  else // GPU device actors are not built yet (docs/gpu.md): the GPUs are reported, not used
+    d.no_gpu_reason = "GPU device actors are not part of this build yet (docs/gpu.md)";
+  static std::once_flag gpu_report;
+  std::call_once(gpu_report, [&] {
+    if (found.gpus.empty())
+      std::fprintf(stderr,
+                   "runnel: no GPU found (%s); work asking for /device:GPU:* runs on the CPU "
+                   "with soft placement\n",
+                   found.why_none.c_str());
+    else
+      std::fprintf(stderr,
+                   "runnel: %zu GPU(s) found (%s, ...), but the runtime has no GPU device actors "
+                   "yet; everything runs on the CPU (docs/gpu.md)\n",
+                   found.gpus.size(), found.gpus[0].name.c_str());
+  });
   int n = std::max(1, d.options.cpu_devices);
   int budget = d.options.device_threads;
   if (budget == 0)
@@ -117,6 +142,14 @@ runtime::~runtime() {
   impl_->system.reset(); // waits for every actor to finish
   for (auto& dev : impl_->devices)
     dev.executor.reset(); // runs what is left (kernels of aborted steps), joins
+}
+
+const std::vector<gpu_properties>& runtime::gpus() const {
+  return impl_->gpus;
+}
+
+const std::string& runtime::no_gpu_reason() const {
+  return impl_->no_gpu_reason;
 }
 
 std::vector<std::string> runtime::devices() const {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/gpu/gpu_info.hpp"
 #include "placement/cost_model.hpp"
 
 namespace runnel {
@@ -38,6 +39,10 @@ struct runtime_options {
   /// Job and task of this process in device names.
   std::string job = "localhost";
   int task = 0;
+  /// The GPUs this runtime may use, by CUDA id (unset: all; empty: none).
+  std::optional<std::vector<int>> visible_gpus;
+  /// The most device memory each GPU's allocator takes (0: its free memory at start).
+  size_t gpu_memory_limit = 0;
 };
 
 class runtime {
@@ -49,6 +54,10 @@ public:
 
   /// Full names of the local devices, e.g. "/job:localhost/replica:0/task:0/device:cpu:0".
   std::vector<std::string> devices() const;
+  /// The GPUs found and visible to this runtime (docs/gpu.md says what runs on them).
+  const std::vector<gpu_properties>& gpus() const;
+  /// Why gpus() is empty ("" when it is not).
+  const std::string& no_gpu_reason() const;
   const runtime_options& options() const;
   /// The CPU devices' throughput for the cost model: runtime_options::cpu_params, or measured
   /// once (on first use) with each device's compute budget.

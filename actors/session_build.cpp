@@ -51,7 +51,8 @@ status session::impl::place_graph() {
     return kernels.has_kernel(nd, type == "GPU" ? device_type::gpu : device_type::cpu);
   };
   auto devices = placement_devices(rt);
-  placement_options popts{.allow_soft_placement = options.allow_soft_placement};
+  placement_options popts{.allow_soft_placement = options.allow_soft_placement,
+                          .no_gpu_reason = rt.no_gpu_reason};
   std::vector<size_t> where;
   if (options.placement == session_options::placement_policy::cost_model) {
     std::vector<device_params> params(devices.size(), resolve_cpu_params(rt));

@@ -127,7 +127,8 @@ buffer* buffer::allocate(dtype t, size_t count) {
   return b;
 }
 
-buffer* buffer::wrap(void* data, size_t bytes, void (*release)(void*), void* context) {
+buffer* buffer::wrap(void* data, size_t bytes, void (*release)(void*), void* context,
+                     memory_space space, int device) {
   size_t block_bytes = 0;
   void* block = allocate_block(header_bytes, block_bytes);
   auto* b = new (block) buffer();
@@ -136,6 +137,8 @@ buffer* buffer::wrap(void* data, size_t bytes, void (*release)(void*), void* con
   b->block_bytes_ = block_bytes;
   b->release_ = release;
   b->context_ = context;
+  b->space_ = space;
+  b->device_ = device;
   return b;
 }
 
@@ -165,12 +168,25 @@ tensor::tensor(dtype t, runnel::shape s) : type_(t), shape_(std::move(s)) {
   buf_ = buffer::allocate(t, size_t(shape_.num_elements()));
 }
 
-tensor tensor::wrap(dtype t, runnel::shape s, void* data, void (*release)(void*), void* context) {
+tensor tensor::wrap(dtype t, runnel::shape s, void* data, void (*release)(void*), void* context,
+                    memory_space space, int device) {
   tensor out;
   out.type_ = t;
   out.shape_ = std::move(s);
-  out.buf_ = buffer::wrap(data, out.bytes(), release, context);
+  out.buf_ = buffer::wrap(data, out.bytes(), release, context, space, device);
   return out;
+}
+
+std::string tensor::memory_name() const {
+  switch (memory()) {
+    case memory_space::device:
+      return "GPU:" + std::to_string(buf_->device()) + " memory";
+    case memory_space::pinned_host:
+      return "pinned host memory";
+    case memory_space::host:
+      break;
+  }
+  return "host memory";
 }
 
 status tensor::check_count(size_t n) const {
@@ -204,6 +220,10 @@ result<tensor> tensor::reshaped(runnel::shape s) const {
 tensor tensor::copy() const {
   if (!valid())
     return {};
+  if (!host_readable())
+    throw error(failed_precondition("cannot copy a " + std::string(name(type_)) +
+                                    shape_.to_string() + " tensor in " + memory_name() +
+                                    " on the host; transfer it first (Send/Recv)"));
   tensor out(type_, shape_);
   if (type_ == dtype::string) {
     auto src = flat<std::string>();
@@ -293,6 +313,8 @@ std::string tensor::values_to_string(int64_t max_elements) const {
 std::string tensor::to_string(int64_t max_elements) const {
   if (!valid())
     return "<empty tensor>";
+  if (!host_readable())
+    return std::string(name(type_)) + shape_.to_string() + " <in " + memory_name() + ">";
   return std::string(name(type_)) + shape_.to_string() + " " + values_to_string(max_elements);
 }
 
@@ -301,7 +323,8 @@ std::ostream& operator<<(std::ostream& os, const tensor& t) {
 }
 
 bool equal(const tensor& a, const tensor& b) {
-  if (a.type() != b.type() || !(a.shape() == b.shape()))
+  if (a.type() != b.type() || !(a.shape() == b.shape()) || !a.host_readable() ||
+      !b.host_readable())
     return false;
   if (!a.valid())
     return true;
@@ -324,7 +347,8 @@ bool equal(const tensor& a, const tensor& b) {
 }
 
 bool all_close(const tensor& a, const tensor& b, double rtol, double atol) {
-  if (a.type() != b.type() || !(a.shape() == b.shape()))
+  if (a.type() != b.type() || !(a.shape() == b.shape()) || !a.host_readable() ||
+      !b.host_readable())
     return false;
   if (a.type() == dtype::string)
     return equal(a, b);

@@ -27,6 +27,10 @@
 
 namespace runnel {
 
+/// Where a buffer's bytes live. Host code reads only host and pinned host memory; device
+/// memory reaches the host through a transfer (Send/Recv), never by a pointer.
+enum class memory_space : uint8_t { host, pinned_host, device };
+
 /// A ref-counted block of memory aligned to 64 bytes. Large blocks are recycled through a
 /// bounded cache so big tensors do not pay for fresh pages on every step.
 class buffer {
@@ -36,13 +40,17 @@ public:
   /// Allocates `bytes` (constructs std::string elements when `t` is string).
   static buffer* allocate(dtype t, size_t count);
   /// Wraps memory owned elsewhere; `release(context)` runs when the last reference goes.
-  static buffer* wrap(void* data, size_t bytes, void (*release)(void*), void* context);
+  static buffer* wrap(void* data, size_t bytes, void (*release)(void*), void* context,
+                      memory_space space = memory_space::host, int device = -1);
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   void ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void unref();
   bool is_unique() const { return refs_.load(std::memory_order_acquire) == 1; }
+  memory_space space() const { return space_; }
+  /// The GPU of device memory (-1 for host memory).
+  int device() const { return device_; }
 
 private:
   buffer() = default;
@@ -54,6 +62,8 @@ private:
   size_t block_bytes_ = 0;
   void (*release_)(void*) = nullptr;
   void* context_ = nullptr;
+  memory_space space_ = memory_space::host;
+  int device_ = -1;
 };
 
 /// Bytes currently held by the large-block cache and the most it keeps.
@@ -130,8 +140,10 @@ public:
     auto n = int64_t(values.size());
     return from_values<T>(runnel::shape{n}, std::move(values));
   }
-  /// A tensor viewing memory owned elsewhere (zero-copy); `release(context)` frees it.
-  static tensor wrap(dtype t, runnel::shape s, void* data, void (*release)(void*), void* context);
+  /// A tensor viewing memory owned elsewhere (zero-copy); `release(context)` frees it. Device
+  /// memory (a GPU allocator's) says so with `space` and `device`.
+  static tensor wrap(dtype t, runnel::shape s, void* data, void (*release)(void*), void* context,
+                     memory_space space = memory_space::host, int device = -1);
 
   bool valid() const { return type_ != dtype::invalid; }
   dtype type() const { return type_; }
@@ -151,8 +163,13 @@ public:
   /// True when no other tensor shares the buffer (so it may be written in place).
   bool is_unique() const { return buf_ && buf_->is_unique(); }
   bool shares_buffer_with(const tensor& o) const { return buf_ && buf_ == o.buf_; }
-  /// A deep copy with its own buffer.
+  /// A deep copy with its own buffer; a tensor in device memory is an error (thrown).
   tensor copy() const;
+  memory_space memory() const { return buf_ ? buf_->space() : memory_space::host; }
+  /// Whether host code may read the elements (host or pinned host memory).
+  bool host_readable() const { return memory() != memory_space::device; }
+  /// "GPU:0 memory" or "host memory", for messages.
+  std::string memory_name() const;
 
   /// "float32[2,2] [[1, 2], [3, 4]]", eliding the middle past `max_elements` per dimension.
   std::string to_string(int64_t max_elements = 6) const;
@@ -169,7 +186,7 @@ private:
 
 std::ostream& operator<<(std::ostream& os, const tensor& t);
 
-/// Same dtype, shape and values (NaN equal to NaN).
+/// Same dtype, shape and values (NaN equal to NaN); false for tensors in device memory.
 bool equal(const tensor& a, const tensor& b);
 /// Same dtype and shape, floats within `atol + rtol * |b|`.
 bool all_close(const tensor& a, const tensor& b, double rtol = 1e-5, double atol = 1e-8);

@@ -33,6 +33,9 @@ struct placement_device {
 
 struct placement_options {
   bool allow_soft_placement = false;
+  /// Why the devices include no GPU (e.g. "no GPU: the CUDA runtime says ..."); added to the
+  /// error of a node that asks for one.
+  std::string no_gpu_reason;
 };
 
 /// Whether node `n` has a kernel for the device type `type` ("CPU", "GPU").

@@ -1,0 +1,200 @@
+#include "ops/cuda/gpu_context.hpp"
+
+#include <cstring>
+#include <vector>
+
+namespace runnel {
+namespace {
+
+class cuda_sub_allocator : public sub_allocator {
+public:
+  explicit cuda_sub_allocator(int device) : device_(device) {}
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaSetDevice(device_) != cudaSuccess || cudaMalloc(&p, bytes) != cudaSuccess) {
+      cudaGetLastError(); // out of memory is not sticky: clear it
+      return nullptr;
+    }
+    return p;
+  }
+  void free(void* p, size_t) override {
+    cudaSetDevice(device_);
+    cudaFree(p);
+  }
+
+private:
+  int device_;
+};
+
+struct device_block {
+  bfc_allocator* allocator;
+  void* ptr;
+};
+
+} // namespace
+
+status cuda_status(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess)
+    return {};
+  return internal_error(what + ": CUDA error " + std::to_string(int(e)) + " (" +
+                        cudaGetErrorName(e) + "): " + cudaGetErrorString(e));
+}
+
+status cublas_status(cublasStatus_t e, const std::string& what) {
+  if (e == CUBLAS_STATUS_SUCCESS)
+    return {};
+  return internal_error(what + ": cuBLAS error " + std::to_string(int(e)) + " (" +
+                        cublasGetStatusString(e) + ")");
+}
+
+status cudnn_status(cudnnStatus_t e, const std::string& what) {
+  if (e == CUDNN_STATUS_SUCCESS)
+    return {};
+  return internal_error(what + ": cuDNN error " + std::to_string(int(e)) + " (" +
+                        cudnnGetErrorString(e) + ")");
+}
+
+result<std::unique_ptr<gpu_context>> gpu_context::create(int device, size_t memory_limit) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess)
+    return unavailable("GPU " + std::to_string(device) + ": no GPU is usable (" +
+                       cudaGetErrorString(e) + ")");
+  if (device < 0 || device >= count)
+    return unavailable("GPU " + std::to_string(device) + ": this machine has " +
+                       std::to_string(count) + " GPU(s)");
+  std::unique_ptr<gpu_context> g(new gpu_context(device));
+  std::string where = "GPU " + std::to_string(device);
+  RUNNEL_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device), where + ": cudaSetDevice"));
+  for (cudaStream_t* s : {&g->compute_, &g->h2d_, &g->d2h_, &g->d2d_})
+    RUNNEL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking),
+                                       where + ": creating a stream"));
+  RUNNEL_RETURN_IF_ERROR(cublas_status(cublasCreate(&g->cublas_), where + ": cublasCreate"));
+  RUNNEL_RETURN_IF_ERROR(
+      cublas_status(cublasSetStream(g->cublas_, g->compute_), where + ": cublasSetStream"));
+  RUNNEL_RETURN_IF_ERROR(cudnn_status(cudnnCreate(&g->cudnn_), where + ": cudnnCreate"));
+  RUNNEL_RETURN_IF_ERROR(
+      cudnn_status(cudnnSetStream(g->cudnn_, g->compute_), where + ": cudnnSetStream"));
+  if (memory_limit == 0) {
+    size_t free_bytes = 0, total = 0;
+    RUNNEL_RETURN_IF_ERROR(cuda_status(cudaMemGetInfo(&free_bytes, &total), where));
+    memory_limit = free_bytes / 10 * 9;
+  }
+  g->allocator_ = std::make_unique<bfc_allocator>(
+      std::make_unique<cuda_sub_allocator>(device),
+      bfc_options{.memory_limit = memory_limit, .initial_region_bytes = size_t(64) << 20,
+                  .name = "GPU:" + std::to_string(device)});
+  return g;
+}
+
+gpu_context::~gpu_context() {
+  cudaSetDevice(device_);
+  for (cudaStream_t s : {compute_, h2d_, d2h_, d2d_})
+    if (s)
+      cudaStreamSynchronize(s);
+  reap_staging(true);
+  allocator_.reset(); // its regions go back with cudaFree before the handles go
+  if (cudnn_)
+    cudnnDestroy(cudnn_);
+  if (cublas_)
+    cublasDestroy(cublas_);
+  for (cudaStream_t s : {compute_, h2d_, d2h_, d2d_})
+    if (s)
+      cudaStreamDestroy(s);
+}
+
+result<tensor> gpu_context::allocate(dtype t, const shape& s, const std::string& node) {
+  if (t == dtype::string)
+    return invalid_argument("node '" + node + "': strings cannot live in GPU memory");
+  size_t bytes = size_t(std::max<int64_t>(s.num_elements(), 0)) * size_of(t);
+  RUNNEL_ASSIGN_OR_RETURN(void* p, allocator_->allocate(std::max<size_t>(bytes, 1), node));
+  auto* block = new device_block{allocator_.get(), p};
+  return tensor::wrap(
+      t, s, p,
+      [](void* ctx) {
+        auto* b = static_cast<device_block*>(ctx);
+        (void)b->allocator->deallocate(b->ptr);
+        delete b;
+      },
+      block, memory_space::device, device_);
+}
+
+result<tensor> gpu_context::to_device(const tensor& host, const std::string& node) {
+  if (!host.host_readable())
+    return invalid_argument("to_device: the tensor is already in " + host.memory_name());
+  RUNNEL_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
+  RUNNEL_ASSIGN_OR_RETURN(tensor out, allocate(host.type(), host.shape(), node));
+  size_t bytes = host.bytes();
+  if (bytes) {
+    // Staged through pinned memory, so the copy is truly asynchronous (and the caller's
+    // buffer may be reused at once).
+    reap_staging(false);
+    void* pinned = nullptr;
+    RUNNEL_RETURN_IF_ERROR(cuda_status(cudaMallocHost(&pinned, bytes), "cudaMallocHost"));
+    std::memcpy(pinned, host.raw_data(), bytes);
+    status st = cuda_status(
+        cudaMemcpyAsync(out.raw_data(), pinned, bytes, cudaMemcpyHostToDevice, h2d_),
+        "copy to GPU");
+    cudaEvent_t copied = nullptr;
+    if (st.ok())
+      st = cuda_status(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), "event");
+    if (st.ok()) {
+      cudaEventRecord(copied, h2d_);
+      cudaStreamWaitEvent(compute_, copied, 0);
+      // The pinned buffer is freed once the event says the copy is done (host callbacks may
+      // not call CUDA, so it is reaped on later calls).
+      std::lock_guard lock(staging_mu_);
+      staging_.push_back({copied, pinned});
+    } else {
+      cudaStreamSynchronize(h2d_);
+      cudaFreeHost(pinned);
+    }
+    RUNNEL_RETURN_IF_ERROR(st);
+  }
+  return out;
+}
+
+result<tensor> gpu_context::to_host(const tensor& device) {
+  if (device.host_readable())
+    return device;
+  RUNNEL_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
+  tensor out(device.type(), device.shape());
+  if (out.bytes()) {
+    cudaEvent_t computed;
+    RUNNEL_RETURN_IF_ERROR(
+        cuda_status(cudaEventCreateWithFlags(&computed, cudaEventDisableTiming), "event"));
+    cudaEventRecord(computed, compute_);
+    cudaStreamWaitEvent(d2h_, computed, 0);
+    cudaEventDestroy(computed);
+    RUNNEL_RETURN_IF_ERROR(cuda_status(
+        cudaMemcpyAsync(out.raw_data(), device.raw_data(), out.bytes(), cudaMemcpyDeviceToHost,
+                        d2h_),
+        "copy from GPU"));
+    RUNNEL_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(d2h_), "copy from GPU"));
+  }
+  return out;
+}
+
+void gpu_context::reap_staging(bool wait) {
+  std::lock_guard lock(staging_mu_);
+  std::erase_if(staging_, [&](auto& entry) {
+    auto [event, pinned] = entry;
+    if (wait)
+      cudaEventSynchronize(event);
+    else if (cudaEventQuery(event) != cudaSuccess)
+      return false;
+    cudaEventDestroy(event);
+    cudaFreeHost(pinned);
+    return true;
+  });
+}
+
+status gpu_context::synchronize() {
+  RUNNEL_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
+  for (cudaStream_t s : {compute_, h2d_, d2h_, d2d_})
+    RUNNEL_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(s), "GPU " + std::to_string(device_)));
+  reap_staging(true);
+  return {};
+}
+
+} // namespace runnel

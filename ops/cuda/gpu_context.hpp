@@ -1,0 +1,80 @@
+#pragma once
+// One GPU as the kernels see it: a stream group (compute, host-to-device, device-to-host,
+// device-to-device, TensorFlow's design), cuBLAS and cuDNN handles bound to the compute stream,
+// and a BFC allocator over cudaMalloc within a memory limit. CUDA code only: this header brings
+// the CUDA runtime's types.
+//
+//   auto gpu = gpu_context::create(0).value();
+//   tensor x = gpu->to_device(host_tensor).value();         // async on the h2d stream
+//   tensor y;
+//   RUNNEL_RETURN_IF_ERROR(unary_cuda(*gpu, gpu_unary::relu, x, &y, "relu"));  // compute stream
+//   tensor back = gpu->to_host(y).value();                  // d2h, waits for the result
+//
+// Ordering: a copy onto the device records an event the compute stream waits on; a copy back
+// waits on an event recorded after the compute work. Nothing blocks the host except to_host
+// and synchronize.
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ops/gpu/bfc_allocator.hpp"
+#include "ops/tensor.hpp"
+
+namespace runnel {
+
+/// OK, or an internal error naming `what` and CUDA's message (the device stays usable for
+/// errors that are not sticky).
+status cuda_status(cudaError_t e, const std::string& what);
+status cublas_status(cublasStatus_t e, const std::string& what);
+status cudnn_status(cudnnStatus_t e, const std::string& what);
+
+class gpu_context {
+public:
+  /// GPU `device` with an allocator of at most `memory_limit` bytes (0: 90% of its free
+  /// memory). No GPU: an `unavailable` error saying why.
+  static result<std::unique_ptr<gpu_context>> create(int device, size_t memory_limit = 0);
+  ~gpu_context();
+  gpu_context(const gpu_context&) = delete;
+  gpu_context& operator=(const gpu_context&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t compute() const { return compute_; }
+  cudaStream_t host_to_device() const { return h2d_; }
+  cudaStream_t device_to_host() const { return d2h_; }
+  cudaStream_t device_to_device() const { return d2d_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  bfc_allocator& allocator() { return *allocator_; }
+
+  /// An uninitialised tensor in this GPU's memory, given back to the allocator with its last
+  /// reference; running out is `resource_exhausted` naming `node`.
+  result<tensor> allocate(dtype t, const shape& s, const std::string& node = {});
+  /// Copies a host tensor to the device on the h2d stream; compute work enqueued afterwards
+  /// waits for it. Host memory is staged through a pinned buffer.
+  result<tensor> to_device(const tensor& host, const std::string& node = {});
+  /// Copies a device tensor back on the d2h stream after the compute work enqueued so far,
+  /// and waits for it.
+  result<tensor> to_host(const tensor& device);
+  /// Waits for every stream; reports an asynchronous kernel error.
+  status synchronize();
+
+private:
+  explicit gpu_context(int device) : device_(device) {}
+  /// Frees pinned staging buffers whose copies are done (all of them, waiting, with `wait`).
+  void reap_staging(bool wait);
+  int device_;
+  std::mutex staging_mu_;
+  std::vector<std::pair<cudaEvent_t, void*>> staging_;
+  cudaStream_t compute_ = nullptr, h2d_ = nullptr, d2h_ = nullptr, d2d_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  std::unique_ptr<bfc_allocator> allocator_;
+};
+
+} // namespace runnel

@@ -1,0 +1,39 @@
+#pragma once
+// Entry points of the CUDA kernels (one op family per .cu file: the __global__ kernel, a
+// launcher taking a cudaStream_t, and this entry). Inputs are tensors in the context's GPU
+// memory; outputs are allocated there. Each entry checks shapes and dtypes like the CPU kernel
+// it mirrors and names `node` in its errors. The [.gpu] tests compare every entry with the CPU
+// kernel (tests/gpu/gpu_kernels_test.cpp).
+#include <string>
+
+#include "ops/cuda/gpu_context.hpp"
+
+namespace runnel {
+
+enum class gpu_binary {
+  add, sub, mul, div, maximum, minimum, squared_difference, // arithmetic
+  relu_grad, sigmoid_grad, tanh_grad,                        // gradient helpers (TF's order)
+  greater, less, equal                                       // comparisons: bool out
+};
+enum class gpu_unary { neg, exp, log, sqrt, square, tanh, sigmoid, relu, abs, rsqrt, reciprocal };
+
+/// Element-wise binary op with NumPy broadcasting (f16, bf16, f32, f64, i32, i64).
+status binary_cuda(gpu_context& gpu, gpu_binary op, const tensor& a, const tensor& b, tensor* out,
+                   const std::string& node);
+/// Element-wise unary op (floats).
+status unary_cuda(gpu_context& gpu, gpu_unary op, const tensor& x, tensor* out,
+                  const std::string& node);
+/// Cast between the numeric types.
+status cast_cuda(gpu_context& gpu, const tensor& x, dtype to, tensor* out, const std::string& node);
+
+struct gpu_matmul_options {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  /// float32 inputs multiplied on TF32 tensor cores (10-bit mantissas, float32 accumulation).
+  bool allow_tf32 = false;
+};
+/// C = op(A) · op(B) through cuBLAS (f16, bf16, f32, f64), accumulating in f32 (f64 for f64).
+status matmul_cuda(gpu_context& gpu, const tensor& a, const tensor& b, const gpu_matmul_options& o,
+                   tensor* out, const std::string& node);
+
+} // namespace runnel
