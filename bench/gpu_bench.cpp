@@ -1,0 +1,70 @@
+// GPU benchmarks (scripts/gpu-check; needs a GPU). Each compares with the library called
+// directly on the same device buffers, timed with CUDA events over the same number of runs:
+//   gpu_matmul_f32_4096   matmul_cuda vs cublasGemmEx (target >= 0.95x)
+//   gpu_matmul_tf32_4096  the same with TF32 tensor cores
+//   gpu_matmul_bf16_4096  the same in bfloat16
+// Not measured yet: Conv2D against cuDNN and an MLP step against PyTorch (no GPU Conv2D kernel
+// and no GPU device actor yet: docs/gpu.md).
+#include <cstdio>
+#include <functional>
+
+#include "ops/cuda/kernels.hpp"
+
+using namespace runnel;
+
+namespace {
+
+/// Milliseconds per call of `f` (after warm-up), by CUDA events on the compute stream.
+double time_ms(gpu_context& gpu, const std::function<void()>& f, int runs = 20) {
+  for (int i = 0; i < 3; ++i)
+    f();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, gpu.compute());
+  for (int i = 0; i < runs; ++i)
+    f();
+  cudaEventRecord(stop, gpu.compute());
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return double(ms) / runs;
+}
+
+void matmul_line(gpu_context& gpu, const char* label, dtype t, bool tf32, int64_t n) {
+  tensor a = gpu.allocate(t, shape{n, n}, "a").value(), b = gpu.allocate(t, shape{n, n}, "b").value();
+  cudaMemsetAsync(a.raw_data(), 0, a.bytes(), gpu.compute());
+  cudaMemsetAsync(b.raw_data(), 0, b.bytes(), gpu.compute());
+  tensor c = gpu.allocate(t, shape{n, n}, "c").value();
+  double ours = time_ms(gpu, [&] {
+    tensor out;
+    throw_if_error(matmul_cuda(gpu, a, b, {.allow_tf32 = tf32}, &out, "bench"));
+  });
+  cudaDataType_t dt = t == dtype::bf16 ? CUDA_R_16BF : t == dtype::f16 ? CUDA_R_16F : CUDA_R_32F;
+  auto compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  float one = 1, zero = 0;
+  double direct = time_ms(gpu, [&] {
+    cublasGemmEx(gpu.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(n), int(n), &one, b.raw_data(),
+                 dt, int(n), a.raw_data(), dt, int(n), &zero, c.raw_data(), dt, int(n), compute,
+                 CUBLAS_GEMM_DEFAULT);
+  });
+  double tflops = 2.0 * double(n) * n * n / (ours * 1e-3) / 1e12;
+  std::printf("bench %s: %.1f TFLOP/s (%.2fx cublasGemmEx)\n", label, tflops, direct / ours);
+}
+
+} // namespace
+
+int main() {
+  auto gpu = gpu_context::create(0);
+  if (!gpu.ok()) {
+    std::fprintf(stderr, "gpu_bench: %s\n", gpu.error().to_string().c_str());
+    return 2;
+  }
+  matmul_line(**gpu, "gpu_matmul_f32_4096", dtype::f32, false, 4096);
+  matmul_line(**gpu, "gpu_matmul_tf32_4096", dtype::f32, true, 4096);
+  matmul_line(**gpu, "gpu_matmul_bf16_4096", dtype::bf16, false, 4096);
+  throw_if_error((*gpu)->synchronize());
+  return 0;
+}

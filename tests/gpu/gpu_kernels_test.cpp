@@ -1,0 +1,189 @@
+// CUDA kernels against the CPU kernels on random inputs. Tagged [.gpu]: they need a GPU, so
+// plain runs skip them; scripts/gpu-check runs them on a GPU machine. The [gpu_host] cases run
+// everywhere (CI included): they check what happens without a GPU.
+#include <functional>
+#include <random>
+
+#include "ops/cuda/kernels.hpp"
+#include "ops/gpu/gpu_info.hpp"
+#include "tests/eval.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+
+namespace {
+
+tensor random_host(dtype t, shape s, uint32_t seed, double lo = -2, double hi = 2) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  tensor f(dtype::f64, s);
+  for (auto& v : f.flat<double>())
+    v = d(rng);
+  graph g;
+  auto c = cast(constant(g, f), t);
+  return eval1(t == dtype::i32 ? cast(cast(constant(g, f) * 10.0, dtype::i32), t) : c);
+}
+
+double tolerance(dtype t) {
+  switch (t) {
+    case dtype::bf16:
+      return 1.6e-2;
+    case dtype::f16:
+      return 2e-3;
+    case dtype::f32:
+      return 1e-5;
+    default:
+      return 1e-12;
+  }
+}
+
+gpu_context& gpu() {
+  static auto ctx = gpu_context::create(0).value(); // [.gpu] only: there is a GPU
+  return *ctx;
+}
+
+tensor on_gpu(const tensor& host) {
+  return gpu().to_device(host, "input").value();
+}
+
+tensor back(const tensor& dev) {
+  return gpu().to_host(dev).value();
+}
+
+void check_matches(const tensor& got, const tensor& want, double rtol, double atol = 1e-5) {
+  if (want.type() == dtype::f16 || want.type() == dtype::bf16 || want.type() == dtype::f32 ||
+      want.type() == dtype::f64) {
+    graph g;
+    auto r = eval({cast(constant(g, got), dtype::f64), cast(constant(g, want), dtype::f64)});
+    check_close(r[0], r[1], rtol, atol);
+  } else {
+    check_equal(got, want);
+  }
+}
+
+} // namespace
+
+TEST_CASE("without a GPU a context cannot be made, and says why", "[gpu_host]") {
+  auto& found = discover_gpus();
+  CHECK(found.built_with_cuda);
+  auto ctx = gpu_context::create(int(found.gpus.size())); // one past the last GPU
+  REQUIRE_FALSE(ctx.ok());
+  CHECK(ctx.error().code() == error_code::unavailable);
+  CHECK_THAT(ctx.error().to_string(), Catch::Contains("GPU " + std::to_string(found.gpus.size())));
+}
+
+TEST_CASE("GPU binary ops match the CPU, broadcasting included", "[.gpu]") {
+  struct binary_case {
+    gpu_binary op;
+    std::function<output(output, output)> cpu;
+    bool positive_rhs = false;
+  };
+  std::vector<binary_case> cases{
+      {gpu_binary::add, [](output a, output b) { return a + b; }},
+      {gpu_binary::sub, [](output a, output b) { return a - b; }},
+      {gpu_binary::mul, [](output a, output b) { return a * b; }},
+      {gpu_binary::div, [](output a, output b) { return a / b; }, true},
+      {gpu_binary::maximum, [](output a, output b) { return maximum(a, b); }},
+      {gpu_binary::minimum, [](output a, output b) { return minimum(a, b); }},
+      {gpu_binary::squared_difference, [](output a, output b) { return squared_difference(a, b); }},
+      {gpu_binary::greater, [](output a, output b) { return greater(a, b); }},
+      {gpu_binary::less, [](output a, output b) { return less(a, b); }},
+      {gpu_binary::equal, [](output a, output b) { return equal(a, b); }},
+  };
+  for (dtype t : {dtype::f32, dtype::f64, dtype::f16, dtype::bf16, dtype::i32})
+    for (auto& [sa, sb] : std::vector<std::pair<shape, shape>>{
+             {{1000, 37}, {1000, 37}}, {{64, 1, 33}, {7, 1}}, {{5, 6}, {}}})
+      for (auto& c : cases) {
+        if (t == dtype::i32 && c.op == gpu_binary::div)
+          continue; // integer Div stays on the CPU (zero checks)
+        INFO(name(t) << " " << sa.to_string() << " op " << int(c.op));
+        auto a = random_host(t, sa, 1), b = random_host(t, sb, 2, c.positive_rhs ? 0.5 : -2, 2);
+        tensor out;
+        REQUIRE(binary_cuda(gpu(), c.op, on_gpu(a), on_gpu(b), &out, "binary").ok());
+        graph g;
+        auto want = eval1(c.cpu(constant(g, a), constant(g, b)));
+        check_matches(back(out), want, tolerance(t));
+      }
+}
+
+TEST_CASE("GPU unary ops and casts match the CPU", "[.gpu]") {
+  std::vector<std::pair<gpu_unary, std::function<output(output)>>> cases{
+      {gpu_unary::neg, [](output x) { return -x; }},
+      {gpu_unary::exp, [](output x) { return exp(x); }},
+      {gpu_unary::square, [](output x) { return square(x); }},
+      {gpu_unary::tanh, [](output x) { return tanh(x); }},
+      {gpu_unary::sigmoid, [](output x) { return sigmoid(x); }},
+      {gpu_unary::relu, [](output x) { return relu(x); }},
+      {gpu_unary::abs, [](output x) { return abs(x); }},
+      {gpu_unary::reciprocal, [](output x) { return reciprocal(x); }},
+  };
+  for (dtype t : {dtype::f32, dtype::f64, dtype::f16, dtype::bf16})
+    for (auto& [op, cpu] : cases) {
+      INFO(name(t) << " op " << int(op));
+      auto x = random_host(t, {4097}, 3);
+      tensor out;
+      REQUIRE(unary_cuda(gpu(), op, on_gpu(x), &out, "unary").ok());
+      graph g;
+      check_matches(back(out), eval1(cpu(constant(g, x))), tolerance(t) * 4, 1e-3);
+    }
+  for (dtype from : {dtype::f32, dtype::f16, dtype::bf16, dtype::i32})
+    for (dtype to : {dtype::f32, dtype::f16, dtype::bf16, dtype::f64}) {
+      INFO(name(from) << " -> " << name(to));
+      auto x = random_host(from, {1000}, 4);
+      tensor out;
+      REQUIRE(cast_cuda(gpu(), on_gpu(x), to, &out, "cast").ok());
+      graph g;
+      check_equal(back(out), eval1(cast(constant(g, x), to)));
+    }
+}
+
+TEST_CASE("GPU MatMul matches the CPU for every transpose and precision", "[.gpu]") {
+  for (dtype t : {dtype::f32, dtype::f64, dtype::f16, dtype::bf16})
+    for (bool tf32 : {false, true})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          if (tf32 && t != dtype::f32)
+            continue;
+          INFO(name(t) << " tf32=" << tf32 << " ta=" << ta << " tb=" << tb);
+          auto a = random_host(t, ta ? shape{300, 129} : shape{129, 300}, 5);
+          auto b = random_host(t, tb ? shape{65, 300} : shape{300, 65}, 6);
+          tensor out;
+          REQUIRE(matmul_cuda(gpu(), on_gpu(a), on_gpu(b),
+                              {.transpose_a = ta, .transpose_b = tb, .allow_tf32 = tf32}, &out, "mm")
+                      .ok());
+          // The reference: the same inputs in float64 on the CPU.
+          graph g;
+          auto want = eval1(matmul(cast(constant(g, a), dtype::f64), cast(constant(g, b), dtype::f64),
+                                   {.transpose_a = ta, .transpose_b = tb}));
+          double rtol = tf32 ? 5e-3 : t == dtype::f64 ? 1e-12 : t == dtype::f32 ? 1e-4 : 2e-2;
+          check_matches(back(out), want, rtol, 0.05);
+        }
+  tensor out;
+  auto bad = matmul_cuda(gpu(), on_gpu(random_host(dtype::f32, {3, 4}, 7)),
+                         on_gpu(random_host(dtype::f32, {5, 6}, 8)), {}, &out, "dense/MatMul");
+  CHECK_THAT(bad.to_string(), Catch::Contains("dense/MatMul") && Catch::Contains("[3,4]"));
+}
+
+TEST_CASE("GPU memory: the limit gives resource_exhausted naming the node; the GPU stays usable",
+          "[.gpu]") {
+  auto small = gpu_context::create(0, size_t(256) << 20).value();
+  auto r = small->allocate(dtype::f32, shape{int64_t(1) << 27}, "huge/Conv2D"); // 512 MiB
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == error_code::resource_exhausted);
+  CHECK_THAT(r.error().to_string(), Catch::Contains("huge/Conv2D") && Catch::Contains("GPU:0"));
+  auto x = small->to_device(tensor::vector<float>({1, -2, 3})).value();
+  CHECK(x.memory() == memory_space::device);
+  CHECK(x.memory_name() == "GPU:0 memory");
+  tensor y;
+  REQUIRE(unary_cuda(*small, gpu_unary::relu, x, &y, "relu").ok());
+  check_equal(small->to_host(y).value(), tensor::vector<float>({1, 0, 3}));
+  CHECK(small->synchronize().ok());
+  CHECK(small->allocator().stats().peak_bytes_in_use > 0);
+}
+
+TEST_CASE("host tensors are refused by GPU kernels with the input named", "[.gpu]") {
+  tensor out;
+  auto st = binary_cuda(gpu(), gpu_binary::add, tensor::vector<float>({1}),
+                        on_gpu(tensor::vector<float>({1})), &out, "add");
+  CHECK_THAT(st.to_string(), Catch::Contains("input 0") && Catch::Contains("host memory"));
+}
