@@ -128,7 +128,8 @@ device_actor::behavior_type device_behavior(device_actor::pointer self, local_de
                                 dev->type,
                                 dev->cpu.get(),
                                 dev->resources.get(),
-                                req->output_value_needed[i]};
+                                req->output_value_needed[i],
+                                dev->gpu.get()};
           auto factory = kernels.find(n, dev->type);
           if (!factory)
             return factory.error().with_context("on device " + dev->name);
@@ -140,6 +141,7 @@ device_actor::behavior_type device_behavior(device_actor::pointer self, local_de
           setup->op = n.op;
           setup->kern = std::move(k).value();
           setup->cpu = dev->cpu.get();
+          setup->gpu = dev->gpu.get();
           setup->num_outputs = n.num_outputs();
           setup->device = dev->name;
           // Expensive kernels run on the device's executor when it has one. Stateful kernels

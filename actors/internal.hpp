@@ -13,6 +13,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "ops/gpu/accelerator.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
@@ -183,6 +185,9 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   std::vector<std::string> control_send_keys;
   local_rendezvous* rendezvous = nullptr;
   std::vector<std::vector<int>> fetch_slots; ///< per output: indices into step_state::fetches
+  /// A node on a GPU: its accelerator, which brings outputs to the host when they are fetched
+  /// or sent to another device.
+  accelerator* gpu = nullptr;
   /// Per data input: the variable to read when the node fires (inputs fed by a VariableV2).
   std::vector<std::shared_ptr<variable>> ref_reads;
   bool has_ref_reads = false;
@@ -267,10 +272,17 @@ private:
 };
 
 /// A local device: its actor, its thread pool, its resources and its name.
+/// The accelerator of CUDA device `cuda_device` as /device:GPU:`index` (an error in a build
+/// without the CUDA kernels) (actors/gpu_device.cpp).
+result<std::unique_ptr<accelerator>> make_gpu_accelerator(int index, int cuda_device,
+                                                          size_t memory_limit);
+
 struct local_device {
   std::string name;
   device_type type = device_type::cpu;
   std::unique_ptr<cpu_device> cpu;
+  /// A GPU device's accelerator (CUDA or simulated); null on a CPU.
+  std::unique_ptr<accelerator> gpu;
   std::unique_ptr<device_resources> resources;
   /// The device's compute threads, when it has an exclusive budget (runtime_options::device_threads).
   std::unique_ptr<device_executor> executor;

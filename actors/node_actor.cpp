@@ -159,11 +159,25 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
   }
   for (int o = 0; o < s.num_outputs; ++o) {
     auto& value = outputs[size_t(o)];
+    // A GPU's output leaves the device for fetches and other devices as a host copy; its
+    // consumers on the same GPU get the device tensor.
+    tensor host_copy;
+    bool leaves = !s.fetch_slots[size_t(o)].empty() ||
+                  (!s.send_keys.empty() && !s.send_keys[size_t(o)].empty());
+    if (s.gpu && leaves && value.valid() && !value.host_readable()) {
+      auto h = s.gpu->read_to_host(value);
+      if (!h.ok()) {
+        step->fail(h.error().with_context(s.describe()));
+        return;
+      }
+      host_copy = std::move(h).value();
+    }
+    const tensor& outside = host_copy.valid() ? host_copy : value;
     for (int f : s.fetch_slots[size_t(o)])
-      step->fetches[size_t(f)] = value;
+      step->fetches[size_t(f)] = outside;
     if (!s.send_keys.empty())
       for (auto& key : s.send_keys[size_t(o)])
-        s.rendezvous->send(step->id, key, value); // shares the buffer
+        s.rendezvous->send(step->id, key, outside); // shares the buffer
     auto& cs = s.consumers[size_t(o)];
     for (size_t c = 0; c < cs.size(); ++c) {
       if (c + 1 == cs.size())

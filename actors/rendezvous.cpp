@@ -1,5 +1,7 @@
 #include "actors/rendezvous.hpp"
 
+#include "ops/gpu/accelerator.hpp"
+
 #include "placement/partition.hpp"
 
 namespace runnel {
@@ -201,6 +203,65 @@ private:
   dtype type_;
 };
 
+/// A GPU's _Send: the value goes to the host first (device-to-host stream, after the kernel that
+/// produced it), then on as a CPU's _Send sends it. GPU to GPU thus goes through the host.
+class gpu_send_kernel : public kernel {
+public:
+  gpu_send_kernel(accelerator& gpu, std::unique_ptr<kernel> host_send)
+      : gpu_(gpu), send_(std::move(host_send)) {}
+  bool is_async() const override { return true; }
+  status compute(kernel_context&) override { return internal_error("_Send is asynchronous"); }
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
+    const tensor& v = ctx.input(0);
+    if (!v.valid() || v.host_readable())
+      return send_->compute_async(ctx, std::move(done));
+    gpu_.copy_to_host(v, [this, &ctx, done = std::move(done)](status st, tensor host) mutable {
+      if (!st.ok())
+        return done(st);
+      host_input_ = std::move(host);
+      host_ctx_ = std::make_unique<kernel_context>(std::span<const tensor>(&host_input_, 1), 0,
+                                                   nullptr);
+      host_ctx_->set_step_id(ctx.step_id());
+      host_ctx_->set_frame_iter(ctx.frame_iter());
+      send_->compute_async(*host_ctx_, std::move(done));
+    });
+  }
+
+private:
+  accelerator& gpu_;
+  std::unique_ptr<kernel> send_;
+  // One compute at a time per kernel object (the runtime's rule), so one staging slot.
+  tensor host_input_;
+  std::unique_ptr<kernel_context> host_ctx_;
+};
+
+/// A GPU's _Recv: the host value is copied into device memory (host-to-device stream) before the
+/// node completes.
+class gpu_recv_kernel : public kernel {
+public:
+  gpu_recv_kernel(accelerator& gpu, std::unique_ptr<kernel> host_recv, std::string node)
+      : gpu_(gpu), recv_(std::move(host_recv)), node_(std::move(node)) {}
+  bool is_async() const override { return true; }
+  status compute(kernel_context&) override { return internal_error("_Recv is asynchronous"); }
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
+    recv_->compute_async(ctx, [this, &ctx, done = std::move(done)](status st) mutable {
+      const tensor& v = ctx.output(0);
+      if (!st.ok() || !v.valid() || !v.host_readable() || v.type() == dtype::string)
+        return done(st);
+      gpu_.copy_to_device(v, node_, [&ctx, done = std::move(done)](status st, tensor dev) {
+        if (st.ok())
+          ctx.set_output(0, std::move(dev));
+        done(st);
+      });
+    });
+  }
+
+private:
+  accelerator& gpu_;
+  std::unique_ptr<kernel> recv_;
+  std::string node_;
+};
+
 } // namespace
 
 void register_sendrecv_kernels(kernel_registry& reg) {
@@ -217,6 +278,24 @@ void register_sendrecv_kernels(kernel_registry& reg) {
             RUNNEL_ASSIGN_OR_RETURN(auto* r, rendezvous_of(c));
             return std::unique_ptr<kernel>(
                 new recv_kernel(*r, key_of(c), c.attr<dtype>("tensor_type")));
+          });
+  reg.add("_Send", device_type::gpu, {},
+          [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
+            RUNNEL_ASSIGN_OR_RETURN(auto* r, rendezvous_of(c));
+            if (!c.gpu)
+              return failed_precondition("node '" + c.node.name + "': a GPU _Send without a GPU");
+            return std::unique_ptr<kernel>(new gpu_send_kernel(
+                *c.gpu, std::make_unique<send_kernel>(*r, key_of(c), c.attr<std::string>("recv_device"),
+                                                      c.attr<dtype>("T"), wire_bf16(c.node))));
+          });
+  reg.add("_Recv", device_type::gpu, {},
+          [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
+            RUNNEL_ASSIGN_OR_RETURN(auto* r, rendezvous_of(c));
+            if (!c.gpu)
+              return failed_precondition("node '" + c.node.name + "': a GPU _Recv without a GPU");
+            return std::unique_ptr<kernel>(new gpu_recv_kernel(
+                *c.gpu, std::make_unique<recv_kernel>(*r, key_of(c), c.attr<dtype>("tensor_type")),
+                c.node.name));
           });
 }
 

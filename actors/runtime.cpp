@@ -7,6 +7,8 @@
 
 #include "actors/internal.hpp"
 #include "ops/cpu/cpu_device.hpp"
+#include "ops/gpu/accelerator.hpp"
+#include "ops/gpu/simulated_gpu.hpp"
 #include "storage/example_parse.hpp"
 
 namespace runnel {
@@ -37,6 +39,7 @@ const kernel_registry& runtime_kernels() {
     register_builtin_kernels(*r);
     register_parsing_kernels(*r);
     register_sendrecv_kernels(*r);
+    register_gpu_kernels(*r);
     return r;
   }();
   return *reg;
@@ -60,18 +63,32 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
                    "2-5x faster\n",
                    blas_core().c_str(), better.c_str(), better.c_str());
   });
-  // GPUs: found once per process, reported once.
+  // GPUs: found once per process, reported once; a device actor per visible GPU.
   const auto& found = discover_gpus();
   std::string visible_error;
   d.gpus = visible_gpus(found, d.options.visible_gpus ? &*d.options.visible_gpus : nullptr,
                         &visible_error);
   if (!visible_error.empty())
     throw error(invalid_argument("runtime_options: " + visible_error));
-  if (d.gpus.empty())
+  std::vector<std::unique_ptr<accelerator>> accelerators;
+  std::string gpu_failures;
+  for (auto& g : d.gpus) {
+    auto acc = make_gpu_accelerator(int(accelerators.size()), g.id, d.options.gpu_memory_limit);
+    if (acc.ok())
+      accelerators.push_back(std::move(acc).value());
+    else
+      gpu_failures += (gpu_failures.empty() ? "" : "; ") + acc.error().to_string();
+  }
+  for (int i = 0; i < d.options.simulated_gpus; ++i)
+    accelerators.push_back(make_simulated_gpu(
+        int(accelerators.size()),
+        d.options.gpu_memory_limit ? d.options.gpu_memory_limit : size_t(1) << 30));
+  if (accelerators.empty())
     d.no_gpu_reason = "this runtime has no GPU (" +
-                      (found.gpus.empty() ? found.why_none : "visible_gpus is empty") + ")";
-  else // GPU device actors are not built yet (docs/gpu.md): the GPUs are reported, not used
-    d.no_gpu_reason = "GPU device actors are not part of this build yet (docs/gpu.md)";
+                      (!gpu_failures.empty() ? gpu_failures
+                       : found.gpus.empty()  ? found.why_none
+                                             : std::string("visible_gpus is empty")) +
+                      ")";
   static std::once_flag gpu_report;
   std::call_once(gpu_report, [&] {
     if (found.gpus.empty())
@@ -80,10 +97,9 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
                    "with soft placement\n",
                    found.why_none.c_str());
     else
-      std::fprintf(stderr,
-                   "runnel: %zu GPU(s) found (%s, ...), but the runtime has no GPU device actors "
-                   "yet; everything runs on the CPU (docs/gpu.md)\n",
-                   found.gpus.size(), found.gpus[0].name.c_str());
+      std::fprintf(stderr, "runnel: %zu GPU(s): %s%s%s\n", found.gpus.size(),
+                   found.gpus[0].name.c_str(), gpu_failures.empty() ? "" : "; unusable: ",
+                   gpu_failures.c_str());
   });
   int n = std::max(1, d.options.cpu_devices);
   int budget = d.options.device_threads;
@@ -96,7 +112,7 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
   d.routes = std::make_unique<process_rendezvous>(
       d.rendezvous,
       "/job:" + d.options.job + "/replica:0/task:" + std::to_string(d.options.task) + "/");
-  d.devices.resize(size_t(n));
+  d.devices.resize(size_t(n) + accelerators.size()); // the device actors keep their addresses
   for (int i = 0; i < n; ++i) {
     auto& dev = d.devices[size_t(i)];
     dev.name = "/job:" + d.options.job + "/replica:0/task:" + std::to_string(d.options.task) +
@@ -112,6 +128,17 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
       dev.executor = std::make_unique<device_executor>(dev.name, budget);
     dev.resources = std::make_unique<device_resources>(
         *d.system, i == 0 ? nullptr : d.devices.front().resources.get(), d.routes.get());
+    dev.actor = spawn_device_actor(*d.system, dev);
+  }
+  for (size_t g = 0; g < accelerators.size(); ++g) {
+    auto& dev = d.devices[size_t(n) + g];
+    dev.name = "/job:" + d.options.job + "/replica:0/task:" + std::to_string(d.options.task) +
+               "/device:gpu:" + std::to_string(g);
+    dev.type = device_type::gpu;
+    dev.gpu = std::move(accelerators[g]);
+    // Variables, queues and iterators are the CPU's (no GPU kernels use them).
+    dev.resources = std::make_unique<device_resources>(*d.system, d.devices.front().resources.get(),
+                                                       d.routes.get());
     dev.actor = spawn_device_actor(*d.system, dev);
   }
 }
@@ -150,6 +177,13 @@ const std::vector<gpu_properties>& runtime::gpus() const {
 
 const std::string& runtime::no_gpu_reason() const {
   return impl_->no_gpu_reason;
+}
+
+result<bfc_stats> runtime::gpu_memory(int id) const {
+  for (auto& dev : impl_->devices)
+    if (dev.gpu && dev.gpu->id() == id)
+      return dev.gpu->memory_stats();
+  return not_found("this runtime has no /device:GPU:" + std::to_string(id));
 }
 
 std::vector<std::string> runtime::devices() const {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/gpu/bfc_allocator.hpp"
 #include "ops/gpu/gpu_info.hpp"
 #include "placement/cost_model.hpp"
 
@@ -41,8 +42,12 @@ struct runtime_options {
   int task = 0;
   /// The GPUs this runtime may use, by CUDA id (unset: all; empty: none).
   std::optional<std::vector<int>> visible_gpus;
-  /// The most device memory each GPU's allocator takes (0: its free memory at start).
+  /// The most device memory each GPU's allocator takes (0: 90% of its free memory at start;
+  /// 1 GiB for a simulated GPU).
   size_t gpu_memory_limit = 0;
+  /// GPUs made of host memory and threads (ops/gpu/simulated_gpu.hpp), after the real ones:
+  /// GPU placement, transfers and device memory on any machine, for tests and trials.
+  int simulated_gpus = 0;
 };
 
 class runtime {
@@ -56,8 +61,10 @@ public:
   std::vector<std::string> devices() const;
   /// The GPUs found and visible to this runtime (docs/gpu.md says what runs on them).
   const std::vector<gpu_properties>& gpus() const;
-  /// Why gpus() is empty ("" when it is not).
+  /// Why the runtime has no GPU device ("" when it has one, real or simulated).
   const std::string& no_gpu_reason() const;
+  /// Device memory statistics of /device:GPU:`id` (an error when there is no such GPU).
+  result<bfc_stats> gpu_memory(int id) const;
   const runtime_options& options() const;
   /// The CPU devices' throughput for the cost model: runtime_options::cpu_params, or measured
   /// once (on first use) with each device's compute budget.

@@ -51,8 +51,16 @@ status session::impl::place_graph() {
     return kernels.has_kernel(nd, type == "GPU" ? device_type::gpu : device_type::cpu);
   };
   auto devices = placement_devices(rt);
+  // GPUs take the ops that have GPU kernels, except in graphs with loops and conditionals: their
+  // edges between devices are direct messages, with no transfer (docs/gpu.md).
+  bool control_flow = false;
+  for (int v = 0; v < n && !control_flow; ++v) {
+    auto& op = g.at(v).op;
+    control_flow = op == "Switch" || op == "Merge" || op == "Enter" || op == "NextIteration";
+  }
   placement_options popts{.allow_soft_placement = options.allow_soft_placement,
-                          .no_gpu_reason = rt.no_gpu_reason};
+                          .no_gpu_reason = rt.no_gpu_reason,
+                          .prefer_gpu = !control_flow};
   std::vector<size_t> where;
   if (options.placement == session_options::placement_policy::cost_model) {
     std::vector<device_params> params(devices.size(), resolve_cpu_params(rt));

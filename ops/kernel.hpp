@@ -34,6 +34,7 @@ enum class device_type { cpu, gpu };
 const char* to_string(device_type t);
 
 class cpu_device;
+class accelerator;
 class variable;
 class queue_resource;
 class accumulator_resource;
@@ -95,6 +96,8 @@ struct kernel_construction {
   /// For each output: whether some consumer reads its value (false when the only consumers are
   /// ref inputs, e.g. the Assign that initialises a variable).
   std::vector<bool> output_value_needed;
+  /// The GPU of a node placed on one (null on a CPU).
+  accelerator* gpu = nullptr;
 
   template <class T> T attr(std::string_view name) const { return get_attr<T>(node.attrs, name); }
 };

@@ -130,6 +130,12 @@ result<placement_constraints> resolve_constraints(const graph& g, const std::vec
     for (size_t d = 0; d < devices.size(); ++d)
       if (spec.matches(devices[d].spec) && kernels_ok(devices[d]))
         feasible.push_back(d);
+    if (options.prefer_gpu && !spec.type) {
+      auto gpu = std::find_if(feasible.begin(), feasible.end(),
+                              [&](size_t d) { return devices[d].spec.type == "GPU"; });
+      if (gpu != feasible.end())
+        feasible = {*gpu};
+    }
     if (feasible.empty() && options.allow_soft_placement) {
       // Relax the device type and id; keep job, replica and task.
       device_spec relaxed = spec;

@@ -36,6 +36,9 @@ struct placement_options {
   /// Why the devices include no GPU (e.g. "no GPU: the CUDA runtime says ..."); added to the
   /// error of a node that asks for one.
   std::string no_gpu_reason;
+  /// TensorFlow's default (sessions set it): a colocation group that asks for no device type and
+  /// has GPU kernels goes to the first GPU it may use, whatever the cost model says.
+  bool prefer_gpu = false;
 };
 
 /// Whether node `n` has a kernel for the device type `type` ("CPU", "GPU").

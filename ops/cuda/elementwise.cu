@@ -241,7 +241,19 @@ status cast_cuda(gpu_context& gpu, const tensor& x, dtype to, tensor* out, const
   RUNNEL_RETURN_IF_ERROR(check_device(gpu, x, node, 0));
   RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(to, x.shape(), node));
   int64_t n = x.num_elements();
-  return dispatch_gpu_number(x.type(), "node '" + node + "'", [&]<class From>() {
+  auto from_any = [&](auto&& f) -> status { // sources include bool and bytes (accuracy casts)
+    switch (x.type()) {
+      case dtype::boolean:
+        return f.template operator()<bool>();
+      case dtype::u8:
+        return f.template operator()<uint8_t>();
+      case dtype::i8:
+        return f.template operator()<int8_t>();
+      default:
+        return dispatch_gpu_number(x.type(), "node '" + node + "'", f);
+    }
+  };
+  return from_any([&]<class From>() {
     return dispatch_gpu_number(to, "node '" + node + "'", [&]<class To>() {
       if (n > 0)
         cast_kernel<From, To><<<grid_for(n), block_threads, 0, gpu.compute()>>>(

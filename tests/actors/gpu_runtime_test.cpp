@@ -1,6 +1,9 @@
 // What a runtime does about GPUs on any machine: discovery, soft placement, and the guard that
 // keeps host code off device memory. (Kernels on a real GPU: tests/gpu/, tag [.gpu].)
+#include <map>
+
 #include "ops/gpu/gpu_info.hpp"
+#include "ops/optimizers.hpp"
 #include "tests/eval.hpp"
 
 using namespace runnel;
@@ -82,4 +85,121 @@ TEST_CASE("host code refuses tensors in device memory instead of reading them", 
   // The runtime is fine afterwards.
   check_equal(s.run({{x, tensor::vector<float>({1, 2, 3})}}, {y}).value()[0],
               tensor::vector<float>({2, 3, 4}));
+}
+
+namespace {
+
+/// Where each node ran in one traced step of `s`.
+std::map<std::string, std::string> devices_of(session& s, const feed_list& feeds,
+                                              const std::vector<output>& fetches,
+                                              const std::vector<operation>& targets = {}) {
+  run_metadata md;
+  auto r = s.run(feeds, fetches, targets, {.trace = true}, &md);
+  REQUIRE(r.ok());
+  std::map<std::string, std::string> out;
+  for (auto& n : md.nodes)
+    out[n.node] = n.device;
+  return out;
+}
+
+bool on_gpu(const std::string& device) {
+  return device.find("device:gpu:0") != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("a simulated GPU gets the ops that have GPU kernels, and transfers bring values back",
+          "[actors][gpu_host]") {
+  runtime cpu_rt;
+  runtime gpu_rt({.simulated_gpus = 1});
+  auto names = gpu_rt.devices();
+  REQUIRE(names.size() == 2);
+  CHECK(names[1] == "/job:localhost/replica:0/task:0/device:gpu:0");
+  CHECK(gpu_rt.no_gpu_reason().empty());
+  graph g;
+  auto x = placeholder(g, dtype::f32, {4, 3}, "x");
+  auto w = constant(g, vals<float>({3, 2}, {1, -1, 2, 0.5f, -3, 1}));
+  auto h = matmul(x, w, {}, "mm");
+  auto y = relu(bias_add(h, constant(g, {0.5f, -0.25f})), "act");
+  auto z = cast(greater(y, constant(g, 1.0f)), dtype::f32, "flag");
+  feed_list feeds{{x, vals<float>({4, 3}, {1, 2, 3, -1, 0, 2, 0.5f, 0.5f, 0.5f, 3, -2, 1})}};
+  session on_cpu(cpu_rt, g), on_sim(gpu_rt, g);
+  auto want = on_cpu.run(feeds, {y, z, h}).value();
+  auto got = on_sim.run(feeds, {y, z, h}).value();
+  for (size_t i = 0; i < want.size(); ++i) {
+    CHECK(got[i].host_readable()); // fetched values come back to the host
+    check_equal(got[i], want[i]);
+  }
+  auto where = devices_of(on_sim, feeds, {y, z});
+  CHECK(on_gpu(where.at("mm")));   // MatMul has a GPU kernel
+  CHECK(on_gpu(where.at("act")));  // so has Relu
+  CHECK(on_gpu(where.at("flag"))); // and Cast
+  CHECK_FALSE(on_gpu(where.at(y.node().inputs[0].node == h.node_id() ? "act" : // never
+                                  g.at(y.node().inputs[0].node).name)));          // BiasAdd: none
+  CHECK(gpu_rt.gpu_memory(0).value().num_allocs > 0);
+  CHECK_FALSE(gpu_rt.gpu_memory(1).ok());
+}
+
+TEST_CASE("training with compute on a simulated GPU matches the CPU", "[actors][gpu_host]") {
+  auto train = [](runtime& rt) {
+    graph g;
+    g.set_seed(3);
+    auto x = constant(g, vals<float>({4, 2}, {0, 0, 0, 1, 1, 0, 1, 1}));
+    auto y = constant(g, vals<float>({4, 1}, {0, 1, 1, 0}));
+    auto w1 = variable(g, truncated_normal(g, {2, 8}, 0.5), "gpu_w1");
+    auto w2 = variable(g, truncated_normal(g, {8, 1}, 0.5), "gpu_w2");
+    auto pred = sigmoid(matmul(tanh(matmul(x, w1)), w2));
+    auto loss = mean(square(pred - y));
+    gradient_descent_optimizer sgd(0.5);
+    auto step = sgd.minimize(loss);
+    session s(rt, g);
+    REQUIRE(s.run({global_variables_initializer(g)}).ok());
+    std::vector<float> losses;
+    for (int i = 0; i < 30; ++i) {
+      auto r = s.run({}, {loss}, {step});
+      REQUIRE(r.ok());
+      losses.push_back(r.value()[0].data<float>()[0]);
+    }
+    return losses;
+  };
+  runtime cpu_rt, gpu_rt({.simulated_gpus = 1});
+  auto a = train(cpu_rt), b = train(gpu_rt);
+  CHECK(b.back() < b.front());
+  for (size_t i = 0; i < a.size(); ++i)
+    CHECK(b[i] == Approx(a[i]).epsilon(1e-5));
+}
+
+TEST_CASE("GPU memory running out fails the step with the node named, and the GPU stays usable",
+          "[actors][gpu_host]") {
+  runtime rt({.gpu_memory_limit = size_t(1) << 20, .simulated_gpus = 1});
+  graph g;
+  auto x = placeholder(g, dtype::f32, {-1}, "x");
+  auto y = exp(x, "big_exp");
+  session s(rt, g);
+  auto r = s.run({{x, tensor(dtype::f32, shape{1 << 19})}}, {y}); // 2 MiB in, 2 MiB out
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == error_code::resource_exhausted);
+  CHECK_THAT(r.error().to_string(), Catch::Contains("GPU:0") && Catch::Contains("1.0 MiB limit"));
+  auto ok = s.run({{x, tensor::vector<float>({0, 1})}}, {y});
+  REQUIRE(ok.ok());
+  CHECK(ok.value()[0].data<float>()[0] == 1.f);
+  CHECK(rt.gpu_memory(0).value().bytes_in_use == 0); // everything given back after the step
+}
+
+TEST_CASE("a node pinned to the GPU without a GPU kernel is refused, naming it", "[actors][gpu_host]") {
+  runtime rt({.simulated_gpus = 1});
+  graph g;
+  auto x = placeholder(g, dtype::f32, {2, 3}, "x");
+  output b;
+  {
+    auto d = g.device("/device:GPU:0");
+    b = bias_add(x, constant(g, {1.f, 2.f, 3.f}), "pinned_bias");
+  }
+  session strict(rt, g);
+  auto r = strict.run({{x, tensor(dtype::f32, shape{2, 3})}}, {b});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().to_string(),
+             Catch::Contains("pinned_bias") && Catch::Contains("has no GPU kernel"));
+  session soft(rt, g, {.allow_soft_placement = true});
+  CHECK(soft.run({{x, tensor(dtype::f32, shape{2, 3})}}, {b}).ok());
 }

@@ -164,7 +164,7 @@ TEST_CASE("GPU MatMul matches the CPU for every transpose and precision", "[.gpu
   CHECK_THAT(bad.to_string(), Catch::Contains("dense/MatMul") && Catch::Contains("[3,4]"));
 }
 
-TEST_CASE("GPU memory: the limit gives resource_exhausted naming the node; the GPU stays usable",
+TEST_CASE("GPU memory: the limit gives resource_exhausted naming the node, and the GPU stays usable",
           "[.gpu]") {
   auto small = gpu_context::create(0, size_t(256) << 20).value();
   auto r = small->allocate(dtype::f32, shape{int64_t(1) << 27}, "huge/Conv2D"); // 512 MiB

@@ -1,0 +1,237 @@
+#include "ops/cuda/cuda_accelerator.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <span>
+#include <thread>
+
+#include "ops/cuda/kernels.hpp"
+
+namespace runnel {
+namespace {
+
+/// Completes callbacks when their events are reached, from one thread.
+class event_poller {
+public:
+  event_poller() : thread_([this] { run(); }) {}
+  ~event_poller() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  /// Records an event on `stream` now; `done` runs once the stream reaches it.
+  void after(cudaStream_t stream, std::function<void(status)> done) {
+    cudaEvent_t e;
+    status st = cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
+    if (st.ok())
+      st = cuda_status(cudaEventRecord(e, stream), "event");
+    if (!st.ok())
+      return done(st);
+    {
+      std::lock_guard lock(mu_);
+      pending_.push_back({e, std::move(done)});
+    }
+    cv_.notify_one();
+  }
+
+private:
+  struct waiter {
+    cudaEvent_t event;
+    std::function<void(status)> done;
+  };
+  void run() {
+    for (;;) {
+      std::vector<waiter> ready;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+        if (stop_ && pending_.empty())
+          return;
+        for (auto it = pending_.begin(); it != pending_.end();) {
+          cudaError_t q = cudaEventQuery(it->event);
+          if (q == cudaErrorNotReady) {
+            ++it;
+            continue;
+          }
+          ready.push_back(std::move(*it));
+          ready.back().done = [d = std::move(ready.back().done), q](status) mutable {
+            d(cuda_status(q, "GPU kernel"));
+          };
+          it = pending_.erase(it);
+        }
+      }
+      for (auto& w : ready) {
+        cudaEventDestroy(w.event);
+        w.done({});
+      }
+      if (ready.empty())
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<waiter> pending_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class cuda_accelerator;
+
+/// One node's CUDA kernel: enqueue on the compute stream, complete on its event.
+class cuda_kernel : public kernel {
+public:
+  /// Enqueues the kernel on `inputs` (all in device memory); sets ctx's outputs.
+  using launch_fn =
+      std::function<status(gpu_context&, std::span<const tensor> inputs, kernel_context& ctx)>;
+  cuda_kernel(cuda_accelerator& gpu, launch_fn launch) : gpu_(gpu), launch_(std::move(launch)) {}
+  bool is_async() const override { return true; }
+  status compute(kernel_context&) override { return internal_error("GPU kernels are asynchronous"); }
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override;
+
+private:
+  cuda_accelerator& gpu_;
+  launch_fn launch_;
+};
+
+class cuda_accelerator : public accelerator {
+public:
+  cuda_accelerator(int index, std::unique_ptr<gpu_context> ctx)
+      : index_(index), ctx_(std::move(ctx)) {}
+  ~cuda_accelerator() override { (void)ctx_->synchronize(); }
+
+  int id() const override { return index_; }
+  std::string kind() const override { return "CUDA"; }
+  bfc_stats memory_stats() const override { return ctx_->allocator().stats(); }
+  gpu_context& context() { return *ctx_; }
+  event_poller& poller() { return poller_; }
+
+  result<std::unique_ptr<kernel>> make_kernel(const kernel_construction& c) override {
+    const std::string& op = c.node.op;
+    std::string name = c.node.name;
+    auto make = [&](cuda_kernel::launch_fn f) {
+      return result<std::unique_ptr<kernel>>(std::make_unique<cuda_kernel>(*this, std::move(f)));
+    };
+    static const std::vector<std::pair<const char*, gpu_binary>> binaries{
+        {"Add", gpu_binary::add},           {"Sub", gpu_binary::sub},
+        {"Mul", gpu_binary::mul},           {"Div", gpu_binary::div},
+        {"Maximum", gpu_binary::maximum},   {"Minimum", gpu_binary::minimum},
+        {"SquaredDifference", gpu_binary::squared_difference},
+        {"ReluGrad", gpu_binary::relu_grad}, {"SigmoidGrad", gpu_binary::sigmoid_grad},
+        {"TanhGrad", gpu_binary::tanh_grad}, {"Greater", gpu_binary::greater},
+        {"Less", gpu_binary::less},         {"Equal", gpu_binary::equal}};
+    static const std::vector<std::pair<const char*, gpu_unary>> unaries{
+        {"Neg", gpu_unary::neg},       {"Exp", gpu_unary::exp},       {"Log", gpu_unary::log},
+        {"Sqrt", gpu_unary::sqrt},     {"Square", gpu_unary::square}, {"Tanh", gpu_unary::tanh},
+        {"Sigmoid", gpu_unary::sigmoid}, {"Relu", gpu_unary::relu},   {"Abs", gpu_unary::abs},
+        {"Rsqrt", gpu_unary::rsqrt},   {"Reciprocal", gpu_unary::reciprocal}};
+    for (auto& [o, kind] : binaries)
+      if (op == o)
+        return make([kind = kind, name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+          tensor out;
+          RUNNEL_RETURN_IF_ERROR(binary_cuda(g, kind, in[0], in[1], &out, name));
+          ctx.set_output(0, std::move(out));
+          return status{};
+        });
+    for (auto& [o, kind] : unaries)
+      if (op == o)
+        return make([kind = kind, name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+          tensor out;
+          RUNNEL_RETURN_IF_ERROR(unary_cuda(g, kind, in[0], &out, name));
+          ctx.set_output(0, std::move(out));
+          return status{};
+        });
+    if (op == "Cast")
+      return make([to = c.attr<dtype>("DstT"), name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+        tensor out;
+        RUNNEL_RETURN_IF_ERROR(cast_cuda(g, in[0], to, &out, name));
+        ctx.set_output(0, std::move(out));
+        return status{};
+      });
+    if (op == "Const") {
+      auto cached = std::make_shared<tensor>();
+      return make([value = std::get<tensor>(c.node.attrs.at("value")), cached,
+                   name](gpu_context& g, std::span<const tensor>, kernel_context& ctx) {
+        if (!cached->valid()) { // a constant goes to the device on its first step only
+          RUNNEL_ASSIGN_OR_RETURN(*cached, g.to_device(value, name));
+        }
+        ctx.set_output(0, *cached);
+        return status{};
+      });
+    }
+    if (op == "MatMul")
+      return make([o = gpu_matmul_options{.transpose_a = c.attr<bool>("transpose_a"),
+                                          .transpose_b = c.attr<bool>("transpose_b")},
+                   name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+        tensor out;
+        RUNNEL_RETURN_IF_ERROR(matmul_cuda(g, in[0], in[1], o, &out, name));
+        ctx.set_output(0, std::move(out));
+        return status{};
+      });
+    return unimplemented("node '" + name + "' (op " + op + "): no CUDA kernel");
+  }
+
+  void copy_to_device(tensor host, const std::string& node,
+                      std::function<void(status, tensor)> done) override {
+    auto dev = ctx_->to_device(host, node); // enqueued on the h2d stream, compute waits for it
+    if (!dev.ok())
+      return done(dev.error(), {});
+    poller_.after(ctx_->host_to_device(), [dev = std::move(dev).value(), done = std::move(done)](
+                                              status st) mutable { done(st, std::move(dev)); });
+  }
+
+  result<tensor> read_to_host(const tensor& device) override { return ctx_->to_host(device); }
+
+  void copy_to_host(tensor device, std::function<void(status, tensor)> done) override {
+    // to_host orders the copy after the compute stream's work and waits for it; done here on the
+    // caller's thread (a _Send's), which may block briefly.
+    auto host = ctx_->to_host(device);
+    if (!host.ok())
+      return done(host.error(), {});
+    done({}, std::move(host).value());
+  }
+
+private:
+  int index_;
+  std::unique_ptr<gpu_context> ctx_;
+  event_poller poller_;
+};
+
+void cuda_kernel::compute_async(kernel_context& ctx, std::function<void(status)> done) {
+  if (cudaError_t e = cudaSetDevice(gpu_.context().device()); e != cudaSuccess)
+    return done(cuda_status(e, "cudaSetDevice"));
+  // Host inputs (feeds, constants, values from a CPU) go to the device first: the copy is on
+  // the h2d stream and the compute stream waits for it.
+  auto staged = std::make_shared<std::vector<tensor>>();
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const tensor& t = ctx.input(i);
+    if (!t.valid() || t.memory() == memory_space::device) {
+      staged->push_back(t);
+      continue;
+    }
+    auto dev = gpu_.context().to_device(t);
+    if (!dev.ok())
+      return done(dev.error());
+    staged->push_back(std::move(dev).value());
+  }
+  status st = launch_(gpu_.context(), *staged, ctx);
+  if (!st.ok())
+    return done(st);
+  // The node is done when the compute stream reaches this point; its inputs stay referenced
+  // (the node's call and `staged`) until then, so their memory is not reused under the kernel.
+  gpu_.poller().after(gpu_.context().compute(),
+                      [staged, done = std::move(done)](status st) { done(st); });
+}
+
+} // namespace
+
+result<std::unique_ptr<accelerator>> make_cuda_accelerator(int index, int cuda_device,
+                                                           size_t memory_limit) {
+  RUNNEL_ASSIGN_OR_RETURN(auto ctx, gpu_context::create(cuda_device, memory_limit));
+  return std::unique_ptr<accelerator>(std::make_unique<cuda_accelerator>(index, std::move(ctx)));
+}
+
+} // namespace runnel

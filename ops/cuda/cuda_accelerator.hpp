@@ -1,0 +1,13 @@
+#pragma once
+// The accelerator of a real GPU (ops/gpu/accelerator.hpp): the gpu_context's streams and
+// allocator, the CUDA kernels of gpu_kernel_ops(), and a polling thread that completes a node
+// when the event recorded after its kernel is reached (the device actor never blocks).
+#include "ops/gpu/accelerator.hpp"
+
+namespace runnel {
+
+/// /device:GPU:`index`, driving CUDA device `cuda_device`.
+result<std::unique_ptr<accelerator>> make_cuda_accelerator(int index, int cuda_device,
+                                                           size_t memory_limit);
+
+} // namespace runnel

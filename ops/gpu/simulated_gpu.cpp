@@ -1,0 +1,212 @@
+#include "ops/gpu/simulated_gpu.hpp"
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "ops/cpu/cpu_device.hpp"
+
+namespace runnel {
+namespace {
+
+/// An in-order stream: one thread running posted work first come, first served.
+class serial_stream {
+public:
+  serial_stream() : thread_([this] { run(); }) {}
+  ~serial_stream() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  void post(std::function<void()> work) {
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(std::move(work));
+    }
+    cv_.notify_one();
+  }
+
+private:
+  void run() {
+    for (;;) {
+      std::function<void()> work;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty())
+          return;
+        work = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      work();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+struct device_block {
+  bfc_allocator* allocator;
+  void* ptr;
+};
+
+class simulated_accelerator;
+
+/// A CPU kernel run on the simulated GPU's compute stream.
+class simulated_kernel : public kernel {
+public:
+  simulated_kernel(simulated_accelerator& gpu, std::unique_ptr<kernel> cpu_kernel, std::string node)
+      : gpu_(gpu), inner_(std::move(cpu_kernel)), node_(std::move(node)) {}
+  bool is_async() const override { return true; }
+  status compute(kernel_context&) override { return internal_error("GPU kernels are asynchronous"); }
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override;
+
+private:
+  simulated_accelerator& gpu_;
+  std::unique_ptr<kernel> inner_;
+  std::string node_;
+};
+
+class simulated_accelerator : public accelerator {
+public:
+  simulated_accelerator(int id, size_t limit)
+      : id_(id), allocator_(std::make_unique<host_sub_allocator>(),
+                            bfc_options{.memory_limit = limit,
+                                        .name = "GPU:" + std::to_string(id) + " (simulated)"}),
+        cpu_(0) {}
+
+  int id() const override { return id_; }
+  std::string kind() const override { return "simulated"; }
+  bfc_stats memory_stats() const override { return allocator_.stats(); }
+
+  result<tensor> allocate(dtype t, const shape& s, const std::string& node) {
+    if (t == dtype::string)
+      return invalid_argument("node '" + node + "': strings cannot live in GPU memory");
+    size_t bytes = size_t(std::max<int64_t>(s.num_elements(), 0)) * size_of(t);
+    RUNNEL_ASSIGN_OR_RETURN(void* p, allocator_.allocate(std::max<size_t>(bytes, 1), node));
+    auto* block = new device_block{&allocator_, p};
+    return tensor::wrap(
+        t, s, p,
+        [](void* c) {
+          auto* b = static_cast<device_block*>(c);
+          (void)b->allocator->deallocate(b->ptr);
+          delete b;
+        },
+        block, memory_space::device, id_);
+  }
+
+  result<std::unique_ptr<kernel>> make_kernel(const kernel_construction& c) override {
+    RUNNEL_ASSIGN_OR_RETURN(auto* factory, builtin_kernels().find(c.node, device_type::cpu));
+    kernel_construction cpu_c{c.node, c.graph, device_type::cpu, &cpu_, c.resources,
+                              c.output_value_needed};
+    RUNNEL_ASSIGN_OR_RETURN(auto inner, (*factory)(cpu_c));
+    if (inner->is_async())
+      return internal_error("node '" + c.node.name + "': its CPU kernel is asynchronous");
+    return std::unique_ptr<kernel>(
+        std::make_unique<simulated_kernel>(*this, std::move(inner), c.node.name));
+  }
+
+  void copy_to_device(tensor host, const std::string& node,
+                      std::function<void(status, tensor)> done) override {
+    auto dev = allocate(host.type(), host.shape(), node);
+    if (!dev.ok())
+      return done(dev.error(), {});
+    h2d_.post([host = std::move(host), dev = std::move(dev).value(), done = std::move(done)] {
+      if (host.bytes())
+        std::memcpy(dev.raw_data(), host.raw_data(), host.bytes());
+      done({}, dev);
+    });
+  }
+
+  void copy_to_host(tensor device, std::function<void(status, tensor)> done) override {
+    // After the compute work enqueued so far (the producer's), as an event would order it.
+    compute_.post([this, device = std::move(device), done = std::move(done)]() mutable {
+      d2h_.post([device = std::move(device), done = std::move(done)] {
+        tensor host(device.type(), device.shape());
+        if (host.bytes())
+          std::memcpy(host.raw_data(), device.raw_data(), host.bytes());
+        done({}, std::move(host));
+      });
+    });
+  }
+
+  result<tensor> read_to_host(const tensor& device) override {
+    tensor host(device.type(), device.shape());
+    if (host.bytes())
+      std::memcpy(host.raw_data(), device.raw_data(), host.bytes());
+    return host;
+  }
+
+  serial_stream& compute() { return compute_; }
+  cpu_device& cpu() { return cpu_; }
+
+private:
+  int id_;
+  bfc_allocator allocator_;
+  cpu_device cpu_; // no pool: kernels run on the compute thread alone
+  // Streams last: their threads stop (finishing queued work) before the memory goes.
+  serial_stream h2d_, d2h_, compute_;
+};
+
+/// A view of device memory as host memory: only the simulated GPU's own kernels make these.
+tensor host_view(const tensor& device) {
+  auto* keep = new tensor(device);
+  return tensor::wrap(
+      device.type(), device.shape(), device.raw_data(),
+      [](void* p) { delete static_cast<tensor*>(p); }, keep);
+}
+
+void simulated_kernel::compute_async(kernel_context& ctx, std::function<void(status)> done) {
+  gpu_.compute().post([this, &ctx, done = std::move(done)] {
+    // Host inputs are copied into device memory first (and count against it), as on a GPU.
+    std::vector<tensor> views;
+    for (auto& t : ctx.inputs()) {
+      if (!t.valid() || t.memory() == memory_space::device) {
+        views.push_back(t.valid() ? host_view(t) : t);
+        continue;
+      }
+      auto staged = gpu_.allocate(t.type(), t.shape(), node_);
+      if (!staged.ok())
+        return done(staged.error());
+      if (t.bytes())
+        std::memcpy(staged->raw_data(), t.raw_data(), t.bytes());
+      views.push_back(host_view(*staged));
+    }
+    // A second reference to each view: a view looks unique to the CPU kernel, which would then
+    // write its output in place over a device tensor other consumers still read.
+    std::vector<tensor> pins = views;
+    kernel_context inner(views, int(ctx.outputs().size()), &gpu_.cpu());
+    inner.set_step_id(ctx.step_id());
+    status st = inner_->compute(inner);
+    for (size_t i = 0; st.ok() && i < inner.outputs().size(); ++i) {
+      tensor& out = inner.outputs()[i];
+      if (!out.valid())
+        continue;
+      auto dev = gpu_.allocate(out.type(), out.shape(), node_);
+      if (!dev.ok()) {
+        st = dev.error();
+        break;
+      }
+      if (out.bytes())
+        std::memcpy(dev->raw_data(), out.raw_data(), out.bytes());
+      ctx.set_output(int(i), std::move(dev).value());
+    }
+    done(st);
+  });
+}
+
+} // namespace
+
+std::unique_ptr<accelerator> make_simulated_gpu(int id, size_t memory_limit) {
+  return std::make_unique<simulated_accelerator>(id, memory_limit);
+}
+
+} // namespace runnel
