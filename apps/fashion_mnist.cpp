@@ -78,6 +78,8 @@ const char* usage =
     "  --wire-bf16              send the gradients to the ps tasks as bfloat16 (half the bytes)\n"
     "  --precision f32|bf16|f16 the model's math (weights stay float32; f16 adds dynamic loss\n"
     "                           scaling)\n"
+    "  --simulated-gpus N       add N simulated GPUs (host memory, docs/gpu.md): ops with GPU\n"
+    "                           kernels run there, with transfers (real GPUs are used anyway)\n"
     "  --connect                the tasks are runnel-node daemons (systemd, Kubernetes): train as\n"
     "                           a client of worker --task's daemon, feeding the data from here\n"
     "                           (implies --input memory)\n"
@@ -432,8 +434,11 @@ int run(const flags& f) {
   saver sv(m->g, {}, {.max_to_keep = 3});
   auto init = global_variables_initializer(m->g);
   std::optional<runtime> local_rt;
+  int simulated_gpus = int(f.get_int("simulated-gpus", 0).value());
+  if (simulated_gpus < 0 || (simulated_gpus > 0 && node))
+    throw error(invalid_argument("--simulated-gpus takes a count >= 0, for a local run only"));
   if (!node)
-    local_rt.emplace();
+    local_rt.emplace(runtime_options{.simulated_gpus = simulated_gpus});
   runtime& rt = node ? node->rt() : *local_rt;
   // Distributed, the session runs through this worker's own node: its master places the graph
   // over the cluster.
@@ -671,7 +676,7 @@ int run(const flags& f) {
 
 int main(int argc, char** argv) {
   return app_main("fashion_mnist", argc, argv, usage,
-                  {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms", "wire-bf16", "precision", "connect", "auth-token-file",
+                  {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms", "wire-bf16", "precision", "simulated-gpus", "connect", "auth-token-file",
                    "model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
                    "checkpoint-dir", "trace",
                    "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy", "seed"},
