@@ -2,7 +2,8 @@
 // same run:
 //   mlp_step        784-512-10 MLP SGD step, batch 100 vs libtorch (bench/peers/mlp_libtorch)
 //   mlp_step_bf16   the same step in bfloat16 math (float32 weights) vs mlp_step: speed-up
-//                   (target >= 1.3 on CPUs with AVX-512 BF16)
+//                   (target >= 1.3 on CPUs with AVX-512 BF16); mlp_wide_step_bf16 the same for
+//                   a 784-2048-10 MLP with batch 512, where the matrix products dominate
 //   conv2d_3x3_fwd  Conv2D [32,32,32,64] 3x3 64->64 vs PyTorch/oneDNN channels-last
 //   ckpt_save       saving 100 MB of variables vs write+fsync of the same bytes
 //   ckpt_restore    restoring them vs reading the same bytes back
@@ -39,18 +40,24 @@ tensor filled_tensor(shape s, float scale) {
   return t;
 }
 
-/// state.range(0): 0 float32, 1 bfloat16 math on float32 weights (mixed precision).
+/// state.range(0): 0 float32, 1 bfloat16 math on float32 weights (mixed precision);
+/// state.range(1): 0 the 784-512-10 MLP with batch 100, 1 a wider one (784-2048-10, batch 512)
+/// whose matrix products dominate the step.
 void bm_mlp_step(benchmark::State& state) {
   bool bf16 = state.range(0) == 1;
+  bool wide = state.range(1) == 1;
+  int64_t hidden = wide ? 2048 : 512, batch = wide ? 512 : 100;
   auto low = [&](output t) { return to_compute(t, bf16 ? dtype::bf16 : dtype::f32); };
   graph g;
   g.set_seed(1);
   auto x = placeholder(g, dtype::f32, shape{-1, 784}, "x");
   auto y = placeholder(g, dtype::i32, shape{-1}, "y");
-  auto w1 = variable(g, truncated_normal(g, {784, 512}, 0.05), "w1");
-  auto b1 = variable(g, zeros(g, dtype::f32, {512}), "b1");
-  auto w2 = variable(g, truncated_normal(g, {512, 10}, 0.05), "w2");
-  auto b2 = variable(g, zeros(g, dtype::f32, {10}), "b2");
+  // Variables are runtime-wide by name: each size has its own.
+  std::string v = wide ? "wide_" : "";
+  auto w1 = variable(g, truncated_normal(g, {784, hidden}, 0.05), v + "w1");
+  auto b1 = variable(g, zeros(g, dtype::f32, {hidden}), v + "b1");
+  auto w2 = variable(g, truncated_normal(g, {hidden, 10}, 0.05), v + "w2");
+  auto b2 = variable(g, zeros(g, dtype::f32, {10}), v + "b2");
   auto h = relu(bias_add(matmul(low(x), low(w1)), low(b1)));
   auto logits = to_compute(bias_add(matmul(h, low(w2)), low(b2)), dtype::f32);
   auto loss = mean(sparse_softmax_cross_entropy_with_logits(logits, y).first);
@@ -58,14 +65,14 @@ void bm_mlp_step(benchmark::State& state) {
   auto train = opt.minimize(loss);
   session s(rt(), g);
   throw_if_error(s.run({global_variables_initializer(g)}));
-  std::vector<int32_t> labels(100);
-  for (int i = 0; i < 100; ++i)
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  for (int i = 0; i < batch; ++i)
     labels[size_t(i)] = i % 10;
-  feed_list feeds{{x, filled_tensor({100, 784}, 1.f)}, {y, tensor::vector<int32_t>(labels)}};
+  feed_list feeds{{x, filled_tensor({batch, 784}, 1.f)}, {y, tensor::vector<int32_t>(labels)}};
   for (int i = 0; i < 20; ++i)
     throw_if_error(s.run(feeds, {}, {train}).error());
-  timed_loop(state, bf16 ? "mlp_step_bf16" : "mlp_step",
-             [&] { throw_if_error(s.run(feeds, {}, {train}).error()); });
+  std::string name = std::string(wide ? "mlp_wide_step" : "mlp_step") + (bf16 ? "_bf16" : "");
+  timed_loop(state, name, [&] { throw_if_error(s.run(feeds, {}, {train}).error()); });
 }
 
 void bm_conv2d(benchmark::State& state) {
@@ -172,7 +179,7 @@ double run_peer(const std::string& command, const std::string& key) {
 
 } // namespace
 
-BENCHMARK(bm_mlp_step)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(1.0)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_mlp_step)->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1})->Unit(benchmark::kMillisecond)->MinTime(1.0)->Repetitions(3)->UseRealTime();
 BENCHMARK(bm_conv2d)->Unit(benchmark::kMillisecond)->MinTime(1.0)->Repetitions(3)->UseRealTime();
 BENCHMARK(bm_disk)
     ->Arg(1)
@@ -227,6 +234,13 @@ int main(int argc, char** argv) {
                            line = format_line("mlp_step_bf16", ours, "ms/step",
                                               timings()["mlp_step"] / timings()["mlp_step_bf16"],
                                               "mlp_step (float32)");
+                           if (have({"mlp_wide_step", "mlp_wide_step_bf16"}))
+                             line += "\n" + format_line("mlp_wide_step_bf16",
+                                                        timings()["mlp_wide_step_bf16"] * 1e3,
+                                                        "ms/step",
+                                                        timings()["mlp_wide_step"] /
+                                                            timings()["mlp_wide_step_bf16"],
+                                                        "mlp_wide_step (float32)");
                            return true;
                          }});
   summaries().push_back({"conv2d", [](std::string& line) {

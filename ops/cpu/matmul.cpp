@@ -85,15 +85,37 @@ public:
       std::memset(out.raw_data(), 0, out.bytes());
       return {};
     }
-    return dnnl_.run_bf16(m, n, k, transpose_a_, transpose_b_,
-                          reinterpret_cast<const uint16_t*>(a.raw_data()),
-                          reinterpret_cast<const uint16_t*>(b.raw_data()),
-                          reinterpret_cast<uint16_t*>(out.raw_data()));
+    auto* pa = reinterpret_cast<const uint16_t*>(a.raw_data());
+    auto* pb = reinterpret_cast<const uint16_t*>(b.raw_data());
+    auto* pc = reinterpret_cast<uint16_t*>(out.raw_data());
+    int64_t lda = a.dim(1);
+    // Like the float32 kernel: the device's pool splits the rows, oneDNN runs each block on one
+    // thread (its OpenMP team would compete with the pool and the actors for the cores).
+    int blocks = ctx.has_cpu() ? ctx.cpu().num_threads() + 1 : 1;
+    if (blocks <= 1 || m < 32 * blocks)
+      return dnnl_[0].run_bf16(m, n, k, transpose_a_, transpose_b_, pa, lda, pb, pc);
+    if (int(dnnl_.size()) < blocks)
+      dnnl_.resize(size_t(blocks));
+    int64_t rows = (m + blocks - 1) / blocks;
+    std::vector<status> results(static_cast<size_t>(blocks));
+    ctx.cpu().parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        int64_t r0 = i * rows, r1 = std::min(m, r0 + rows);
+        if (r0 >= r1)
+          continue;
+        const uint16_t* ai = pa + (transpose_a_ ? r0 : r0 * lda);
+        results[size_t(i)] = dnnl_[size_t(i)].run_bf16(r1 - r0, n, k, transpose_a_, transpose_b_,
+                                                       ai, lda, pb, pc + r0 * n, true);
+      }
+    });
+    for (auto& st : results)
+      RUNNEL_RETURN_IF_ERROR(st);
+    return {};
   }
 
 private:
   bool transpose_a_, transpose_b_;
-  dnnl_matmul dnnl_;
+  std::vector<dnnl_matmul> dnnl_ = std::vector<dnnl_matmul>(1); // one per block of rows
 };
 
 } // namespace

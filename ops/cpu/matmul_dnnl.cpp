@@ -6,6 +6,10 @@
 
 #include <vector>
 
+// libgomp's API, declared here: compiling with -fopenmp would also switch Eigen to OpenMP.
+extern "C" void omp_set_num_threads(int);
+extern "C" int omp_get_num_procs();
+
 namespace runnel {
 
 struct dnnl_matmul::impl {
@@ -18,21 +22,26 @@ struct dnnl_matmul::impl {
 
 dnnl_matmul::dnnl_matmul() : impl_(std::make_unique<impl>()) {}
 dnnl_matmul::~dnnl_matmul() = default;
+dnnl_matmul::dnnl_matmul(dnnl_matmul&&) noexcept = default;
+dnnl_matmul& dnnl_matmul::operator=(dnnl_matmul&&) noexcept = default;
 
 bool dnnl_matmul::available() {
   return true;
 }
 
 status dnnl_matmul::run_bf16(int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,
-                             const uint16_t* a, const uint16_t* b, uint16_t* c) {
+                             const uint16_t* a, int64_t lda, const uint16_t* b, uint16_t* c,
+                             bool single_thread) {
   using namespace dnnl;
   auto& d = *impl_;
-  std::vector<int64_t> key{m, n, k, transpose_a, transpose_b};
+  // oneDNN's OpenMP reads the calling thread's setting; a pool thread keeps it.
+  omp_set_num_threads(single_thread ? 1 : omp_get_num_procs());
+  std::vector<int64_t> key{m, n, k, transpose_a, transpose_b, lda};
   try {
     if (key != d.key) {
       auto bf16 = memory::data_type::bf16;
       // Logical [m,k] and [k,n]; a transposed operand is the same bytes read column-major.
-      memory::desc a_md({m, k}, bf16, transpose_a ? memory::dims{1, m} : memory::dims{k, 1});
+      memory::desc a_md({m, k}, bf16, transpose_a ? memory::dims{1, lda} : memory::dims{lda, 1});
       memory::desc b_md({k, n}, bf16, transpose_b ? memory::dims{1, k} : memory::dims{n, 1});
       memory::desc c_md({m, n}, bf16, memory::dims{n, 1});
       d.pd = matmul::primitive_desc(matmul::desc(a_md, b_md, c_md), d.engine);
@@ -59,11 +68,13 @@ namespace runnel {
 struct dnnl_matmul::impl {};
 dnnl_matmul::dnnl_matmul() = default;
 dnnl_matmul::~dnnl_matmul() = default;
+dnnl_matmul::dnnl_matmul(dnnl_matmul&&) noexcept = default;
+dnnl_matmul& dnnl_matmul::operator=(dnnl_matmul&&) noexcept = default;
 bool dnnl_matmul::available() {
   return false;
 }
-status dnnl_matmul::run_bf16(int64_t, int64_t, int64_t, bool, bool, const uint16_t*,
-                             const uint16_t*, uint16_t*) {
+status dnnl_matmul::run_bf16(int64_t, int64_t, int64_t, bool, bool, const uint16_t*, int64_t,
+                             const uint16_t*, uint16_t*, bool) {
   return unimplemented("built without oneDNN");
 }
 } // namespace runnel
