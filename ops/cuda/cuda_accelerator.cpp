@@ -151,6 +151,35 @@ public:
         ctx.set_output(0, std::move(out));
         return status{};
       });
+    if (op == "BiasAdd")
+      return make([name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+        tensor out;
+        RUNNEL_RETURN_IF_ERROR(bias_add_cuda(g, in[0], in[1], &out, name));
+        ctx.set_output(0, std::move(out));
+        return status{};
+      });
+    if (op == "BiasAddGrad")
+      return make([name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+        tensor out;
+        RUNNEL_RETURN_IF_ERROR(bias_add_grad_cuda(g, in[0], &out, name));
+        ctx.set_output(0, std::move(out));
+        return status{};
+      });
+    if (op == "Softmax")
+      return make([name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+        tensor out;
+        RUNNEL_RETURN_IF_ERROR(softmax_cuda(g, in[0], &out, name));
+        ctx.set_output(0, std::move(out));
+        return status{};
+      });
+    if (op == "SparseSoftmaxCrossEntropyWithLogits")
+      return make([name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+        tensor loss, backprop;
+        RUNNEL_RETURN_IF_ERROR(sparse_softmax_xent_cuda(g, in[0], in[1], &loss, &backprop, name));
+        ctx.set_output(0, std::move(loss));
+        ctx.set_output(1, std::move(backprop));
+        return status{};
+      });
     if (op == "Const") {
       auto cached = std::make_shared<tensor>();
       return make([value = std::get<tensor>(c.node.attrs.at("value")), cached,

@@ -36,4 +36,17 @@ struct gpu_matmul_options {
 status matmul_cuda(gpu_context& gpu, const tensor& a, const tensor& b, const gpu_matmul_options& o,
                    tensor* out, const std::string& node);
 
+/// value [..., C] + bias [C].
+status bias_add_cuda(gpu_context& gpu, const tensor& value, const tensor& bias, tensor* out,
+                     const std::string& node);
+/// The sum of `grad` over every dimension but the last (floats).
+status bias_add_grad_cuda(gpu_context& gpu, const tensor& grad, tensor* out,
+                          const std::string& node);
+/// Softmax over the last dimension (floats; float accumulation).
+status softmax_cuda(gpu_context& gpu, const tensor& logits, tensor* out, const std::string& node);
+/// Per row: loss = logsumexp(logits) - logits[label], backprop = softmax - one_hot(label). An
+/// out-of-range label gives a NaN loss (TensorFlow's GPU behaviour; the CPU kernel errs).
+status sparse_softmax_xent_cuda(gpu_context& gpu, const tensor& logits, const tensor& labels,
+                                tensor* loss, tensor* backprop, const std::string& node);
+
 } // namespace runnel

@@ -14,7 +14,8 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
                     "Less", "Equal"})
       v.push_back({op, "T", numbers});
     for (auto op : {"Div", "ReluGrad", "SigmoidGrad", "TanhGrad", "Neg", "Exp", "Log", "Sqrt",
-                    "Square", "Tanh", "Sigmoid", "Relu", "Abs", "Rsqrt", "Reciprocal", "MatMul"})
+                    "Square", "Tanh", "Sigmoid", "Relu", "Abs", "Rsqrt", "Reciprocal", "MatMul",
+                    "BiasAdd", "BiasAddGrad", "Softmax", "SparseSoftmaxCrossEntropyWithLogits"})
       v.push_back({op, "T", floats});
     v.push_back({"Cast", "DstT", numbers});
     v.push_back({"Const", "dtype", numbers}); // copied to the device once, then reused

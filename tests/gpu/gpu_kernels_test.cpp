@@ -1,11 +1,13 @@
 // CUDA kernels against the CPU kernels on random inputs. Tagged [.gpu]: they need a GPU, so
 // plain runs skip them; scripts/gpu-check runs them on a GPU machine. The [gpu_host] cases run
 // everywhere (CI included): they check what happens without a GPU.
+#include <cmath>
 #include <functional>
 #include <random>
 
 #include "ops/cuda/kernels.hpp"
 #include "ops/gpu/gpu_info.hpp"
+#include "ops/optimizers.hpp"
 #include "tests/eval.hpp"
 
 using namespace runnel;
@@ -186,4 +188,72 @@ TEST_CASE("host tensors are refused by GPU kernels with the input named", "[.gpu
   auto st = binary_cuda(gpu(), gpu_binary::add, tensor::vector<float>({1}),
                         on_gpu(tensor::vector<float>({1})), &out, "add");
   CHECK_THAT(st.to_string(), Catch::Contains("input 0") && Catch::Contains("host memory"));
+}
+
+TEST_CASE("GPU NN kernels match the CPU", "[.gpu]") {
+  for (dtype t : {dtype::f32, dtype::f64, dtype::f16, dtype::bf16}) {
+    INFO(name(t));
+    auto value = random_host(t, {300, 37}, 9), bias = random_host(t, {37}, 10);
+    graph g;
+    tensor out;
+    REQUIRE(bias_add_cuda(gpu(), on_gpu(value), on_gpu(bias), &out, "bias_add").ok());
+    check_matches(back(out), eval1(bias_add(constant(g, value), constant(g, bias))), tolerance(t));
+    REQUIRE(bias_add_grad_cuda(gpu(), on_gpu(value), &out, "bias_add_grad").ok());
+    auto want = eval1(cast(sum(cast(constant(g, value), dtype::f64), {0}), t));
+    check_matches(back(out), want, tolerance(t) * 4, 1e-2);
+    for (int64_t cols : {10, 1000, 5000}) { // fewer and more columns than a block's threads
+      auto logits = random_host(t, {64, cols}, 11, -8, 8);
+      REQUIRE(softmax_cuda(gpu(), on_gpu(logits), &out, "softmax").ok());
+      check_matches(back(out), eval1(softmax(constant(g, logits))), tolerance(t) * 4, 1e-4);
+      std::vector<int32_t> l(64);
+      for (size_t i = 0; i < l.size(); ++i)
+        l[i] = int32_t((i * 7) % size_t(cols));
+      auto labels = tensor::vector<int32_t>(l);
+      tensor loss, backprop;
+      REQUIRE(sparse_softmax_xent_cuda(gpu(), on_gpu(logits), on_gpu(labels), &loss, &backprop,
+                                       "xent")
+                  .ok());
+      auto [wl, wb] = sparse_softmax_cross_entropy_with_logits(constant(g, logits),
+                                                               constant(g, labels));
+      auto r = eval({wl, wb});
+      check_matches(back(loss), r[0], tolerance(t) * 4, 1e-3);
+      check_matches(back(backprop), r[1], tolerance(t) * 4, 1e-4);
+    }
+  }
+  // An out-of-range label: NaN loss on the GPU (the CPU kernel refuses it).
+  tensor loss, backprop;
+  REQUIRE(sparse_softmax_xent_cuda(gpu(), on_gpu(random_host(dtype::f32, {2, 3}, 12)),
+                                   on_gpu(tensor::vector<int32_t>({0, 7})), &loss, &backprop, "x")
+              .ok());
+  auto l = back(loss);
+  CHECK_FALSE(std::isnan(l.data<float>()[0]));
+  CHECK(std::isnan(l.data<float>()[1]));
+}
+
+TEST_CASE("a runtime on a real GPU trains like the CPU", "[.gpu]") {
+  auto train = [](runtime& rt) {
+    graph g;
+    g.set_seed(4);
+    auto x = constant(g, random_host(dtype::f32, {64, 20}, 13));
+    auto labels = constant(g, tensor::vector<int32_t>(std::vector<int32_t>(64, 3)));
+    auto w = variable(g, truncated_normal(g, {20, 5}, 0.3), "gpu_real_w");
+    auto b = variable(g, zeros(g, dtype::f32, {5}), "gpu_real_b");
+    auto logits = bias_add(matmul(tanh(x), w.value), b.value);
+    auto loss = mean(sparse_softmax_cross_entropy_with_logits(logits, labels).first);
+    gradient_descent_optimizer sgd(0.5);
+    auto step = sgd.minimize(loss);
+    session s(rt, g);
+    REQUIRE(s.run({global_variables_initializer(g)}).ok());
+    std::vector<float> losses;
+    for (int i = 0; i < 20; ++i)
+      losses.push_back(s.run({}, {loss}, {step}).value()[0].data<float>()[0]);
+    return losses;
+  };
+  runtime cpu_rt({.visible_gpus = std::vector<int>{}});
+  runtime gpu_rt;
+  REQUIRE_FALSE(gpu_rt.gpus().empty());
+  auto a = train(cpu_rt), b = train(gpu_rt);
+  for (size_t i = 0; i < a.size(); ++i)
+    CHECK(b[i] == Approx(a[i]).epsilon(1e-4));
+  CHECK(gpu_rt.gpu_memory(0).value().num_allocs > 0);
 }
