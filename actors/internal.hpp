@@ -283,6 +283,9 @@ struct local_device {
   std::unique_ptr<cpu_device> cpu;
   /// A GPU device's accelerator (CUDA or simulated); null on a CPU.
   std::unique_ptr<accelerator> gpu;
+  /// A GPU's throughput for the cost model, measured on first use.
+  std::unique_ptr<std::once_flag> gpu_measured = std::make_unique<std::once_flag>();
+  gpu_throughput gpu_speed;
   std::unique_ptr<device_resources> resources;
   /// The device's compute threads, when it has an exclusive budget (runtime_options::device_threads).
   std::unique_ptr<device_executor> executor;
@@ -344,6 +347,8 @@ struct runtime::impl {
 
 /// The CPU devices' throughput: runtime_options::cpu_params, or measured on first use.
 const device_params& resolve_cpu_params(runtime::impl& rt);
+/// A GPU device's throughput, measured on first use (zeros when the measurement failed).
+const gpu_throughput& resolve_gpu_throughput(local_device& dev);
 
 /// Remote sessions (actors/remote_session.cpp).
 std::shared_ptr<session::remote> make_remote_session(const graph& g, const std::string& target,

@@ -242,6 +242,11 @@ const device_params& resolve_cpu_params(runtime::impl& d) {
   return d.cpu_params;
 }
 
+const gpu_throughput& resolve_gpu_throughput(local_device& dev) {
+  std::call_once(*dev.gpu_measured, [&dev] { dev.gpu_speed = dev.gpu->measure(); });
+  return dev.gpu_speed;
+}
+
 const device_params& runtime::cpu_params() const {
   return resolve_cpu_params(*impl_);
 }

@@ -64,11 +64,25 @@ status session::impl::place_graph() {
   std::vector<size_t> where;
   if (options.placement == session_options::placement_policy::cost_model) {
     std::vector<device_params> params(devices.size(), resolve_cpu_params(rt));
+    link_params links;
+    for (size_t d = 0; d < devices.size(); ++d) {
+      auto& dev = rt.devices[d];
+      if (!dev.gpu)
+        continue;
+      auto& speed = resolve_gpu_throughput(dev); // measured on first use
+      if (speed.flops_per_s > 0) {
+        params[d].flops_per_s = speed.flops_per_s;
+        params[d].bytes_per_s = speed.bytes_per_s;
+        links.host_device_bytes_per_s =
+            std::min(links.host_device_bytes_per_s, speed.host_link_bytes_per_s);
+      }
+      params[d].memory_bytes = int64_t(dev.gpu->memory_stats().bytes_limit);
+    }
     std::lock_guard costs_lock(shared_costs_mu);
     cost_model estimates_only;
     const cost_model& costs = options.costs ? *options.costs : estimates_only;
     RUNNEL_ASSIGN_OR_RETURN(auto p,
-                            place_greedy(g, all, devices, params, costs, has_kernel, popts));
+                            place_greedy(g, all, devices, params, costs, has_kernel, popts, links));
     if (options.trace_placement)
       std::fprintf(stderr, "%s", p.explain(g, all, devices).c_str());
     where = std::move(p.device);

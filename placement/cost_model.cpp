@@ -109,8 +109,10 @@ double transfer_seconds(const placement_device& from, const placement_device& to
                         const link_params& links) {
   if (&from == &to)
     return 0;
-  if (same_process(from.spec, to.spec))
-    return links.same_process_latency_s;
+  if (same_process(from.spec, to.spec)) {
+    int gpus = int(from.spec.type == "GPU") + int(to.spec.type == "GPU");
+    return links.same_process_latency_s + gpus * double(bytes) / links.host_device_bytes_per_s;
+  }
   return links.other_process_latency_s + double(bytes) / links.other_process_bytes_per_s;
 }
 

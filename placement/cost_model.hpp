@@ -9,8 +9,9 @@
 // Estimated compute time of a node on a device: a fixed per-node overhead plus the larger of
 // FLOPs / the device's FLOP rate and bytes touched / its memory bandwidth (FLOPs and bytes come
 // from the inferred shapes; unknown dimensions count as `unknown_dim`). Moving a tensor costs
-// nothing on the same device, a fixed latency between devices of one process (buffers are
-// shared, never copied), and latency plus bytes / bandwidth between processes.
+// nothing on the same device, a fixed latency between CPU devices of one process (buffers are
+// shared, never copied), latency plus bytes / the host link's bandwidth to or from a GPU, and
+// latency plus bytes / bandwidth between processes.
 //
 // The greedy placer simulates execution in topological order: each colocation group goes, when
 // its first node is reached, to the feasible device where that node would finish earliest
@@ -34,6 +35,9 @@ struct device_params {
 
 struct link_params {
   double same_process_latency_s = 1e-6;
+  /// Copies between host memory and a GPU of the same process (PCIe 4.0 x16 by default; the
+  /// runtime measures its GPUs' on first use). GPU to GPU goes through the host: twice.
+  double host_device_bytes_per_s = 20e9;
   double other_process_latency_s = 50e-6;
   double other_process_bytes_per_s = 2.5e9;
 };

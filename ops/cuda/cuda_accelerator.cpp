@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <span>
 #include <thread>
 
@@ -213,6 +214,50 @@ public:
   }
 
   result<tensor> read_to_host(const tensor& device) override { return ctx_->to_host(device); }
+
+  gpu_throughput measure() override {
+    gpu_throughput t;
+    gpu_context& g = *ctx_;
+    cudaSetDevice(g.device());
+    auto timed = [&](cudaStream_t s, const std::function<void()>& f) {
+      f(); // warm-up
+      cudaEvent_t a, b;
+      cudaEventCreate(&a);
+      cudaEventCreate(&b);
+      cudaEventRecord(a, s);
+      for (int i = 0; i < 5; ++i)
+        f();
+      cudaEventRecord(b, s);
+      cudaEventSynchronize(b);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+      return double(ms) / 5e3;
+    };
+    constexpr int64_t n = 2048, bytes = int64_t(64) << 20;
+    auto a = g.allocate(dtype::f32, shape{n, n}), c = g.allocate(dtype::f32, shape{n, n});
+    auto d = g.allocate(dtype::u8, shape{bytes}), e = g.allocate(dtype::u8, shape{bytes});
+    void* pinned = nullptr;
+    if (!a.ok() || !c.ok() || !d.ok() || !e.ok() || cudaMallocHost(&pinned, bytes) != cudaSuccess)
+      return t; // zeros: the cost model keeps its defaults
+    cudaMemsetAsync(a->raw_data(), 0, a->bytes(), g.compute());
+    double mm = timed(g.compute(), [&] {
+      tensor out;
+      (void)matmul_cuda(g, *a, *a, {}, &out, "measure");
+    });
+    double copy = timed(g.compute(), [&] {
+      cudaMemcpyAsync(e->raw_data(), d->raw_data(), bytes, cudaMemcpyDeviceToDevice, g.compute());
+    });
+    double h2d = timed(g.host_to_device(), [&] {
+      cudaMemcpyAsync(d->raw_data(), pinned, bytes, cudaMemcpyHostToDevice, g.host_to_device());
+    });
+    cudaFreeHost(pinned);
+    t.flops_per_s = 2.0 * double(n) * n * n / mm;
+    t.bytes_per_s = 2.0 * double(bytes) / copy; // read and write
+    t.host_link_bytes_per_s = double(bytes) / h2d;
+    return t;
+  }
 
   void copy_to_host(tensor device, std::function<void(status, tensor)> done) override {
     // to_host orders the copy after the compute stream's work and waits for it; done here on the

@@ -20,6 +20,13 @@
 
 namespace runnel {
 
+/// What the cost model needs to know of a GPU, measured on first use.
+struct gpu_throughput {
+  double flops_per_s = 0;           ///< a float32 matrix product's rate
+  double bytes_per_s = 0;           ///< device memory copy bandwidth
+  double host_link_bytes_per_s = 0; ///< host-to-device copies (PCIe, NVLink-C2C)
+};
+
 class accelerator {
 public:
   virtual ~accelerator() = default;
@@ -43,6 +50,8 @@ public:
   /// to another device).
   virtual result<tensor> read_to_host(const tensor& device) = 0;
   virtual bfc_stats memory_stats() const = 0;
+  /// Runs a short benchmark (a 2048² MatMul, 64 MiB copies; tens of milliseconds).
+  virtual gpu_throughput measure() = 0;
 };
 
 /// One op with GPU kernels: its name, the type attribute its dtypes are read from, and them.

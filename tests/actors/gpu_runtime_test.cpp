@@ -204,3 +204,16 @@ TEST_CASE("a node pinned to the GPU without a GPU kernel is refused, naming it",
   session soft(rt, g, {.allow_soft_placement = true});
   CHECK(soft.run({{x, tensor(dtype::f32, shape{2, 3})}}, {b}).ok());
 }
+
+TEST_CASE("the cost-model placer places with a GPU measured on first use", "[actors][gpu_host]") {
+  runtime rt({.simulated_gpus = 1});
+  graph g;
+  auto x = placeholder(g, dtype::f32, {64, 64}, "x");
+  auto y = tanh(matmul(x, x));
+  session s(rt, g, {.placement = session_options::placement_policy::cost_model});
+  tensor in(dtype::f32, shape{64, 64});
+  for (auto& v : in.flat<float>())
+    v = 0.01f;
+  session reference(rt, g, {.placement = session_options::placement_policy::first_feasible});
+  check_close(s.run({{x, in}}, {y}).value()[0], reference.run({{x, in}}, {y}).value()[0]);
+}

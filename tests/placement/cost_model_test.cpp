@@ -134,3 +134,25 @@ TEST_CASE("measured timings change a later placement", "[placement]") {
   costs.record("mm", "GPU", 1.0); // but a traced run measured it at 1 s there
   CHECK(at(place_greedy(g, nodes, devs, params, costs, any_kernel).value()) == 0);
 }
+
+TEST_CASE("moving a large tensor to a GPU costs its bytes over the host link", "[placement]") {
+  graph g;
+  output x, y;
+  {
+    auto d = g.device("/device:CPU:0");
+    x = placeholder(g, dtype::f32, {4096, 4096}, "x"); // 64 MiB, on the CPU
+  }
+  y = x + 1.0; // little arithmetic per byte
+  auto devs = devices({"/job:localhost/replica:0/task:0/device:CPU:0",
+                       "/job:localhost/replica:0/task:0/device:GPU:0"});
+  std::vector<device_params> params(2);
+  params[1].flops_per_s = 1e14; // the GPU computes and reads memory far faster
+  params[1].bytes_per_s = 2e12;
+  cost_model costs;
+  auto nodes = all_nodes(g);
+  auto at = [&](const greedy_placement& p) { return p.device[size_t(y.node_id())]; };
+  link_params slow_link{.host_device_bytes_per_s = 1e9};
+  CHECK(at(place_greedy(g, nodes, devs, params, costs, any_kernel, {}, slow_link).value()) == 0);
+  link_params fast_link{.host_device_bytes_per_s = 1e15};
+  CHECK(at(place_greedy(g, nodes, devs, params, costs, any_kernel, {}, fast_link).value()) == 1);
+}
