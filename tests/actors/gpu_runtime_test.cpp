@@ -217,3 +217,19 @@ TEST_CASE("the cost-model placer places with a GPU measured on first use", "[act
   session reference(rt, g, {.placement = session_options::placement_policy::first_feasible});
   check_close(s.run({{x, in}}, {y}).value()[0], reference.run({{x, in}}, {y}).value()[0]);
 }
+
+TEST_CASE("a failing GPU kernel fails its step with the node named, and the next step runs",
+          "[actors][gpu_host]") {
+  runtime rt({.simulated_gpus = 1});
+  graph g;
+  auto a = placeholder(g, dtype::f32, {-1, -1}, "a");
+  auto b = placeholder(g, dtype::f32, {-1, -1}, "b");
+  auto c = matmul(a, b, {}, "gpu_mm");
+  session s(rt, g);
+  auto bad = s.run({{a, tensor(dtype::f32, shape{2, 3})}, {b, tensor(dtype::f32, shape{4, 5})}}, {c});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().to_string(), Catch::Contains("gpu_mm") && Catch::Contains("[2,3]"));
+  auto good = s.run({{a, vals<float>({1, 2}, {1, 2})}, {b, vals<float>({2, 1}, {3, 4})}}, {c});
+  REQUIRE(good.ok());
+  CHECK(good.value()[0].data<float>()[0] == 11.f);
+}
