@@ -3,8 +3,9 @@
 //   gpu_matmul_f32_4096   matmul_cuda vs cublasGemmEx (target >= 0.95x)
 //   gpu_matmul_tf32_4096  the same with TF32 tensor cores
 //   gpu_matmul_bf16_4096  the same in bfloat16
-// Not measured yet: Conv2D against cuDNN and an MLP step against PyTorch (no GPU Conv2D kernel
-// and no GPU device actor yet: docs/gpu.md).
+//   gpu_conv2d_3x3        conv2d_cuda (NHWC, HWIO filter transposed each call) vs
+//                         cudnnConvolutionForward with prepared descriptors (target >= 0.9x)
+// Not measured yet: an MLP step against PyTorch (no PyTorch peer for the GPU here).
 #include <cstdio>
 #include <functional>
 
@@ -54,6 +55,47 @@ void matmul_line(gpu_context& gpu, const char* label, dtype t, bool tf32, int64_
   std::printf("bench %s: %.1f TFLOP/s (%.2fx cublasGemmEx)\n", label, tflops, direct / ours);
 }
 
+void conv_line(gpu_context& gpu) {
+  constexpr int n = 32, h = 32, w = 32, c = 64, k = 64;
+  tensor x = gpu.allocate(dtype::f32, shape{n, h, w, c}, "x").value();
+  tensor f = gpu.allocate(dtype::f32, shape{3, 3, c, k}, "f").value();
+  tensor y = gpu.allocate(dtype::f32, shape{n, h, w, k}, "y").value();
+  cudaMemsetAsync(x.raw_data(), 0, x.bytes(), gpu.compute());
+  cudaMemsetAsync(f.raw_data(), 0, f.bytes(), gpu.compute());
+  double ours = time_ms(gpu, [&] {
+    tensor out;
+    throw_if_error(conv2d_cuda(gpu, x, f, {}, &out, "bench"));
+  });
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t fd;
+  cudnnConvolutionDescriptor_t cd;
+  cudnnCreateTensorDescriptor(&xd);
+  cudnnCreateTensorDescriptor(&yd);
+  cudnnCreateFilterDescriptor(&fd);
+  cudnnCreateConvolutionDescriptor(&cd);
+  cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c, h, w);
+  cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, k, h, w);
+  cudnnSetFilter4dDescriptor(fd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, k, c, 3, 3);
+  cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+  cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH);
+  cudnnConvolutionFwdAlgoPerf_t perf[8];
+  int returned = 0;
+  cudnnGetConvolutionForwardAlgorithm_v7(gpu.cudnn(), xd, fd, cd, yd, 8, &returned, perf);
+  tensor ws = gpu.allocate(dtype::u8, shape{int64_t(std::max<size_t>(perf[0].memory, 1))}, "ws").value();
+  float one = 1, zero = 0;
+  double direct = time_ms(gpu, [&] {
+    cudnnConvolutionForward(gpu.cudnn(), &one, xd, x.raw_data(), fd, f.raw_data(), cd, perf[0].algo,
+                            ws.raw_data(), perf[0].memory, &zero, yd, y.raw_data());
+  });
+  cudnnDestroyTensorDescriptor(xd);
+  cudnnDestroyTensorDescriptor(yd);
+  cudnnDestroyFilterDescriptor(fd);
+  cudnnDestroyConvolutionDescriptor(cd);
+  double gflops = 2.0 * n * h * w * c * k * 9 / (ours * 1e-3) / 1e9;
+  std::printf("bench gpu_conv2d_3x3: %.0f GFLOP/s (%.2fx cudnnConvolutionForward)\n", gflops,
+              direct / ours);
+}
+
 } // namespace
 
 int main() {
@@ -65,6 +107,7 @@ int main() {
   matmul_line(**gpu, "gpu_matmul_f32_4096", dtype::f32, false, 4096);
   matmul_line(**gpu, "gpu_matmul_tf32_4096", dtype::f32, true, 4096);
   matmul_line(**gpu, "gpu_matmul_bf16_4096", dtype::bf16, false, 4096);
+  conv_line(**gpu);
   throw_if_error((*gpu)->synchronize());
   return 0;
 }

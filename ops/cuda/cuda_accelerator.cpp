@@ -152,6 +152,18 @@ public:
         ctx.set_output(0, std::move(out));
         return status{};
       });
+    if (op == "Conv2D") {
+      auto strides = c.attr<std::vector<int64_t>>("strides");
+      gpu_conv2d_options o{.stride_h = strides.size() == 4 ? strides[1] : 1,
+                           .stride_w = strides.size() == 4 ? strides[2] : 1,
+                           .padding = c.attr<std::string>("padding")};
+      return make([o, name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+        tensor out;
+        RUNNEL_RETURN_IF_ERROR(conv2d_cuda(g, in[0], in[1], o, &out, name));
+        ctx.set_output(0, std::move(out));
+        return status{};
+      });
+    }
     if (op == "BiasAdd")
       return make([name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
         tensor out;

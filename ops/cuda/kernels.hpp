@@ -49,4 +49,13 @@ status softmax_cuda(gpu_context& gpu, const tensor& logits, tensor* out, const s
 status sparse_softmax_xent_cuda(gpu_context& gpu, const tensor& logits, const tensor& labels,
                                 tensor* loss, tensor* backprop, const std::string& node);
 
+struct gpu_conv2d_options {
+  int64_t stride_h = 1, stride_w = 1;
+  std::string padding = "SAME"; ///< "SAME" or "VALID", TensorFlow's rules
+  bool allow_tf32 = false;
+};
+/// Conv2D forward through cuDNN: input NHWC, filter HWIO (f16, bf16, f32).
+status conv2d_cuda(gpu_context& gpu, const tensor& input, const tensor& filter,
+                   const gpu_conv2d_options& o, tensor* out, const std::string& node);
+
 } // namespace runnel

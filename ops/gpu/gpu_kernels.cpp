@@ -17,6 +17,7 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
                     "Square", "Tanh", "Sigmoid", "Relu", "Abs", "Rsqrt", "Reciprocal", "MatMul",
                     "BiasAdd", "BiasAddGrad", "Softmax", "SparseSoftmaxCrossEntropyWithLogits"})
       v.push_back({op, "T", floats});
+    v.push_back({"Conv2D", "T", {dtype::f16, dtype::bf16, dtype::f32}}); // forward only
     v.push_back({"Cast", "DstT", numbers});
     v.push_back({"Const", "dtype", numbers}); // copied to the device once, then reused
     return v;

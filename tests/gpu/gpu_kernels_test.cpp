@@ -257,3 +257,22 @@ TEST_CASE("a runtime on a real GPU trains like the CPU", "[.gpu]") {
     CHECK(b[i] == Approx(a[i]).epsilon(1e-4));
   CHECK(gpu_rt.gpu_memory(0).value().num_allocs > 0);
 }
+
+TEST_CASE("GPU Conv2D matches the CPU for SAME and VALID, strides 1 and 2", "[.gpu]") {
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
+    for (std::string padding : {"SAME", "VALID"})
+      for (int64_t stride : {1, 2}) {
+        INFO(name(t) << " " << padding << " stride " << stride);
+        // 28 with stride 2 and a 3x3 filter pads asymmetrically under SAME (0 before, 1 after).
+        auto input = random_host(t, {2, 28, 28, 3}, 14), filter = random_host(t, {3, 3, 3, 8}, 15);
+        tensor out;
+        REQUIRE(conv2d_cuda(gpu(), on_gpu(input), on_gpu(filter),
+                            {.stride_h = stride, .stride_w = stride, .padding = padding}, &out,
+                            "conv")
+                    .ok());
+        graph g;
+        auto want = eval1(conv2d(cast(constant(g, input), dtype::f32), cast(constant(g, filter), dtype::f32),
+                                 {stride, stride}, padding));
+        check_matches(back(out), want, t == dtype::f32 ? 1e-4 : 2e-2, 0.05);
+      }
+}
