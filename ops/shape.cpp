@@ -79,4 +79,17 @@ result<shape> broadcast_shapes(const shape& a, const shape& b) {
   return shape(std::move(out));
 }
 
+result<matmul_dims> matmul_dims_of(const shape& a, const shape& b, bool transpose_a,
+                                   bool transpose_b) {
+  if (a.rank() != 2 || b.rank() != 2)
+    return invalid_argument("MatMul needs matrices, got shapes " + a.to_string() + " and " +
+                            b.to_string());
+  int64_t m = a[transpose_a ? 1 : 0], k = a[transpose_a ? 0 : 1];
+  int64_t kb = b[transpose_b ? 1 : 0], n = b[transpose_b ? 0 : 1];
+  if (k != kb)
+    return invalid_argument("matrix size-incompatible: In[0]: " + a.to_string() +
+                            ", In[1]: " + b.to_string());
+  return matmul_dims{m, n, k};
+}
+
 } // namespace runnel

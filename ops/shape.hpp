@@ -63,4 +63,12 @@ private:
 /// NumPy broadcasting of two shapes (unknown dims allowed); an error names both shapes.
 result<shape> broadcast_shapes(const shape& a, const shape& b);
 
+/// The sizes of C[m,n] = op(A)[m,k] · op(B)[k,n] for matrices `a` and `b` (transposed when
+/// asked), or TensorFlow's error naming both shapes. Every MatMul kernel checks with it.
+struct matmul_dims {
+  int64_t m, n, k;
+};
+result<matmul_dims> matmul_dims_of(const shape& a, const shape& b, bool transpose_a,
+                                   bool transpose_b);
+
 } // namespace runnel

@@ -15,14 +15,9 @@ public:
   status compute(kernel_context& ctx) override {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
-    if (a.rank() != 2 || b.rank() != 2)
-      return invalid_argument("MatMul needs matrices, got shapes " + a.shape().to_string() +
-                              " and " + b.shape().to_string());
-    int64_t m = a.dim(transpose_a_ ? 1 : 0), k = a.dim(transpose_a_ ? 0 : 1);
-    int64_t kb = b.dim(transpose_b_ ? 1 : 0), n = b.dim(transpose_b_ ? 0 : 1);
-    if (k != kb)
-      return invalid_argument("matrix size-incompatible: In[0]: " + a.shape().to_string() +
-                              ", In[1]: " + b.shape().to_string());
+    RUNNEL_ASSIGN_OR_RETURN(auto dims,
+                            matmul_dims_of(a.shape(), b.shape(), transpose_a_, transpose_b_));
+    auto [m, n, k] = dims;
     tensor& out = ctx.allocate_output(0, a.type(), shape{m, n});
     if (m == 0 || n == 0)
       return {};
@@ -70,14 +65,9 @@ public:
   status compute(kernel_context& ctx) override {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
-    if (a.rank() != 2 || b.rank() != 2)
-      return invalid_argument("MatMul needs matrices, got shapes " + a.shape().to_string() +
-                              " and " + b.shape().to_string());
-    int64_t m = a.dim(transpose_a_ ? 1 : 0), k = a.dim(transpose_a_ ? 0 : 1);
-    int64_t kb = b.dim(transpose_b_ ? 1 : 0), n = b.dim(transpose_b_ ? 0 : 1);
-    if (k != kb)
-      return invalid_argument("matrix size-incompatible: In[0]: " + a.shape().to_string() +
-                              ", In[1]: " + b.shape().to_string());
+    RUNNEL_ASSIGN_OR_RETURN(auto dims,
+                            matmul_dims_of(a.shape(), b.shape(), transpose_a_, transpose_b_));
+    auto [m, n, k] = dims;
     tensor& out = ctx.allocate_output(0, dtype::bf16, shape{m, n});
     if (m == 0 || n == 0)
       return {};

@@ -2,6 +2,7 @@
 // filter layout is [out, kh, kw, in] (KRSC), so the filter is transposed first (a small kernel).
 // cuDNN pads symmetrically; SAME padding that is not (TensorFlow puts the odd pixel at the end)
 // copies the input into a zero-padded buffer and convolves without padding.
+#include "ops/cuda/dispatch.hpp"
 #include "ops/cuda/kernels.hpp"
 #include "ops/op_def.hpp"
 
@@ -85,17 +86,6 @@ result<cudnnDataType_t> cudnn_type(dtype t) {
   }
 }
 
-template <class F> status dispatch_conv(dtype t, F&& f) {
-  switch (t) {
-    case dtype::f16:
-      return f.template operator()<half>();
-    case dtype::bf16:
-      return f.template operator()<bfloat16>();
-    default:
-      return f.template operator()<float>();
-  }
-}
-
 } // namespace
 
 status conv2d_cuda(gpu_context& gpu, const tensor& input, const tensor& filter,
@@ -125,7 +115,7 @@ status conv2d_cuda(gpu_context& gpu, const tensor& input, const tensor& filter,
   if (out->num_elements() == 0)
     return {};
   cudaStream_t s = gpu.compute();
-  return dispatch_conv(input.type(), [&]<class T>() -> status {
+  return dispatch_gpu_float(input.type(), where, [&]<class T>() -> status {
     // The filter in cuDNN's layout.
     RUNNEL_ASSIGN_OR_RETURN(tensor krsc, gpu.allocate(filter.type(), shape{k, kh, kw, c}, node));
     RUNNEL_RETURN_IF_ERROR(cuda_status(

@@ -1,5 +1,6 @@
 // Element-wise kernels on the GPU. The arithmetic is ops/math_functors.hpp's, the same the CPU
 // kernels run; 16-bit floats compute through float (widen_apply).
+#include "ops/cuda/dispatch.hpp"
 #include "ops/cuda/kernels.hpp"
 #include "ops/math_functors.hpp"
 
@@ -69,25 +70,6 @@ cudaError_t launch_unary(cudaStream_t stream, const T* x, T* y, int64_t n) {
 }
 
 // ---- entries ----
-
-template <class F> status dispatch_gpu_number(dtype t, const std::string& what, F&& f) {
-  switch (t) {
-    case dtype::f16:
-      return f.template operator()<half>();
-    case dtype::bf16:
-      return f.template operator()<bfloat16>();
-    case dtype::f32:
-      return f.template operator()<float>();
-    case dtype::f64:
-      return f.template operator()<double>();
-    case dtype::i32:
-      return f.template operator()<int32_t>();
-    case dtype::i64:
-      return f.template operator()<int64_t>();
-    default:
-      return unimplemented(what + ": no GPU kernel for " + std::string(name(t)));
-  }
-}
 
 result<broadcast_strides> plan(const shape& a, const shape& b, const shape& out) {
   broadcast_strides s{};

@@ -26,11 +26,6 @@ private:
   int device_;
 };
 
-struct device_block {
-  bfc_allocator* allocator;
-  void* ptr;
-};
-
 } // namespace
 
 status cuda_status(cudaError_t e, const std::string& what) {
@@ -104,19 +99,7 @@ gpu_context::~gpu_context() {
 }
 
 result<tensor> gpu_context::allocate(dtype t, const shape& s, const std::string& node) {
-  if (t == dtype::string)
-    return invalid_argument("node '" + node + "': strings cannot live in GPU memory");
-  size_t bytes = size_t(std::max<int64_t>(s.num_elements(), 0)) * size_of(t);
-  RUNNEL_ASSIGN_OR_RETURN(void* p, allocator_->allocate(std::max<size_t>(bytes, 1), node));
-  auto* block = new device_block{allocator_.get(), p};
-  return tensor::wrap(
-      t, s, p,
-      [](void* ctx) {
-        auto* b = static_cast<device_block*>(ctx);
-        (void)b->allocator->deallocate(b->ptr);
-        delete b;
-      },
-      block, memory_space::device, device_);
+  return allocate_device_tensor(*allocator_, t, s, node, device_);
 }
 
 result<tensor> gpu_context::to_device(const tensor& host, const std::string& node) {

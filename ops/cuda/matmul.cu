@@ -50,14 +50,10 @@ status matmul_cuda(gpu_context& gpu, const tensor& a, const tensor& b, const gpu
   if (a.type() != b.type())
     return invalid_argument(where + ": inputs are " + std::string(name(a.type())) + " and " +
                             std::string(name(b.type())));
-  if (a.rank() != 2 || b.rank() != 2)
-    return invalid_argument(where + ": MatMul needs matrices, got shapes " +
-                            a.shape().to_string() + " and " + b.shape().to_string());
-  int64_t m = a.dim(o.transpose_a ? 1 : 0), k = a.dim(o.transpose_a ? 0 : 1);
-  int64_t kb = b.dim(o.transpose_b ? 1 : 0), n = b.dim(o.transpose_b ? 0 : 1);
-  if (k != kb)
-    return invalid_argument(where + ": matrix size-incompatible: In[0]: " +
-                            a.shape().to_string() + ", In[1]: " + b.shape().to_string());
+  auto dims = matmul_dims_of(a.shape(), b.shape(), o.transpose_a, o.transpose_b);
+  if (!dims.ok())
+    return dims.error().with_context(where);
+  auto [m, n, k] = *dims;
   auto types = types_for(a.type(), o.allow_tf32);
   if (!types.ok())
     return types.error().with_context(where);

@@ -1,6 +1,7 @@
 // NN kernels on the GPU: BiasAdd and its gradient, Softmax and the sparse softmax
 // cross-entropy. Rows of a softmax are one block each (block reductions in shared memory);
 // 16-bit floats compute through float.
+#include "ops/cuda/dispatch.hpp"
 #include "ops/cuda/kernels.hpp"
 #include "ops/math_functors.hpp"
 
@@ -94,21 +95,6 @@ cudaError_t launch_softmax_rows(cudaStream_t s, const T* x, const Label* labels,
 
 // ---- entries ----
 
-template <class F> status dispatch_float(dtype t, const std::string& where, F&& f) {
-  switch (t) {
-    case dtype::f16:
-      return f.template operator()<half>();
-    case dtype::bf16:
-      return f.template operator()<bfloat16>();
-    case dtype::f32:
-      return f.template operator()<float>();
-    case dtype::f64:
-      return f.template operator()<double>();
-    default:
-      return unimplemented(where + ": no GPU kernel for " + std::string(name(t)));
-  }
-}
-
 status on_device(const tensor& t, const std::string& where, int i) {
   if (t.memory() != memory_space::device)
     return invalid_argument(where + ": input " + std::to_string(i) + " is in " + t.memory_name());
@@ -136,7 +122,7 @@ status bias_add_grad_cuda(gpu_context& gpu, const tensor& grad, tensor* out,
     return invalid_argument(where + ": needs rank >= 1, got " + grad.shape().to_string());
   int64_t cols = grad.dim(grad.rank() - 1), rows = cols ? grad.num_elements() / cols : 0;
   RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(grad.type(), shape{cols}, node));
-  return dispatch_float(grad.type(), where, [&]<class T>() {
+  return dispatch_gpu_float(grad.type(), where, [&]<class T>() {
     return cuda_status(launch_bias_grad<T>(gpu.compute(), grad.data<T>(), out->data<T>(), rows, cols),
                        where);
   });
@@ -149,7 +135,7 @@ status softmax_cuda(gpu_context& gpu, const tensor& logits, tensor* out, const s
     return invalid_argument(where + ": logits must have rank >= 1");
   int64_t cols = logits.dim(logits.rank() - 1), rows = cols ? logits.num_elements() / cols : 0;
   RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(logits.type(), logits.shape(), node));
-  return dispatch_float(logits.type(), where, [&]<class T>() {
+  return dispatch_gpu_float(logits.type(), where, [&]<class T>() {
     return cuda_status(launch_softmax_rows<T, void>(gpu.compute(), logits.data<T>(), nullptr,
                                                     out->data<T>(), nullptr, rows, cols),
                        where);
@@ -167,7 +153,7 @@ status sparse_softmax_xent_cuda(gpu_context& gpu, const tensor& logits, const te
   int64_t rows = logits.dim(0), cols = logits.dim(1);
   RUNNEL_ASSIGN_OR_RETURN(*loss, gpu.allocate(logits.type(), shape{rows}, node));
   RUNNEL_ASSIGN_OR_RETURN(*backprop, gpu.allocate(logits.type(), logits.shape(), node));
-  return dispatch_float(logits.type(), where, [&]<class T>() -> status {
+  return dispatch_gpu_float(logits.type(), where, [&]<class T>() -> status {
     cudaError_t e;
     if (labels.type() == dtype::i32)
       e = launch_softmax_rows<T, int32_t>(gpu.compute(), logits.data<T>(), labels.data<int32_t>(),

@@ -258,4 +258,28 @@ status bfc_allocator::check_invariants() const {
   return {};
 }
 
+namespace {
+struct device_block {
+  bfc_allocator* allocator;
+  void* ptr;
+};
+} // namespace
+
+result<tensor> allocate_device_tensor(bfc_allocator& allocator, dtype t, const shape& s,
+                                      const std::string& node, int device) {
+  if (t == dtype::string)
+    return invalid_argument("node '" + node + "': strings cannot live in GPU memory");
+  size_t bytes = size_t(std::max<int64_t>(s.num_elements(), 0)) * size_of(t);
+  RUNNEL_ASSIGN_OR_RETURN(void* p, allocator.allocate(std::max<size_t>(bytes, 1), node));
+  auto* block = new device_block{&allocator, p};
+  return tensor::wrap(
+      t, s, p,
+      [](void* c) {
+        auto* b = static_cast<device_block*>(c);
+        (void)b->allocator->deallocate(b->ptr);
+        delete b;
+      },
+      block, memory_space::device, device);
+}
+
 } // namespace runnel

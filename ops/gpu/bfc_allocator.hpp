@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ops/status.hpp"
+#include "ops/tensor.hpp"
 
 namespace runnel {
 
@@ -121,5 +122,10 @@ private:
   size_t next_region_bytes_;
   bfc_stats stats_;
 };
+
+/// An uninitialised tensor in `allocator`'s memory, labelled as GPU `device`'s memory and given
+/// back with its last reference; running out is `resource_exhausted` naming `node`.
+result<tensor> allocate_device_tensor(bfc_allocator& allocator, dtype t, const shape& s,
+                                      const std::string& node, int device);
 
 } // namespace runnel

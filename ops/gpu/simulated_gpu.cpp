@@ -54,11 +54,6 @@ private:
   std::thread thread_;
 };
 
-struct device_block {
-  bfc_allocator* allocator;
-  void* ptr;
-};
-
 class simulated_accelerator;
 
 /// A CPU kernel run on the simulated GPU's compute stream.
@@ -89,19 +84,7 @@ public:
   bfc_stats memory_stats() const override { return allocator_.stats(); }
 
   result<tensor> allocate(dtype t, const shape& s, const std::string& node) {
-    if (t == dtype::string)
-      return invalid_argument("node '" + node + "': strings cannot live in GPU memory");
-    size_t bytes = size_t(std::max<int64_t>(s.num_elements(), 0)) * size_of(t);
-    RUNNEL_ASSIGN_OR_RETURN(void* p, allocator_.allocate(std::max<size_t>(bytes, 1), node));
-    auto* block = new device_block{&allocator_, p};
-    return tensor::wrap(
-        t, s, p,
-        [](void* c) {
-          auto* b = static_cast<device_block*>(c);
-          (void)b->allocator->deallocate(b->ptr);
-          delete b;
-        },
-        block, memory_space::device, id_);
+    return allocate_device_tensor(allocator_, t, s, node, id_);
   }
 
   result<std::unique_ptr<kernel>> make_kernel(const kernel_construction& c) override {
