@@ -21,6 +21,8 @@ public:
     tensor& out = ctx.allocate_output(0, a.type(), shape{m, n});
     if (m == 0 || n == 0)
       return {};
+    if (a.type() == dtype::bf16 && k > 0)
+      return compute_bf16(ctx, a, b, out, m, n, k);
     auto ta = transpose_a_ ? CblasTrans : CblasNoTrans;
     auto tb = transpose_b_ ? CblasTrans : CblasNoTrans;
     auto lda = blasint(a.dim(1)), ldb = blasint(b.dim(1));
@@ -53,28 +55,9 @@ public:
   }
 
 private:
-  bool transpose_a_, transpose_b_;
-};
-
-/// bfloat16 through oneDNN: float32 accumulation, one rounding per output element.
-class matmul_bf16_kernel : public kernel {
-public:
-  explicit matmul_bf16_kernel(const kernel_construction& c)
-      : transpose_a_(c.attr<bool>("transpose_a")), transpose_b_(c.attr<bool>("transpose_b")) {}
-
-  status compute(kernel_context& ctx) override {
-    const tensor& a = ctx.input(0);
-    const tensor& b = ctx.input(1);
-    RUNNEL_ASSIGN_OR_RETURN(auto dims,
-                            matmul_dims_of(a.shape(), b.shape(), transpose_a_, transpose_b_));
-    auto [m, n, k] = dims;
-    tensor& out = ctx.allocate_output(0, dtype::bf16, shape{m, n});
-    if (m == 0 || n == 0)
-      return {};
-    if (k == 0) {
-      std::memset(out.raw_data(), 0, out.bytes());
-      return {};
-    }
+  /// bfloat16 through oneDNN: float32 accumulation, one rounding per output element.
+  status compute_bf16(kernel_context& ctx, const tensor& a, const tensor& b, tensor& out,
+                      int64_t m, int64_t n, int64_t k) {
     auto* pa = reinterpret_cast<const uint16_t*>(a.raw_data());
     auto* pb = reinterpret_cast<const uint16_t*>(b.raw_data());
     auto* pc = reinterpret_cast<uint16_t*>(out.raw_data());
@@ -82,6 +65,8 @@ public:
     // Like the float32 kernel: the device's pool splits the rows, oneDNN runs each block on one
     // thread (its OpenMP team would compete with the pool and the actors for the cores).
     int blocks = ctx.has_cpu() ? ctx.cpu().num_threads() + 1 : 1;
+    if (dnnl_.empty())
+      dnnl_.resize(1);
     if (blocks <= 1 || m < 32 * blocks)
       return dnnl_[0].run_bf16(m, n, k, transpose_a_, transpose_b_, pa, lda, pb, pc);
     if (int(dnnl_.size()) < blocks)
@@ -103,9 +88,8 @@ public:
     return {};
   }
 
-private:
   bool transpose_a_, transpose_b_;
-  std::vector<dnnl_matmul> dnnl_ = std::vector<dnnl_matmul>(1); // one per block of rows
+  std::vector<dnnl_matmul> dnnl_; // bfloat16: one per block of rows, made on first use
 };
 
 } // namespace
@@ -113,7 +97,7 @@ private:
 void register_matmul_kernels(kernel_registry& reg) {
   reg.add("MatMul", device_type::cpu, {dtype::f32, dtype::f64}, make_kernel<matmul_kernel>);
   if (dnnl_matmul::available())
-    reg.add("MatMul", device_type::cpu, {dtype::bf16}, make_kernel<matmul_bf16_kernel>);
+    reg.add("MatMul", device_type::cpu, {dtype::bf16}, make_kernel<matmul_kernel>);
 }
 
 } // namespace runnel
