@@ -234,7 +234,10 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
   std::random_device rd;
   i->incarnation = (uint64_t(rd()) << 32 | rd()) | 1;
   i->rt = std::make_unique<runtime>(
-      runtime_options{.cpu_devices = std::max(1, o.cpu_devices), .job = o.job, .task = o.task});
+      runtime_options{.cpu_devices = std::max(1, o.cpu_devices),
+                      .job = o.job,
+                      .task = o.task,
+                      .simulated_gpus = o.simulated_gpus});
   i->worker = std::make_unique<worker_impl>(*i->rt, self, i->incarnation, o.cluster.to_string(),
                                             o.log);
   i->master_service = std::make_unique<master>(

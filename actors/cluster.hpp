@@ -30,6 +30,8 @@ struct node_options {
   /// A shared secret every peer must present (empty: none).
   std::string auth_token;
   int cpu_devices = 1;
+  /// GPUs made of host memory (runtime_options::simulated_gpus; docs/gpu.md).
+  int simulated_gpus = 0;
   /// How long a master waits for the cluster's tasks when a session is created.
   std::chrono::milliseconds startup_timeout{10000};
   /// How long a task of a running step may leave a heartbeat unanswered before the step fails

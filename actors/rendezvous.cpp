@@ -218,21 +218,18 @@ public:
     gpu_.copy_to_host(v, [this, &ctx, done = std::move(done)](status st, tensor host) mutable {
       if (!st.ok())
         return done(st);
-      host_input_ = std::move(host);
-      host_ctx_ = std::make_unique<kernel_context>(std::span<const tensor>(&host_input_, 1), 0,
-                                                   nullptr);
-      host_ctx_->set_step_id(ctx.step_id());
-      host_ctx_->set_frame_iter(ctx.frame_iter());
-      send_->compute_async(*host_ctx_, std::move(done));
+      // The CPU _Send reads its input while it is called (the rendezvous keeps the tensor), so
+      // a context of this call's own is enough.
+      kernel_context host_ctx(std::span<const tensor>(&host, 1), 0, nullptr);
+      host_ctx.set_step_id(ctx.step_id());
+      host_ctx.set_frame_iter(ctx.frame_iter());
+      send_->compute_async(host_ctx, std::move(done));
     });
   }
 
 private:
   accelerator& gpu_;
   std::unique_ptr<kernel> send_;
-  // One compute at a time per kernel object (the runtime's rule), so one staging slot.
-  tensor host_input_;
-  std::unique_ptr<kernel_context> host_ctx_;
 };
 
 /// A GPU's _Recv: the host value is copied into device memory (host-to-device stream) before the

@@ -27,6 +27,7 @@ usage: runnel-node --cluster SPEC --job NAME --task I [options]
   --listen HOST:PORT      where to listen (default: the task's address in the spec; use
                           0.0.0.0:PORT to accept on every interface)
   --cpu-devices N         virtual CPU devices, each with its share of the cores (default 1)
+  --simulated-gpus N      add N simulated GPUs (host memory; docs/gpu.md) after the real ones
   --auth-token-file FILE  require peers to present this shared secret (and present it)
   --startup-timeout S     how long a master waits for the other tasks (default 10)
   --heartbeat-timeout S   fail a step whose task leaves a heartbeat unanswered this long while
@@ -64,6 +65,9 @@ int run(const apps::flags& f) {
   o.task = int(f.get_int("task", 0).value());
   o.listen = f.get("listen", "");
   o.cpu_devices = int(f.get_int("cpu-devices", 1).value());
+  o.simulated_gpus = int(f.get_int("simulated-gpus", 0).value());
+  if (o.simulated_gpus < 0)
+    throw error(invalid_argument("--simulated-gpus must be >= 0"));
   o.startup_timeout =
       std::chrono::milliseconds(int64_t(f.get_double("startup-timeout", 10).value() * 1000));
   o.heartbeat_timeout =
@@ -95,7 +99,7 @@ int run(const apps::flags& f) {
 
 int main(int argc, char** argv) {
   return apps::app_main("runnel-node", argc, argv, usage,
-                        {"cluster", "cluster-file", "job", "task", "listen", "cpu-devices",
+                        {"cluster", "cluster-file", "job", "task", "listen", "cpu-devices", "simulated-gpus",
                          "auth-token-file", "startup-timeout", "heartbeat-timeout", "port-file"},
                         run);
 }

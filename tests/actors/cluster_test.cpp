@@ -439,3 +439,48 @@ TEST_CASE("an edge marked send_as_bf16 crosses tasks as bfloat16 and only that e
   CHECK(narrow_bytes < uint64_t(n) * 2 + 1024);
   CHECK(wide_bytes >= uint64_t(n) * 4);
 }
+
+TEST_CASE("a worker's GPU takes its part of a remote step, with transfers both ways",
+          "[actors][cluster][gpu_host]") {
+  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
+  auto ps = cluster_node::start(quiet(spec, "ps", 0)).value();
+  auto wo = quiet(spec, "worker", 0);
+  wo.simulated_gpus = 1;
+  auto worker = cluster_node::start(std::move(wo)).value();
+  auto build = [](graph& g, bool placed, output& x, output& y, output& z) {
+    x = placeholder(g, dtype::f32, {2, 3}, "x");
+    graph_variable w;
+    {
+      auto d = g.device(placed ? "/job:ps/task:0" : "");
+      w = variable(g, constant(g, tensor::from_values<float>(shape{3, 2}, {1, 2, 3, 4, 5, 6})),
+                   "gpu_cluster_w");
+    }
+    {
+      auto d = g.device(placed ? "/job:worker/task:0/device:GPU:0" : "");
+      y = matmul(x, w.value, {}, "y"); // the ps's variable arrives at the worker's GPU
+    }
+    {
+      auto d = g.device(placed ? "/job:worker/task:0/device:CPU:0" : "");
+      z = sum(y, {1}, false, "z"); // and the GPU's result goes to the worker's CPU
+    }
+  };
+  auto xv = tensor::from_values<float>(shape{2, 3}, {1, 0, -1, 0.5f, 2, 3});
+  graph g;
+  output x, y, z;
+  build(g, true, x, y, z);
+  session remote(client_runtime(), g, "runnel://" + spec.address("worker", 0).value());
+  REQUIRE(remote.run({global_variables_initializer(g)}).ok());
+  auto r = remote.run({{x, xv}}, {y, z});
+  INFO(r.error().to_string());
+  REQUIRE(r.ok());
+  graph lg;
+  output lx, ly, lz;
+  build(lg, false, lx, ly, lz);
+  runtime local_rt;
+  session local(local_rt, lg);
+  REQUIRE(local.run({global_variables_initializer(lg)}).ok());
+  auto l = local.run({{lx, xv}}, {ly, lz}).value();
+  check_equal(r.value()[0], l[0]);
+  check_equal(r.value()[1], l[1]);
+  CHECK(worker->rt().gpu_memory(0).value().num_allocs > 0); // it did run on the GPU
+}
