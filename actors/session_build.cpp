@@ -46,21 +46,27 @@ status session::impl::place_graph() {
   if (size_t(n) == device_of_node.size())
     return {};
   auto all = all_nodes(g);
-  auto& kernels = runtime_kernels();
-  auto has_kernel = [&](const node& nd, const std::string& type) {
-    return kernels.has_kernel(nd, type == "GPU" ? device_type::gpu : device_type::cpu);
-  };
-  auto devices = placement_devices(rt);
   // GPUs take the ops that have GPU kernels, except in graphs with loops and conditionals: their
-  // edges between devices are direct messages, with no transfer (docs/gpu.md).
+  // edges between devices are direct messages, with no transfer, so they stay on CPUs
+  // (docs/gpu.md).
   bool control_flow = false;
   for (int v = 0; v < n && !control_flow; ++v) {
     auto& op = g.at(v).op;
     control_flow = op == "Switch" || op == "Merge" || op == "Enter" || op == "NextIteration";
   }
-  placement_options popts{.allow_soft_placement = options.allow_soft_placement,
-                          .no_gpu_reason = rt.no_gpu_reason,
-                          .prefer_gpu = !control_flow};
+  auto& kernels = runtime_kernels();
+  auto has_kernel = [&](const node& nd, const std::string& type) {
+    if (type == "GPU")
+      return !control_flow && kernels.has_kernel(nd, device_type::gpu);
+    return kernels.has_kernel(nd, device_type::cpu);
+  };
+  auto devices = placement_devices(rt);
+  placement_options popts{
+      .allow_soft_placement = options.allow_soft_placement,
+      .no_gpu_reason = control_flow && rt.no_gpu_reason.empty()
+                           ? "graphs with loops and conditionals run on CPUs only (docs/gpu.md)"
+                           : rt.no_gpu_reason,
+      .prefer_gpu = !control_flow};
   std::vector<size_t> where;
   if (options.placement == session_options::placement_policy::cost_model) {
     std::vector<device_params> params(devices.size(), resolve_cpu_params(rt));

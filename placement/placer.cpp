@@ -154,9 +154,7 @@ result<placement_constraints> resolve_constraints(const graph& g, const std::vec
             if (!has_kernel(g.at(v), *d.spec.type))
               kernels = "; node '" + g.at(v).name + "' (op " + g.at(v).op + ") has no " +
                         *d.spec.type + " kernel";
-      bool has_gpu = std::any_of(devices.begin(), devices.end(),
-                                 [](auto& d) { return d.spec.type == "GPU"; });
-      std::string gpu_note = spec.type == "GPU" && !has_gpu && !options.no_gpu_reason.empty()
+      std::string gpu_note = spec.type == "GPU" && !options.no_gpu_reason.empty()
                                  ? "; " + options.no_gpu_reason
                                  : "";
       return invalid_argument("cannot place node '" + first.name + "' (op " + first.op +

@@ -33,8 +33,8 @@ struct placement_device {
 
 struct placement_options {
   bool allow_soft_placement = false;
-  /// Why the devices include no GPU (e.g. "no GPU: the CUDA runtime says ..."); added to the
-  /// error of a node that asks for one.
+  /// Why no GPU can be used (e.g. "this runtime has no GPU (the CUDA runtime says ...)"); added
+  /// to the error of a node that asks for one.
   std::string no_gpu_reason;
   /// TensorFlow's default (sessions set it): a colocation group that asks for no device type and
   /// has GPU kernels goes to the first GPU it may use, whatever the cost model says.

@@ -2,6 +2,7 @@
 // keeps host code off device memory. (Kernels on a real GPU: tests/gpu/, tag [.gpu].)
 #include <map>
 
+#include "ops/control_flow.hpp"
 #include "ops/gpu/gpu_info.hpp"
 #include "ops/optimizers.hpp"
 #include "tests/eval.hpp"
@@ -232,4 +233,25 @@ TEST_CASE("a failing GPU kernel fails its step with the node named, and the next
   auto good = s.run({{a, vals<float>({1, 2}, {1, 2})}, {b, vals<float>({2, 1}, {3, 4})}}, {c});
   REQUIRE(good.ok());
   CHECK(good.value()[0].data<float>()[0] == 11.f);
+}
+
+TEST_CASE("graphs with loops and conditionals stay on CPUs, saying so when a GPU is asked for",
+          "[actors][gpu_host]") {
+  runtime rt({.simulated_gpus = 1});
+  graph g;
+  auto x = placeholder(g, dtype::f32, {}, "x");
+  output y;
+  {
+    auto d = g.device("/device:GPU:0");
+    y = cond(less(x, constant(g, 0.f)), [&] { return -x; }, [&] { return x * 2.0; });
+  }
+  session strict(rt, g);
+  auto r = strict.run({{x, tensor::scalar(3.f)}}, {y});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().to_string(), Catch::Contains("loops and conditionals run on CPUs only"));
+  session soft(rt, g, {.allow_soft_placement = true});
+  auto ok = soft.run({{x, tensor::scalar(3.f)}}, {y});
+  REQUIRE(ok.ok());
+  CHECK(ok.value()[0].data<float>()[0] == 6.f);
+  CHECK(ok.value()[0].host_readable());
 }
