@@ -156,6 +156,10 @@ runtime::~runtime() {
     }
     s->close();
   }
+  // GPU work still queued (kernels of aborted steps) runs and completes while its actors live.
+  for (auto& dev : impl_->devices)
+    if (dev.gpu)
+      dev.gpu->wait_idle();
   {
     caf::scoped_actor self(*impl_->system);
     for (auto& dev : impl_->devices) {

@@ -24,6 +24,11 @@ public:
     cv_.notify_one();
     thread_.join();
   }
+  /// Returns once no completion is pending or running.
+  void wait_idle() {
+    std::unique_lock lock(mu_);
+    idle_.wait(lock, [&] { return pending_.empty() && running_ == 0; });
+  }
   /// Records an event on `stream` now; `done` runs once the stream reaches it.
   void after(cudaStream_t stream, std::function<void(status)> done) {
     cudaEvent_t e;
@@ -64,18 +69,26 @@ private:
           };
           it = pending_.erase(it);
         }
+        running_ = int(ready.size());
       }
       for (auto& w : ready) {
         cudaEventDestroy(w.event);
         w.done({});
+      }
+      {
+        std::lock_guard lock(mu_);
+        running_ = 0;
+        if (pending_.empty())
+          idle_.notify_all();
       }
       if (ready.empty())
         std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_, idle_;
   std::deque<waiter> pending_;
+  int running_ = 0;
   bool stop_ = false;
   std::thread thread_;
 };
@@ -226,6 +239,11 @@ public:
   }
 
   result<tensor> read_to_host(const tensor& device) override { return ctx_->to_host(device); }
+
+  void wait_idle() override {
+    (void)ctx_->synchronize();
+    poller_.wait_idle();
+  }
 
   gpu_throughput measure() override {
     gpu_throughput t;

@@ -52,6 +52,9 @@ public:
   virtual bfc_stats memory_stats() const = 0;
   /// Runs a short benchmark (a 2048² MatMul, 64 MiB copies; tens of milliseconds).
   virtual gpu_throughput measure() = 0;
+  /// Returns once all work enqueued so far has run and its completions have been called (the
+  /// runtime calls it before its actors stop, so no completion outlives its kernel).
+  virtual void wait_idle() = 0;
 };
 
 /// One op with GPU kernels: its name, the type attribute its dtypes are read from, and them.

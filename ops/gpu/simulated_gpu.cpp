@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -158,6 +159,15 @@ public:
     }
     double copy_rate = double(src.size()) / best_copy;
     return {2.0 * n * n * n / best_mm, copy_rate, copy_rate};
+  }
+
+  void wait_idle() override {
+    // compute first: its work may post copies to d2h.
+    for (serial_stream* st : {&compute_, &h2d_, &d2h_}) {
+      std::promise<void> drained;
+      st->post([&drained] { drained.set_value(); });
+      drained.get_future().wait();
+    }
   }
 
   serial_stream& compute() { return compute_; }
