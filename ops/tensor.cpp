@@ -367,4 +367,16 @@ bool all_close(const tensor& a, const tensor& b, double rtol, double atol) {
   return true;
 }
 
+result<std::vector<bool>> reduction_axes(const tensor& axes_t, int rank) {
+  RUNNEL_ASSIGN_OR_RETURN(auto axes, to_int64_vector(axes_t));
+  std::vector<bool> reduce(size_t(rank), false);
+  for (auto a : axes) {
+    if (a < -rank || a >= rank)
+      return invalid_argument("reduction axis " + std::to_string(a) +
+                              " is out of range for an input of rank " + std::to_string(rank));
+    reduce[size_t(a < 0 ? a + rank : a)] = true;
+  }
+  return reduce;
+}
+
 } // namespace runnel

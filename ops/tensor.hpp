@@ -195,5 +195,8 @@ bool all_close(const tensor& a, const tensor& b, double rtol = 1e-5, double atol
 double element_as_double(const tensor& t, int64_t i);
 /// Reads a rank-0 or rank-1 integer tensor (i32 or i64) as int64 values.
 result<std::vector<int64_t>> to_int64_vector(const tensor& t);
+/// A reduction's axes (negative ones count from the end) as a flag per dimension of a rank
+/// `rank` input; an axis out of range is an error naming it.
+result<std::vector<bool>> reduction_axes(const tensor& axes, int rank);
 
 } // namespace runnel

@@ -98,18 +98,6 @@ void reduce_middle(cpu_device& cpu, const T* in, T* out, int64_t pre, int64_t re
   });
 }
 
-result<std::vector<bool>> reduction_axes(const tensor& axes_t, int rank) {
-  RUNNEL_ASSIGN_OR_RETURN(auto axes, to_int64_vector(axes_t));
-  std::vector<bool> reduce(size_t(rank), false);
-  for (auto a : axes) {
-    if (a < -rank || a >= rank)
-      return invalid_argument("reduction axis " + std::to_string(a) +
-                              " is out of range for an input of rank " + std::to_string(rank));
-    reduce[size_t(a < 0 ? a + rank : a)] = true;
-  }
-  return reduce;
-}
-
 class reduce_kernel : public kernel {
 public:
   reduce_kernel(const kernel_construction& c, reduce_kind kind)

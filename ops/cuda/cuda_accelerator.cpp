@@ -101,7 +101,9 @@ public:
   /// Enqueues the kernel on `inputs` (all in device memory); sets ctx's outputs.
   using launch_fn =
       std::function<status(gpu_context&, std::span<const tensor> inputs, kernel_context& ctx)>;
-  cuda_kernel(cuda_accelerator& gpu, launch_fn launch) : gpu_(gpu), launch_(std::move(launch)) {}
+  /// `host_inputs`: input slots read on the host (a reduction's axes): not copied to the GPU.
+  cuda_kernel(cuda_accelerator& gpu, launch_fn launch, std::vector<bool> host_inputs = {})
+      : gpu_(gpu), launch_(std::move(launch)), host_inputs_(std::move(host_inputs)) {}
   bool is_async() const override { return true; }
   status compute(kernel_context&) override { return internal_error("GPU kernels are asynchronous"); }
   void compute_async(kernel_context& ctx, std::function<void(status)> done) override;
@@ -109,6 +111,7 @@ public:
 private:
   cuda_accelerator& gpu_;
   launch_fn launch_;
+  std::vector<bool> host_inputs_;
 };
 
 class cuda_accelerator : public accelerator {
@@ -165,6 +168,21 @@ public:
         ctx.set_output(0, std::move(out));
         return status{};
       });
+    static const std::vector<std::pair<const char*, gpu_reduce>> reductions{
+        {"Sum", gpu_reduce::sum}, {"Mean", gpu_reduce::mean}, {"Max", gpu_reduce::max},
+        {"Min", gpu_reduce::min}};
+    for (auto& [o, kind] : reductions)
+      if (op == o)
+        return result<std::unique_ptr<kernel>>(std::make_unique<cuda_kernel>(
+            *this,
+            [kind = kind, keep = c.attr<bool>("keep_dims"),
+             name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+              tensor out;
+              RUNNEL_RETURN_IF_ERROR(reduce_cuda(g, kind, in[0], in[1], keep, &out, name));
+              ctx.set_output(0, std::move(out));
+              return status{};
+            },
+            std::vector<bool>{false, true}));
     if (op == "Conv2D") {
       auto strides = c.attr<std::vector<int64_t>>("strides");
       gpu_conv2d_options o{.stride_h = strides.size() == 4 ? strides[1] : 1,
@@ -312,7 +330,15 @@ void cuda_kernel::compute_async(kernel_context& ctx, std::function<void(status)>
   auto staged = std::make_shared<std::vector<tensor>>();
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     const tensor& t = ctx.input(i);
-    if (!t.valid() || t.memory() == memory_space::device) {
+    bool on_host = size_t(i) < host_inputs_.size() && host_inputs_[size_t(i)];
+    if (!t.valid() || t.memory() == memory_space::device || on_host) {
+      if (on_host && !t.host_readable()) { // produced on a GPU: read it back (small)
+        auto h = gpu_.context().to_host(t);
+        if (!h.ok())
+          return done(h.error());
+        staged->push_back(std::move(h).value());
+        continue;
+      }
       staged->push_back(t);
       continue;
     }

@@ -49,6 +49,11 @@ status softmax_cuda(gpu_context& gpu, const tensor& logits, tensor* out, const s
 status sparse_softmax_xent_cuda(gpu_context& gpu, const tensor& logits, const tensor& labels,
                                 tensor* loss, tensor* backprop, const std::string& node);
 
+enum class gpu_reduce { sum, mean, max, min };
+/// Sum, Mean, Max or Min of `x` (floats) over `axes` (an i32/i64 tensor in host memory).
+status reduce_cuda(gpu_context& gpu, gpu_reduce kind, const tensor& x, const tensor& axes,
+                   bool keep_dims, tensor* out, const std::string& node);
+
 struct gpu_conv2d_options {
   int64_t stride_h = 1, stride_w = 1;
   std::string padding = "SAME"; ///< "SAME" or "VALID", TensorFlow's rules

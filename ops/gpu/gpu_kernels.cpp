@@ -15,11 +15,14 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
       v.push_back({op, "T", numbers});
     for (auto op : {"Div", "ReluGrad", "SigmoidGrad", "TanhGrad", "Neg", "Exp", "Log", "Sqrt",
                     "Square", "Tanh", "Sigmoid", "Relu", "Abs", "Rsqrt", "Reciprocal", "MatMul",
-                    "BiasAdd", "BiasAddGrad", "Softmax", "SparseSoftmaxCrossEntropyWithLogits"})
+                    "BiasAdd", "BiasAddGrad", "Softmax", "SparseSoftmaxCrossEntropyWithLogits",
+                    "Sum", "Mean", "Max", "Min"})
       v.push_back({op, "T", floats});
     v.push_back({"Conv2D", "T", {dtype::f16, dtype::bf16, dtype::f32}}); // forward only
     v.push_back({"Cast", "DstT", numbers});
-    v.push_back({"Const", "dtype", numbers}); // copied to the device once, then reused
+    // Floats only: integer constants (shapes, axes, indices) stay in host memory, where the
+    // kernels that take them read them (TensorFlow's HostMemory arguments).
+    v.push_back({"Const", "dtype", floats}); // copied to the device once, then reused
     return v;
   }();
   return ops;

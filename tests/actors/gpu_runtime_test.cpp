@@ -123,7 +123,7 @@ TEST_CASE("a simulated GPU gets the ops that have GPU kernels, and transfers bri
   auto h = matmul(x, w, {}, "mm");
   auto y = relu(bias_add(h, constant(g, {0.5f, -0.25f})), "act");
   auto z = cast(greater(y, constant(g, 1.0f)), dtype::f32, "flag");
-  auto total = sum(z, {1}, false, "total"); // a reduction: no GPU kernel
+  auto total = reduce_prod(z, {1}, false, "total"); // Prod: no GPU kernel
   feed_list feeds{{x, vals<float>({4, 3}, {1, 2, 3, -1, 0, 2, 0.5f, 0.5f, 0.5f, 3, -2, 1})}};
   session on_cpu(cpu_rt, g), on_sim(gpu_rt, g);
   auto want = on_cpu.run(feeds, {y, z, h, total}).value();
@@ -137,7 +137,7 @@ TEST_CASE("a simulated GPU gets the ops that have GPU kernels, and transfers bri
   CHECK(on_gpu(where.at("act")));  // so has Relu
   CHECK(on_gpu(where.at("flag"))); // and Cast
   CHECK(on_gpu(where.at(g.at(y.node().inputs[0].node).name))); // BiasAdd has one too
-  CHECK_FALSE(on_gpu(where.at("total")));                      // Sum has none
+  CHECK_FALSE(on_gpu(where.at("total")));                      // Prod has none
   CHECK(gpu_rt.gpu_memory(0).value().num_allocs > 0);
   CHECK_FALSE(gpu_rt.gpu_memory(1).ok());
 }
@@ -197,13 +197,13 @@ TEST_CASE("a node pinned to the GPU without a GPU kernel is refused, naming it",
   output b;
   {
     auto d = g.device("/device:GPU:0");
-    b = sum(x, {1}, false, "pinned_sum");
+    b = reduce_prod(x, {1}, false, "pinned_prod");
   }
   session strict(rt, g);
   auto r = strict.run({{x, tensor(dtype::f32, shape{2, 3})}}, {b});
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error().to_string(),
-             Catch::Contains("pinned_sum") && Catch::Contains("has no GPU kernel"));
+             Catch::Contains("pinned_prod") && Catch::Contains("has no GPU kernel"));
   session soft(rt, g, {.allow_soft_placement = true});
   CHECK(soft.run({{x, tensor(dtype::f32, shape{2, 3})}}, {b}).ok());
 }

@@ -276,3 +276,27 @@ TEST_CASE("GPU Conv2D matches the CPU for SAME and VALID, strides 1 and 2", "[.g
         check_matches(back(out), want, t == dtype::f32 ? 1e-4 : 2e-2, 0.05);
       }
 }
+
+TEST_CASE("GPU reductions match the CPU over any axes", "[.gpu]") {
+  for (dtype t : {dtype::f32, dtype::f64, dtype::f16, dtype::bf16}) {
+    auto x = random_host(t, {6, 7, 8, 9}, 16);
+    for (auto axes : std::vector<std::vector<int32_t>>{{0}, {3}, {1, 2}, {0, 2}, {-1, 0}, {0, 1, 2, 3}})
+      for (bool keep : {false, true}) {
+        INFO(name(t) << " axes " << axes.size() << " keep " << keep);
+        auto ax = tensor::vector<int32_t>(axes);
+        graph g;
+        auto wide = cast(constant(g, x), dtype::f64);
+        std::vector<int64_t> a64(axes.begin(), axes.end());
+        std::vector<std::pair<gpu_reduce, output>> cases{
+            {gpu_reduce::sum, sum(wide, a64, keep)},
+            {gpu_reduce::mean, mean(wide, a64, keep)},
+            {gpu_reduce::max, reduce_max(wide, a64, keep)},
+            {gpu_reduce::min, reduce_min(wide, a64, keep)}};
+        for (auto& [kind, cpu] : cases) {
+          tensor out;
+          REQUIRE(reduce_cuda(gpu(), kind, on_gpu(x), ax, keep, &out, "reduce").ok());
+          check_matches(back(out), eval1(cpu), tolerance(t) * 8, 1e-3);
+        }
+      }
+  }
+}
