@@ -22,17 +22,22 @@ template <class T> __global__ void bias_grad_kernel(const T* g, T* out, int64_t 
   }
 }
 
+/// Accumulation in float, or double for double.
+template <class T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
 /// Reduces `v` over the block (max or sum); every thread gets the result.
-template <bool Max> __device__ float block_reduce(float v, float* shared) {
+template <bool Max, class A> __device__ A block_reduce(A v, A* shared) {
   shared[threadIdx.x] = v;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s)
-      shared[threadIdx.x] = Max ? fmaxf(shared[threadIdx.x], shared[threadIdx.x + s])
+      shared[threadIdx.x] = Max ? (shared[threadIdx.x + s] > shared[threadIdx.x]
+                                       ? shared[threadIdx.x + s]
+                                       : shared[threadIdx.x])
                                 : shared[threadIdx.x] + shared[threadIdx.x + s];
     __syncthreads();
   }
-  float r = shared[0];
+  A r = shared[0];
   __syncthreads();
   return r;
 }
@@ -40,32 +45,33 @@ template <bool Max> __device__ float block_reduce(float v, float* shared) {
 /// One block per row: softmax (Labels = void) or the sparse cross-entropy's loss and backprop.
 template <class T, class Label>
 __global__ void softmax_rows_kernel(const T* x, const Label* labels, T* probs, T* loss, int64_t cols) {
-  __shared__ float shared[row_threads];
+  using A = acc_t<T>;
+  __shared__ A shared[row_threads];
   const T* row = x + blockIdx.x * cols;
   T* out = probs + blockIdx.x * cols;
-  float m = -INFINITY;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    m = fmaxf(m, float(to_compute(row[c])));
+  A m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    A v = A(to_compute(row[c]));
+    m = v > m ? v : m;
+  }
   m = block_reduce<true>(m, shared);
-  float sum = 0;
+  A sum = 0;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    sum += expf(float(to_compute(row[c])) - m);
+    sum += exp(A(to_compute(row[c])) - m);
   sum = block_reduce<false>(sum, shared);
   int64_t label = -1;
   if constexpr (!std::is_void_v<Label>)
     label = int64_t(labels[blockIdx.x]);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float p = expf(float(to_compute(row[c])) - m) / sum;
+    A p = exp(A(to_compute(row[c])) - m) / sum;
     if constexpr (!std::is_void_v<Label>)
-      p -= c == label ? 1.f : 0.f;
+      p -= c == label ? A(1) : A(0);
     out[c] = from_compute<T>(compute_t<T>(p));
   }
   if constexpr (!std::is_void_v<Label>) {
     if (threadIdx.x == 0) {
       // An out-of-range label gives NaN, as TensorFlow's GPU kernel does (the CPU one errs).
-      float l = label >= 0 && label < cols
-                    ? logf(sum) + m - float(to_compute(row[label]))
-                    : NAN;
+      A l = label >= 0 && label < cols ? log(sum) + m - A(to_compute(row[label])) : A(NAN);
       loss[blockIdx.x] = from_compute<T>(compute_t<T>(l));
     }
   }
