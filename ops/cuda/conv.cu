@@ -1,9 +1,10 @@
-// Conv2D forward on the GPU through cuDNN, NHWC. TensorFlow's filter is HWIO; cuDNN's NHWC
+// Conv2D forward on the GPU through cuDNN, and max pooling (our kernel), NHWC. TensorFlow's filter is HWIO; cuDNN's NHWC
 // filter layout is [out, kh, kw, in] (KRSC), so the filter is transposed first (a small kernel).
 // cuDNN pads symmetrically; SAME padding that is not (TensorFlow puts the odd pixel at the end)
 // copies the input into a zero-padded buffer and convolves without padding.
 #include "ops/cuda/dispatch.hpp"
 #include "ops/cuda/kernels.hpp"
+#include "ops/math_functors.hpp"
 #include "ops/op_def.hpp"
 
 namespace runnel {
@@ -29,6 +30,27 @@ __global__ void pad_kernel(const T* in, T* out, int64_t n, int64_t h, int64_t w,
        idx += int64_t(blockDim.x) * gridDim.x) {
     int64_t ch = idx % c, x = (idx / c) % w, y = (idx / (c * w)) % h, b = idx / (c * w * h);
     out[((b * oh + y + pt) * ow + x + pl) * c + ch] = in[idx];
+  }
+}
+
+/// Max pooling, one thread per output element; windows are clipped to the input (TensorFlow's
+/// SAME padding never wins a max).
+template <class T>
+__global__ void max_pool_kernel(const T* x, T* y, int64_t n, int64_t h, int64_t w, int64_t c,
+                                int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
+                                int64_t sw, int64_t pt, int64_t pl) {
+  int64_t total = n * oh * ow * c;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(blockDim.x) * gridDim.x) {
+    int64_t ch = idx % c, ox = (idx / c) % ow, oy = (idx / (c * ow)) % oh, b = idx / (c * ow * oh);
+    int64_t y0 = oy * sh - pt, x0 = ox * sw - pl;
+    float best = -INFINITY;
+    for (int64_t yy = max(y0, int64_t(0)); yy < min(y0 + kh, h); ++yy)
+      for (int64_t xx = max(x0, int64_t(0)); xx < min(x0 + kw, w); ++xx) {
+        float v = float(to_compute(x[((b * h + yy) * w + xx) * c + ch]));
+        best = v > best || v != v ? v : best;
+      }
+    y[idx] = from_compute<T>(compute_t<T>(best));
   }
 }
 
@@ -87,6 +109,32 @@ result<cudnnDataType_t> cudnn_type(dtype t) {
 }
 
 } // namespace
+
+status max_pool_cuda(gpu_context& gpu, const tensor& input, const gpu_pool_options& o, tensor* out,
+                     const std::string& node) {
+  std::string where = "node '" + node + "' (op MaxPool)";
+  if (input.memory() != memory_space::device)
+    return invalid_argument(where + ": input 0 is in " + input.memory_name());
+  if (input.rank() != 4)
+    return invalid_argument(where + ": input " + input.shape().to_string() + " must be NHWC");
+  int64_t n = input.dim(0), h = input.dim(1), w = input.dim(2), c = input.dim(3);
+  auto rows = conv_output_size(h, o.window_h, o.stride_h, o.padding);
+  auto cols = conv_output_size(w, o.window_w, o.stride_w, o.padding);
+  if (!rows.ok() || !cols.ok())
+    return (rows.ok() ? cols.error() : rows.error()).with_context(where);
+  auto [oh, pt] = *rows;
+  auto [ow, pl] = *cols;
+  RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(input.type(), shape{n, oh, ow, c}, node));
+  int64_t total = out->num_elements();
+  if (total == 0)
+    return {};
+  return dispatch_gpu_float(input.type(), where, [&]<class T>() {
+    max_pool_kernel<T><<<blocks_for(total), 256, 0, gpu.compute()>>>(
+        input.data<T>(), out->data<T>(), n, h, w, c, oh, ow, o.window_h, o.window_w, o.stride_h,
+        o.stride_w, pt, pl);
+    return cuda_status(cudaGetLastError(), where);
+  });
+}
 
 status conv2d_cuda(gpu_context& gpu, const tensor& input, const tensor& filter,
                    const gpu_conv2d_options& o, tensor* out, const std::string& node) {

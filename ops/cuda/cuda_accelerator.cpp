@@ -183,6 +183,20 @@ public:
               return status{};
             },
             std::vector<bool>{false, true}));
+    if (op == "MaxPool") {
+      auto k = c.attr<std::vector<int64_t>>("ksize");
+      auto st = c.attr<std::vector<int64_t>>("strides");
+      if (k.size() != 4 || st.size() != 4)
+        return invalid_argument("node '" + name + "' (op MaxPool): ksize and strides need 4 values");
+      gpu_pool_options o{.window_h = k[1], .window_w = k[2], .stride_h = st[1], .stride_w = st[2],
+                         .padding = c.attr<std::string>("padding")};
+      return make([o, name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+        tensor out;
+        RUNNEL_RETURN_IF_ERROR(max_pool_cuda(g, in[0], o, &out, name));
+        ctx.set_output(0, std::move(out));
+        return status{};
+      });
+    }
     if (op == "Conv2D") {
       auto strides = c.attr<std::vector<int64_t>>("strides");
       gpu_conv2d_options o{.stride_h = strides.size() == 4 ? strides[1] : 1,

@@ -63,4 +63,12 @@ struct gpu_conv2d_options {
 status conv2d_cuda(gpu_context& gpu, const tensor& input, const tensor& filter,
                    const gpu_conv2d_options& o, tensor* out, const std::string& node);
 
+struct gpu_pool_options {
+  int64_t window_h = 2, window_w = 2, stride_h = 2, stride_w = 2;
+  std::string padding = "VALID";
+};
+/// MaxPool forward, NHWC (floats; any SAME padding: windows clipped to the input).
+status max_pool_cuda(gpu_context& gpu, const tensor& input, const gpu_pool_options& o, tensor* out,
+                     const std::string& node);
+
 } // namespace runnel

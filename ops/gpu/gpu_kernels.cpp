@@ -19,6 +19,7 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
                     "Sum", "Mean", "Max", "Min"})
       v.push_back({op, "T", floats});
     v.push_back({"Conv2D", "T", {dtype::f16, dtype::bf16, dtype::f32}}); // forward only
+    v.push_back({"MaxPool", "T", {dtype::f16, dtype::bf16, dtype::f32}});
     v.push_back({"Cast", "DstT", numbers});
     // Floats only: integer constants (shapes, axes, indices) stay in host memory, where the
     // kernels that take them read them (TensorFlow's HostMemory arguments).

@@ -85,6 +85,13 @@ public:
     return true;
   }
   void kill(int sig) { ::kill(pid_, sig); }
+  /// SIGSTOP, returning once the process has stopped (a signal is delivered asynchronously: a
+  /// step started right after kill() could still be served).
+  void stop() {
+    ::kill(pid_, SIGSTOP);
+    int st = 0;
+    ::waitpid(pid_, &st, WUNTRACED);
+  }
   /// Exit status after it stops (waits up to `limit`), or -1.
   int wait_exit(std::chrono::seconds limit) {
     auto deadline = std::chrono::steady_clock::now() + limit;
@@ -287,7 +294,7 @@ TEST_CASE("a ps stopped with SIGSTOP fails the step naming it within the heartbe
   feed_list feeds{{m.x, xv}, {m.y, yv}};
   REQUIRE(s.run(feeds, {m.loss}, {m.train}).ok());
   // The ps's connections stay open, so only the heartbeats can tell.
-  ps.kill(SIGSTOP);
+  ps.stop();
   auto t0 = std::chrono::steady_clock::now();
   auto r = s.run(feeds, {m.loss}, {m.train});
   auto took = std::chrono::steady_clock::now() - t0;

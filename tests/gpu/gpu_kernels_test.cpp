@@ -300,3 +300,17 @@ TEST_CASE("GPU reductions match the CPU over any axes", "[.gpu]") {
       }
   }
 }
+
+TEST_CASE("GPU MaxPool matches the CPU, asymmetric SAME padding included", "[.gpu]") {
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
+    for (std::string padding : {"SAME", "VALID"})
+      for (int64_t size : {28, 7}) { // 7 with 2x2/2 SAME pads one pixel at the end only
+        INFO(name(t) << " " << padding << " " << size);
+        auto input = random_host(t, {2, size, size, 5}, 17);
+        tensor out;
+        REQUIRE(max_pool_cuda(gpu(), on_gpu(input), {.padding = padding}, &out, "pool").ok());
+        graph g;
+        auto want = eval1(max_pool(constant(g, input), {2, 2}, {2, 2}, padding));
+        check_equal(back(out), want);
+      }
+}
