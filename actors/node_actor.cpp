@@ -162,9 +162,9 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
     // A GPU's output leaves the device for fetches and other devices as a host copy; its
     // consumers on the same GPU get the device tensor.
     tensor host_copy;
-    bool leaves = !s.fetch_slots[size_t(o)].empty() ||
-                  (!s.send_keys.empty() && !s.send_keys[size_t(o)].empty());
-    if (s.gpu && leaves && value.valid() && !value.host_readable()) {
+    if (s.gpu && value.valid() && !value.host_readable() &&
+        (!s.fetch_slots[size_t(o)].empty() ||
+         (!s.send_keys.empty() && !s.send_keys[size_t(o)].empty()))) {
       auto h = s.gpu->read_to_host(value);
       if (!h.ok()) {
         step->fail(h.error().with_context(s.describe()));

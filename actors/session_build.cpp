@@ -50,10 +50,8 @@ status session::impl::place_graph() {
   // edges between devices are direct messages, with no transfer, so they stay on CPUs
   // (docs/gpu.md).
   bool control_flow = false;
-  for (int v = 0; v < n && !control_flow; ++v) {
-    auto& op = g.at(v).op;
-    control_flow = op == "Switch" || op == "Merge" || op == "Enter" || op == "NextIteration";
-  }
+  for (int v = 0; v < n && !control_flow; ++v)
+    control_flow = is_control_flow_op(g.at(v).op);
   auto& kernels = runtime_kernels();
   auto has_kernel = [&](const node& nd, const std::string& type) {
     if (type == "GPU")

@@ -15,23 +15,9 @@ using namespace runnel;
 
 namespace {
 
-/// Milliseconds per call of `f` (after warm-up), by CUDA events on the compute stream.
-double time_ms(gpu_context& gpu, const std::function<void()>& f, int runs = 20) {
-  for (int i = 0; i < 3; ++i)
-    f();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start, gpu.compute());
-  for (int i = 0; i < runs; ++i)
-    f();
-  cudaEventRecord(stop, gpu.compute());
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return double(ms) / runs;
+/// Milliseconds per call of `f` on the compute stream (CUDA events; 20 calls after a warm-up).
+double time_ms(gpu_context& gpu, const std::function<void()>& f) {
+  return stream_seconds(gpu.compute(), f, 20) * 1e3;
 }
 
 void matmul_line(gpu_context& gpu, const char* label, dtype t, bool tf32, int64_t n) {

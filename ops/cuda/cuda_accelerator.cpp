@@ -129,9 +129,19 @@ public:
   result<std::unique_ptr<kernel>> make_kernel(const kernel_construction& c) override {
     const std::string& op = c.node.op;
     std::string name = c.node.name;
-    auto make = [&](cuda_kernel::launch_fn f) {
-      return result<std::unique_ptr<kernel>>(std::make_unique<cuda_kernel>(*this, std::move(f)));
+    // Most ops have one output, which their entry allocates: `f(gpu, inputs, &out)`.
+    auto one = [&](auto f, std::vector<bool> host_inputs = {}) {
+      return result<std::unique_ptr<kernel>>(std::make_unique<cuda_kernel>(
+          *this,
+          [f](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
+            tensor out;
+            RUNNEL_RETURN_IF_ERROR(f(g, in, &out));
+            ctx.set_output(0, std::move(out));
+            return status{};
+          },
+          std::move(host_inputs)));
     };
+    using inputs = std::span<const tensor>;
     static const std::vector<std::pair<const char*, gpu_binary>> binaries{
         {"Add", gpu_binary::add},           {"Sub", gpu_binary::sub},
         {"Mul", gpu_binary::mul},           {"Div", gpu_binary::div},
@@ -145,44 +155,37 @@ public:
         {"Sqrt", gpu_unary::sqrt},     {"Square", gpu_unary::square}, {"Tanh", gpu_unary::tanh},
         {"Sigmoid", gpu_unary::sigmoid}, {"Relu", gpu_unary::relu},   {"Abs", gpu_unary::abs},
         {"Rsqrt", gpu_unary::rsqrt},   {"Reciprocal", gpu_unary::reciprocal}};
-    for (auto& [o, kind] : binaries)
-      if (op == o)
-        return make([kind = kind, name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-          tensor out;
-          RUNNEL_RETURN_IF_ERROR(binary_cuda(g, kind, in[0], in[1], &out, name));
-          ctx.set_output(0, std::move(out));
-          return status{};
-        });
-    for (auto& [o, kind] : unaries)
-      if (op == o)
-        return make([kind = kind, name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-          tensor out;
-          RUNNEL_RETURN_IF_ERROR(unary_cuda(g, kind, in[0], &out, name));
-          ctx.set_output(0, std::move(out));
-          return status{};
-        });
-    if (op == "Cast")
-      return make([to = c.attr<dtype>("DstT"), name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-        tensor out;
-        RUNNEL_RETURN_IF_ERROR(cast_cuda(g, in[0], to, &out, name));
-        ctx.set_output(0, std::move(out));
-        return status{};
-      });
     static const std::vector<std::pair<const char*, gpu_reduce>> reductions{
         {"Sum", gpu_reduce::sum}, {"Mean", gpu_reduce::mean}, {"Max", gpu_reduce::max},
         {"Min", gpu_reduce::min}};
-    for (auto& [o, kind] : reductions)
+    for (auto& [o, kind] : binaries)
       if (op == o)
-        return result<std::unique_ptr<kernel>>(std::make_unique<cuda_kernel>(
-            *this,
-            [kind = kind, keep = c.attr<bool>("keep_dims"),
-             name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-              tensor out;
-              RUNNEL_RETURN_IF_ERROR(reduce_cuda(g, kind, in[0], in[1], keep, &out, name));
-              ctx.set_output(0, std::move(out));
-              return status{};
+        return one([kind = kind, name](gpu_context& g, inputs in, tensor* out) {
+          return binary_cuda(g, kind, in[0], in[1], out, name);
+        });
+    for (auto& [o, kind] : unaries)
+      if (op == o)
+        return one([kind = kind, name](gpu_context& g, inputs in, tensor* out) {
+          return unary_cuda(g, kind, in[0], out, name);
+        });
+    for (auto& [o, kind] : reductions)
+      if (op == o) // the axes (input 1) are read in host memory
+        return one(
+            [kind = kind, keep = c.attr<bool>("keep_dims"), name](gpu_context& g, inputs in,
+                                                                  tensor* out) {
+              return reduce_cuda(g, kind, in[0], in[1], keep, out, name);
             },
-            std::vector<bool>{false, true}));
+            {false, true});
+    if (op == "Cast")
+      return one([to = c.attr<dtype>("DstT"), name](gpu_context& g, inputs in, tensor* out) {
+        return cast_cuda(g, in[0], to, out, name);
+      });
+    if (op == "MatMul")
+      return one([o = gpu_matmul_options{.transpose_a = c.attr<bool>("transpose_a"),
+                                         .transpose_b = c.attr<bool>("transpose_b")},
+                  name](gpu_context& g, inputs in, tensor* out) {
+        return matmul_cuda(g, in[0], in[1], o, out, name);
+      });
     if (op == "MaxPool") {
       auto k = c.attr<std::vector<int64_t>>("ksize");
       auto st = c.attr<std::vector<int64_t>>("strides");
@@ -190,11 +193,8 @@ public:
         return invalid_argument("node '" + name + "' (op MaxPool): ksize and strides need 4 values");
       gpu_pool_options o{.window_h = k[1], .window_w = k[2], .stride_h = st[1], .stride_w = st[2],
                          .padding = c.attr<std::string>("padding")};
-      return make([o, name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-        tensor out;
-        RUNNEL_RETURN_IF_ERROR(max_pool_cuda(g, in[0], o, &out, name));
-        ctx.set_output(0, std::move(out));
-        return status{};
+      return one([o, name](gpu_context& g, inputs in, tensor* out) {
+        return max_pool_cuda(g, in[0], o, out, name);
       });
     }
     if (op == "Conv2D") {
@@ -202,62 +202,43 @@ public:
       gpu_conv2d_options o{.stride_h = strides.size() == 4 ? strides[1] : 1,
                            .stride_w = strides.size() == 4 ? strides[2] : 1,
                            .padding = c.attr<std::string>("padding")};
-      return make([o, name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-        tensor out;
-        RUNNEL_RETURN_IF_ERROR(conv2d_cuda(g, in[0], in[1], o, &out, name));
-        ctx.set_output(0, std::move(out));
-        return status{};
+      return one([o, name](gpu_context& g, inputs in, tensor* out) {
+        return conv2d_cuda(g, in[0], in[1], o, out, name);
       });
     }
     if (op == "BiasAdd")
-      return make([name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-        tensor out;
-        RUNNEL_RETURN_IF_ERROR(bias_add_cuda(g, in[0], in[1], &out, name));
-        ctx.set_output(0, std::move(out));
-        return status{};
+      return one([name](gpu_context& g, inputs in, tensor* out) {
+        return bias_add_cuda(g, in[0], in[1], out, name);
       });
     if (op == "BiasAddGrad")
-      return make([name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-        tensor out;
-        RUNNEL_RETURN_IF_ERROR(bias_add_grad_cuda(g, in[0], &out, name));
-        ctx.set_output(0, std::move(out));
-        return status{};
+      return one([name](gpu_context& g, inputs in, tensor* out) {
+        return bias_add_grad_cuda(g, in[0], out, name);
       });
     if (op == "Softmax")
-      return make([name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-        tensor out;
-        RUNNEL_RETURN_IF_ERROR(softmax_cuda(g, in[0], &out, name));
-        ctx.set_output(0, std::move(out));
-        return status{};
-      });
-    if (op == "SparseSoftmaxCrossEntropyWithLogits")
-      return make([name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-        tensor loss, backprop;
-        RUNNEL_RETURN_IF_ERROR(sparse_softmax_xent_cuda(g, in[0], in[1], &loss, &backprop, name));
-        ctx.set_output(0, std::move(loss));
-        ctx.set_output(1, std::move(backprop));
-        return status{};
+      return one([name](gpu_context& g, inputs in, tensor* out) {
+        return softmax_cuda(g, in[0], out, name);
       });
     if (op == "Const") {
       auto cached = std::make_shared<tensor>();
-      return make([value = std::get<tensor>(c.node.attrs.at("value")), cached,
-                   name](gpu_context& g, std::span<const tensor>, kernel_context& ctx) {
+      return one([value = std::get<tensor>(c.node.attrs.at("value")), cached,
+                  name](gpu_context& g, inputs, tensor* out) -> status {
         if (!cached->valid()) { // a constant goes to the device on its first step only
           RUNNEL_ASSIGN_OR_RETURN(*cached, g.to_device(value, name));
         }
-        ctx.set_output(0, *cached);
-        return status{};
+        *out = *cached;
+        return {};
       });
     }
-    if (op == "MatMul")
-      return make([o = gpu_matmul_options{.transpose_a = c.attr<bool>("transpose_a"),
-                                          .transpose_b = c.attr<bool>("transpose_b")},
-                   name](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-        tensor out;
-        RUNNEL_RETURN_IF_ERROR(matmul_cuda(g, in[0], in[1], o, &out, name));
-        ctx.set_output(0, std::move(out));
-        return status{};
-      });
+    if (op == "SparseSoftmaxCrossEntropyWithLogits") // two outputs
+      return result<std::unique_ptr<kernel>>(std::make_unique<cuda_kernel>(
+          *this, [name](gpu_context& g, inputs in, kernel_context& ctx) {
+            tensor loss, backprop;
+            RUNNEL_RETURN_IF_ERROR(
+                sparse_softmax_xent_cuda(g, in[0], in[1], &loss, &backprop, name));
+            ctx.set_output(0, std::move(loss));
+            ctx.set_output(1, std::move(backprop));
+            return status{};
+          }));
     return unimplemented("node '" + name + "' (op " + op + "): no CUDA kernel");
   }
 
@@ -281,22 +262,6 @@ public:
     gpu_throughput t;
     gpu_context& g = *ctx_;
     cudaSetDevice(g.device());
-    auto timed = [&](cudaStream_t s, const std::function<void()>& f) {
-      f(); // warm-up
-      cudaEvent_t a, b;
-      cudaEventCreate(&a);
-      cudaEventCreate(&b);
-      cudaEventRecord(a, s);
-      for (int i = 0; i < 5; ++i)
-        f();
-      cudaEventRecord(b, s);
-      cudaEventSynchronize(b);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      cudaEventDestroy(a);
-      cudaEventDestroy(b);
-      return double(ms) / 5e3;
-    };
     constexpr int64_t n = 2048, bytes = int64_t(64) << 20;
     auto a = g.allocate(dtype::f32, shape{n, n}), c = g.allocate(dtype::f32, shape{n, n});
     auto d = g.allocate(dtype::u8, shape{bytes}), e = g.allocate(dtype::u8, shape{bytes});
@@ -304,16 +269,16 @@ public:
     if (!a.ok() || !c.ok() || !d.ok() || !e.ok() || cudaMallocHost(&pinned, bytes) != cudaSuccess)
       return t; // zeros: the cost model keeps its defaults
     cudaMemsetAsync(a->raw_data(), 0, a->bytes(), g.compute());
-    double mm = timed(g.compute(), [&] {
+    double mm = stream_seconds(g.compute(), [&] {
       tensor out;
       (void)matmul_cuda(g, *a, *a, {}, &out, "measure");
-    });
-    double copy = timed(g.compute(), [&] {
+    }, 5);
+    double copy = stream_seconds(g.compute(), [&] {
       cudaMemcpyAsync(e->raw_data(), d->raw_data(), bytes, cudaMemcpyDeviceToDevice, g.compute());
-    });
-    double h2d = timed(g.host_to_device(), [&] {
+    }, 5);
+    double h2d = stream_seconds(g.host_to_device(), [&] {
       cudaMemcpyAsync(d->raw_data(), pinned, bytes, cudaMemcpyHostToDevice, g.host_to_device());
-    });
+    }, 5);
     cudaFreeHost(pinned);
     t.flops_per_s = 2.0 * double(n) * n * n / mm;
     t.bytes_per_s = 2.0 * double(bytes) / copy; // read and write

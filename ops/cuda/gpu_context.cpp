@@ -26,6 +26,20 @@ private:
   int device_;
 };
 
+/// Page-locked host memory, for the staging buffers of host-to-device copies.
+class pinned_sub_allocator : public sub_allocator {
+public:
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return p;
+  }
+  void free(void* p, size_t) override { cudaFreeHost(p); }
+};
+
 } // namespace
 
 status cuda_status(cudaError_t e, const std::string& what) {
@@ -47,6 +61,23 @@ status cudnn_status(cudnnStatus_t e, const std::string& what) {
     return {};
   return internal_error(what + ": cuDNN error " + std::to_string(int(e)) + " (" +
                         cudnnGetErrorString(e) + ")");
+}
+
+double stream_seconds(cudaStream_t stream, const std::function<void()>& f, int runs) {
+  f(); // warm-up
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, stream);
+  for (int i = 0; i < runs; ++i)
+    f();
+  cudaEventRecord(stop, stream);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return double(ms) / 1e3 / runs;
 }
 
 result<std::unique_ptr<gpu_context>> gpu_context::create(int device, size_t memory_limit) {
@@ -75,6 +106,10 @@ result<std::unique_ptr<gpu_context>> gpu_context::create(int device, size_t memo
     RUNNEL_RETURN_IF_ERROR(cuda_status(cudaMemGetInfo(&free_bytes, &total), where));
     memory_limit = free_bytes / 10 * 9;
   }
+  g->pinned_ = std::make_unique<bfc_allocator>(
+      std::make_unique<pinned_sub_allocator>(),
+      bfc_options{.memory_limit = size_t(4) << 30, .initial_region_bytes = size_t(16) << 20,
+                  .name = "pinned host memory of GPU " + std::to_string(device)});
   g->allocator_ = std::make_unique<bfc_allocator>(
       std::make_unique<cuda_sub_allocator>(device),
       bfc_options{.memory_limit = memory_limit, .initial_region_bytes = size_t(64) << 20,
@@ -89,6 +124,7 @@ gpu_context::~gpu_context() {
       cudaStreamSynchronize(s);
   reap_staging(true);
   allocator_.reset(); // its regions go back with cudaFree before the handles go
+  pinned_.reset();
   if (cudnn_)
     cudnnDestroy(cudnn_);
   if (cublas_)
@@ -112,8 +148,9 @@ result<tensor> gpu_context::to_device(const tensor& host, const std::string& nod
     // Staged through pinned memory, so the copy is truly asynchronous (and the caller's
     // buffer may be reused at once).
     reap_staging(false);
-    void* pinned = nullptr;
-    RUNNEL_RETURN_IF_ERROR(cuda_status(cudaMallocHost(&pinned, bytes), "cudaMallocHost"));
+    // Pinned buffers come from a caching allocator: cudaMallocHost per copy costs more than
+    // most copies.
+    RUNNEL_ASSIGN_OR_RETURN(void* pinned, pinned_->allocate(bytes, node));
     std::memcpy(pinned, host.raw_data(), bytes);
     status st = cuda_status(
         cudaMemcpyAsync(out.raw_data(), pinned, bytes, cudaMemcpyHostToDevice, h2d_),
@@ -130,7 +167,7 @@ result<tensor> gpu_context::to_device(const tensor& host, const std::string& nod
       staging_.push_back({copied, pinned});
     } else {
       cudaStreamSynchronize(h2d_);
-      cudaFreeHost(pinned);
+      (void)pinned_->deallocate(pinned);
     }
     RUNNEL_RETURN_IF_ERROR(st);
   }
@@ -167,7 +204,7 @@ void gpu_context::reap_staging(bool wait) {
     else if (cudaEventQuery(event) != cudaSuccess)
       return false;
     cudaEventDestroy(event);
-    cudaFreeHost(pinned);
+    (void)pinned_->deallocate(pinned);
     return true;
   });
 }

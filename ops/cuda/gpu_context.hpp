@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +34,10 @@ namespace runnel {
 status cuda_status(cudaError_t e, const std::string& what);
 status cublas_status(cublasStatus_t e, const std::string& what);
 status cudnn_status(cudnnStatus_t e, const std::string& what);
+
+/// Seconds per call of `f` (work it enqueues on `stream`), timed with CUDA events over `runs`
+/// calls after one warm-up call. For benchmarks and the cost model's measurements.
+double stream_seconds(cudaStream_t stream, const std::function<void()>& f, int runs);
 
 class gpu_context {
 public:
@@ -56,7 +61,7 @@ public:
   /// reference; running out is `resource_exhausted` naming `node`.
   result<tensor> allocate(dtype t, const shape& s, const std::string& node = {});
   /// Copies a host tensor to the device on the h2d stream; compute work enqueued afterwards
-  /// waits for it. Host memory is staged through a pinned buffer.
+  /// waits for it. Host memory is staged through a pinned buffer (from a caching allocator).
   result<tensor> to_device(const tensor& host, const std::string& node = {});
   /// Copies a device tensor back on the d2h stream after the compute work enqueued so far,
   /// and waits for it.
@@ -75,6 +80,7 @@ private:
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   std::unique_ptr<bfc_allocator> allocator_;
+  std::unique_ptr<bfc_allocator> pinned_; ///< staging buffers (cudaMallocHost regions)
 };
 
 } // namespace runnel
