@@ -62,7 +62,9 @@ void heartbeat_monitor::loop() {
     lock.unlock();
     std::vector<std::pair<std::shared_ptr<watch>, std::string>> to_fail;
     for (auto& w : live)
-      for (auto& [name, worker] : w->tasks) {
+      for (auto& entry : w->tasks) {
+        const auto& name = entry.first;
+        auto& worker = entry.second;
         clock_type::time_point since;
         bool send = false;
         {

@@ -173,7 +173,9 @@ int run(const flags& f) {
     throw error(invalid_argument("--max-length must be at least 5 (the widest filter); --dim, "
                                  "--filters, --epochs, --batch and --lr must be positive"));
 
-  auto [all, names] = read_fortunes(dir, min_per);
+  auto read = read_fortunes(dir, min_per);
+  auto& all = read.first; // named references: lambdas below capture them
+  auto& names = read.second;
   std::vector<fortune> train, test;
   for (size_t i = 0; i < all.size(); ++i)
     (i % 10 == 9 ? test : train).push_back(all[i]);

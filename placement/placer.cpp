@@ -94,7 +94,9 @@ result<placement_constraints> resolve_constraints(const graph& g, const std::vec
   for (size_t i = 0; i < nodes.size(); ++i)
     members[out.group_of[i]].push_back(nodes[i]);
 
-  for (auto& [group, ids] : members) {
+  for (auto& member : members) {
+    int group = member.first;
+    auto& ids = member.second;
     auto group_names = [&, &ids = ids] {
       std::string s;
       for (int v : ids)

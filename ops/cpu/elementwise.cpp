@@ -182,7 +182,10 @@ public:
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     RUNNEL_ASSIGN_OR_RETURN(auto bp, plan_binary(a, b));
-    auto& [out_shape, plan] = bp;
+    // Named references, not a structured binding: lambdas cannot capture those before C++20
+    // compilers caught up (clang 14).
+    const shape& out_shape = bp.first;
+    const auto& plan = bp.second;
     auto run = [&]<class T>() -> status {
       RUNNEL_RETURN_IF_ERROR((check_rhs<Op, T>(b)));
       if constexpr (Compare) {
@@ -234,7 +237,10 @@ public:
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     RUNNEL_ASSIGN_OR_RETURN(auto bp, plan_binary(a, b));
-    auto& [out_shape, plan] = bp;
+    // Named references, not a structured binding: lambdas cannot capture those before C++20
+    // compilers caught up (clang 14).
+    const shape& out_shape = bp.first;
+    const auto& plan = bp.second;
     auto run = [&]<class T>() {
       tensor& out = ctx.allocate_output(0, a.type(), out_shape);
       run_broadcast(ctx.cpu(), plan, a.data<T>(), b.data<T>(), out.data<T>(),
@@ -258,7 +264,10 @@ public:
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     RUNNEL_ASSIGN_OR_RETURN(auto bp, plan_binary(a, b));
-    auto& [out_shape, plan] = bp;
+    // Named references, not a structured binding: lambdas cannot capture those before C++20
+    // compilers caught up (clang 14).
+    const shape& out_shape = bp.first;
+    const auto& plan = bp.second;
     tensor& out = ctx.allocate_output(0, dtype::boolean, out_shape);
     run_broadcast(ctx.cpu(), plan, a.data<bool>(), b.data<bool>(), out.data<bool>(),
                   [](bool x, bool y) { return Op::template apply<bool>(x, y); });

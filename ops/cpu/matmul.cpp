@@ -17,7 +17,7 @@ public:
     const tensor& b = ctx.input(1);
     RUNNEL_ASSIGN_OR_RETURN(auto dims,
                             matmul_dims_of(a.shape(), b.shape(), transpose_a_, transpose_b_));
-    auto [m, n, k] = dims;
+    const int64_t m = dims.m, n = dims.n, k = dims.k; // captured below: no structured binding
     tensor& out = ctx.allocate_output(0, a.type(), shape{m, n});
     if (m == 0 || n == 0)
       return {};

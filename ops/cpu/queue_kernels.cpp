@@ -223,10 +223,11 @@ void register_queue_kernels(kernel_registry& reg) {
               return std::unique_ptr<kernel>(
                   std::make_unique<enqueue_kernel>(*q, many, c.attr<int64_t>("timeout_ms")));
             });
-  for (auto [op, mode] : {std::pair{"QueueDequeueV2", dequeue_mode::one},
-                          std::pair{"QueueDequeueManyV2", dequeue_mode::many},
-                          std::pair{"QueueDequeueUpToV2", dequeue_mode::up_to}})
-    reg.add(op, cpu, {},
+  for (auto entry : {std::pair{"QueueDequeueV2", dequeue_mode::one},
+                     std::pair{"QueueDequeueManyV2", dequeue_mode::many},
+                     std::pair{"QueueDequeueUpToV2", dequeue_mode::up_to}}) {
+    dequeue_mode mode = entry.second;
+    reg.add(entry.first, cpu, {},
             [mode](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
               auto q = input_queue(c);
               if (!q)
@@ -236,6 +237,7 @@ void register_queue_kernels(kernel_registry& reg) {
               return std::unique_ptr<kernel>(
                   std::make_unique<dequeue_kernel>(*q, mode, c.attr<int64_t>("timeout_ms")));
             });
+  }
   reg.add("BucketEnqueue", cpu, {},
           [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
             auto n = size_t(c.attr<int64_t>("N"));

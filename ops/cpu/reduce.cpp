@@ -230,10 +230,12 @@ void register_reduction_kernels(kernel_registry& reg) {
                                                                {"Max", reduce_kind::max},
                                                                {"Min", reduce_kind::min},
                                                                {"Prod", reduce_kind::prod}};
-  for (auto [op, kind] : kinds)
-    reg.add(op, device_type::cpu, numbers, [kind](const kernel_construction& c) {
+  for (const auto& entry : kinds) {
+    reduce_kind kind = entry.second;
+    reg.add(entry.first, device_type::cpu, numbers, [kind](const kernel_construction& c) {
       return result<std::unique_ptr<kernel>>(std::make_unique<reduce_kernel>(c, kind));
     });
+  }
   for (auto [op, kind] : {std::pair{"All", reduce_kind::all}, std::pair{"Any", reduce_kind::any}})
     reg.add(op, device_type::cpu, {}, [kind = kind](const kernel_construction& c) {
       return result<std::unique_ptr<kernel>>(std::make_unique<reduce_kernel>(c, kind));

@@ -4,6 +4,7 @@
 // 16-bit outputs are rounded back to nearest even. The arithmetic is float32's (as TensorFlow's
 // CPU kernels do for half), so the 16-bit result is the float32 one, rounded.
 #include <immintrin.h>
+#include <cpuid.h>
 
 #include <algorithm>
 #include <cstring>
@@ -26,7 +27,12 @@ template <class F> void for_chunks(cpu_device* cpu, int64_t n, F&& f) {
 
 // float16 conversions with F16C (every x86-64 CPU since 2012) when the CPU has it; the portable
 // functions of ops/math_functors.hpp otherwise and for the tail.
-const bool have_f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+// (cpuid, not __builtin_cpu_supports("f16c"): clang 14 does not know that feature name.)
+bool cpu_has_f16c() {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && (c & bit_AVX);
+}
+const bool have_f16c = cpu_has_f16c();
 
 __attribute__((target("f16c,avx"))) void half_to_float_f16c(const uint16_t* in, float* out,
                                                             int64_t n) {
