@@ -36,7 +36,11 @@ result<shape> read_shape(wire::Shape::Reader r) {
   }
   if (dims.size() > 64)
     return invalid_argument("shape has rank " + std::to_string(dims.size()) + " (at most 64)");
-  return shape(std::move(dims));
+  shape s(std::move(dims));
+  // Every element count from the wire is bounded before anything multiplies it by a dtype size.
+  if (s.is_fully_defined())
+    RUNNEL_RETURN_IF_ERROR(s.checked_num_elements().error());
+  return s;
 }
 
 void write_tensor(wire::Tensor::Builder b, const tensor& t) {
@@ -58,13 +62,6 @@ result<tensor> read_tensor(wire::Tensor::Reader r) {
   RUNNEL_ASSIGN_OR_RETURN(shape s, read_shape(r.getShape()));
   if (!s.is_fully_defined())
     return invalid_argument("tensor shape " + s.to_string() + " is not fully defined");
-  // Guard against overflow from hostile dimensions before allocating.
-  __int128 count = 1;
-  for (auto d : s.dims()) {
-    count *= d;
-    if (count > (__int128(1) << 40))
-      return invalid_argument("tensor shape " + s.to_string() + " is too large");
-  }
   if (t == dtype::string) {
     auto list = r.getStrings();
     if (int64_t(list.size()) != s.num_elements())

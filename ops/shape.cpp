@@ -12,8 +12,21 @@ int64_t shape::num_elements() const {
   if (!is_fully_defined())
     return -1;
   int64_t n = 1;
-  for (auto d : dims_)
-    n *= d;
+  for (auto d : dims_) {
+    if (d == 0)
+      return 0;
+    if (__builtin_mul_overflow(n, d, &n) || n > max_elements)
+      n = max_elements + 1; // saturate; a zero dimension later still makes the product 0
+  }
+  return n;
+}
+
+result<int64_t> shape::checked_num_elements() const {
+  if (!is_fully_defined())
+    return invalid_argument("shape " + to_string() + " is not fully defined");
+  int64_t n = num_elements();
+  if (n > max_elements)
+    return invalid_argument("shape " + to_string() + " has more than 2^40 elements");
   return n;
 }
 

@@ -42,8 +42,15 @@ public:
   const std::vector<int64_t>& dims() const { return dims_; }
   /// Known rank and no unknown dimension.
   bool is_fully_defined() const;
-  /// Product of the dimensions; -1 when not fully defined.
+  /// Product of the dimensions; -1 when not fully defined; `max_elements + 1` when the product
+  /// is larger than `max_elements` (hostile or damaged input: it never wraps around).
   int64_t num_elements() const;
+  /// The most elements a tensor may hold (2^40, as TensorFlow-sized inputs never come near it):
+  /// shapes read from files and the network are checked against it before anything allocates.
+  static constexpr int64_t max_elements = int64_t(1) << 40;
+  /// The element count, or an error naming the shape when it is not fully defined or exceeds
+  /// `max_elements`.
+  result<int64_t> checked_num_elements() const;
   /// True when some fully defined shape could match both.
   bool is_compatible_with(const shape& other) const;
   /// The most specific shape compatible with both, or an error naming both.

@@ -165,6 +165,9 @@ tensor::tensor(dtype t, runnel::shape s) : type_(t), shape_(std::move(s)) {
                                  ": the shape must be fully defined"));
   if (t == dtype::invalid)
     throw error(invalid_argument("cannot allocate a tensor of dtype invalid"));
+  if (shape_.num_elements() > runnel::shape::max_elements)
+    throw error(invalid_argument("cannot allocate a tensor of shape " + shape_.to_string() +
+                                 ": more than 2^40 elements"));
   buf_ = buffer::allocate(t, size_t(shape_.num_elements()));
 }
 

@@ -127,7 +127,8 @@ result<feature> decode_feature(wire_reader r) {
             return l.error("packed float list of " + std::to_string(s.size()) + " bytes");
           size_t n = f.floats.size();
           f.floats.resize(n + s.size() / 4);
-          std::memcpy(f.floats.data() + n, s.data(), s.size());
+          if (!s.empty()) // an empty packed list: memcpy from a null pointer is undefined
+            std::memcpy(f.floats.data() + n, s.data(), s.size());
         } else {
           return l.error("float_list value with wire type " + std::to_string(lw));
         }

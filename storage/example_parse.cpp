@@ -168,7 +168,8 @@ bool decode_floats(std::string_view list, std::vector<float>& out) {
         return false;
       size_t n = out.size();
       out.resize(n + s.size() / 4);
-      std::memcpy(out.data() + n, s.data(), s.size());
+      if (!s.empty()) // an empty packed list: memcpy from a null pointer is undefined
+        std::memcpy(out.data() + n, s.data(), s.size());
     } else if ((t & 7) == 5) {
       if (c.end - c.p < 4)
         return false;

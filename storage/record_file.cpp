@@ -301,8 +301,17 @@ result<bool> record_reader::next(std::string& out) {
       out.assign(d.map + d.offset, data_got);
       d.offset += data_got;
     } else {
-      out.resize(len);
-      RUNNEL_ASSIGN_OR_RETURN(data_got, d.read(out.data(), len));
+      // The buffer grows with the bytes that arrive (1 MiB, then doubling): a damaged or hostile
+      // length field that passed its CRC cannot make a short file allocate gigabytes.
+      out.clear();
+      while (data_got < len) {
+        size_t next = size_t(std::min<uint64_t>(len, std::max<uint64_t>(2 * data_got, 1 << 20)));
+        out.resize(next);
+        RUNNEL_ASSIGN_OR_RETURN(size_t n, d.read(out.data() + data_got, next - data_got));
+        data_got += n;
+        if (data_got < next)
+          break; // the stream ended
+      }
     }
     char footer[4];
     size_t foot_got = 0;
