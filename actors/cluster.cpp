@@ -13,8 +13,10 @@
 
 #include "actors/internal.hpp"
 #include "actors/master.hpp"
+#include "actors/node_metrics.hpp"
 #include "net/endpoint.hpp"
 #include "net/graph_def.hpp"
+#include "net/metrics_server.hpp"
 
 namespace runnel {
 
@@ -39,6 +41,12 @@ namespace {
 
 class worker_impl : public net::worker_service {
 public:
+  /// Steps this worker ran (for metrics).
+  struct step_counts {
+    std::atomic<uint64_t> ok{0}, failed{0};
+  };
+  std::shared_ptr<step_counts> counts = std::make_shared<step_counts>();
+
   worker_impl(runtime& rt, task_id task, uint64_t incarnation, std::string cluster,
               std::function<void(const std::string&, const std::string&)> log)
       : rt_(rt), task_(std::move(task)), incarnation_(incarnation), cluster_(std::move(cluster)),
@@ -132,18 +140,20 @@ public:
     // A fed node is not run (a fed placeholder that is only fetched is a sink).
     std::vector<operation> filtered;
     const std::vector<operation>* targets = &part->targets;
-    for (auto& [o, t] : f)
+    for (auto& fed : f)
       for (auto& op : part->targets)
-        if (op.node_id() == o.node_id()) {
+        if (int id = fed.first.node_id(); op.node_id() == id) {
           if (targets != &filtered) {
             filtered = part->targets;
             targets = &filtered;
           }
-          std::erase_if(filtered, [&](const operation& x) { return x.node_id() == o.node_id(); });
+          std::erase_if(filtered, [id](const operation& x) { return x.node_id() == id; });
         }
+    rt_.internals().rendezvous.begin_step(step_id);
     part->s->run_callback(f, outs, *targets, run_options{.step_id = step_id},
                           [part, fetches = std::move(fetches), done = std::move(done),
-                           task = task_](result<std::vector<tensor>> r) {
+                           task = task_, counts = counts](result<std::vector<tensor>> r) {
+                            (r ? counts->ok : counts->failed)++;
                             if (!r) {
                               done(r.error());
                               return;
@@ -203,8 +213,10 @@ struct cluster_node::impl {
   std::unique_ptr<master> master_service;
   std::unique_ptr<net::endpoint> ep;
   std::shared_ptr<net::remote_worker> local_worker;
+  std::unique_ptr<net::metrics_server> metrics; // declared last: stops first
 
   ~impl() {
+    metrics.reset();
     if (rt)
       rt->internals().routes->set_remote(nullptr);
     ep.reset(); // no more calls or tensors arrive
@@ -245,12 +257,15 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
   net::endpoint_options eo;
   eo.listen = listen;
   eo.auth_token = o.auth_token;
+  eo.allow_unauthenticated = o.allow_unauthenticated;
+  eo.idle_timeout = o.idle_timeout;
+  eo.handshake_timeout = o.handshake_timeout;
   eo.worker = i->worker.get();
   eo.master = i->master_service.get();
   eo.incarnation = i->incarnation;
   auto* rt = i->rt.get();
   eo.on_tensor = [rt](int64_t step, std::string key, tensor value) {
-    rt->internals().rendezvous.send(step, key, std::move(value));
+    rt->internals().rendezvous.send_remote(step, key, std::move(value));
   };
   auto log = o.log;
   eo.log = [log](const std::string& line) { log("warn", line); };
@@ -279,11 +294,33 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
         endpoint->send_tensor(*addr, step, key, std::move(value), {.bf16 = wire_bf16},
                               std::move(done));
       });
+  if (!o.metrics.empty()) {
+    auto* raw = i.get();
+    auto m = net::metrics_server::start(o.metrics, [raw, self]() {
+      return node_metrics_text(*raw->rt, *raw->ep, self.name(), raw->worker->counts->ok.load(),
+                               raw->worker->counts->failed.load());
+    });
+    if (!m)
+      return m.error().with_context("task " + self.name());
+    i->metrics = std::move(m).value();
+    o.log("info", "metrics on http://" + o.metrics + "/metrics (port " +
+                      std::to_string(i->metrics->port()) + ")");
+  }
+  std::string reach = i->ep->loopback_only()
+                          ? "loopback only"
+                          : (o.auth_token.empty() ? "reachable from other hosts, NO auth token "
+                                                    "(--allow-unauthenticated)"
+                                                  : "reachable from other hosts, auth token "
+                                                    "required");
   o.log("info", "task " + self.name() + " serving on " + listen + " (port " +
-                    std::to_string(i->ep->port()) + "), incarnation " +
+                    std::to_string(i->ep->port()) + ", " + reach + "), incarnation " +
                     std::to_string(i->incarnation) + ", " + std::to_string(rt->devices().size()) +
                     " CPU device(s)");
   return std::unique_ptr<cluster_node>(new cluster_node(std::move(i)));
+}
+
+int cluster_node::metrics_port() const {
+  return impl_->metrics ? impl_->metrics->port() : 0;
 }
 
 runtime& cluster_node::rt() {

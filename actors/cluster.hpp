@@ -27,8 +27,16 @@ struct node_options {
   int task = 0;
   /// Where to listen; default: this task's address in the cluster spec.
   std::string listen;
-  /// A shared secret every peer must present (empty: none).
+  /// A shared secret every peer must present (empty: none, which is refused on an address other
+  /// hosts can reach unless `allow_unauthenticated`; docs/reliability.md).
   std::string auth_token;
+  bool allow_unauthenticated = false;
+  /// "host:port" to serve Prometheus metrics on (GET /metrics); empty: none.
+  std::string metrics;
+  /// Accepted connections that move no byte this long are closed (0: never); a handshake must
+  /// finish within `handshake_timeout`.
+  std::chrono::milliseconds idle_timeout{300'000};
+  std::chrono::milliseconds handshake_timeout{5000};
   int cpu_devices = 1;
   /// GPUs made of host memory (runtime_options::simulated_gpus; docs/gpu.md).
   int simulated_gpus = 0;
@@ -53,6 +61,8 @@ public:
   runtime& rt();
   /// The port it listens on.
   int port() const;
+  /// The port metrics are served on (0: none).
+  int metrics_port() const;
   /// Random per start: tells a restarted task from its predecessor.
   uint64_t incarnation() const;
   /// Bytes and frames through this node's endpoint so far.

@@ -106,6 +106,16 @@ device_resources::find_or_create_iterator(const std::string& name) {
   return r;
 }
 
+void device_resources::gauges(
+    std::vector<std::pair<std::string, int64_t>>& queue_sizes,
+    std::vector<std::pair<std::string, accumulator_resource::stats>>& accumulators) {
+  std::lock_guard lock(mu_);
+  for (auto& [name, q] : queues_)
+    queue_sizes.emplace_back(name, q->size());
+  for (auto& [name, a] : accumulators_)
+    accumulators.emplace_back(name, a->get_stats());
+}
+
 void device_resources::clear() {
   std::lock_guard lock(mu_);
   variables_.clear();

@@ -259,6 +259,9 @@ public:
       const std::string& name, const accumulator_spec& spec) override;
   /// Drops every resource (at shutdown).
   void clear();
+  /// Elements in each queue and each accumulator's counters, by name (for metrics).
+  void gauges(std::vector<std::pair<std::string, int64_t>>& queue_sizes,
+              std::vector<std::pair<std::string, accumulator_resource::stats>>& accumulators);
 
 private:
   caf::actor_system& sys_;

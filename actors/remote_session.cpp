@@ -27,6 +27,16 @@ struct session::remote {
     ep.reset();
   }
 
+  /// Waits for a reply within `remote_timeout` (when set); the late reply is dropped.
+  template <class F> status wait_for_reply(F& f, const std::string& what) {
+    if (options.remote_timeout.count() > 0 &&
+        f.wait_for(options.remote_timeout) != std::future_status::ready)
+      return deadline_exceeded(what + " on " + target + " took longer than " +
+                               std::to_string(options.remote_timeout.count()) +
+                               " ms (session_options::remote_timeout)");
+    return {};
+  }
+
   /// Creates the master's session, or extends it with nodes added since (blocks).
   status sync_graph() {
     std::lock_guard lock(mu);
@@ -39,19 +49,21 @@ struct session::remote {
     int nodes = g.num_nodes();
     std::string bytes = serialize_graph(g);
     if (handle.empty()) {
-      std::promise<result<std::string>> p;
-      auto f = p.get_future();
+      auto p = std::make_shared<std::promise<result<std::string>>>();
+      auto f = p->get_future();
       master->create_session(std::move(bytes),
                              options.placement == session_options::placement_policy::cost_model,
-                             [&p](result<std::string> r) { p.set_value(std::move(r)); });
+                             [p](result<std::string> r) { p->set_value(std::move(r)); });
+      RUNNEL_RETURN_IF_ERROR(wait_for_reply(f, "creating the session"));
       auto r = f.get();
       if (!r)
         return r.error().with_context("session on " + target);
       handle = *r;
     } else {
-      std::promise<status> p;
-      auto f = p.get_future();
-      master->extend_session(handle, std::move(bytes), [&p](status s) { p.set_value(s); });
+      auto p = std::make_shared<std::promise<status>>();
+      auto f = p->get_future();
+      master->extend_session(handle, std::move(bytes), [p](status s) { p->set_value(s); });
+      RUNNEL_RETURN_IF_ERROR(wait_for_reply(f, "extending the session"));
       auto s = f.get();
       if (!s.ok())
         return s.with_context("extending the session on " + target);

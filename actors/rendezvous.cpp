@@ -53,10 +53,84 @@ void local_rendezvous::recv(int64_t step, const std::string& key, recv_fn done) 
   done({}, std::move(value));
 }
 
+void local_rendezvous::send_remote(int64_t step, const std::string& key, tensor value) {
+  {
+    std::lock_guard lock(mu_);
+    auto now = std::chrono::steady_clock::now();
+    expire_unclaimed(now);
+    bool claimed = active_.count(step) > 0;
+    if (!claimed) {
+      auto it = steps_.find(step);
+      if (it != steps_.end()) {
+        auto s = it->second.find(key);
+        claimed = s != it->second.end() && s->second.waiting;
+      }
+    }
+    if (!claimed) {
+      uint64_t bytes = value.type() == dtype::string ? 64 * uint64_t(value.num_elements())
+                                                     : uint64_t(value.bytes());
+      if (unclaimed_bytes_ + bytes > max_unclaimed_bytes_) {
+        unclaimed_dropped_++;
+        return; // over the limit even after expiring: this one goes
+      }
+      if (!cancelled_.empty() && cancelled_.count(step))
+        return;
+      auto& s = steps_[step][key];
+      if (s.has_value)
+        return; // a duplicate (a frame resent on a fresh connection): one value per key
+      s.value = std::move(value);
+      s.has_value = true;
+      unclaimed_.push_back({now, step, key, bytes});
+      unclaimed_bytes_ += bytes;
+      return;
+    }
+  }
+  send(step, key, std::move(value));
+}
+
+void local_rendezvous::expire_unclaimed(std::chrono::steady_clock::time_point now) {
+  while (!unclaimed_.empty()) {
+    auto& u = unclaimed_.front();
+    bool gone = true; // taken by its Recv, or its step ended
+    auto it = steps_.find(u.step);
+    if (it != steps_.end()) {
+      auto s = it->second.find(u.key);
+      gone = s == it->second.end() || !s->second.has_value;
+    }
+    if (!gone && !active_.count(u.step)) {
+      if (now - u.arrived < unclaimed_ttl_)
+        break; // the oldest unclaimed value is still in its time
+      it->second.erase(u.key);
+      if (it->second.empty())
+        steps_.erase(it);
+      unclaimed_dropped_++;
+    }
+    unclaimed_bytes_ -= u.bytes;
+    unclaimed_.pop_front();
+  }
+}
+
+void local_rendezvous::begin_step(int64_t step) {
+  std::lock_guard lock(mu_);
+  active_.insert(step);
+}
+
+void local_rendezvous::set_unclaimed_limits(uint64_t max_bytes, std::chrono::milliseconds ttl) {
+  std::lock_guard lock(mu_);
+  max_unclaimed_bytes_ = max_bytes;
+  unclaimed_ttl_ = ttl;
+}
+
+uint64_t local_rendezvous::unclaimed_bytes() const {
+  std::lock_guard lock(const_cast<std::mutex&>(mu_));
+  return unclaimed_bytes_;
+}
+
 void local_rendezvous::end_step(int64_t step) {
   std::map<std::string, slot> left;
   {
     std::lock_guard lock(mu_);
+    active_.erase(step);
     auto it = steps_.find(step);
     if (it == steps_.end())
       return;

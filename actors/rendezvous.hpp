@@ -4,6 +4,8 @@
 // A Recv that comes first waits (asynchronously); a step's leftovers are dropped when it ends.
 // Internal to actors/ (the session wires Send/Recv actors on cross-device edges).
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -31,7 +33,21 @@ public:
   /// Ends every step: Recvs still waiting get `cancelled` with `reason`.
   void cancel_all(const std::string& reason);
 
+  /// A value that came over the network. As `send`, but a value for a step this process is not
+  /// running (begin_step) waits at most `unclaimed_ttl` (then it is dropped), and such values
+  /// together hold at most `max_unclaimed_bytes` (beyond it, new ones are dropped); both are
+  /// counted. A sender ahead of this process's partition is served; a stranger cannot fill its
+  /// memory.
+  void send_remote(int64_t step, const std::string& key, tensor value);
+  /// The step runs here now: its values are kept until it ends.
+  void begin_step(int64_t step);
+  void set_unclaimed_limits(uint64_t max_bytes, std::chrono::milliseconds ttl);
+  uint64_t unclaimed_dropped() const { return unclaimed_dropped_.load(); }
+  uint64_t unclaimed_bytes() const;
+
 private:
+  /// Drops unclaimed values past their time or over the byte limit (mu_ held).
+  void expire_unclaimed(std::chrono::steady_clock::time_point now);
   struct slot {
     bool has_value = false;
     tensor value;
@@ -41,6 +57,18 @@ private:
   std::unordered_map<int64_t, std::map<std::string, slot>> steps_;
   std::unordered_set<int64_t> cancelled_;
   std::deque<int64_t> cancelled_order_; ///< oldest first, to bound cancelled_
+  std::unordered_set<int64_t> active_;  ///< steps begun here and not ended
+  struct unclaimed {
+    std::chrono::steady_clock::time_point arrived;
+    int64_t step;
+    std::string key;
+    uint64_t bytes;
+  };
+  std::deque<unclaimed> unclaimed_; ///< oldest first
+  uint64_t unclaimed_bytes_ = 0;
+  uint64_t max_unclaimed_bytes_ = uint64_t(1) << 30;
+  std::chrono::milliseconds unclaimed_ttl_{60'000};
+  std::atomic<uint64_t> unclaimed_dropped_{0};
 };
 
 /// The rendezvous _Send and _Recv kernels use: a Recv on a device of this process gets the

@@ -1,5 +1,6 @@
 #include "actors/saver.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -7,6 +8,32 @@
 
 namespace runnel {
 namespace {
+
+/// Deletes `*.h5.tmp` and `checkpoint.tmp` left in `dir` by a save that was killed mid-write.
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    auto name = e.path().filename().string();
+    auto ends = [&](const std::string& s) {
+      return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    if (ends(".h5.tmp") || name == "checkpoint.tmp")
+      std::filesystem::remove(e.path(), ec);
+  }
+}
+
+/// The step in "prefix-<step>.h5", or -1.
+int64_t step_of(const std::string& file) {
+  auto dot = file.rfind(".h5");
+  auto dash = file.rfind('-', dot);
+  if (dot == std::string::npos || dash == std::string::npos || dot != file.size() - 3)
+    return -1;
+  try {
+    return std::stoll(file.substr(dash + 1, dot - dash - 1));
+  } catch (...) {
+    return -1;
+  }
+}
 
 std::pair<std::string, std::string> split_path(const std::string& path) {
   std::filesystem::path p(path);
@@ -60,20 +87,27 @@ result<std::string> saver::save(session& s, const std::string& prefix,
   std::filesystem::create_directories(dir, ec);
   if (ec)
     return unavailable("cannot create directory " + dir + ": " + ec.message());
+  remove_stale_temporaries(dir);
   RUNNEL_RETURN_IF_ERROR(write_checkpoint(path, tensors, global_step));
 
+  // The order makes every moment safe to die in: the new file is complete (written to a .tmp,
+  // fsynced, renamed) before the state file names it, and the state file stops naming the oldest
+  // before that file is deleted.
   checkpoint_state st;
   if (auto old = read_checkpoint_state(dir))
     st = *old;
   st.all.erase(std::remove(st.all.begin(), st.all.end(), file), st.all.end());
   st.all.push_back(file);
   st.latest = file;
+  std::vector<std::string> dropped;
   if (options_.max_to_keep > 0)
     while (int(st.all.size()) > options_.max_to_keep) {
-      std::filesystem::remove(std::filesystem::path(dir) / st.all.front(), ec);
+      dropped.push_back(st.all.front());
       st.all.erase(st.all.begin());
     }
   RUNNEL_RETURN_IF_ERROR(write_checkpoint_state(dir, st));
+  for (auto& old : dropped)
+    std::filesystem::remove(std::filesystem::path(dir) / old, ec);
   return path;
 }
 
@@ -115,8 +149,48 @@ status saver::restore(session& s, const std::string& path, const restore_options
 }
 
 result<std::string> saver::latest_checkpoint(const std::string& dir) {
-  RUNNEL_ASSIGN_OR_RETURN(auto st, read_checkpoint_state(dir));
-  return (std::filesystem::path(dir) / st.latest).string();
+  std::vector<std::string> candidates;
+  auto add = [&](const std::string& f) {
+    if (!f.empty() && std::find(candidates.begin(), candidates.end(), f) == candidates.end())
+      candidates.push_back(f);
+  };
+  auto st = read_checkpoint_state(dir);
+  if (st) {
+    add(st->latest);
+    for (auto it = st->all.rbegin(); it != st->all.rend(); ++it)
+      add(*it);
+  }
+  // Files the state file does not name (it was lost, or is older than they are), newest first.
+  std::vector<std::pair<int64_t, std::string>> on_disk;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    auto name = e.path().filename().string();
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, ".h5") == 0)
+      on_disk.emplace_back(step_of(name), name);
+  }
+  std::sort(on_disk.rbegin(), on_disk.rend());
+  for (auto& [step, name] : on_disk)
+    add(name);
+  if (candidates.empty())
+    return st ? not_found("no checkpoint in " + dir + " (the state file names none that exist)")
+              : st.error();
+  std::string skipped;
+  for (auto& c : candidates) {
+    std::string path = (std::filesystem::path(dir) / c).string();
+    if (!std::filesystem::exists(path, ec)) {
+      skipped += "\n  " + path + ": missing";
+      continue;
+    }
+    status ok = verify_checkpoint_isolated(path);
+    if (ok.ok()) {
+      if (!skipped.empty())
+        std::fprintf(stderr, "runnel: skipped unreadable checkpoints:%s\nrunnel: using %s\n",
+                     skipped.c_str(), path.c_str());
+      return path;
+    }
+    skipped += "\n  " + ok.message();
+  }
+  return data_loss("no readable checkpoint in " + dir + ":" + skipped);
 }
 
 } // namespace runnel

@@ -44,7 +44,10 @@ public:
   result<std::string> save(session& s, const std::string& prefix,
                            std::optional<int64_t> global_step = std::nullopt);
   status restore(session& s, const std::string& path, const restore_options& options = {});
-  /// The newest checkpoint listed in `dir/checkpoint` (a path including `dir`).
+  /// The newest complete, readable checkpoint of `dir` (a path including `dir`): the state
+  /// file's latest, else the others it lists, newest first, else the directory's `*.h5` files by
+  /// step. Each candidate is read whole in a child process first (verify_checkpoint_isolated):
+  /// a damaged file is skipped, with a line on stderr, instead of failing or crashing a resume.
   static result<std::string> latest_checkpoint(const std::string& dir);
 
 private:

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "actors/cluster.hpp"
@@ -25,7 +26,12 @@ usage: runnel-node --cluster SPEC --job NAME --task I [options]
   --cluster-file FILE     the same from a file (one job per line allowed, '#' comments)
   --job NAME --task I     which task this process is
   --listen HOST:PORT      where to listen (default: the task's address in the spec; use
-                          0.0.0.0:PORT to accept on every interface)
+                          0.0.0.0:PORT to accept on every interface). An address other hosts
+                          can reach needs --auth-token-file or --allow-unauthenticated
+  --allow-unauthenticated serve peers without a token on a non-loopback address (trusted
+                          networks only: any peer could register and run graphs)
+  --metrics HOST:PORT     serve Prometheus metrics on GET /metrics (docs/reliability.md)
+  --idle-timeout S        close accepted connections idle this long (default 300; 0: never)
   --cpu-devices N         virtual CPU devices, each with its share of the cores (default 1)
   --simulated-gpus N      add N simulated GPUs (host memory; docs/gpu.md) after the real ones
   --auth-token-file FILE  require peers to present this shared secret (and present it)
@@ -41,6 +47,16 @@ whole cluster (docs/cluster.md).
 )";
 
 std::atomic<int> stop_signal{0};
+
+/// A node holds a descriptor per connection: take the hard limit rather than the usual 1024 soft
+/// one (running out once used to stop accepting for good; it now only pauses accepting).
+void raise_descriptor_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
 
 void on_signal(int sig) {
   stop_signal = sig;
@@ -74,6 +90,11 @@ int run(const apps::flags& f) {
       std::chrono::milliseconds(int64_t(f.get_double("heartbeat-timeout", 30).value() * 1000));
   if (f.has("auth-token-file"))
     o.auth_token = apps::read_token(f.get("auth-token-file", "")).value();
+  o.allow_unauthenticated = f.has("allow-unauthenticated");
+  o.metrics = f.get("metrics", "");
+  o.idle_timeout =
+      std::chrono::milliseconds(int64_t(f.get_double("idle-timeout", 300).value() * 1000));
+  raise_descriptor_limit();
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
@@ -100,6 +121,7 @@ int run(const apps::flags& f) {
 int main(int argc, char** argv) {
   return apps::app_main("runnel-node", argc, argv, usage,
                         {"cluster", "cluster-file", "job", "task", "listen", "cpu-devices", "simulated-gpus",
-                         "auth-token-file", "startup-timeout", "heartbeat-timeout", "port-file"},
+                         "auth-token-file", "allow-unauthenticated", "metrics", "idle-timeout",
+                         "startup-timeout", "heartbeat-timeout", "port-file"},
                         run);
 }

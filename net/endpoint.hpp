@@ -11,10 +11,13 @@
 //   w->status([](result<net::worker_status> s) { ... });
 //   ep->send_tensor("127.0.0.1:2223", step, key, t, {}, [](status s) { ... });
 //
-// Every connection starts with a preamble: the 8 bytes "RUNNEL01", one byte for its kind (1:
-// RPC, 2: data), three zero bytes, a little-endian uint32 token length (at most 4096), and the
-// token. The server answers one byte: 0 accepted, 1 bad token, 2 bad preamble, then closes the
-// connection unless it accepted. An RPC connection then carries Cap'n Proto RPC (net/cluster.capnp,
+// Every connection starts with a preamble (net/wire_frame.hpp): the 8 bytes "RUNNEL01", one byte
+// for its kind (1: RPC, 2: data), three zero bytes, a little-endian uint32 token length (at most
+// 4096), and the token. The server answers one byte: 0 accepted, 1 bad token, 2 bad preamble,
+// 3 busy (the peer's host is at its connection limit), then closes the connection unless it
+// accepted. The handshake must finish within `handshake_timeout`; an accepted connection that
+// moves no byte for `idle_timeout` with no call in flight is closed (peers reconnect on their
+// next call). docs/reliability.md has the security model. An RPC connection then carries Cap'n Proto RPC (net/cluster.capnp,
 // bootstrap `Node`); a data connection carries tensor frames one way (see TensorFrame), and frames
 // of one connection arrive in order. Malformed input closes the connection and is logged; it
 // never stops the node.
@@ -23,8 +26,10 @@
 // not block. Services answer through their `done` callbacks, from any thread.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -113,21 +118,34 @@ struct send_options {
   bool bf16 = false;
 };
 
-/// Counters of what an endpoint refused or failed (for logs and tests).
+/// Counters of what an endpoint did, refused or failed (for logs, tests and --metrics).
 struct endpoint_stats {
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> connections_rejected{0}; ///< bad preamble or token
+  std::atomic<uint64_t> connections_refused_busy{0}; ///< over a connection limit
+  std::atomic<uint64_t> handshake_timeouts{0};
+  std::atomic<uint64_t> idle_closed{0};          ///< closed after idle_timeout
+  std::atomic<uint64_t> accept_errors{0};        ///< accept() failed (e.g. out of descriptors)
+  std::atomic<uint64_t> rpcs_refused{0};         ///< over max_pending_rpcs
   std::atomic<uint64_t> frames_received{0};
   std::atomic<uint64_t> frames_rejected{0};      ///< malformed or oversized
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
+  std::atomic<int64_t> connections_open{0};      ///< accepted and past the handshake
+};
+
+struct peer_traffic {
+  uint64_t bytes_received = 0;
+  uint64_t bytes_sent = 0;
 };
 
 struct endpoint_options {
   /// "host:port" to serve on (port 0: any free port, see endpoint::port); empty: serve nothing.
   std::string listen;
-  /// A shared secret peers must present (and this endpoint presents); empty: none.
+  /// A shared secret peers must present (and this endpoint presents); empty: none, which a
+  /// listener refuses unless it is on a loopback address or `allow_unauthenticated` is set.
   std::string auth_token;
+  bool allow_unauthenticated = false;
   worker_service* worker = nullptr;
   master_service* master = nullptr;
   /// Where received tensors go; errors are frames that failed their checks (already logged).
@@ -141,6 +159,22 @@ struct endpoint_options {
   std::function<void(const std::string&)> log;
   /// Payloads larger than this are written in pieces of this size (Cap'n Proto's Data cap).
   uint64_t chunk_bytes = uint64_t(512) << 20;
+  /// Connecting plus the handshake, as a client.
+  std::chrono::milliseconds connect_timeout{5000};
+  /// How long an accepted connection may take to present its preamble and token.
+  std::chrono::milliseconds handshake_timeout{5000};
+  /// An accepted connection that moves no byte this long, with no call in flight, is closed;
+  /// 0: never.
+  std::chrono::milliseconds idle_timeout{300'000};
+  /// Handshakes in progress at once (beyond them, new connections are closed at once), and
+  /// connections past the handshake per peer host.
+  int max_handshakes = 512;
+  int max_connections_per_peer = 64;
+  /// RPC calls in flight per connection; more are answered `resource_exhausted`.
+  int max_pending_rpcs = 1024;
+  /// Frames with larger payloads are read into buffers that grow with the bytes that arrived,
+  /// so that a header cannot reserve memory its sender never fills.
+  uint64_t direct_payload_bytes = uint64_t(64) << 20;
 };
 
 class endpoint {
@@ -154,6 +188,8 @@ public:
 
   /// The bound port (after `listen` with port 0, the one the system chose).
   int port() const;
+  /// Whether it listens on a loopback address only.
+  bool loopback_only() const;
   /// A handle to the worker at `address`; connects on first use.
   std::shared_ptr<remote_worker> worker(const std::string& address);
   std::shared_ptr<remote_master> master(const std::string& address);
@@ -165,6 +201,8 @@ public:
   /// tensors open fresh ones.
   void forget_peer(const std::string& address);
   const endpoint_stats& stats() const;
+  /// Data-plane bytes by peer (received: by the sending host; sent: by the receiving address).
+  std::map<std::string, peer_traffic> traffic_by_peer() const;
 
   struct impl;
 

@@ -1,6 +1,10 @@
 #include "storage/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -99,6 +103,8 @@ std::optional<std::string> read_string_attr(hid_t obj, const char* key) {
     return out;
   }
   size_t n = H5Tget_size(type.get());
+  if (n == 0 || n > (size_t(1) << 20))
+    return std::nullopt; // no attribute of ours is that long: a damaged file
   std::string buf(n, '\0');
   if (H5Aread(attr.get(), type.get(), buf.data()) < 0)
     return std::nullopt;
@@ -174,9 +180,39 @@ result<shape> dataset_shape(hid_t ds) {
   int rank = H5Sget_simple_extent_ndims(space.get());
   if (rank < 0)
     return internal_error("cannot read the dataspace");
+  if (rank > 32) // HDF5's own limit
+    return data_loss("dataspace of rank " + std::to_string(rank));
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
-  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  return shape(std::vector<int64_t>(dims.begin(), dims.end()));
+  if (H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
+    return data_loss("cannot read the dataspace's dimensions");
+  std::vector<int64_t> out;
+  for (auto d : dims) {
+    if (d > hsize_t(shape::max_elements))
+      return data_loss("dimension " + std::to_string(d) + " is larger than 2^40");
+    out.push_back(int64_t(d));
+  }
+  shape s(std::move(out));
+  RUNNEL_RETURN_IF_ERROR(s.checked_num_elements().error());
+  return s;
+}
+
+/// Checks that a dataset of `s` elements of `t` can be in a file of `file_bytes` before anything
+/// is allocated for it: a contiguous dataset's bytes are in the file; a chunked (compressed) one
+/// may expand, at most 1024-fold (zeros compress about that well), or to 64 MiB.
+status check_dataset_size(hid_t ds, dtype t, const shape& s, uint64_t file_bytes,
+                          const std::string& path) {
+  uint64_t elem = t == dtype::string ? 1 : size_of(t);
+  uint64_t bytes = uint64_t(s.num_elements()) * elem; // <= 2^40 * 16: no overflow
+  h5_handle dcpl(H5Dget_create_plist(ds), H5Pclose);
+  bool chunked = dcpl.ok() && H5Pget_layout(dcpl.get()) == H5D_CHUNKED;
+  uint64_t limit = chunked ? std::max<uint64_t>(file_bytes * 1024, uint64_t(64) << 20)
+                           : file_bytes;
+  if (bytes > limit)
+    return data_loss("dataset " + path + " announces " + s.to_string() + " " +
+                     std::string(name(t)) + " (" + std::to_string(bytes) +
+                     " bytes), more than its file of " + std::to_string(file_bytes) +
+                     " bytes can hold (corrupt file?)");
+  return {};
 }
 
 /// Whether `path` names an existing object, checking each group on the way (H5Lexists fails
@@ -200,8 +236,21 @@ result<tensor> read_dataset(hid_t file, const std::string& name, const std::stri
   if (!ds.ok())
     return data_loss("cannot open dataset " + path + " in " + file_path);
   RUNNEL_ASSIGN_OR_RETURN(dtype t, dataset_dtype(ds.get(), path));
-  RUNNEL_ASSIGN_OR_RETURN(shape s, dataset_shape(ds.get()));
-  tensor out(t, s);
+  auto sr = dataset_shape(ds.get());
+  if (!sr)
+    return sr.error().with_context("dataset " + path + " in " + file_path);
+  shape s = *sr;
+  hsize_t file_bytes = 0;
+  H5Fget_filesize(file, &file_bytes);
+  RUNNEL_RETURN_IF_ERROR(check_dataset_size(ds.get(), t, s, file_bytes, path)
+                             .with_context(file_path));
+  tensor out;
+  try {
+    out = tensor(t, s);
+  } catch (const std::exception& e) {
+    return resource_exhausted("cannot allocate " + s.to_string() + " " + std::string(runnel::name(t)) +
+                              " for dataset " + path + " in " + file_path + ": " + e.what());
+  }
   if (t == dtype::string) {
     h5_handle file_type(H5Dget_type(ds.get()), H5Tclose);
     if (H5Tis_variable_str(file_type.get()) <= 0)
@@ -355,6 +404,59 @@ read_checkpoint_tensors(const std::string& path, const std::vector<std::string>&
     out.emplace(n, std::move(t));
   }
   return out;
+}
+
+status verify_checkpoint(const std::string& path) {
+  RUNNEL_ASSIGN_OR_RETURN(auto f, open_file(path));
+  RUNNEL_ASSIGN_OR_RETURN(auto names, dataset_names(f.get()));
+  for (auto& n : names) {
+    auto t = read_dataset(f.get(), variable_name_of(n), path);
+    if (!t)
+      return t.error();
+  }
+  return {};
+}
+
+status verify_checkpoint_isolated(const std::string& path, std::chrono::milliseconds timeout) {
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0)
+    return unavailable("cannot fork to verify " + path + ": " + std::strerror(errno));
+  if (pid == 0) {
+    // The child only reads the file and exits; its exit code is the answer.
+    status s = verify_checkpoint(path);
+    ::_exit(s.ok() ? 0 : 3);
+  }
+  // Wait for the child's exit with a deadline: a pidfd becomes readable when it exits.
+  int wstatus = 0;
+  int pidfd = int(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    int r;
+    do
+      r = ::poll(&p, 1, int(timeout.count()));
+    while (r < 0 && errno == EINTR);
+    ::close(pidfd);
+    if (r == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &wstatus, 0);
+      return data_loss("reading checkpoint " + path + " did not finish within " +
+                       std::to_string(timeout.count()) + " ms (corrupt file?)");
+    }
+  }
+  while (::waitpid(pid, &wstatus, 0) < 0) {
+    if (errno != EINTR)
+      return unavailable("waiting for the verifier of " + path + ": " + std::strerror(errno));
+  }
+  if (WIFSIGNALED(wstatus))
+    return data_loss("reading checkpoint " + path + " crashed the HDF5 library (signal " +
+                     std::to_string(WTERMSIG(wstatus)) + "): the file is corrupt");
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    // The child said no: read it here for the message (a clean error, not a crash).
+    status s = verify_checkpoint(path);
+    return s.ok() ? data_loss("checkpoint " + path + " failed verification") : s;
+  }
+  return {};
 }
 
 result<std::optional<int64_t>> read_checkpoint_global_step(const std::string& path) {

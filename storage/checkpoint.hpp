@@ -16,6 +16,7 @@
 // dataset without that attribute is mapped from its HDF5 type (as Keras files are).
 
 #include <cstdint>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -47,6 +48,14 @@ result<std::vector<checkpoint_entry>> list_checkpoint(const std::string& path);
 /// Reads the datasets named in `names` only; a missing one is not_found naming it and the file.
 result<std::map<std::string, tensor>>
 read_checkpoint_tensors(const std::string& path, const std::vector<std::string>& names);
+
+/// Reads every dataset of a checkpoint and drops the values: ok when the file is whole.
+status verify_checkpoint(const std::string& path);
+/// `verify_checkpoint` in a child process, so that a crash inside libhdf5 on a damaged file (it
+/// has memory errors of its own on some corrupt inputs; docs/reliability.md) or a hang past
+/// `timeout` is an error naming the file, not the end of the caller.
+status verify_checkpoint_isolated(const std::string& path,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 /// The `global_step` attribute of a checkpoint (nullopt when it has none).
 result<std::optional<int64_t>> read_checkpoint_global_step(const std::string& path);

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <fstream>
 
 #include "ops/optimizers.hpp"
 #include "tests/eval.hpp"
@@ -218,6 +219,50 @@ TEST_CASE("saver: save, keep the newest, restore, and refuse mismatches", "[acto
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.code() == error_code::not_found);
   CHECK(missing.message().find("'bias' is not in checkpoint") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("saver: a resume skips checkpoints that are missing or damaged, and stale temporaries "
+          "go at the next save",
+          "[actors]") {
+  namespace fs = std::filesystem;
+  auto dir =
+      (fs::temp_directory_path() / ("runnel-saver-fallback-" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  runtime rt;
+  graph g;
+  auto w = variable(g, constant(g, {1.f, 2.f, 3.f}), "w");
+  auto grow = assign_add(w, constant(g, {1.f, 1.f, 1.f}));
+  saver sv(g, {}, {.max_to_keep = 3});
+  session s(rt, g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  std::vector<std::string> paths;
+  for (int step = 1; step <= 3; ++step) {
+    REQUIRE(s.run({grow}).ok());
+    paths.push_back(sv.save(s, dir + "/model", step).value());
+  }
+  // The newest is damaged (cut short, as a full disk leaves it): the one before is used.
+  fs::resize_file(paths[2], fs::file_size(paths[2]) / 2);
+  CHECK(saver::latest_checkpoint(dir).value() == paths[1]);
+  // The state file names a file that is gone, as a kill between a delete and the state file's
+  // rewrite once left it: the next one listed is used.
+  fs::remove(paths[1]);
+  CHECK(saver::latest_checkpoint(dir).value() == paths[0]);
+  // No state file at all: the directory's files, newest step first.
+  fs::remove(dir + "/checkpoint");
+  CHECK(saver::latest_checkpoint(dir).value() == paths[0]);
+  fs::remove(paths[0]);
+  auto none = saver::latest_checkpoint(dir);
+  REQUIRE(!none.ok());
+  CHECK_THAT(none.error().message(), Catch::Contains("model-3.h5"));
+
+  // A save killed mid-write left temporaries: the next save removes them.
+  { std::ofstream(dir + "/model-9.h5.tmp") << "partial"; }
+  { std::ofstream(dir + "/checkpoint.tmp") << "partial"; }
+  auto p = sv.save(s, dir + "/model", 10).value();
+  CHECK_FALSE(fs::exists(dir + "/model-9.h5.tmp"));
+  CHECK_FALSE(fs::exists(dir + "/checkpoint.tmp"));
+  CHECK(saver::latest_checkpoint(dir).value() == p);
   fs::remove_all(dir);
 }
 

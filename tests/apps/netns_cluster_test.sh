@@ -13,12 +13,14 @@ netns_check || exit 77
 rm -rf "$work" && mkdir -p "$work"
 netns_up 3 1gbit
 cluster="ps=${NETNS_ADDR[0]}:2222;worker=${NETNS_ADDR[1]}:2222,${NETNS_ADDR[2]}:2222"
+# These addresses are reachable from other hosts: a node there needs the cluster's secret.
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 echo "hosts: $cluster (1 Gbit/s links)"
 for mode in sync async; do
   extra=()
   [[ $mode == sync ]] && extra=(--sync --sync-timeout 30)
   common=(--cluster "$cluster" --model softmax --epochs 1 --max-steps 100 --records-dir "$records"
-          --min-accuracy 0.6 "${extra[@]}")
+          --min-accuracy 0.6 --auth-token-file "$work/token" "${extra[@]}")
   netns_exec 0 "$bin" "${common[@]}" --job ps --task 0 2>"$work/$mode-ps.log" &
   ps=$!
   pids=()

@@ -1,6 +1,10 @@
 // Real runnel-node processes on 127.0.0.1: remote sessions against local ones, a task killed
 // mid-training and brought back, garbage at a node's port, clean shutdown.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,8 +37,9 @@ fs::path scratch(const std::string& name) {
 /// A runnel-node child process; killed (SIGKILL) if still running when destroyed.
 class node_process {
 public:
+  /// `max_fds` > 0: the child's descriptor limit (soft and hard).
   node_process(const std::string& cluster, const std::string& job, int task, const fs::path& dir,
-               std::vector<std::string> extra = {}) {
+               std::vector<std::string> extra = {}, int max_fds = 0) {
     port_file_ = dir / (job + std::to_string(task) + ".port");
     log_ = dir / (job + std::to_string(task) + ".log");
     fs::remove(port_file_);
@@ -46,6 +51,10 @@ public:
     if (pid_ == 0) {
       std::FILE* f = std::freopen(log_.c_str(), "a", stderr);
       (void)f;
+      if (max_fds > 0) {
+        rlimit r{rlim_t(max_fds), rlim_t(max_fds)};
+        ::setrlimit(RLIMIT_NOFILE, &r);
+      }
       std::vector<char*> argv;
       for (auto& a : args)
         argv.push_back(const_cast<char*>(a.c_str()));
@@ -418,6 +427,43 @@ TEST_CASE("a node survives garbage on its port and keeps serving", "[multiproces
   REQUIRE(r.ok());
   CHECK(r.value()[0].data<float>()[0] == 21.f);
   CHECK_THAT(worker.log(), Catch::Contains("rejected a connection"));
+}
+
+TEST_CASE("a node that ran out of descriptors accepts again once they are free", "[multiprocess]") {
+  auto dir = scratch("emfile");
+  auto ports = free_ports(1);
+  std::string addr = "127.0.0.1:" + std::to_string(ports[0]);
+  node_process worker("worker=" + addr, "worker", 0, dir, {}, 64);
+  REQUIRE(worker.wait_ready());
+  {
+    // Connections that never finish their handshake, beyond the node's 64 descriptors.
+    std::vector<int> held;
+    for (int i = 0; i < 100; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(uint16_t(ports[0]));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+      held.push_back(fd);
+    }
+    // The node says it could not accept (its log is the event to wait for).
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (worker.log().find("accept failed") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK_THAT(worker.log(), Catch::Contains("Too many open files"));
+    for (int fd : held)
+      ::close(fd);
+  }
+  // Accepting resumed: a step runs (it used to wait forever).
+  graph g;
+  auto c = constant(g, 20.f) + 1.0;
+  session s(client_runtime(), g, "runnel://" + addr, {.remote_timeout = std::chrono::seconds(60)});
+  auto r = s.run({}, {c});
+  REQUIRE(r.ok());
+  CHECK(r.value()[0].data<float>()[0] == 21.f);
+  REQUIRE(worker.running());
 }
 
 TEST_CASE("runnel-node explains bad command lines", "[multiprocess]") {

@@ -149,3 +149,30 @@ TEST_CASE("the checkpoint state file round-trips", "[storage]") {
   std::ofstream(dir / "checkpoint") << "garbage without quotes\n";
   CHECK(read_checkpoint_state(dir.path.string()).error().code() == error_code::data_loss);
 }
+
+TEST_CASE("checkpoints announcing more data than their file holds are refused before allocating",
+          "[storage][security]") {
+  temp_dir dir;
+  std::string path = (dir.path / "huge.h5").string();
+  int rc = 0;
+  // A chunked dataset of 2^40 floats: HDF5 stores no chunk until one is written, so the file is
+  // a few KiB; reading it used to allocate 4 TiB (and `ckpt inspect --values` grew until killed).
+  auto out = run_command("/usr/bin/python3 -c \"import h5py\n"
+                         "f = h5py.File('" + path + "', 'w')\n"
+                         "f.create_dataset('w:0', shape=(2**40,), dtype='f4', chunks=(1024,))\n"
+                         "f.create_dataset('ok:0', data=[1.0, 2.0])\n"
+                         "f.close()\"",
+                         rc);
+  REQUIRE(rc == 0);
+  auto listed = list_checkpoint(path);
+  REQUIRE(listed.ok()); // the listing reads no data
+  auto r = read_checkpoint_tensors(path, {"w"});
+  REQUIRE(!r.ok());
+  CHECK(r.error().code() == error_code::data_loss);
+  CHECK_THAT(r.error().message(), Catch::Contains("more than its file"));
+  CHECK(read_checkpoint_tensors(path, {"ok"}).ok());
+  CHECK(!read_checkpoint(path).ok());
+  auto v = verify_checkpoint_isolated(path);
+  CHECK(v.code() == error_code::data_loss);
+  CHECK_THAT(v.message(), Catch::Contains("huge.h5"));
+}

@@ -1,0 +1,614 @@
+// The endpoint's serving side: accepting (and going on after accept fails), the handshake under a
+// deadline with the token compared in constant time, the limits on connections and calls, idle
+// connections closed, the data plane's receiving side, and the RPC services.
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include "net/endpoint_impl.hpp"
+
+namespace runnel::net {
+
+using namespace detail;
+
+namespace {
+
+/// A stream that remembers when it last moved a byte (for the idle timeout). Reads complete in
+/// pieces as they arrive, so a slow but live transfer counts as activity.
+class watched_stream final : public kj::AsyncIoStream {
+public:
+  watched_stream(kj::Own<kj::AsyncIoStream> inner, kj::Timer& timer)
+      : inner_(kj::mv(inner)), timer_(timer), last_(timer.now()) {}
+  kj::TimePoint last() const { return last_; }
+
+  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    return read_some(static_cast<kj::byte*>(buffer), min_bytes, max_bytes, 0);
+  }
+  kj::Promise<void> write(const void* buffer, size_t size) override {
+    return inner_->write(buffer, size).then([this]() { last_ = timer_.now(); });
+  }
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
+    return inner_->write(pieces).then([this]() { last_ = timer_.now(); });
+  }
+  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
+  void shutdownWrite() override { inner_->shutdownWrite(); }
+  void abortRead() override { inner_->abortRead(); }
+  void getpeername(struct sockaddr* addr, uint* length) override {
+    inner_->getpeername(addr, length);
+  }
+  kj::Maybe<int> getFd() const override { return inner_->getFd(); }
+
+private:
+  kj::Promise<size_t> read_some(kj::byte* buf, size_t min_bytes, size_t max_bytes, size_t got) {
+    return inner_->tryRead(buf + got, 1, max_bytes - got)
+        .then([this, buf, min_bytes, max_bytes, got](size_t n) -> kj::Promise<size_t> {
+          if (n == 0)
+            return got; // end of stream
+          last_ = timer_.now();
+          if (got + n >= min_bytes)
+            return got + n;
+          return read_some(buf, min_bytes, max_bytes, got + n);
+        });
+  }
+
+  kj::Own<kj::AsyncIoStream> inner_;
+  kj::Timer& timer_;
+  kj::TimePoint last_;
+};
+
+std::string peer_host(kj::AsyncIoStream& s) {
+  sockaddr_storage sa{};
+  uint len = sizeof sa;
+  char text[INET6_ADDRSTRLEN] = "unknown";
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
+                s.getpeername(reinterpret_cast<sockaddr*>(&sa), &len);
+              })) {
+    return "unknown";
+  }
+  if (sa.ss_family == AF_INET)
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&sa)->sin_addr, text, sizeof text);
+  else if (sa.ss_family == AF_INET6)
+    ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&sa)->sin6_addr, text, sizeof text);
+  else if (sa.ss_family == AF_UNIX)
+    return "local";
+  return text;
+}
+
+} // namespace
+
+/// An accepted connection past its handshake.
+struct endpoint::impl::loop_state::served {
+  loop_state& loop;
+  kj::Own<watched_stream> stream;
+  std::string peer;
+  std::shared_ptr<int> calls = std::make_shared<int>(0); ///< RPC calls in flight
+  served(loop_state& l, kj::Own<watched_stream> s, std::string p)
+      : loop(l), stream(kj::mv(s)), peer(std::move(p)) {
+    ++loop.connections_by_peer[peer];
+    ++loop.ep.stats.connections_open;
+  }
+  ~served() {
+    --loop.ep.stats.connections_open;
+    auto it = loop.connections_by_peer.find(peer);
+    if (it != loop.connections_by_peer.end() && --it->second <= 0)
+      loop.connections_by_peer.erase(it);
+  }
+};
+
+void endpoint::impl::loop_state::log_limit(const std::string& line) {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_limit_log < std::chrono::seconds(1))
+    return;
+  last_limit_log = now;
+  ep.log(line);
+}
+
+// ---- accepting and the handshake -------------------------------------------------------------
+
+kj::Promise<void> endpoint::impl::loop_state::accept_loop() {
+  // evalNow: accept() can fail at once (EMFILE is thrown, not a rejected promise), and that must
+  // reach the error handler below too.
+  return kj::evalNow([this]() { return listener->accept(); }).then(
+      [this](kj::Own<kj::AsyncIoStream> stream) {
+        if (handshakes_in_progress >= ep.options.max_handshakes) {
+          ep.stats.connections_refused_busy++;
+          log_limit("closed a new connection at once: " +
+                    std::to_string(handshakes_in_progress) +
+                    " handshakes already in progress (max_handshakes)");
+        } else {
+          std::string peer = peer_host(*stream);
+          tasks.add(serve(kj::mv(stream), std::move(peer)));
+        }
+        return accept_loop();
+      },
+      [this](kj::Exception&& e) -> kj::Promise<void> {
+        // Out of descriptors (EMFILE), or the like: say so, wait a little and go on. Giving up
+        // here once left a node that never accepted again.
+        ep.stats.accept_errors++;
+        log_limit("accept failed: " + to_std(e.getDescription()) +
+                  " (still accepting; raise the descriptor limit, e.g. LimitNOFILE=)");
+        return io.provider->getTimer().afterDelay(100 * kj::MILLISECONDS).then([this]() {
+          return accept_loop();
+        });
+      });
+}
+
+kj::Promise<void> endpoint::impl::loop_state::serve(kj::Own<kj::AsyncIoStream> raw,
+                                                    std::string peer) {
+  ++handshakes_in_progress;
+  auto stream = kj::heap<watched_stream>(kj::mv(raw), io.provider->getTimer());
+  auto& s = *stream;
+  auto head = kj::heapArray<kj::byte>(preamble_bytes);
+  auto& h = head;
+  // Reads the preamble and the token and answers; yields the connection's kind, or 0 when it
+  // was refused. The whole exchange runs under handshake_timeout.
+  auto handshake =
+      s.read(h.begin(), preamble_bytes)
+          .then([this, &s, head = kj::mv(head), peer]() mutable -> kj::Promise<uint8_t> {
+            auto answer = [&s](handshake_answer a, uint8_t kind) {
+              auto byte = kj::heap<kj::byte>(kj::byte(a));
+              auto& b = *byte;
+              return s.write(&b, 1).attach(kj::mv(byte)).then([kind]() { return kind; });
+            };
+            auto pre = parse_preamble(head.begin());
+            if (!pre) {
+              ep.stats.connections_rejected++;
+              log_limit("rejected a connection from " + peer + ": " + pre.error().message());
+              return answer(handshake_answer::bad_preamble, 0);
+            }
+            auto token = kj::heapArray<kj::byte>(pre->token_bytes);
+            auto& t = token;
+            uint8_t kind = uint8_t(pre->kind);
+            return s.read(t.begin(), t.size())
+                .then([this, token = kj::mv(token), kind, peer, answer]() mutable {
+                  if (!tokens_equal(token.begin(), token.size(), ep.options.auth_token)) {
+                    ep.stats.connections_rejected++;
+                    log_limit("rejected a connection from " + peer + ": wrong auth token");
+                    return answer(handshake_answer::bad_token, 0);
+                  }
+                  auto it = connections_by_peer.find(peer);
+                  if (it != connections_by_peer.end() &&
+                      it->second >= ep.options.max_connections_per_peer) {
+                    ep.stats.connections_refused_busy++;
+                    log_limit("refused a connection from " + peer + ": it has " +
+                              std::to_string(it->second) +
+                              " open (max_connections_per_peer)");
+                    return answer(handshake_answer::busy, 0);
+                  }
+                  return answer(handshake_answer::ok, kind);
+                });
+          });
+  auto timed = io.provider->getTimer().timeoutAfter(to_kj(ep.options.handshake_timeout),
+                                                     kj::mv(handshake));
+  return timed
+      .then(
+          [this, stream = kj::mv(stream), peer](uint8_t kind) mutable -> kj::Promise<void> {
+            --handshakes_in_progress;
+            if (kind == 0)
+              return kj::READY_NOW;
+            ep.stats.connections_accepted++;
+            debug(std::string("accepted a ") + (kind == uint8_t(conn_kind::rpc) ? "rpc" : "data") +
+                  " connection from " + peer);
+            auto c = kj::heap<served>(*this, kj::mv(stream), peer);
+            if (kind == uint8_t(conn_kind::rpc))
+              return serve_rpc(kj::mv(c));
+            return serve_data(kj::mv(c));
+          },
+          [this, peer](kj::Exception&& e) -> kj::Promise<void> {
+            // Still in the handshake (the served connection's own failures come below).
+            --handshakes_in_progress;
+            if (e.getType() == kj::Exception::Type::OVERLOADED ||
+                to_std(e.getDescription()).find("timed out") != std::string::npos) {
+              ep.stats.handshake_timeouts++;
+              log_limit("closed a connection from " + peer + ": no handshake within " +
+                        std::to_string(ep.options.handshake_timeout.count()) + " ms");
+              return kj::READY_NOW;
+            }
+            return kj::mv(e);
+          })
+      .then([this]() { debug("an accepted connection ended"); }, [this](kj::Exception&& e) {
+        debug("an accepted connection failed: " + to_std(e.getDescription()));
+        if (e.getType() != kj::Exception::Type::DISCONNECTED)
+          ep.log("connection closed: " + to_std(e.getDescription()));
+      });
+}
+
+kj::Promise<void> endpoint::impl::loop_state::idle_watch(served& c) {
+  if (ep.options.idle_timeout.count() <= 0)
+    return kj::NEVER_DONE;
+  auto& timer = io.provider->getTimer();
+  auto idle = to_kj(ep.options.idle_timeout);
+  auto every = std::min(idle / 4, 1 * kj::SECONDS);
+  if (every < 10 * kj::MILLISECONDS)
+    every = 10 * kj::MILLISECONDS;
+  return timer.afterDelay(every).then([this, &c, &timer, idle]() -> kj::Promise<void> {
+    if (*c.calls == 0 && timer.now() - c.stream->last() >= idle) {
+      ep.stats.idle_closed++;
+      debug("closing an idle connection from " + c.peer);
+      return kj::READY_NOW;
+    }
+    return idle_watch(c);
+  });
+}
+
+// ---- the RPC plane ---------------------------------------------------------------------------
+
+kj::Promise<void> endpoint::impl::loop_state::serve_rpc(kj::Own<served> c) {
+  struct conn {
+    kj::Own<served> s; // destroyed last
+    kj::Own<capnp::TwoPartyVatNetwork> network;
+    kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
+  };
+  auto k = kj::heap<conn>();
+  k->s = kj::mv(c);
+  k->network = kj::heap<capnp::TwoPartyVatNetwork>(
+      *k->s->stream, capnp::rpc::twoparty::Side::SERVER, rpc_options);
+  k->rpc = kj::heap<capnp::RpcSystem<capnp::rpc::twoparty::VatId>>(
+      capnp::makeRpcServer(*k->network, make_node_server(ep, k->s->calls)));
+  auto done = k->network->onDisconnect().exclusiveJoin(idle_watch(*k->s));
+  return done.attach(kj::mv(k));
+}
+
+// ---- the data plane: receiving ---------------------------------------------------------------
+
+struct endpoint::impl::loop_state::frame_reader {
+  kj::Own<served> c;
+  uint32_t length = 0;  ///< of the current header
+  uint64_t frames = 0;  ///< delivered so far
+  frame_header h;
+  tensor value;
+  /// Bytes read so far into buffers that grow with them (large headers and payloads).
+  std::vector<kj::Array<kj::byte>> staged;
+  /// Copies the staged bytes to `dst` and frees them.
+  void take_staged(void* dst) {
+    auto* out = static_cast<kj::byte*>(dst);
+    for (auto& piece : staged) {
+      std::memcpy(out, piece.begin(), piece.size());
+      out += piece.size();
+    }
+    staged.clear();
+  }
+};
+
+namespace {
+constexpr uint64_t first_staged_bytes = uint64_t(1) << 20;
+}
+
+/// Reads `total` bytes into `r.staged` in buffers that grow with what arrived (each as large as
+/// everything before it): a peer holds at most about twice what it sent.
+static kj::Promise<void> read_staged(kj::AsyncIoStream& s, std::vector<kj::Array<kj::byte>>& out,
+                                     uint64_t total, uint64_t got, uint64_t chunk_cap) {
+  if (got == total)
+    return kj::READY_NOW;
+  uint64_t n = std::min({total - got, std::max(first_staged_bytes, got), chunk_cap});
+  out.push_back(kj::heapArray<kj::byte>(n));
+  auto& piece = out.back();
+  return s.read(piece.begin(), n).then([&s, &out, total, got, n, chunk_cap]() {
+    return read_staged(s, out, total, got + n, chunk_cap);
+  });
+}
+
+kj::Promise<void> endpoint::impl::loop_state::serve_data(kj::Own<served> c) {
+  auto r = kj::heap<frame_reader>();
+  r->c = kj::mv(c);
+  auto& rr = *r;
+  return read_frames(rr).exclusiveJoin(idle_watch(*rr.c)).attach(kj::mv(r));
+}
+
+kj::Promise<void> endpoint::impl::loop_state::read_frames(frame_reader& r) {
+  return r.c->stream->tryRead(&r.length, 4, 4).then([this, &r](size_t n) -> kj::Promise<void> {
+    if (n == 0)
+      return kj::READY_NOW; // the peer closed between frames
+    if (n < 4)
+      return reject(r, "truncated frame length");
+    if (r.length == 0 || r.length % 8 != 0 || r.length > ep.options.max_rpc_message_bytes)
+      return reject(r, "header length " + std::to_string(r.length) + " is invalid");
+    return read_staged(*r.c->stream, r.staged, r.length, 0, ep.options.chunk_bytes)
+        .then([this, &r]() -> kj::Promise<void> {
+          auto words = kj::heapArray<capnp::word>(r.length / 8);
+          r.take_staged(words.begin());
+          auto h = decode_frame_header(words.begin(), r.length,
+                                       {.max_payload_bytes = ep.options.max_payload_bytes});
+          if (!h)
+            return reject(r, h.error().message());
+          r.h = std::move(h).value();
+          if (r.h.type == dtype::string) {
+            r.value = std::move(r.h.string_value);
+            return deliver(r);
+          }
+          return read_payload(r).then([this, &r]() { return deliver(r); });
+        });
+  });
+}
+
+kj::Promise<void> endpoint::impl::loop_state::read_payload(frame_reader& r) {
+  uint64_t total = r.h.payload_bytes;
+  auto allocate = [this, &r]() -> status {
+    try {
+      r.value = tensor(r.h.type, r.h.shape);
+      return {};
+    } catch (const std::exception& e) {
+      return resource_exhausted(std::string("cannot allocate the tensor: ") + e.what());
+    }
+  };
+  if (total <= ep.options.direct_payload_bytes) {
+    // Small enough to allocate on the header's word, and read in place.
+    if (auto s = allocate(); !s.ok())
+      return reject(r, s.message());
+    if (total == 0)
+      return kj::READY_NOW;
+    return r.c->stream->read(r.value.raw_data(), total);
+  }
+  return read_staged(*r.c->stream, r.staged, total, 0, ep.options.chunk_bytes)
+      .then([this, &r, allocate]() -> kj::Promise<void> {
+        if (auto s = allocate(); !s.ok())
+          return reject(r, s.message());
+        r.take_staged(r.value.raw_data());
+        return kj::READY_NOW;
+      });
+}
+
+kj::Promise<void> endpoint::impl::loop_state::deliver(frame_reader& r) {
+  if (!r.value.valid())
+    return kj::READY_NOW; // rejected while reading the payload: the connection closes
+  if (r.h.bf16) {
+    // Widen in place, from the end: element i's 4 bytes cover bf16 elements >= i.
+    auto* half = static_cast<const uint16_t*>(r.value.raw_data());
+    auto* full = static_cast<uint32_t*>(r.value.raw_data());
+    for (int64_t i = r.value.num_elements() - 1; i >= 0; --i)
+      full[i] = uint32_t(half[i]) << 16;
+  }
+  r.frames++;
+  ep.stats.frames_received++;
+  ep.stats.bytes_received += 4 + r.length + r.h.payload_bytes;
+  ep.count_peer(r.c->peer, 4 + r.length + r.h.payload_bytes, 0);
+  tensor value = std::move(r.value);
+  r.value = tensor();
+  if (ep.options.on_tensor)
+    ep.options.on_tensor(r.h.step, std::move(r.h.key), std::move(value));
+  return read_frames(r);
+}
+
+kj::Promise<void> endpoint::impl::loop_state::reject(frame_reader& r, const std::string& why) {
+  ep.stats.frames_rejected++;
+  r.value = tensor();
+  r.staged.clear();
+  ep.log("data connection from " + r.c->peer + ": frame " + std::to_string(r.frames) +
+         " rejected: " + why + "; closing the connection");
+  return kj::READY_NOW;
+}
+
+// ---- RPC servers ---------------------------------------------------------------------------
+
+namespace {
+
+class worker_server final : public wire::Worker::Server {
+public:
+  worker_server(endpoint::impl& ep, std::shared_ptr<int> calls)
+      : ep_(ep), calls_(std::move(calls)) {}
+
+  kj::Promise<void> getStatus(GetStatusContext context) override {
+    auto s = ep_.options.worker->status();
+    auto b = context.getResults().initStatus();
+    b.setJob(s.task.job);
+    b.setTask(s.task.task);
+    b.setIncarnation(s.incarnation);
+    b.setCluster(s.cluster);
+    auto devs = b.initDevices(uint(s.devices.size()));
+    for (size_t i = 0; i < s.devices.size(); ++i) {
+      auto& d = s.devices[i];
+      devs[uint(i)].setName(d.name);
+      devs[uint(i)].setType(d.type);
+      devs[uint(i)].setMemoryBytes(d.memory_bytes);
+      devs[uint(i)].setFlopsPerS(d.flops_per_s);
+      devs[uint(i)].setBytesPerS(d.bytes_per_s);
+    }
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> registerGraph(RegisterGraphContext context) override {
+    std::string bytes = to_std(context.getParams().getGraph());
+    context.releaseParams();
+    return await<std::string>(
+        [&](callback<std::string> done) {
+          ep_.options.worker->register_graph(std::move(bytes), std::move(done));
+        },
+        [context](result<std::string>& r) mutable {
+          auto res = context.getResults();
+          write_status(res.initError(), r.error());
+          if (r)
+            res.setHandle(*r);
+        });
+  }
+
+  kj::Promise<void> runGraph(RunGraphContext context) override {
+    auto p = context.getParams();
+    std::string handle = to_std(p.getHandle());
+    int64_t step = p.getStepId();
+    auto feeds = read_named(p.getFeeds());
+    auto fetches = read_texts(p.getFetches());
+    context.releaseParams();
+    if (!feeds) {
+      write_status(context.getResults().initError(), feeds.error());
+      return kj::READY_NOW;
+    }
+    return await<named_tensors>(
+        [&](callback<named_tensors> done) {
+          ep_.options.worker->run_graph(handle, step, std::move(feeds).value(),
+                                        std::move(fetches), std::move(done));
+        },
+        [context](result<named_tensors>& r) mutable {
+          auto res = context.getResults();
+          write_status(res.initError(), r.error());
+          if (r)
+            write_named(res.initTensors(uint(r->size())), *r);
+        });
+  }
+
+  kj::Promise<void> cleanupStep(CleanupStepContext context) override {
+    ep_.options.worker->cleanup_step(context.getParams().getStepId());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> deregisterGraph(DeregisterGraphContext context) override {
+    ep_.options.worker->deregister_graph(to_std(context.getParams().getHandle()));
+    return kj::READY_NOW;
+  }
+
+  // Starts a service call whose answer comes through a callback, from any thread; `fill` writes
+  // the RPC results on the loop thread, unless the call was cancelled meanwhile.
+  template <class T, class Start, class Fill>
+  kj::Promise<void> await(Start start, Fill fill) {
+    return await_reply<T>(ep_, calls_, start, fill);
+  }
+
+  template <class T, class Start, class Fill>
+  static kj::Promise<void> await_reply(endpoint::impl& ep, const std::shared_ptr<int>& calls,
+                                       Start& start, Fill fill) {
+    if (*calls >= ep.options.max_pending_rpcs) {
+      ep.stats.rpcs_refused++;
+      ep.loop->log_limit("refused an RPC call: " + std::to_string(*calls) +
+                         " calls already in flight on one connection (max_pending_rpcs)");
+      result<T> refused = resource_exhausted(
+          "the node has " + std::to_string(*calls) +
+          " calls in flight on this connection (max_pending_rpcs); retry later");
+      fill(refused);
+      return kj::READY_NOW;
+    }
+    ++*calls;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    uint64_t id = ep.next_reply_id++;
+    ep.loop->pending_replies.emplace(id, kj::mv(paf.fulfiller));
+    auto slot = std::make_shared<std::optional<result<T>>>();
+    auto* epp = &ep;
+    start([epp, id, slot](result<T> r) {
+      // Plain data only crosses threads; the loop finds the call by id, if it is still there.
+      epp->post([epp, id, slot, r = std::move(r)]() mutable {
+        auto it = epp->loop->pending_replies.find(id);
+        if (it == epp->loop->pending_replies.end())
+          return; // cancelled
+        slot->emplace(std::move(r));
+        auto f = kj::mv(it->second);
+        epp->loop->pending_replies.erase(it);
+        f->fulfill();
+      });
+    });
+    return paf.promise
+        .then([slot, fill = kj::mv(fill)]() mutable { fill(**slot); })
+        .attach(kj::defer([epp, id, calls]() {
+          --*calls;
+          if (epp->loop)
+            epp->loop->pending_replies.erase(id);
+        }));
+  }
+
+private:
+  endpoint::impl& ep_;
+  std::shared_ptr<int> calls_;
+};
+
+class master_server final : public wire::Master::Server {
+public:
+  master_server(endpoint::impl& ep, std::shared_ptr<int> calls)
+      : ep_(ep), calls_(std::move(calls)) {}
+
+  kj::Promise<void> createSession(CreateSessionContext context) override {
+    std::string bytes = to_std(context.getParams().getGraph());
+    bool cost = context.getParams().getCostModel();
+    context.releaseParams();
+    auto start = [&](callback<std::string> done) {
+      ep_.options.master->create_session(std::move(bytes), cost, std::move(done));
+    };
+    return worker_server::await_reply<std::string>(
+        ep_, calls_, start, [context](result<std::string>& r) mutable {
+          auto res = context.getResults();
+          write_status(res.initError(), r.error());
+          if (r)
+            res.setHandle(*r);
+        });
+  }
+
+  kj::Promise<void> extendSession(ExtendSessionContext context) override {
+    std::string handle = to_std(context.getParams().getHandle());
+    std::string bytes = to_std(context.getParams().getGraph());
+    context.releaseParams();
+    auto start = [&](callback<bool> done) {
+      ep_.options.master->extend_session(handle, std::move(bytes), [done](status s) {
+        if (s.ok())
+          done(true);
+        else
+          done(s);
+      });
+    };
+    return worker_server::await_reply<bool>(ep_, calls_, start, [context](result<bool>& r) mutable {
+      write_status(context.getResults().initError(), r.error());
+    });
+  }
+
+  kj::Promise<void> run(RunContext context) override {
+    auto p = context.getParams();
+    std::string handle = to_std(p.getHandle());
+    auto feeds = read_named(p.getFeeds());
+    auto fetches = read_texts(p.getFetches());
+    auto targets = read_texts(p.getTargets());
+    context.releaseParams();
+    if (!feeds) {
+      write_status(context.getResults().initError(), feeds.error());
+      return kj::READY_NOW;
+    }
+    auto start = [&](callback<std::vector<tensor>> done) {
+      ep_.options.master->run(handle, std::move(feeds).value(), std::move(fetches),
+                              std::move(targets), std::move(done));
+    };
+    return worker_server::await_reply<std::vector<tensor>>(
+        ep_, calls_, start, [context](result<std::vector<tensor>>& r) mutable {
+          auto res = context.getResults();
+          write_status(res.initError(), r.error());
+          if (r) {
+            auto list = res.initTensors(uint(r->size()));
+            for (size_t i = 0; i < r->size(); ++i)
+              write_tensor(list[uint(i)], (*r)[i]);
+          }
+        });
+  }
+
+  kj::Promise<void> closeSession(CloseSessionContext context) override {
+    ep_.options.master->close_session(to_std(context.getParams().getHandle()));
+    return kj::READY_NOW;
+  }
+
+private:
+  endpoint::impl& ep_;
+  std::shared_ptr<int> calls_;
+};
+
+class node_server final : public wire::Node::Server {
+public:
+  node_server(endpoint::impl& ep, std::shared_ptr<int> calls)
+      : ep_(ep), calls_(std::move(calls)) {}
+  kj::Promise<void> worker(WorkerContext context) override {
+    if (!ep_.options.worker)
+      return KJ_EXCEPTION(UNIMPLEMENTED, "this node serves no worker");
+    context.getResults().setWorker(kj::heap<worker_server>(ep_, calls_));
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> master(MasterContext context) override {
+    if (!ep_.options.master)
+      return KJ_EXCEPTION(UNIMPLEMENTED, "this node serves no master");
+    context.getResults().setMaster(kj::heap<master_server>(ep_, calls_));
+    return kj::READY_NOW;
+  }
+
+private:
+  endpoint::impl& ep_;
+  std::shared_ptr<int> calls_;
+};
+
+} // namespace
+
+kj::Own<capnp::Capability::Server> make_node_server(endpoint::impl& ep,
+                                                     std::shared_ptr<int> calls) {
+  return kj::heap<node_server>(ep, kj::mv(calls));
+}
+
+
+} // namespace runnel::net

@@ -1,0 +1,206 @@
+// Remote workers and masters: calls posted to the endpoint's loop, made on its RPC connections,
+// answered once (docs/cluster.md).
+#include "net/endpoint_impl.hpp"
+
+namespace runnel::net {
+
+using namespace detail;
+
+// ---- remote handles --------------------------------------------------------------------------
+
+namespace {
+
+class remote_worker_impl final : public remote_worker {
+public:
+  remote_worker_impl(std::shared_ptr<endpoint::impl> ep, std::string address)
+      : ep_(std::move(ep)), address_(std::move(address)) {}
+  const std::string& address() const override { return address_; }
+
+  void status(callback<worker_status> done) override {
+    call<worker_status>(std::move(done), [](auto& c, auto cb) {
+      return c.worker.getStatusRequest().send().then([cb](auto response) mutable {
+        (*cb)(read_worker_status(response.getStatus()));
+      });
+    });
+  }
+
+  void register_graph(std::string graph_bytes, callback<std::string> done) override {
+    call<std::string>(std::move(done), [bytes = std::move(graph_bytes)](auto& c, auto cb) {
+      auto req = c.worker.registerGraphRequest();
+      req.setGraph(bytes_of(bytes));
+      return req.send().then([cb](auto response) mutable {
+        auto s = read_status(response.getError());
+        if (!s.ok())
+          (*cb)(s);
+        else
+          (*cb)(to_std(response.getHandle()));
+      });
+    });
+  }
+
+  void run_graph(const std::string& handle, int64_t step_id, named_tensors feeds,
+                 std::vector<std::string> fetches, callback<named_tensors> done) override {
+    call<named_tensors>(std::move(done), [handle, step_id, feeds = std::move(feeds),
+                                          fetches = std::move(fetches)](auto& c, auto cb) {
+      auto req = c.worker.runGraphRequest();
+      req.setHandle(handle);
+      req.setStepId(step_id);
+      write_named(req.initFeeds(uint(feeds.size())), feeds);
+      auto f = req.initFetches(uint(fetches.size()));
+      for (size_t i = 0; i < fetches.size(); ++i)
+        f.set(uint(i), fetches[i]);
+      return req.send().then([cb](auto response) mutable {
+        auto s = read_status(response.getError());
+        if (!s.ok())
+          (*cb)(s);
+        else
+          (*cb)(read_named(response.getTensors()));
+      });
+    });
+  }
+
+  void cleanup_step(int64_t step_id) override {
+    call<bool>([](result<bool>) {}, [step_id](auto& c, auto cb) {
+      auto req = c.worker.cleanupStepRequest();
+      req.setStepId(step_id);
+      return req.send().then([cb](auto) mutable { (*cb)(true); });
+    });
+  }
+
+  void deregister_graph(const std::string& handle) override {
+    call<bool>([](result<bool>) {}, [handle](auto& c, auto cb) {
+      auto req = c.worker.deregisterGraphRequest();
+      req.setHandle(handle);
+      return req.send().then([cb](auto) mutable { (*cb)(true); });
+    });
+  }
+
+  // Posts to the loop: connect if needed, make the request, answer `done` once.
+  template <class T, class Make> void call(callback<T> done, Make make) {
+    auto cb = std::make_shared<once<result<T>>>(std::move(done));
+    auto ep = ep_;
+    std::string address = address_;
+    // If the loop has stopped, the task is dropped and the last release of `cb` answers.
+    ep_->post([ep, address, cb, make = std::move(make)]() mutable {
+      ep->loop->with_rpc(
+          address, [make = std::move(make), cb](auto& conn) mutable { return make(conn, cb); },
+          [cb](runnel::status s) { (*cb)(s); });
+    });
+  }
+
+private:
+  std::shared_ptr<endpoint::impl> ep_;
+  std::string address_;
+};
+
+class remote_master_impl final : public remote_master {
+public:
+  remote_master_impl(std::shared_ptr<endpoint::impl> ep, std::string address)
+      : ep_(std::move(ep)), address_(std::move(address)) {}
+  const std::string& address() const override { return address_; }
+
+  void create_session(std::string graph_bytes, bool cost_model,
+                      callback<std::string> done) override {
+    call<std::string>(std::move(done),
+                      [bytes = std::move(graph_bytes), cost_model](auto& c, auto cb) {
+                        auto req = c.master.createSessionRequest();
+                        req.setGraph(bytes_of(bytes));
+                        req.setCostModel(cost_model);
+                        return req.send().then([cb](auto response) mutable {
+                          auto s = read_status(response.getError());
+                          if (!s.ok())
+                            (*cb)(s);
+                          else
+                            (*cb)(to_std(response.getHandle()));
+                        });
+                      });
+  }
+
+  void extend_session(const std::string& handle, std::string graph_bytes,
+                      std::function<void(runnel::status)> done) override {
+    call<bool>(
+        [done](result<bool> r) { done(r.error()); },
+        [handle, bytes = std::move(graph_bytes)](auto& c, auto cb) {
+          auto req = c.master.extendSessionRequest();
+          req.setHandle(handle);
+          req.setGraph(bytes_of(bytes));
+          return req.send().then([cb](auto response) mutable {
+            auto s = read_status(response.getError());
+            if (!s.ok())
+              (*cb)(s);
+            else
+              (*cb)(true);
+          });
+        });
+  }
+
+  void run(const std::string& handle, named_tensors feeds, std::vector<std::string> fetches,
+           std::vector<std::string> targets, callback<std::vector<tensor>> done) override {
+    call<std::vector<tensor>>(
+        std::move(done), [handle, feeds = std::move(feeds), fetches = std::move(fetches),
+                          targets = std::move(targets)](auto& c, auto cb) {
+          auto req = c.master.runRequest();
+          req.setHandle(handle);
+          write_named(req.initFeeds(uint(feeds.size())), feeds);
+          auto f = req.initFetches(uint(fetches.size()));
+          for (size_t i = 0; i < fetches.size(); ++i)
+            f.set(uint(i), fetches[i]);
+          auto t = req.initTargets(uint(targets.size()));
+          for (size_t i = 0; i < targets.size(); ++i)
+            t.set(uint(i), targets[i]);
+          return req.send().then([cb](auto response) mutable {
+            auto s = read_status(response.getError());
+            if (!s.ok()) {
+              (*cb)(s);
+              return;
+            }
+            std::vector<tensor> out;
+            for (auto tr : response.getTensors()) {
+              auto v = read_tensor(tr);
+              if (!v) {
+                (*cb)(v.error().with_context("fetched tensor " + std::to_string(out.size())));
+                return;
+              }
+              out.push_back(std::move(v).value());
+            }
+            (*cb)(std::move(out));
+          });
+        });
+  }
+
+  void close_session(const std::string& handle) override {
+    call<bool>([](result<bool>) {}, [handle](auto& c, auto cb) {
+      auto req = c.master.closeSessionRequest();
+      req.setHandle(handle);
+      return req.send().then([cb](auto) mutable { (*cb)(true); });
+    });
+  }
+
+  template <class T, class Make> void call(callback<T> done, Make make) {
+    auto cb = std::make_shared<once<result<T>>>(std::move(done));
+    auto ep = ep_;
+    std::string address = address_;
+    // If the loop has stopped, the task is dropped and the last release of `cb` answers.
+    ep_->post([ep, address, cb, make = std::move(make)]() mutable {
+      ep->loop->with_rpc(
+          address, [make = std::move(make), cb](auto& conn) mutable { return make(conn, cb); },
+          [cb](runnel::status s) { (*cb)(s); });
+    });
+  }
+
+private:
+  std::shared_ptr<endpoint::impl> ep_;
+  std::string address_;
+};
+
+} // namespace
+
+std::shared_ptr<remote_worker> endpoint::worker(const std::string& address) {
+  return std::make_shared<remote_worker_impl>(impl_, address);
+}
+
+std::shared_ptr<remote_master> endpoint::master(const std::string& address) {
+  return std::make_shared<remote_master_impl>(impl_, address);
+}
+
+} // namespace runnel::net

@@ -1,0 +1,68 @@
+#pragma once
+// The bytes a node reads from strangers before it trusts them, decoded by pure functions (the
+// endpoint uses them, and so do the fuzzers in tests/fuzz):
+//
+//   connection preamble (16 bytes, then the token): "RUNNEL01", kind (1 RPC, 2 data), three
+//     zero bytes, token length (uint32 little-endian, at most 4096), token bytes;
+//   data-plane frame: header length (uint32 LE, a multiple of 8), a Cap'n Proto TensorFrame
+//     header (net/cluster.capnp), then `payload_bytes` of raw tensor data.
+//
+//   auto p = net::parse_preamble(head);         // error: not a Runnel peer
+//   auto h = net::decode_frame_header(words, n, limits);  // error names what is wrong
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ops/tensor.hpp"
+
+namespace runnel::net {
+
+constexpr size_t preamble_bytes = 16;
+constexpr uint32_t max_token_bytes = 4096;
+enum class conn_kind : uint8_t { rpc = 1, data = 2 };
+
+/// What the server answers a preamble with (one byte).
+enum class handshake_answer : uint8_t { ok = 0, bad_token = 1, bad_preamble = 2, busy = 3 };
+
+struct preamble {
+  conn_kind kind = conn_kind::rpc;
+  uint32_t token_bytes = 0;
+};
+
+/// The 16 bytes at `head`; an error when they are not a Runnel preamble.
+result<preamble> parse_preamble(const uint8_t* head);
+/// The preamble and token a client sends.
+std::string make_preamble(conn_kind kind, const std::string& token);
+/// Compares a presented token with the expected one in time that depends only on their lengths.
+bool tokens_equal(const uint8_t* presented, size_t presented_bytes, const std::string& expected);
+
+struct frame_header {
+  int64_t step = 0;
+  std::string key;
+  uint64_t sender_incarnation = 0;
+  dtype type = dtype::invalid;
+  runnel::shape shape;
+  /// Raw bytes that follow the header (0 for string tensors, which travel in the header).
+  uint64_t payload_bytes = 0;
+  /// The payload is float32 sent as bfloat16.
+  bool bf16 = false;
+  /// A string tensor's value (other dtypes: invalid; the payload follows).
+  tensor string_value;
+};
+
+struct frame_limits {
+  uint64_t max_payload_bytes = uint64_t(16) << 30;
+};
+
+/// A frame's header as it goes on the wire, with its 4-byte length in front: for `h.type`
+/// string, `h.string_value` travels in it; otherwise `h.payload_bytes` of payload must follow.
+/// (The fields are written as given, checked or not: tests and fuzz seeds build bad ones too.)
+std::string encode_frame_header(const frame_header& h);
+
+/// Decodes a frame header of `bytes` bytes at `words` (8-byte aligned, `bytes` a multiple of 8).
+/// Checks everything the payload read relies on: the dtype, a fully defined shape of at most
+/// 2^40 elements, and a payload size that is exactly the shape's (and within the limit).
+result<frame_header> decode_frame_header(const void* words, size_t bytes, frame_limits limits);
+
+} // namespace runnel::net
