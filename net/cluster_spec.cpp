@@ -164,7 +164,9 @@ result<task_id> task_of_device(const std::string& device) {
     return device.substr(p, e == std::string::npos ? std::string::npos : e - p);
   };
   std::string job = field("/job:"), task = field("/task:");
-  if (job.empty() || task.empty() || task.find_first_not_of("0123456789") != std::string::npos)
+  // (At most 9 digits: a longer task number made std::stoi throw; found by tests/fuzz.)
+  if (job.empty() || task.empty() || task.size() > 9 ||
+      task.find_first_not_of("0123456789") != std::string::npos)
     return invalid_argument("device '" + device + "' does not name a job and a task");
   return task_id{job, std::stoi(task)};
 }

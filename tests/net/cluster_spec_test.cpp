@@ -56,3 +56,11 @@ TEST_CASE("devices name their task", "[net]") {
   CHECK(t->task == 1);
   CHECK(!task_of_device("/device:CPU:0").ok());
 }
+
+TEST_CASE("a device name with a task number too long for an int is refused, not thrown",
+          "[net]") {
+  // Found by tests/fuzz (cluster_spec): std::stoi threw out_of_range past the parser.
+  auto r = task_of_device("/job:w/task:300000000000000000000/device:CPU:0");
+  REQUIRE(!r.ok());
+  CHECK_THAT(r.error().message(), Catch::Contains("does not name a job and a task"));
+}

@@ -1,0 +1,193 @@
+// Writes seed inputs for every fuzz target with the project's own writers:
+//   fuzz_seeds DIR [TESTDATA]  -> DIR/<target>/seed-*
+// With TESTDATA (../shared/testdata), record files written by other software and their records
+// are seeds too. scripts/fuzz adds the kept regression inputs.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "net/graph_def.hpp"
+#include "net/wire_frame.hpp"
+#include "ops/builder.hpp"
+#include "storage/checkpoint.hpp"
+#include "storage/example.hpp"
+#include "storage/record_file.hpp"
+#include "storage/record_index.hpp"
+
+using namespace runnel;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path root;
+int counter = 0;
+
+void seed(const std::string& target, const std::string& bytes) {
+  auto dir = root / target;
+  fs::create_directories(dir);
+  std::ofstream(dir / ("seed-" + std::to_string(++counter)), std::ios::binary) << bytes;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+feature_map sample_example(int i) {
+  feature_map f;
+  f["f"].kind = feature_kind::floats;
+  f["f"].floats = {1.5f * float(i), 2, 3};
+  f["i"].kind = feature_kind::int64s;
+  f["i"].int64s = {int64_t(i) << 40};
+  f["s"].kind = feature_kind::bytes;
+  f["s"].bytes = {"hello", std::string(3, '\0')};
+  f["v"].kind = feature_kind::floats;
+  f["w"].kind = feature_kind::int64s;
+  f["w"].int64s = {1, -2, 3};
+  return f;
+}
+
+void record_seeds(const fs::path& tmp) {
+  // Mode byte (record_reader_fuzz): 0 raw, 1 gzip, 2 zlib, 3 automatic, |4 skip corrupt, 7 index.
+  // (ZLIB files come from ../shared/testdata: the writer makes raw and GZIP ones.)
+  const std::pair<record_compression, char> kinds[] = {{record_compression::none, 0},
+                                                       {record_compression::gzip, 1}};
+  for (auto [c, mode] : kinds) {
+    auto path = (tmp / "r.tfrecord").string();
+    auto w = record_writer::open(path, c).value();
+    for (int i = 0; i < 3; ++i)
+      throw_if_error(w.write(encode_example(sample_example(i))));
+    throw_if_error(w.close());
+    auto bytes = slurp(path);
+    seed("record_reader", std::string(1, mode) + bytes);
+    seed("record_reader", std::string(1, char(mode | 4)) + bytes);
+    seed("record_reader", std::string(1, char(3)) + bytes);
+  }
+  // An index sidecar of the fuzz target's own 3-record file.
+  auto good = (tmp / "good.tfrecord").string();
+  auto w = record_writer::open(good).value();
+  for (int i = 0; i < 3; ++i)
+    throw_if_error(w.write("record " + std::to_string(i)));
+  throw_if_error(w.close());
+  throw_if_error(write_record_index(good).error());
+  seed("record_reader", std::string(1, char(7)) + slurp(record_index_path(good)));
+}
+
+void example_seeds() {
+  for (int i = 0; i < 3; ++i)
+    seed("example", encode_example(sample_example(i)));
+  sequence_example s;
+  s.context["len"].kind = feature_kind::int64s;
+  s.context["len"].int64s = {2};
+  feature tok;
+  tok.kind = feature_kind::int64s;
+  tok.int64s = {4, 5};
+  s.feature_lists["tokens"] = {tok, tok};
+  feature words;
+  words.kind = feature_kind::bytes;
+  words.bytes = {"a", "bc"};
+  s.feature_lists["words"] = {words};
+  seed("example", encode_sequence_example(s));
+}
+
+void graph_seeds() {
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{-1, 3}, "x");
+  auto w = variable(g, constant(g, {{1.f}, {2.f}, {3.f}}), "w");
+  auto y = matmul(x, w.value);
+  auto loss = mean(square(y));
+  (void)loss;
+  seed("graph_def", serialize_graph(g));
+  graph h;
+  auto s = constant(h, std::string("text"));
+  (void)identity(s, "id");
+  seed("graph_def", serialize_graph(h));
+}
+
+void wire_seeds() {
+  seed("wire", std::string(1, char(1)) + net::make_preamble(net::conn_kind::rpc, "s3cret-token"));
+  seed("wire", std::string(1, char(1)) + net::make_preamble(net::conn_kind::data, ""));
+  auto frame = [](net::frame_header h) {
+    auto bytes = net::encode_frame_header(h);
+    seed("wire", std::string(1, char(0)) + bytes.substr(4)); // the header words, as decoded
+  };
+  net::frame_header h;
+  h.step = 42;
+  h.key = "edge_1_x;0:0";
+  h.type = dtype::f32;
+  h.shape = shape{2, 3};
+  h.payload_bytes = 24;
+  frame(h);
+  h.bf16 = true;
+  h.payload_bytes = 12;
+  frame(h);
+  net::frame_header s;
+  s.key = "strings";
+  s.type = dtype::string;
+  s.shape = shape{2};
+  s.string_value = tensor::vector<std::string>({"a", "bc"});
+  frame(s);
+}
+
+void checkpoint_seeds(const fs::path& tmp) {
+  auto path = (tmp / "c.h5").string();
+  std::map<std::string, tensor> t;
+  t.emplace("w", tensor::vector<float>({1, 2, 3}));
+  t.emplace("layer/b", tensor::scalar<double>(0.5));
+  t.emplace("names", tensor::vector<std::string>({"x", "yz"}));
+  throw_if_error(write_checkpoint(path, t, 7));
+  seed("checkpoint", slurp(path));
+}
+
+/// Files written by other software: each record file as a record_reader seed (automatic mode),
+/// and its first records as example seeds.
+void testdata_seeds(const fs::path& dir) {
+  std::error_code ec;
+  for (auto& e : fs::recursive_directory_iterator(dir, ec)) {
+    if (!e.is_regular_file() || e.file_size() > (1 << 20))
+      continue;
+    auto name = e.path().filename().string();
+    if (name.find("tfrecord") == std::string::npos)
+      continue;
+    seed("record_reader", std::string(1, char(3)) + slurp(e.path()));
+    auto r = record_reader::open(e.path().string());
+    if (!r)
+      continue;
+    std::string rec;
+    for (int i = 0; i < 3; ++i) {
+      auto more = r->next(rec);
+      if (!more || !*more)
+        break;
+      seed("example", rec);
+    }
+  }
+}
+
+void cluster_seeds() {
+  seed("cluster_spec", "ps=127.0.0.1:2222;worker=127.0.0.1:2223,127.0.0.1:2224");
+  seed("cluster_spec", "# a file\nps=10.0.0.1:2222\nworker=host-a:2222,[::1]:2223\n");
+  seed("cluster_spec", "/job:worker/replica:0/task:3/device:CPU:0");
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: fuzz_seeds DIR [TESTDATA_DIR]\n");
+    return 2;
+  }
+  root = argv[1];
+  auto tmp = root / ".tmp";
+  fs::create_directories(tmp);
+  record_seeds(tmp);
+  example_seeds();
+  graph_seeds();
+  wire_seeds();
+  checkpoint_seeds(tmp);
+  cluster_seeds();
+  if (argc == 3)
+    testdata_seeds(argv[2]);
+  fs::remove_all(tmp);
+  std::printf("fuzz_seeds: %d seeds in %s\n", counter, root.c_str());
+  return 0;
+}
