@@ -30,6 +30,7 @@ const char* usage =
     "  --steps N            full-batch training steps (default 1000)\n"
     "  --lr X               Adam learning rate (default 0.01)\n"
     "  --checkpoint-dir DIR checkpoints (default ./runnel-iris); --resume continues\n"
+    "  --save-every N       steps between checkpoints (default 500)\n"
     "  --csv FILE, --plot FILE   loss/accuracy curves\n"
     "  --predict ROWS       flowers to classify: \"sl,sw,pl,pw;sl,sw,pl,pw\"\n"
     "                       (default: the three examples of TensorFlow's tutorial)\n"
@@ -109,6 +110,9 @@ int run(const flags& f) {
   double lr = f.get_double("lr", 0.01).value();
   double min_accuracy = f.get_double("min-accuracy", -1).value();
   auto ckpt_dir = f.get("checkpoint-dir", "runnel-iris");
+  int64_t save_every = f.get_int("save-every", 500).value();
+  if (save_every <= 0)
+    throw error(invalid_argument("--save-every must be positive"));
   auto t = read_table(data).value();
   int64_t rows = int64_t(t.labels.size());
   // The classic split: 120 rows to train, 30 to test, shuffled with a fixed seed.
@@ -180,7 +184,7 @@ int run(const flags& f) {
       double test_acc = *s.run({{x, test_x}, {y, test_y}}, {accuracy}).value()[0].data<float>();
       curve.push_back({1, done + 1, last_loss, *r[1].data<float>(), test_acc});
     }
-    if ((done + 1) % 500 == 0 || done + 1 == steps)
+    if ((done + 1) % save_every == 0 || done + 1 == steps)
       path = sv.save(s, ckpt_dir + "/iris", done + 1).value();
   }
   progress.finish();
@@ -219,6 +223,6 @@ int run(const flags& f) {
 int main(int argc, char** argv) {
   return app_main(
       "iris", argc, argv, usage,
-      {"data", "steps", "lr", "checkpoint-dir", "resume", "csv", "plot", "predict", "min-accuracy"},
+      {"data", "steps", "lr", "checkpoint-dir", "save-every", "resume", "csv", "plot", "predict", "min-accuracy"},
       run);
 }

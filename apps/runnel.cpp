@@ -4,6 +4,8 @@
 //   runnel graph dump FILE                a saved GraphDef as text
 //
 // Errors go to stderr, with exit status 1 (bad input) or 2 (bad usage).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +30,7 @@ const char* main_usage =
     "usage: runnel <command> [args]\n"
     "commands:\n"
     "  ckpt inspect FILE [--values]   list a checkpoint's variables (with value summaries)\n"
+    "  ckpt verify DIR                check that DIR/checkpoint names whole, readable files\n"
     "  graph dump FILE                print a saved graph, one node per line\n"
     "  records count FILE...          count the records of TFRecord files\n"
     "  records verify FILE...         check every record's CRCs; non-zero exit on corruption\n"
@@ -41,9 +44,14 @@ const char* main_usage =
 
 const char* ckpt_usage =
     "usage: runnel ckpt inspect FILE [--values]\n"
+    "       runnel ckpt verify DIR\n"
     "Lists the variables of an HDF5 checkpoint (written by Runnel, or any HDF5 weights file):\n"
     "name, dtype and shape, and the file's global step. With --values, also min, max, mean,\n"
-    "standard deviation and the first values of each.\n";
+    "standard deviation and the first values of each.\n"
+    "verify: the state file DIR/checkpoint must name a latest checkpoint, and it and every other\n"
+    "file it lists must exist and read whole (each in a child process: a crash inside libhdf5 on a\n"
+    "damaged file is a failure, not a crash of this command). Exit 0: all good; 1: the problems\n"
+    "are listed.\n";
 
 const char* graph_usage =
     "usage: runnel graph dump FILE\n"
@@ -267,6 +275,35 @@ int records_stats(const std::vector<std::string>& args) {
   return 0;
 }
 
+int ckpt_verify(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(ckpt_usage, stdout);
+    return 0;
+  }
+  if (args.size() != 1)
+    return usage_error("ckpt verify needs one DIR", ckpt_usage);
+  const std::string& dir = args[0];
+  auto st = read_checkpoint_state(dir);
+  if (!st)
+    return fail(st.error());
+  std::vector<std::string> files = st->all;
+  if (std::find(files.begin(), files.end(), st->latest) == files.end())
+    files.push_back(st->latest);
+  int bad = 0;
+  for (auto& f : files) {
+    std::string path = dir + "/" + f;
+    status s = ::access(path.c_str(), R_OK) == 0 ? verify_checkpoint_isolated(path)
+                                                 : not_found(path + " is listed but missing");
+    std::printf("%s %s%s\n", s.ok() ? "ok " : "BAD", path.c_str(),
+                f == st->latest ? " (latest)" : "");
+    if (!s.ok()) {
+      std::printf("    %s\n", s.message().c_str());
+      ++bad;
+    }
+  }
+  return bad ? 1 : 0;
+}
+
 int ckpt_inspect(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::fputs(ckpt_usage, stdout);
@@ -396,6 +433,8 @@ int main(int argc, char** argv) {
     std::fputs(main_usage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
+  if (args.size() >= 2 && args[0] == "ckpt" && args[1] == "verify")
+    return ckpt_verify({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "ckpt" && args[1] == "inspect")
     return ckpt_inspect({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dump")
