@@ -284,3 +284,36 @@ TEST_CASE("calls past the in-flight limit of a connection are answered resource_
   CHECK(replies[0].get_future().get().ok());
   CHECK(replies[1].get_future().get().ok());
 }
+
+TEST_CASE("a connection cut in the middle of a tensor delivers nothing and the node goes on",
+          "[net][security]") {
+  std::atomic<int> delivered{0};
+  std::promise<void> whole_arrived;
+  auto o = quiet_server();
+  o.on_tensor = [&](int64_t, std::string key, tensor) {
+    delivered++;
+    if (key == "whole")
+      whole_arrived.set_value();
+  };
+  auto server = endpoint::start(o).value();
+  frame_header h;
+  h.type = dtype::f32;
+  h.key = "half";
+  h.shape = shape{256 * 1024};
+  h.payload_bytes = 1 << 20;
+  {
+    raw_conn c(server->port());
+    c.send(make_preamble(conn_kind::data, ""));
+    REQUIRE(c.read_byte() == int(handshake_answer::ok));
+    c.send(encode_frame_header(h) + std::string(size_t(1) << 19, 'x')); // half the payload
+  } // cut
+  // The next sender's tensor arrives whole (and the loop has dealt with the cut one by then).
+  auto client = endpoint::start(endpoint_options{}).value();
+  std::promise<status> sent;
+  client->send_tensor("127.0.0.1:" + std::to_string(server->port()), 1, "whole",
+                      tensor::scalar<float>(1), {}, [&](status s) { sent.set_value(s); });
+  REQUIRE(sent.get_future().get().ok());
+  REQUIRE(whole_arrived.get_future().wait_for(std::chrono::seconds(20)) ==
+          std::future_status::ready);
+  CHECK(delivered.load() == 1); // only the whole one
+}
