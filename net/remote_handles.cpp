@@ -10,11 +10,35 @@ using namespace detail;
 
 namespace {
 
-class remote_worker_impl final : public remote_worker {
+/// What remote workers and masters share: the endpoint, the address, and `call`, which posts to
+/// the loop, connects if needed, makes the request and answers `done` once.
+template <class Interface> class remote_handle : public Interface {
 public:
-  remote_worker_impl(std::shared_ptr<endpoint::impl> ep, std::string address)
+  remote_handle(std::shared_ptr<endpoint::impl> ep, std::string address)
       : ep_(std::move(ep)), address_(std::move(address)) {}
   const std::string& address() const override { return address_; }
+
+protected:
+  template <class T, class Make> void call(callback<T> done, Make make) {
+    auto cb = std::make_shared<once<result<T>>>(std::move(done));
+    auto ep = ep_;
+    std::string address = address_;
+    // If the loop has stopped, the task is dropped and the last release of `cb` answers.
+    ep_->post([ep, address, cb, make = std::move(make)]() mutable {
+      ep->loop->with_rpc(
+          address, [make = std::move(make), cb](auto& conn) mutable { return make(conn, cb); },
+          [cb](runnel::status s) { (*cb)(s); });
+    });
+  }
+
+private:
+  std::shared_ptr<endpoint::impl> ep_;
+  std::string address_;
+};
+
+class remote_worker_impl final : public remote_handle<remote_worker> {
+public:
+  using remote_handle::remote_handle;
 
   void status(callback<worker_status> done) override {
     call<worker_status>(std::move(done), [](auto& c, auto cb) {
@@ -75,29 +99,11 @@ public:
     });
   }
 
-  // Posts to the loop: connect if needed, make the request, answer `done` once.
-  template <class T, class Make> void call(callback<T> done, Make make) {
-    auto cb = std::make_shared<once<result<T>>>(std::move(done));
-    auto ep = ep_;
-    std::string address = address_;
-    // If the loop has stopped, the task is dropped and the last release of `cb` answers.
-    ep_->post([ep, address, cb, make = std::move(make)]() mutable {
-      ep->loop->with_rpc(
-          address, [make = std::move(make), cb](auto& conn) mutable { return make(conn, cb); },
-          [cb](runnel::status s) { (*cb)(s); });
-    });
-  }
-
-private:
-  std::shared_ptr<endpoint::impl> ep_;
-  std::string address_;
 };
 
-class remote_master_impl final : public remote_master {
+class remote_master_impl final : public remote_handle<remote_master> {
 public:
-  remote_master_impl(std::shared_ptr<endpoint::impl> ep, std::string address)
-      : ep_(std::move(ep)), address_(std::move(address)) {}
-  const std::string& address() const override { return address_; }
+  using remote_handle::remote_handle;
 
   void create_session(std::string graph_bytes, bool cost_model,
                       callback<std::string> done) override {
@@ -176,21 +182,6 @@ public:
     });
   }
 
-  template <class T, class Make> void call(callback<T> done, Make make) {
-    auto cb = std::make_shared<once<result<T>>>(std::move(done));
-    auto ep = ep_;
-    std::string address = address_;
-    // If the loop has stopped, the task is dropped and the last release of `cb` answers.
-    ep_->post([ep, address, cb, make = std::move(make)]() mutable {
-      ep->loop->with_rpc(
-          address, [make = std::move(make), cb](auto& conn) mutable { return make(conn, cb); },
-          [cb](runnel::status s) { (*cb)(s); });
-    });
-  }
-
-private:
-  std::shared_ptr<endpoint::impl> ep_;
-  std::string address_;
 };
 
 } // namespace
