@@ -258,6 +258,9 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
   eo.listen = listen;
   eo.auth_token = o.auth_token;
   eo.allow_unauthenticated = o.allow_unauthenticated;
+  eo.tls_cert = o.tls_cert;
+  eo.tls_key = o.tls_key;
+  eo.tls_ca = o.tls_ca;
   eo.idle_timeout = o.idle_timeout;
   eo.handshake_timeout = o.handshake_timeout;
   eo.worker = i->worker.get();
@@ -312,6 +315,7 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
                                                     "(--allow-unauthenticated)"
                                                   : "reachable from other hosts, auth token "
                                                     "required");
+  reach += o.tls_cert.empty() ? ", plain TCP" : ", TLS with client certificates";
   o.log("info", "task " + self.name() + " serving on " + listen + " (port " +
                     std::to_string(i->ep->port()) + ", " + reach + "), incarnation " +
                     std::to_string(i->incarnation) + ", " + std::to_string(rt->devices().size()) +

@@ -31,6 +31,8 @@ struct node_options {
   /// hosts can reach unless `allow_unauthenticated`; docs/reliability.md).
   std::string auth_token;
   bool allow_unauthenticated = false;
+  /// TLS for both planes (net::endpoint_options): PEM files, all three or none.
+  std::string tls_cert, tls_key, tls_ca;
   /// "host:port" to serve Prometheus metrics on (GET /metrics); empty: none.
   std::string metrics;
   /// Accepted connections that move no byte this long are closed (0: never); a handshake must

@@ -119,6 +119,9 @@ std::shared_ptr<session::remote> make_remote_session(const graph& g, const std::
   }
   net::endpoint_options eo;
   eo.auth_token = options.auth_token;
+  eo.tls_cert = options.tls_cert;
+  eo.tls_key = options.tls_key;
+  eo.tls_ca = options.tls_ca;
   auto ep = net::endpoint::start(std::move(eo));
   if (!ep) {
     r->broken = ep.error();

@@ -50,6 +50,9 @@ struct session_options {
   /// for the cluster before failing with `deadline_exceeded` (0: no limit).
   std::string auth_token;
   std::chrono::milliseconds remote_timeout{0};
+  /// Remote sessions over TLS (a cluster whose nodes run with --tls-*): PEM files of this
+  /// client's certificate and key, and the cluster's CA. All three or none.
+  std::string tls_cert, tls_key, tls_ca;
 };
 
 struct run_options {

@@ -30,6 +30,9 @@ usage: runnel-node --cluster SPEC --job NAME --task I [options]
                           can reach needs --auth-token-file or --allow-unauthenticated
   --allow-unauthenticated serve peers without a token on a non-loopback address (trusted
                           networks only: any peer could register and run graphs)
+  --tls-cert FILE --tls-key FILE --tls-ca FILE
+                          TLS on both planes (PEM): this node's certificate and key, and the CA
+                          every peer's certificate must be signed by (docs/reliability.md)
   --metrics HOST:PORT     serve Prometheus metrics on GET /metrics (docs/reliability.md)
   --idle-timeout S        close accepted connections idle this long (default 300; 0: never)
   --cpu-devices N         virtual CPU devices, each with its share of the cores (default 1)
@@ -92,6 +95,9 @@ int run(const apps::flags& f) {
     o.auth_token = apps::read_token(f.get("auth-token-file", "")).value();
   o.allow_unauthenticated = f.has("allow-unauthenticated");
   o.metrics = f.get("metrics", "");
+  o.tls_cert = f.get("tls-cert", "");
+  o.tls_key = f.get("tls-key", "");
+  o.tls_ca = f.get("tls-ca", "");
   o.idle_timeout =
       std::chrono::milliseconds(int64_t(f.get_double("idle-timeout", 300).value() * 1000));
   raise_descriptor_limit();
@@ -121,7 +127,7 @@ int run(const apps::flags& f) {
 int main(int argc, char** argv) {
   return apps::app_main("runnel-node", argc, argv, usage,
                         {"cluster", "cluster-file", "job", "task", "listen", "cpu-devices", "simulated-gpus",
-                         "auth-token-file", "allow-unauthenticated", "metrics", "idle-timeout",
+                         "auth-token-file", "allow-unauthenticated", "metrics", "idle-timeout", "tls-cert", "tls-key", "tls-ca",
                          "startup-timeout", "heartbeat-timeout", "port-file"},
                         run);
 }

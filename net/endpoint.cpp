@@ -99,6 +99,14 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> endpoint::impl::loop_state::open(const s
   auto handshake =
       resolve(address)
           .then([](kj::Own<kj::NetworkAddress> a) { return a->connect().attach(kj::mv(a)); })
+          .then([this, address](kj::Own<kj::AsyncIoStream> stream)
+                    -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+            if (!tls)
+              return kj::mv(stream);
+            // The server's certificate must name the host as the cluster spec gives it.
+            auto host = cluster_spec::split_address(address).value().first;
+            return tls->wrapClient(kj::mv(stream), host);
+          })
           .then([this, kind](kj::Own<kj::AsyncIoStream> stream) {
             std::string bytes = make_preamble(kind, ep.options.auth_token);
             auto pre = kj::heapArray<kj::byte>(bytes_of(bytes)); // (has NULs: not a string)
@@ -349,6 +357,46 @@ void endpoint::impl::loop_state::forget(const std::string& address) {
 
 // ---- the loop thread -------------------------------------------------------------------------
 
+status endpoint::impl::loop_state::setup_tls() {
+  auto& o = ep.options;
+  int given = !o.tls_cert.empty() + !o.tls_key.empty() + !o.tls_ca.empty();
+  if (given == 0)
+    return {};
+  if (given != 3)
+    return invalid_argument("TLS needs a certificate, its key and the CA (--tls-cert, --tls-key "
+                            "and --tls-ca): give all three or none");
+  auto read = [](const std::string& path, std::string& out) -> status {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f)
+      return not_found("cannot read " + path + ": " + std::strerror(errno));
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+      out.append(buf, n);
+    std::fclose(f);
+    return {};
+  };
+  std::string cert, key, ca;
+  RUNNEL_RETURN_IF_ERROR(read(o.tls_cert, cert));
+  RUNNEL_RETURN_IF_ERROR(read(o.tls_key, key));
+  RUNNEL_RETURN_IF_ERROR(read(o.tls_ca, ca));
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
+                tls_keypair = kj::heap<kj::TlsKeypair>(
+                    kj::TlsKeypair{kj::TlsPrivateKey(kj::StringPtr(key.c_str())),
+                                   kj::TlsCertificate(kj::StringPtr(cert.c_str()))});
+                tls_ca = kj::heap<kj::TlsCertificate>(kj::StringPtr(ca.c_str()));
+                kj::TlsContext::Options t;
+                t.useSystemTrustStore = false;
+                t.verifyClients = true;
+                t.trustedCertificates = kj::arrayPtr(tls_ca.get(), 1);
+                t.defaultKeypair = *tls_keypair;
+                tls = kj::heap<kj::TlsContext>(kj::mv(t));
+              })) {
+    return invalid_argument("TLS setup from " + o.tls_cert + ", " + o.tls_key + " and " +
+                            o.tls_ca + " failed: " + to_std(e->getDescription()));
+  }
+  return {};
+}
+
 namespace {
 bool is_loopback(const sockaddr_storage& sa) {
   if (sa.ss_family == AF_INET) {
@@ -372,6 +420,12 @@ void endpoint::impl::run_loop(std::promise<status>& started) {
   }
   loop = state.get();
   auto& ws = state->io.waitScope;
+  if (status s = state->setup_tls(); !s.ok()) {
+    loop = nullptr;
+    state = nullptr;
+    started.set_value(s);
+    return;
+  }
   if (!options.listen.empty()) {
     auto split = cluster_spec::split_address(options.listen);
     if (!split) {

@@ -172,6 +172,11 @@ struct endpoint_options {
   int max_connections_per_peer = 64;
   /// RPC calls in flight per connection; more are answered `resource_exhausted`.
   int max_pending_rpcs = 1024;
+  /// TLS for both planes, all three or none (PEM files): this endpoint's certificate and key
+  /// (presented as a server and as a client) and the CA that signs every peer's certificate.
+  /// Peers must present a certificate that CA signed (mutual TLS); a client checks that the
+  /// server's certificate names the host it dialled (for an IP, as a DNS name too).
+  std::string tls_cert, tls_key, tls_ca;
   /// Frames with larger payloads are read into buffers that grow with the bytes that arrived,
   /// so that a header cannot reserve memory its sender never fills.
   uint64_t direct_payload_bytes = uint64_t(64) << 20;

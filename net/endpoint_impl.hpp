@@ -21,6 +21,7 @@
 #include <capnp/serialize.h>
 #include <kj/async-io.h>
 #include <kj/async-unix.h>
+#include <kj/compat/tls.h>
 #include <kj/debug.h>
 
 #include "net/cluster.capnp.h"
@@ -142,6 +143,12 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
   kj::UnixEventPort::FdObserver wake;
   kj::Own<kj::ConnectionReceiver> listener;
   capnp::ReaderOptions rpc_options;
+  /// TLS for both planes (null: plain TCP); the key pair and CA live as long as it.
+  kj::Own<kj::TlsKeypair> tls_keypair;
+  kj::Own<kj::TlsCertificate> tls_ca;
+  kj::Own<kj::TlsContext> tls;
+  /// Reads the PEM files of endpoint_options and makes `tls` (run_loop calls it).
+  status setup_tls();
 
   // ---- client side (endpoint.cpp) ----
 

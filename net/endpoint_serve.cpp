@@ -39,6 +39,8 @@ public:
 
 private:
   kj::Promise<size_t> read_some(kj::byte* buf, size_t min_bytes, size_t max_bytes, size_t got) {
+    if (got >= min_bytes || got == max_bytes)
+      return got; // (a read of 0 bytes, e.g. an empty token, must not wait for one)
     return inner_->tryRead(buf + got, 1, max_bytes - got)
         .then([this, buf, min_bytes, max_bytes, got](size_t n) -> kj::Promise<size_t> {
           if (n == 0)
@@ -132,16 +134,29 @@ kj::Promise<void> endpoint::impl::loop_state::accept_loop() {
       });
 }
 
+namespace {
+/// A connection through its handshake: its kind (0: refused) and its stream.
+struct handshaken {
+  uint8_t kind = 0;
+  kj::Own<watched_stream> stream;
+};
+} // namespace
+
 kj::Promise<void> endpoint::impl::loop_state::serve(kj::Own<kj::AsyncIoStream> raw,
                                                     std::string peer) {
   ++handshakes_in_progress;
-  auto stream = kj::heap<watched_stream>(kj::mv(raw), io.provider->getTimer());
-  auto& s = *stream;
-  auto head = kj::heapArray<kj::byte>(preamble_bytes);
-  auto& h = head;
-  // Reads the preamble and the token and answers; yields the connection's kind, or 0 when it
-  // was refused. The whole exchange runs under handshake_timeout.
-  auto handshake =
+  auto& timer = io.provider->getTimer();
+  // TLS first (when configured), then the preamble and the token, then the answer: all under
+  // handshake_timeout. Yields the connection, its kind 0 when it was refused.
+  kj::Promise<kj::Own<kj::AsyncIoStream>> secured =
+      tls ? tls->wrapServer(kj::mv(raw)) : kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(raw));
+  auto handshake = secured.then([this, &timer, peer](kj::Own<kj::AsyncIoStream> plain) {
+    auto conn = kj::heap<handshaken>();
+    conn->stream = kj::heap<watched_stream>(kj::mv(plain), timer);
+    auto& s = *conn->stream;
+    auto head = kj::heapArray<kj::byte>(preamble_bytes);
+    auto& h = head;
+    auto answered =
       s.read(h.begin(), preamble_bytes)
           .then([this, &s, head = kj::mv(head), peer]() mutable -> kj::Promise<uint8_t> {
             auto answer = [&s](handshake_answer a, uint8_t kind) {
@@ -177,19 +192,23 @@ kj::Promise<void> endpoint::impl::loop_state::serve(kj::Own<kj::AsyncIoStream> r
                   return answer(handshake_answer::ok, kind);
                 });
           });
-  auto timed = io.provider->getTimer().timeoutAfter(to_kj(ep.options.handshake_timeout),
-                                                     kj::mv(handshake));
-  return timed
+    return answered.then([conn = kj::mv(conn)](uint8_t kind) mutable {
+      conn->kind = kind;
+      return kj::mv(conn);
+    });
+  });
+  return timer.timeoutAfter(to_kj(ep.options.handshake_timeout), kj::mv(handshake))
       .then(
-          [this, stream = kj::mv(stream), peer](uint8_t kind) mutable -> kj::Promise<void> {
+          [this, peer](kj::Own<handshaken> conn) -> kj::Promise<void> {
             --handshakes_in_progress;
-            if (kind == 0)
+            if (conn->kind == 0)
               return kj::READY_NOW;
             ep.stats.connections_accepted++;
-            debug(std::string("accepted a ") + (kind == uint8_t(conn_kind::rpc) ? "rpc" : "data") +
+            debug(std::string("accepted a ") +
+                  (conn->kind == uint8_t(conn_kind::rpc) ? "rpc" : "data") +
                   " connection from " + peer);
-            auto c = kj::heap<served>(*this, kj::mv(stream), peer);
-            if (kind == uint8_t(conn_kind::rpc))
+            auto c = kj::heap<served>(*this, kj::mv(conn->stream), peer);
+            if (conn->kind == uint8_t(conn_kind::rpc))
               return serve_rpc(kj::mv(c));
             return serve_data(kj::mv(c));
           },
@@ -201,6 +220,13 @@ kj::Promise<void> endpoint::impl::loop_state::serve(kj::Own<kj::AsyncIoStream> r
               ep.stats.handshake_timeouts++;
               log_limit("closed a connection from " + peer + ": no handshake within " +
                         std::to_string(ep.options.handshake_timeout.count()) + " ms");
+              return kj::READY_NOW;
+            }
+            if (tls) {
+              // No certificate, one our CA did not sign, or not TLS at all.
+              ep.stats.connections_rejected++;
+              log_limit("rejected a connection from " + peer + ": TLS handshake failed: " +
+                        to_std(e.getDescription()));
               return kj::READY_NOW;
             }
             return kj::mv(e);
