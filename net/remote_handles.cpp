@@ -10,6 +10,16 @@ using namespace detail;
 
 namespace {
 
+/// Answers `cb` with the reply's error when it carries one, else with `value()`.
+template <class Cb, class Response, class Value>
+void answer(Cb& cb, Response& response, Value value) {
+  auto s = read_status(response.getError());
+  if (!s.ok())
+    (*cb)(s);
+  else
+    (*cb)(value());
+}
+
 /// What remote workers and masters share: the endpoint, the address, and `call`, which posts to
 /// the loop, connects if needed, makes the request and answers `done` once.
 template <class Interface> class remote_handle : public Interface {
@@ -53,11 +63,7 @@ public:
       auto req = c.worker.registerGraphRequest();
       req.setGraph(bytes_of(bytes));
       return req.send().then([cb](auto response) mutable {
-        auto s = read_status(response.getError());
-        if (!s.ok())
-          (*cb)(s);
-        else
-          (*cb)(to_std(response.getHandle()));
+        answer(cb, response, [&] { return to_std(response.getHandle()); });
       });
     });
   }
@@ -74,11 +80,7 @@ public:
       for (size_t i = 0; i < fetches.size(); ++i)
         f.set(uint(i), fetches[i]);
       return req.send().then([cb](auto response) mutable {
-        auto s = read_status(response.getError());
-        if (!s.ok())
-          (*cb)(s);
-        else
-          (*cb)(read_named(response.getTensors()));
+        answer(cb, response, [&] { return read_named(response.getTensors()); });
       });
     });
   }
@@ -113,11 +115,7 @@ public:
                         req.setGraph(bytes_of(bytes));
                         req.setCostModel(cost_model);
                         return req.send().then([cb](auto response) mutable {
-                          auto s = read_status(response.getError());
-                          if (!s.ok())
-                            (*cb)(s);
-                          else
-                            (*cb)(to_std(response.getHandle()));
+                          answer(cb, response, [&] { return to_std(response.getHandle()); });
                         });
                       });
   }
@@ -131,11 +129,7 @@ public:
           req.setHandle(handle);
           req.setGraph(bytes_of(bytes));
           return req.send().then([cb](auto response) mutable {
-            auto s = read_status(response.getError());
-            if (!s.ok())
-              (*cb)(s);
-            else
-              (*cb)(true);
+            answer(cb, response, [&] { return true; });
           });
         });
   }
