@@ -25,8 +25,10 @@ for p in procs:
         continue
     third = len(after) // 3
     # Peaks, not medians: memory rises and falls with each epoch (shuffle buffers, evaluation),
-    # and a leak shows as peaks that climb.
-    first = max(rss[i] for i in after[:third])
+    # and a leak shows as peaks that climb past every earlier one. The baseline is the highest
+    # peak of the first two thirds: a 3 s sample catches an epoch's peak only sometimes, and a
+    # short run's first third alone (ten samples in CI's 2 minutes) can miss them all.
+    first = max(rss[i] for i in after[:len(after) - third])
     last = max(rss[i] for i in after[-third:])
     growth = 100.0 * (last - first) / first
     fd_warm, fd_max = max(fds[i] for i in before), max(fds[i] for i in after)
