@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli_common.hpp"
 #include "apps/records_tools.hpp"
 #include "placement/cost_model.hpp"
 #include "placement/dot.hpp"
@@ -23,6 +24,9 @@
 #include "storage/record_index.hpp"
 
 using namespace runnel;
+using runnel::cli::fail;
+using runnel::cli::usage_error;
+using runnel::cli::wants_help;
 
 namespace {
 
@@ -32,6 +36,10 @@ const char* main_usage =
     "  ckpt inspect FILE [--values]   list a checkpoint's variables (with value summaries)\n"
     "  ckpt verify DIR                check that DIR/checkpoint names whole, readable files\n"
     "  graph dump FILE                print a saved graph, one node per line\n"
+    "  graph dot FILE [--place P]     the graph for Graphviz, nodes colored by device\n"
+    "  graph import MODEL.pb          check a TensorFlow GraphDef (.pb/.pbtxt) and summarize it\n"
+    "  graph export GRAPH OUT.pb      write a graph as a TensorFlow GraphDef (.pb/.pbtxt)\n"
+    "  run MODEL --feed X=IN.npy --fetch Y [--out OUT.npy]   run a graph on NumPy arrays\n"
     "  records count FILE...          count the records of TFRecord files\n"
     "  records verify FILE...         check every record's CRCs; non-zero exit on corruption\n"
     "  records cat FILE [--limit N] [--raw]   records as JSON lines (decoded Examples)\n"
@@ -55,27 +63,14 @@ const char* ckpt_usage =
 
 const char* graph_usage =
     "usage: runnel graph dump FILE\n"
+    "       runnel graph import MODEL.pb|MODEL.pbtxt [--out FILE.graph]\n"
+    "       runnel graph export GRAPH OUT.pb|OUT.pbtxt\n"
     "       runnel graph dot FILE [--place first|cost] [--devices N] [--explain]\n"
     "dump prints a graph saved with save_graph, one node per line:\n"
     "  name = Op(inputs, ^control_inputs) {attrs} -> output dtypes and shapes @device\n"
     "dot prints it for Graphviz (dot -Tsvg), nodes colored by device: the devices the nodes\n"
     "request, or with --place the devices a placer picks over N virtual CPUs (default 2);\n"
     "--explain prints the cost-model placer's reasons on stderr.\n";
-
-int fail(const status& s) {
-  std::fprintf(stderr, "runnel: %s\n", s.to_string().c_str());
-  return 1;
-}
-
-int usage_error(const std::string& message, const char* usage) {
-  std::fprintf(stderr, "runnel: %s\n%s", message.c_str(), usage);
-  return 2;
-}
-
-bool wants_help(const std::vector<std::string>& args) {
-  return std::any_of(args.begin(), args.end(),
-                     [](const std::string& a) { return a == "--help" || a == "-h"; });
-}
 
 std::string summary(const tensor& t) {
   if (t.type() == dtype::string) {
@@ -439,6 +434,12 @@ int main(int argc, char** argv) {
     return ckpt_inspect({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dump")
     return graph_dump({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "graph" && args[1] == "import")
+    return runnel::cli::graph_import({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "graph" && args[1] == "export")
+    return runnel::cli::graph_export({args.begin() + 2, args.end()});
+  if (args[0] == "run")
+    return runnel::cli::run_model({args.begin() + 1, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dot")
     return graph_dot({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" && args[1] == "convert")

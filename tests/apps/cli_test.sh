@@ -52,6 +52,30 @@ check "graph dot explain" 0 "earliest estimated finish" -- "$runnel" graph dot "
 check "graph dot bad policy" 2 "--place must be first or cost" -- "$runnel" graph dot "$work/demo/mlp.graph" --place nope
 
 # Record files written by TensorFlow pipelines (../shared/testdata).
+# TensorFlow GraphDefs and NumPy arrays (tests/tf/make_tf_graphs.py writes them the way
+# TensorFlow does, with the outputs NumPy computes).
+tf=$work/tf
+/usr/bin/python3 "$(dirname "$0")/../tf/make_tf_graphs.py" "$tf" 250
+check "graph import" 0 "^  x float32\[\?,784\]" -- "$runnel" graph import "$tf/mnist_cnn.pb"
+check "graph import unsupported" 1 "node 'lrn' \(op LRN\); node 'z' \(op FancyUnknownOp\)" -- "$runnel" graph import "$tf/unsupported.pbtxt"
+check "graph import --out" 0 "wrote .*cnn.graph" -- "$runnel" graph import "$tf/mnist_cnn.pbtxt" --out "$tf/cnn.graph"
+check "graph export" 0 "wrote .*cnn_back.pbtxt \(29 nodes\)" -- "$runnel" graph export "$tf/cnn.graph" "$tf/cnn_back.pbtxt"
+check "run" 0 "softmax -> .*sm.npy \(float32\[250,10\]\)" -- "$runnel" run "$tf/mnist_cnn.pb" --feed "x=$tf/images.npy" --fetch softmax --fetch prediction --out "$tf/sm.npy" --out "$tf/pred.npy"
+check "run output" 0 "^same$" -- /usr/bin/python3 -c "
+import numpy as np
+a, b = np.load('$tf/sm.npy'), np.load('$tf/expected_softmax.npy')
+p, q = np.load('$tf/pred.npy'), np.load('$tf/expected_prediction.npy')
+print('same' if np.abs(a - b).max() < 1e-4 and (p == q).all() else 'differs')"
+check "run fixed batch refused" 1 "expects shape \[100,784\], the file holds \[250,784\].*--batch 100" -- "$runnel" run "$tf/mnist_cnn_b100.pb" --feed "x=$tf/images.npy" --fetch softmax
+# 250 rows in steps of 100: the last step has 50, which the fixed-batch graph refuses by name.
+check "run batch remainder" 1 "step at row 200" -- "$runnel" run "$tf/mnist_cnn_b100.pb" --feed "x=$tf/images.npy" --fetch softmax --batch 100
+check "run batch" 0 "ran 3 steps" -- "$runnel" run "$tf/mnist_cnn.pb" --feed "x=$tf/images.npy" --fetch softmax --out "$tf/sm_b.npy" --batch 100
+check "run printed" 0 "prediction = int64\[250\]" -- "$runnel" run "$tf/cnn.graph" --feed "x=$tf/images.npy" --fetch prediction
+check "run bad fetch" 1 "--fetch.*nosuch" -- "$runnel" run "$tf/mnist_cnn.pb" --feed "x=$tf/images.npy" --fetch nosuch
+check "run bad npy" 1 "DATA_LOSS: .*notes.h5: not a NumPy .npy file" -- "$runnel" run "$tf/mnist_cnn.pb" --feed "x=$work/notes.h5" --fetch softmax
+check "run usage" 2 "--feed needs NAME=FILE.npy" -- "$runnel" run "$tf/mnist_cnn.pb" --feed x --fetch softmax
+check "help lists every command" 0 "graph dot.*" -- "$runnel" --help
+
 if [[ -z $testdata || ! -d $testdata ]]; then
   echo "FAIL records: the shared test data is missing (set RUNNEL_TESTDATA)"
   failures=$((failures + 1))

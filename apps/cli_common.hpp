@@ -1,0 +1,35 @@
+#pragma once
+// What the `runnel` tool's subcommands share: errors on stderr with exit status 1 (bad input)
+// or 2 (bad usage), and --help detection.
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ops/status.hpp"
+
+namespace runnel::cli {
+
+inline int fail(const status& s) {
+  std::fprintf(stderr, "runnel: %s\n", s.to_string().c_str());
+  return 1;
+}
+
+inline int usage_error(const std::string& message, const char* usage) {
+  std::fprintf(stderr, "runnel: %s\n%s", message.c_str(), usage);
+  return 2;
+}
+
+inline bool wants_help(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(),
+                     [](const std::string& a) { return a == "--help" || a == "-h"; });
+}
+
+/// Subcommands in apps/tf_tools.cpp.
+int graph_import(const std::vector<std::string>& args);
+int graph_export(const std::vector<std::string>& args);
+int run_model(const std::vector<std::string>& args);
+extern const char* run_usage;
+
+} // namespace runnel::cli

@@ -1,0 +1,48 @@
+#pragma once
+// TensorFlow GraphDef files: import frozen graphs (.pb binary, .pbtxt text) as Runnel graphs, and
+// export Runnel graphs as GraphDefs TensorFlow and TensorBoard load.
+//
+//   auto g = import_tf_graph("frozen_mnist.pb");          // errors name the file and node
+//   if (!g) { std::cerr << g.error().to_string(); return 1; }
+//   session s(rt, *g);
+//   auto out = s.run({{"x", images}}, {"softmax"});
+//   throw_if_error(save_tf_graph(*g, "model.pbtxt"));     // text, by the extension
+//
+// Import maps each NodeDef onto Runnel's op of the same name (AddV2 becomes Add) and its
+// attributes onto the op's declared ones. Attributes Runnel infers (dtype attributes such as
+// `T` or `Tidx` it does not declare) and TensorFlow's private ones (`_output_shapes`, ...) are
+// dropped, `_class` colocation is kept; any other attribute Runnel does not know is an error,
+// as is every op Runnel lacks: all of them are named in one error. A legacy GraphDef (no
+// `versions`) reads a Placeholder's empty `shape` as unknown, as TensorFlow does.
+// Protobuf types stay inside storage/tf/.
+
+#include <string>
+#include <string_view>
+
+#include "ops/graph.hpp"
+
+namespace runnel {
+
+enum class tf_graph_format {
+  binary, ///< a serialized GraphDef (.pb)
+  text,   ///< protobuf text format (.pbtxt)
+  detect  ///< text when the file does not parse as binary but reads as text
+};
+
+/// Builds a Runnel graph from GraphDef bytes; `source` names the origin in errors.
+result<graph> import_tf_graph_def(std::string_view bytes, tf_graph_format format,
+                                  const std::string& source = "<memory>",
+                                  const op_registry& ops = builtin_ops());
+/// Reads a .pb or .pbtxt file (the format by extension: .pbtxt/.pb.txt/.txt are text; otherwise
+/// detected).
+result<graph> import_tf_graph(const std::string& path, const op_registry& ops = builtin_ops());
+
+/// The graph as a GraphDef (TensorFlow's op and attribute names; tensors as tensor_content).
+std::string export_tf_graph_def(const graph& g, tf_graph_format format = tf_graph_format::binary);
+/// Writes atomically; text when the path ends in .pbtxt or .txt.
+status save_tf_graph(const graph& g, const std::string& path);
+
+/// Whether `bytes` start like a Runnel graph file ("RNLGRAPH") rather than a GraphDef.
+bool is_runnel_graph_file(std::string_view bytes);
+
+} // namespace runnel
