@@ -10,6 +10,7 @@
 #include "ops/gpu/accelerator.hpp"
 #include "ops/gpu/simulated_gpu.hpp"
 #include "storage/example_parse.hpp"
+#include "storage/tf/events.hpp"
 
 namespace runnel {
 
@@ -38,6 +39,7 @@ const kernel_registry& runtime_kernels() {
     auto* r = new kernel_registry;
     register_builtin_kernels(*r);
     register_parsing_kernels(*r);
+    register_summary_kernels(*r);
     register_sendrecv_kernels(*r);
     register_gpu_kernels(*r);
     return r;

@@ -1,5 +1,7 @@
 #include "apps/app_support.hpp"
 
+#include <unistd.h>
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -162,7 +164,7 @@ int app_main(const char* app, int argc, char** argv, const char* usage,
 
 progress_line::progress_line(int64_t total_steps, int epochs, std::string unit)
     : start_(std::chrono::steady_clock::now()), last_(start_), total_steps_(total_steps),
-      epochs_(epochs), unit_(std::move(unit)) {}
+      epochs_(epochs), unit_(std::move(unit)), terminal_(::isatty(STDERR_FILENO) == 1) {}
 
 void progress_line::update(int epoch, int64_t step, double loss, double accuracy,
                            int64_t examples) {
@@ -172,27 +174,45 @@ void progress_line::update(int epoch, int64_t step, double loss, double accuracy
     start_examples_ = examples;
     start_ = now;
   }
-  if (now - last_ < std::chrono::milliseconds(200) && step != total_steps_)
+  latest_ = {epoch, step, loss, accuracy, examples, now};
+  have_latest_ = true;
+  // A log file (stderr not a terminal) gets one line per epoch, from finish(), not a stream of
+  // carriage returns.
+  if (!terminal_)
     return;
+  if (now - last_ < std::chrono::milliseconds(200) && step != total_steps_) {
+    pending_ = true;
+    return;
+  }
   last_ = now;
-  double secs = std::chrono::duration<double>(now - start_).count();
-  double rate = secs > 0 ? double(examples - start_examples_) / secs : 0;
-  double step_rate = secs > 0 ? double(step - start_step_) / secs : 0;
-  double eta = step_rate > 0 ? double(total_steps_ - step) / step_rate : 0;
+  draw("\r");
+}
+
+void progress_line::draw(const char* prefix) {
+  auto& p = latest_;
+  double secs = std::chrono::duration<double>(p.when - start_).count();
+  double rate = secs > 0 ? double(p.examples - start_examples_) / secs : 0;
+  double step_rate = secs > 0 ? double(p.step - start_step_) / secs : 0;
+  double eta = step_rate > 0 ? double(total_steps_ - p.step) / step_rate : 0;
   char acc[32] = "";
-  if (accuracy >= 0) // a negative accuracy: the model has none to show
-    std::snprintf(acc, sizeof acc, "  acc %.4f", accuracy);
-  std::fprintf(stderr, "\r  epoch %d/%d  step %lld/%lld  loss %.4f%s  %.0f %s/s  eta %.0fs   ",
-               epoch, epochs_, static_cast<long long>(step), static_cast<long long>(total_steps_),
-               loss, acc, rate, unit_.c_str(), eta);
+  if (p.accuracy >= 0) // a negative accuracy: the model has none to show
+    std::snprintf(acc, sizeof acc, "  acc %.4f", p.accuracy);
+  std::fprintf(stderr, "%s  epoch %d/%d  step %lld/%lld  loss %.4f%s  %.0f %s/s  eta %.0fs   ",
+               prefix, p.epoch, epochs_, static_cast<long long>(p.step),
+               static_cast<long long>(total_steps_), p.loss, acc, rate, unit_.c_str(), eta);
   std::fflush(stderr);
   dirty_ = true;
+  pending_ = false;
 }
 
 void progress_line::finish() {
+  // The epoch's last state, even when the update that carried it was not drawn.
+  if (have_latest_ && (pending_ || !terminal_))
+    draw(terminal_ ? "\r" : "");
   if (dirty_)
     std::fprintf(stderr, "\n");
   dirty_ = false;
+  have_latest_ = false;
 }
 
 status write_curve_csv(const std::string& path, const std::vector<curve_point>& points) {

@@ -53,22 +53,33 @@ private:
 int app_main(const char* app, int argc, char** argv, const char* usage,
              const std::vector<std::string>& known_flags, int (*run)(const flags&));
 
-/// A single status line rewritten in place (at most every 200 ms), e.g.
-/// `epoch 2/5  step 900/3000  loss 0.4123  acc 0.8530  41230 ex/s  eta 12s`.
+/// A single status line rewritten in place (at most every 200 ms) on a terminal, e.g.
+/// `epoch 2/5  step 900/3000  loss 0.4123  acc 0.8530  41230 ex/s  eta 12s`. When stderr is not
+/// a terminal (a log file), only finish() writes: the epoch's final state as one line.
 class progress_line {
 public:
   /// `unit` names what `examples` counts in the rate ("ex/s", "words/s").
   progress_line(int64_t total_steps, int epochs, std::string unit = "ex");
   void update(int epoch, int64_t step, double loss, double accuracy, int64_t examples);
-  /// Ends the line (the next output starts on a fresh line).
+  /// Draws the last update's state (if it was not drawn yet) and ends the line.
   void finish();
 
 private:
+  void draw(const char* prefix);
+  struct state {
+    int epoch = 0;
+    int64_t step = 0;
+    double loss = 0, accuracy = -1;
+    int64_t examples = 0;
+    std::chrono::steady_clock::time_point when;
+  };
   std::chrono::steady_clock::time_point start_, last_;
   int64_t total_steps_, start_step_ = -1, start_examples_ = 0;
   int epochs_;
   std::string unit_;
-  bool dirty_ = false;
+  bool terminal_;
+  state latest_;
+  bool have_latest_ = false, pending_ = false, dirty_ = false;
 };
 
 /// One point of a training curve; test_accuracy < 0 where the test set was not evaluated.

@@ -31,5 +31,8 @@ int graph_import(const std::vector<std::string>& args);
 int graph_export(const std::vector<std::string>& args);
 int run_model(const std::vector<std::string>& args);
 extern const char* run_usage;
+/// apps/events_tool.cpp
+int events_cat(const std::vector<std::string>& args);
+extern const char* events_usage;
 
 } // namespace runnel::cli

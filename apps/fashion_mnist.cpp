@@ -23,11 +23,13 @@
 #include "apps/app_support.hpp"
 #include "apps/fashion_mnist_model.hpp"
 #include "apps/records_tools.hpp"
+#include "apps/training_log.hpp"
 #include "ops/data_flow.hpp"
 #include "ops/mixed_precision.hpp"
 #include "ops/optimizers.hpp"
 #include "ops/nn_layers.hpp"
 #include "ops/replica.hpp"
+#include "ops/summary.hpp"
 #include "ops/sync_replicas.hpp"
 #include "storage/checkpoint.hpp"
 #include "storage/record_index.hpp"
@@ -55,6 +57,7 @@ const char* usage =
     "  --checkpoint-dir DIR     a checkpoint per epoch (default ./runnel-fashion-mnist)\n"
     "  --resume                 continue from the latest checkpoint in --checkpoint-dir\n"
     "  --csv FILE, --plot FILE  write the loss/accuracy curves as CSV / SVG\n"
+    "  --logdir DIR             TensorBoard logs: the graph, train/test curves, weight histograms\n"
     "  --trace FILE             after training, trace one evaluation step on 100 test images and\n"
     "                           write its timeline (Chrome trace JSON: Perfetto, chrome://tracing)\n"
     "  --limit-train N          use only the first N training images\n"
@@ -313,6 +316,17 @@ int run(const flags& f) {
                   .compute = compute});
   saver sv(m->g, {}, {.max_to_keep = 3});
   auto init = global_variables_initializer(m->g);
+  // TensorBoard: the graph, training and test curves, and (from the chief) the weights'
+  // histograms once per epoch through summary ops.
+  training_log log(f.get("logdir", ""), f.has("cluster") ? "worker-" + std::to_string(task) : "");
+  output weight_histograms;
+  if (log.enabled() && chief) {
+    std::vector<output> hists;
+    for (int id : m->g.collection("trainable_variables"))
+      hists.push_back(histogram_summary(m->g.at(id).name, output(&m->g, {id, 0})));
+    weight_histograms = merge_summary(hists, "weight_histograms");
+  }
+  log.graph(m->g);
   std::optional<runtime> local_rt;
   int simulated_gpus = int(f.get_int("simulated-gpus", 0).value());
   if (simulated_gpus < 0 || (simulated_gpus > 0 && node))
@@ -471,6 +485,8 @@ int run(const flags& f) {
       if (m->sync) // the shared step this worker goes on from (all workers see the same)
         global_step = *r[2].data<int64_t>();
       if (window == log_every) { // a point of the training curve (no test evaluation)
+        log.scalar("train/loss", window_loss / double(window), global_step);
+        log.scalar("train/accuracy", window_acc / double(window), global_step);
         curve.push_back({epoch + 1, global_step, window_loss / double(window),
                          window_acc / double(window), -1});
         window_loss = window_acc = 0;
@@ -484,6 +500,10 @@ int run(const flags& f) {
     last_loss = n ? loss_sum / double(n) : last_loss;
     std::tie(test_loss, test_accuracy) = evaluate();
     progress.finish();
+    log.scalar("test/loss", test_loss, global_step);
+    log.scalar("test/accuracy", test_accuracy, global_step);
+    if (weight_histograms.valid())
+      log.summary(s.run({}, {weight_histograms}).value()[0], global_step);
     if (chief) // named by the shared global_step, which counts every worker's steps
       last_checkpoint = sv.save(s, ckpt_dir + "/model", shared_step(s, m->step)).value();
     std::fprintf(stderr,
@@ -530,6 +550,7 @@ int run(const flags& f) {
     throw_if_error(write_curve_csv(f.get("csv", ""), curve));
   if (f.has("plot"))
     throw_if_error(write_curve_svg(f.get("plot", ""), "Fashion-MNIST " + kind, curve));
+  log.close();
   if (!last_checkpoint.empty())
     std::printf("checkpoint: %s\n", last_checkpoint.c_str());
   if (timed_steps > 0) // what bench/sync_backup_bench.sh reads
@@ -559,6 +580,6 @@ int main(int argc, char** argv) {
                   {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms", "wire-bf16", "precision", "simulated-gpus", "connect", "auth-token-file",
                    "model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
                    "checkpoint-dir", "trace",
-                   "resume", "csv", "plot", "limit-train", "max-steps", "min-accuracy", "seed"},
+                   "resume", "csv", "plot", "logdir", "limit-train", "max-steps", "min-accuracy", "seed"},
                   run);
 }

@@ -13,6 +13,7 @@
 
 #include "actors/saver.hpp"
 #include "apps/app_support.hpp"
+#include "apps/training_log.hpp"
 #include "ops/optimizers.hpp"
 #include "storage/checkpoint.hpp"
 
@@ -32,6 +33,7 @@ const char* usage =
     "  --checkpoint-dir DIR checkpoints (default ./runnel-iris); --resume continues\n"
     "  --save-every N       steps between checkpoints (default 500)\n"
     "  --csv FILE, --plot FILE   loss/accuracy curves\n"
+    "  --logdir DIR         TensorBoard logs (graph, loss and accuracy curves)\n"
     "  --predict ROWS       flowers to classify: \"sl,sw,pl,pw;sl,sw,pl,pw\"\n"
     "                       (default: the three examples of TensorFlow's tutorial)\n"
     "  --min-accuracy A     exit with status 3 unless test accuracy >= A and the loss fell\n";
@@ -158,6 +160,8 @@ int run(const flags& f) {
 
   runtime rt;
   session s(rt, g);
+  training_log log(f.get("logdir", ""));
+  log.graph(g);
   int64_t done = 0;
   auto latest =
       f.has("resume") ? saver::latest_checkpoint(ckpt_dir) : result<std::string>(not_found(""));
@@ -183,12 +187,16 @@ int run(const flags& f) {
     if ((done + 1) % 50 == 0 || done + 1 == steps) {
       double test_acc = *s.run({{x, test_x}, {y, test_y}}, {accuracy}).value()[0].data<float>();
       curve.push_back({1, done + 1, last_loss, *r[1].data<float>(), test_acc});
+      log.scalar("train/loss", last_loss, done + 1);
+      log.scalar("train/accuracy", *r[1].data<float>(), done + 1);
+      log.scalar("test/accuracy", test_acc, done + 1);
     }
     if ((done + 1) % save_every == 0 || done + 1 == steps)
       path = sv.save(s, ckpt_dir + "/iris", done + 1).value();
   }
   progress.finish();
   double test_acc = *s.run({{x, test_x}, {y, test_y}}, {accuracy}).value()[0].data<float>();
+  log.close();
   if (f.has("csv"))
     throw_if_error(write_curve_csv(f.get("csv", ""), curve));
   if (f.has("plot"))
@@ -223,6 +231,6 @@ int run(const flags& f) {
 int main(int argc, char** argv) {
   return app_main(
       "iris", argc, argv, usage,
-      {"data", "steps", "lr", "checkpoint-dir", "save-every", "resume", "csv", "plot", "predict", "min-accuracy"},
+      {"data", "steps", "lr", "checkpoint-dir", "save-every", "resume", "csv", "plot", "logdir", "predict", "min-accuracy"},
       run);
 }

@@ -40,6 +40,7 @@ const char* main_usage =
     "  graph import MODEL.pb          check a TensorFlow GraphDef (.pb/.pbtxt) and summarize it\n"
     "  graph export GRAPH OUT.pb      write a graph as a TensorFlow GraphDef (.pb/.pbtxt)\n"
     "  run MODEL --feed X=IN.npy --fetch Y [--out OUT.npy]   run a graph on NumPy arrays\n"
+    "  events cat FILE|LOGDIR [--json]   TensorBoard event files: scalars, tags, graphs\n"
     "  records count FILE...          count the records of TFRecord files\n"
     "  records verify FILE...         check every record's CRCs; non-zero exit on corruption\n"
     "  records cat FILE [--limit N] [--raw]   records as JSON lines (decoded Examples)\n"
@@ -438,6 +439,11 @@ int main(int argc, char** argv) {
     return runnel::cli::graph_import({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "export")
     return runnel::cli::graph_export({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "events" && args[1] == "cat")
+    return runnel::cli::events_cat({args.begin() + 2, args.end()});
+  if (args[0] == "events")
+    return wants_help(args) ? (std::fputs(runnel::cli::events_usage, stdout), 0)
+                            : usage_error("unknown events command", runnel::cli::events_usage);
   if (args[0] == "run")
     return runnel::cli::run_model({args.begin() + 1, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dot")

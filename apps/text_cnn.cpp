@@ -15,6 +15,7 @@
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "apps/app_support.hpp"
+#include "apps/training_log.hpp"
 #include "apps/text/corpus.hpp"
 #include "apps/text/training.hpp"
 #include "ops/data_flow.hpp"
@@ -47,6 +48,7 @@ const char* usage =
     "  --seed N                 (default 1)\n"
     "  --records-dir D          where the split's records go (default runnel-text-cnn-records)\n"
     "  --checkpoint-dir D       (default runnel-text-cnn)\n"
+    "  --logdir DIR             TensorBoard logs (graph, loss and accuracy curves)\n"
     "  --resume                 continue from the newest checkpoint there\n"
     "  --min-accuracy A         exit 3 unless held-out accuracy >= A\n";
 
@@ -239,6 +241,8 @@ int run(const flags& f) {
   saver sv(g, {}, {.max_to_keep = 2});
   runtime rt;
   session s(rt, g);
+  training_log log(f.get("logdir", ""));
+  log.graph(g);
   int64_t global_step = restore_or_initialize(s, sv, g, ckpt_dir, f.has("resume"));
   std::vector<feature_spec> specs{{.key = "ids", .type = dtype::i64, .shape = {length}},
                                   {.key = "label", .type = dtype::i64, .shape = {}}};
@@ -280,9 +284,12 @@ int run(const flags& f) {
       ++n;
       ++global_step;
       progress.update(epoch + 1, global_step, loss_sum / double(n), -1, global_step * batch);
+      if (global_step % 20 == 0)
+        log.scalar("train/loss", loss_sum / double(n), global_step);
     }
     progress.finish();
     accuracy = evaluate();
+    log.scalar("heldout/accuracy", accuracy, global_step);
     auto ckpt = sv.save(s, ckpt_dir + "/model", global_step).value();
     std::fprintf(stderr, "epoch %d: train loss %.4f, held-out accuracy %.4f -> %s\n", epoch + 1,
                  n ? loss_sum / double(n) : 0.0, accuracy, ckpt.c_str());
@@ -309,6 +316,6 @@ int main(int argc, char** argv) {
   return app_main("text_cnn", argc, argv, usage,
                   {"fortunes", "min-per-category", "max-length", "dim", "filters", "embeddings",
                    "epochs", "batch", "lr", "max-steps", "seed", "records-dir", "checkpoint-dir",
-                   "resume", "min-accuracy"},
+                   "resume", "min-accuracy", "logdir"},
                   run);
 }

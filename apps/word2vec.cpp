@@ -19,6 +19,7 @@
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "apps/app_support.hpp"
+#include "apps/training_log.hpp"
 #include "apps/text/corpus.hpp"
 #include "apps/text/training.hpp"
 #include "ops/data_flow.hpp"
@@ -58,6 +59,7 @@ const char* usage =
     "  --seed N                 seed of initialisation, subsampling and windows (default 1)\n"
     "  --records-dir D          where the corpus records go (default runnel-word2vec-records)\n"
     "  --checkpoint-dir D       checkpoints, one per epoch (default runnel-word2vec)\n"
+    "  --logdir DIR             TensorBoard logs (graph, loss curve)\n"
     "  --resume                 continue from the newest checkpoint there\n"
     "  --neighbours W[,W...]    words whose nearest neighbours to print at the end\n"
     "                           (default whale,ship,captain,sea,holmes,watson,night,eyes)\n"
@@ -280,6 +282,8 @@ int run(const flags& f) {
   saver sv(g, {}, {.max_to_keep = 2});
   runtime rt;
   session s(rt, g);
+  training_log log(f.get("logdir", ""));
+  log.graph(g);
   int64_t global_step = restore_or_initialize(s, sv, g, ckpt_dir, f.has("resume"));
 
   int64_t total_steps = int64_t(epochs) * steps_per_epoch;
@@ -321,6 +325,8 @@ int run(const flags& f) {
         epoch_loss += l;
         ++epoch_steps;
         losses.push_back(l);
+        if (global_step % 50 == 0)
+          log.scalar("train/loss", l, global_step);
       }
       ++global_step;
       words_done += chunk;
@@ -328,6 +334,7 @@ int run(const flags& f) {
                       -1, words_done);
     }
     progress.finish();
+    log.scalar("epoch/loss", epoch_steps ? epoch_loss / double(epoch_steps) : 0.0, global_step);
     last_checkpoint = sv.save(s, ckpt_dir + "/model", global_step).value();
     std::fprintf(stderr, "epoch %d: loss %.4f -> %s\n", epoch + 1,
                  epoch_steps ? epoch_loss / double(epoch_steps) : 0.0, last_checkpoint.c_str());
@@ -361,6 +368,6 @@ int main(int argc, char** argv) {
   return app_main("word2vec", argc, argv, usage,
                   {"corpus", "min-count", "dim", "window", "negatives", "subsample",
                    "words-per-step", "epochs", "lr", "max-steps", "seed", "records-dir",
-                   "checkpoint-dir", "resume", "neighbours", "out", "check", "trace", "method", "threads"},
+                   "checkpoint-dir", "resume", "logdir", "neighbours", "out", "check", "trace", "method", "threads"},
                   run);
 }

@@ -164,6 +164,7 @@ void register_accumulator_ops(op_registry& reg);
 /// ParseExample, ParseSingleExample, ParseSingleSequenceExample, DecodeRaw; their kernels live
 /// in storage/ (ops/parsing_ops.cpp).
 void register_parsing_ops(op_registry& reg);
+void register_summary_ops(op_registry& reg);
 
 /// Switch, Merge, Enter, Exit, NextIteration, LoopCond, ControlTrigger (ops/control_flow_ops.cpp).
 void register_control_flow_ops(op_registry& reg);

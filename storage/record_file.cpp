@@ -399,6 +399,14 @@ status record_writer::write(std::string_view record) {
   return ok ? status{} : unavailable("writing " + d.path + " failed: " + std::strerror(errno));
 }
 
+status record_writer::flush() {
+  auto& d = *impl_;
+  if (d.closed)
+    return failed_precondition("record file " + d.path + " is closed");
+  bool ok = d.gz ? gzflush(d.gz, Z_SYNC_FLUSH) == Z_OK : std::fflush(d.file) == 0;
+  return ok ? status{} : unavailable("flushing " + d.path + " failed: " + std::strerror(errno));
+}
+
 status record_writer::close() {
   auto& d = *impl_;
   if (d.closed)

@@ -82,6 +82,8 @@ public:
   ~record_writer();
 
   status write(std::string_view record);
+  /// Hands what was written to the operating system (readers of the growing file see it).
+  status flush();
   /// Flushes and closes; errors (a full disk) are reported here, not lost.
   status close();
 

@@ -76,6 +76,16 @@ check "run bad npy" 1 "DATA_LOSS: .*notes.h5: not a NumPy .npy file" -- "$runnel
 check "run usage" 2 "--feed needs NAME=FILE.npy" -- "$runnel" run "$tf/mnist_cnn.pb" --feed x --fetch softmax
 check "help lists every command" 0 "graph dot.*" -- "$runnel" --help
 
+# TensorBoard event files: one TensorFlow wrote (encoded by make_tf_graphs.py), and a training
+# app's --logdir.
+check "events cat" 0 "113 events, graph: yes, tags: accuracy \(scalar, 10\) loss \(scalar, 100\) weights \(histogram, 1\)" -- "$runnel" events cat "$tf/events.out.tfevents.1700000000.tfhost"
+check "events cat json" 0 '^\{"step":20,"wall_time":1700000021.0,"tag":"accuracy","value":0.2' -- "$runnel" events cat "$tf" --json --tag accuracy
+check "events cat not events" 1 "mnist_cnn.pb:0: .*not a record file" -- "$runnel" events cat "$tf/mnist_cnn.pb"
+iris=$(dirname "$runnel")/iris
+rm -rf "$work/iris-logs"
+check "iris --logdir" 0 "TensorBoard log: .*iris-logs/events.out.tfevents" -- "$iris" --steps 100 --checkpoint-dir "$work/iris-ckpt" --logdir "$work/iris-logs"
+check "iris events" 0 '"step":100,.*"tag":"test/accuracy"' -- "$runnel" events cat "$work/iris-logs" --json
+
 if [[ -z $testdata || ! -d $testdata ]]; then
   echo "FAIL records: the shared test data is missing (set RUNNEL_TESTDATA)"
   failures=$((failures + 1))

@@ -12,6 +12,9 @@ Writes, in OUTDIR:
   unsupported.pbtxt   a graph with two ops Runnel lacks
   images.npy          IMAGES (default 64) random images, float32 [N,784]
   expected_softmax.npy, expected_prediction.npy, expected_mlp.npy   NumPy's answers
+  events.out.tfevents.1700000000.tfhost   an event file as TensorFlow writes one: the file
+                      version, the CNN's graph, 100 steps of "loss" (TF 1 simple_value), 10 of
+                      "accuracy" (TF 2: a scalar tensor for the "scalars" plugin), a histogram
 """
 import os
 import struct
@@ -239,6 +242,7 @@ def main():
         ]
 
     open(os.path.join(outdir, "mnist_cnn.pb"), "wb").write(graph(cnn(None)))
+    write_events(os.path.join(outdir, "events.out.tfevents.1700000000.tfhost"), graph(cnn(None)))
     open(os.path.join(outdir, "mnist_cnn_b100.pb"), "wb").write(graph(cnn(100)))
 
     # The same CNN in text format, printed from the binary bytes as TensorFlow's text_format
@@ -351,6 +355,47 @@ def to_text(b, kind, ind):
 
 def pbtxt_from_binary(b):
     return to_text(b, "GraphDef", "")
+
+
+# ---- TFRecord framing and Event messages (tensorflow/core/util/event.proto) ----
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked(crc):
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def record(data):
+    length = struct.pack("<Q", len(data))
+    return (length + struct.pack("<I", masked(crc32c(length))) + data +
+            struct.pack("<I", masked(crc32c(data))))
+
+
+def event(wall_time, step, what):  # wall_time = 1 (a double: wire type 1), step = 2, the oneof
+    return varint(1 << 3 | 1) + struct.pack("<d", wall_time) + field(2, 0, step) + what
+
+
+def write_events(path, graph_bytes):
+    out = record(event(1700000000.0, 0, string(3, "brain.Event:2")))       # file_version = 3
+    out += record(event(1700000000.5, 0, string(4, graph_bytes)))           # graph_def = 4
+    for step in range(1, 101):
+        value = string(1, "loss") + field(2, 5, struct.pack("<f", 2.0 / step))  # tag, simple_value
+        out += record(event(1700000001.0 + step, step, msg(5, msg(1, value))))  # summary = 5
+        if step % 10 == 0:
+            meta = msg(1, string(1, "scalars"))  # SummaryMetadata.plugin_data.plugin_name
+            tensor = field(1, 0, DT_FLOAT) + msg(2, b"") + string(5, struct.pack("<f", step / 100))
+            value = string(1, "accuracy") + msg(9, meta) + msg(8, tensor)
+            out += record(event(1700000001.0 + step, step, msg(5, msg(1, value))))
+    histo = b"".join(varint(n << 3 | 1) + struct.pack("<d", v)  # min = 1, max = 2, num = 3
+                     for n, v in ((1, -1.0), (2, 3.0), (3, 1000.0)))
+    out += record(event(1700000200.0, 100, msg(5, msg(1, string(1, "weights") + msg(5, histo)))))
+    open(path, "wb").write(out)
 
 
 if __name__ == "__main__":
