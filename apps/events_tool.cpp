@@ -1,9 +1,18 @@
 // `runnel events cat`: TensorBoard event files (written by Runnel or TensorFlow) as text or JSON.
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "apps/cli_common.hpp"
 #include "storage/tf/events.hpp"
@@ -57,6 +66,257 @@ result<std::vector<std::string>> expand(const std::string& arg) {
   return files;
 }
 
+/// A JSON string literal: tags are plain ASCII almost always, written as they are; anything else
+/// goes through the JSON library (escapes, invalid UTF-8 replaced).
+void append_json_string(fmt::memory_buffer& out, const std::string& s) {
+  bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    return uint8_t(c) >= 0x20 && uint8_t(c) < 0x80 && c != '"' && c != '\\';
+  });
+  if (plain) {
+    out.push_back('"');
+    out.append(s);
+    out.push_back('"');
+  } else {
+    out.append(nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+}
+
+void put(fmt::memory_buffer& out, std::string_view s) { out.append(s); }
+
+/// The shortest text that reads back as the value (as a float32 when it was stored as one).
+void append_number(fmt::memory_buffer& out, const summary_entry& v) {
+  if (v.float32)
+    fmt::format_to(fmt::appender(out), "{}", float(v.value));
+  else
+    fmt::format_to(fmt::appender(out), "{}", v.value);
+}
+
+/// One block of records, decoded and formatted on a thread of its own.
+struct block {
+  std::vector<std::string> records;                   // copied out (compressed files), or
+  std::vector<std::pair<uint64_t, uint64_t>> spans;   // where they lie in the mapped file
+  std::vector<uint64_t> offsets;
+  fmt::memory_buffer out;
+  std::map<std::string, std::pair<std::string, int64_t>> tags; // tag -> kind, count
+  int64_t events = 0, graphs = 0;
+  status error; ///< the first record that is not an Event (output stops before it)
+};
+
+void format_block(block& b, const event_reader& reader, bool json, const std::string& only,
+                  const std::string& file) {
+  event e;
+  auto& buf = b.out;
+  size_t count = b.spans.empty() ? b.records.size() : b.spans.size();
+  for (size_t r = 0; r < count; ++r) {
+    std::string_view record;
+    if (b.spans.empty()) {
+      record = b.records[r];
+    } else {
+      auto v = reader.view(b.spans[r].first, b.spans[r].second);
+      if (!v) {
+        b.error = v.error();
+        return;
+      }
+      record = *v;
+    }
+    if (auto s = decode_event(record, e); !s.ok()) {
+      b.error = data_loss(file + ": the record at byte offset " + std::to_string(b.offsets[r]) +
+                          ": " + s.message());
+      return;
+    }
+    ++b.events;
+    if (!e.file_version.empty() && !json)
+      fmt::format_to(fmt::appender(buf), "  file_version {}\n", e.file_version);
+    if (e.graph_nodes) {
+      ++b.graphs;
+      if (!json)
+        fmt::format_to(fmt::appender(buf), "  step {}  graph ({} nodes)\n", e.step,
+                       *e.graph_nodes);
+    }
+    if (!e.other.empty() && !json)
+      fmt::format_to(fmt::appender(buf), "  step {}  {}\n", e.step, e.other);
+    for (auto& v : e.values) {
+      if (!only.empty() && v.tag != only)
+        continue;
+      auto& t = b.tags[v.tag];
+      t.first = kind_name(v.what);
+      ++t.second;
+      if (json) {
+        if (v.what != summary_entry::kind::scalar)
+          continue;
+        // Hand-written rather than through a JSON object: millions of lines per file.
+        fmt::format_to(fmt::appender(buf), "{{\"step\":{},\"wall_time\":{},\"tag\":", e.step,
+                       e.wall_time);
+        append_json_string(buf, v.tag);
+        put(buf, ",\"value\":");
+        if (std::isfinite(v.value))
+          append_number(buf, v);
+        else // JSON has no NaN or infinity
+          put(buf, std::isnan(v.value) ? "\"NaN\"" : v.value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+        put(buf, "}\n");
+      } else if (v.what == summary_entry::kind::scalar) {
+        fmt::format_to(fmt::appender(buf), "  step {}  {} = ", e.step, v.tag);
+        append_number(buf, v);
+        buf.push_back('\n');
+      } else {
+        fmt::format_to(fmt::appender(buf), "  step {}  {}: {}\n", e.step, v.tag, v.description);
+      }
+    }
+  }
+}
+
+/// Two threads that run submitted jobs (kept for the whole command: creating a thread per block
+/// costs page faults and TLB shootdowns that showed in profiles).
+class worker_pool {
+public:
+  explicit worker_pool(int n) {
+    for (int i = 0; i < n; ++i)
+      threads_.emplace_back([this] {
+        for (;;) {
+          std::function<void()> job;
+          {
+            std::unique_lock lock(m_);
+            cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+            if (jobs_.empty())
+              return;
+            job = std::move(jobs_.front());
+            jobs_.pop_front();
+          }
+          job();
+        }
+      });
+  }
+  ~worker_pool() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_)
+      t.join();
+  }
+  std::future<void> submit(std::function<void()> f) {
+    auto task = std::make_shared<std::packaged_task<void()>>(std::move(f));
+    auto done = task->get_future();
+    {
+      std::lock_guard lock(m_);
+      jobs_.emplace_back([task] { (*task)(); });
+    }
+    cv_.notify_one();
+    return done;
+  }
+
+private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+/// Prints one file. Finding the records stays on this thread; blocks of records are checked,
+/// decoded and formatted on two others and written in order. Finished blocks are reused, so
+/// their buffers keep their memory.
+status cat_file(const std::string& file, bool json, const std::string& only) {
+  auto r = event_reader::open(file);
+  if (!r)
+    return r.error();
+  constexpr size_t block_records = 16384, in_flight = 4;
+  std::deque<std::pair<std::unique_ptr<block>, std::future<void>>> pending;
+  std::vector<std::unique_ptr<block>> spare;
+  worker_pool workers(2);
+  std::map<std::string, std::pair<std::string, int64_t>> tags;
+  int64_t events = 0, graphs = 0;
+  status failure;
+  auto finish_front = [&] {
+    auto& [b, done] = pending.front();
+    done.get();
+    if (failure.ok()) {
+      std::fwrite(b->out.data(), 1, b->out.size(), stdout);
+      events += b->events;
+      graphs += b->graphs;
+      for (auto& [tag, kc] : b->tags) {
+        tags[tag].first = kc.first;
+        tags[tag].second += kc.second;
+      }
+      failure = b->error;
+    }
+    b->out.clear();
+    b->tags.clear();
+    b->events = b->graphs = 0;
+    b->error = {};
+    spare.push_back(std::move(b));
+    pending.pop_front();
+  };
+  if (!json)
+    std::printf("%s\n", file.c_str());
+  bool more = true;
+  while (more && failure.ok()) {
+    std::unique_ptr<block> b;
+    if (spare.empty()) {
+      b = std::make_unique<block>();
+    } else {
+      b = std::move(spare.back());
+      spare.pop_back();
+    }
+    size_t n = 0;
+    if (r->mapped()) {
+      // Only where the records are; the workers check and decode them in place.
+      b->spans.resize(block_records);
+      b->offsets.resize(block_records);
+      for (; n < block_records; ++n) {
+        auto got = r->next_span(b->spans[n].first, b->spans[n].second);
+        if (!got || !*got) {
+          if (!got)
+            b->error = got.error();
+          more = false;
+          break;
+        }
+        b->offsets[n] = b->spans[n].first - 12; // the record starts with its 12-byte header
+      }
+      b->spans.resize(n);
+    } else {
+      b->records.resize(block_records);
+      b->offsets.resize(block_records);
+      for (; n < block_records; ++n) {
+        auto got = r->next_record(b->records[n], b->offsets[n]);
+        if (!got || !*got) {
+          if (!got)
+            b->error = got.error(); // reported after the records before it are printed
+          more = false;
+          break;
+        }
+      }
+      b->records.resize(n);
+    }
+    block* raw = b.get();
+    const event_reader& reader = *r;
+    auto done = workers.submit([raw, &reader, json, &only, &file] {
+      status read_error = raw->error;
+      raw->error = {};
+      format_block(*raw, reader, json, only, file);
+      if (raw->error.ok())
+        raw->error = read_error;
+    });
+    pending.emplace_back(std::move(b), std::move(done));
+    if (pending.size() >= in_flight)
+      finish_front();
+  }
+  while (!pending.empty())
+    finish_front();
+  std::fflush(stdout);
+  if (!failure.ok())
+    return failure;
+  if (!json) {
+    std::string line = "  " + std::to_string(events) + " events, graph: " +
+                       (graphs ? "yes" : "no") + ", tags:";
+    for (auto& [tag, kc] : tags)
+      line += " " + tag + " (" + kc.first + ", " + std::to_string(kc.second) + ")";
+    std::printf("%s\n", line.c_str());
+  }
+  return {};
+}
+
 } // namespace
 
 int events_cat(const std::vector<std::string>& args) {
@@ -80,14 +340,6 @@ int events_cat(const std::vector<std::string>& args) {
   if (inputs.empty())
     return usage_error("events cat needs a FILE or LOGDIR", events_usage);
   int bad = 0;
-  // Output goes through one buffer per file: event files can hold millions of values.
-  std::string buf;
-  auto drain = [&buf](bool force) {
-    if (force || buf.size() > (1 << 16)) {
-      std::fwrite(buf.data(), 1, buf.size(), stdout);
-      buf.clear();
-    }
-  };
   for (auto& input : inputs) {
     auto files = expand(input);
     if (!files) {
@@ -95,70 +347,11 @@ int events_cat(const std::vector<std::string>& args) {
       std::fprintf(stderr, "runnel: %s\n", files.error().to_string().c_str());
       continue;
     }
-    for (auto& file : *files) {
-      auto r = event_reader::open(file);
-      if (!r) {
+    for (auto& file : *files)
+      if (auto s = cat_file(file, json, only); !s.ok()) {
         ++bad;
-        std::fprintf(stderr, "runnel: %s\n", r.error().to_string().c_str());
-        continue;
+        std::fprintf(stderr, "runnel: %s\n", s.to_string().c_str());
       }
-      std::map<std::string, std::pair<std::string, int64_t>> tags; // tag -> kind, count
-      int64_t events = 0, graphs = 0;
-      if (!json)
-        buf += file + "\n";
-      event e;
-      while (true) {
-        auto more = r->next(e);
-        if (!more) {
-          drain(true);
-          ++bad;
-          std::fprintf(stderr, "runnel: %s\n", more.error().to_string().c_str());
-          break;
-        }
-        if (!*more)
-          break;
-        ++events;
-        if (!e.file_version.empty() && !json)
-          buf += "  file_version " + e.file_version + "\n";
-        if (e.graph_nodes) {
-          ++graphs;
-          if (!json)
-            buf += "  step " + std::to_string(e.step) + "  graph (" +
-                   std::to_string(*e.graph_nodes) + " nodes)\n";
-        }
-        if (!e.other.empty() && !json)
-          buf += "  step " + std::to_string(e.step) + "  " + e.other + "\n";
-        for (auto& v : e.values) {
-          if (!only.empty() && v.tag != only)
-            continue;
-          auto& t = tags[v.tag];
-          t.first = kind_name(v.what);
-          ++t.second;
-          if (json) {
-            if (v.what != summary_entry::kind::scalar)
-              continue;
-            nlohmann::ordered_json j = {{"step", e.step}, {"wall_time", e.wall_time}, {"tag", v.tag},
-                                {"value", v.value}};
-            buf += j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-          } else if (v.what == summary_entry::kind::scalar) {
-            char num[32];
-            std::snprintf(num, sizeof num, "%.8g", v.value);
-            buf += "  step " + std::to_string(e.step) + "  " + v.tag + " = " + num + "\n";
-          } else {
-            buf += "  step " + std::to_string(e.step) + "  " + v.tag + ": " + v.description + "\n";
-          }
-        }
-        drain(false);
-      }
-      if (!json) {
-        buf += "  " + std::to_string(events) + " events, graph: " + (graphs ? "yes" : "no") +
-               ", tags:";
-        for (auto& [tag, kc] : tags)
-          buf += " " + tag + " (" + kc.first + ", " + std::to_string(kc.second) + ")";
-        buf += "\n";
-      }
-      drain(true);
-    }
   }
   return bad ? 1 : 0;
 }

@@ -4,7 +4,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+
+#include <fmt/format.h>
+#include <google/protobuf/arena.h>
 
 #include "storage/record_file.hpp"
 #include "storage/tf/tf_graph.hpp"
@@ -128,20 +132,19 @@ result<event_reader> event_reader::open(const std::string& path) {
 
 namespace {
 
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+std::string number(double v) { return fmt::format("{:.6g}", v); }
 
-summary_entry entry_of(const tensorflow::Summary::Value& v) {
-  summary_entry e;
+void entry_of(const tensorflow::Summary::Value& v, summary_entry& e) {
   e.tag = v.tag();
+  e.description.clear();
+  e.float32 = false;
+  e.what = summary_entry::kind::other;
   const std::string& plugin = v.metadata().plugin_data().plugin_name();
   switch (v.value_case()) {
     case tensorflow::Summary::Value::kSimpleValue:
       e.what = summary_entry::kind::scalar;
       e.value = v.simple_value();
+      e.float32 = true;
       break;
     case tensorflow::Summary::Value::kHisto:
       e.what = summary_entry::kind::histogram;
@@ -166,6 +169,7 @@ summary_entry entry_of(const tensorflow::Summary::Value& v) {
           (plugin == "scalars" || plugin.empty())) {
         e.what = summary_entry::kind::scalar;
         e.value = element_as_double(*t, 0);
+        e.float32 = t->type() == dtype::f32;
       } else if (t && t->type() == dtype::string) {
         e.what = plugin == "text" ? summary_entry::kind::text : summary_entry::kind::tensor;
         e.description = (plugin.empty() ? "strings " : plugin + " ") + t->to_string(3);
@@ -179,26 +183,163 @@ summary_entry entry_of(const tensorflow::Summary::Value& v) {
     default:
       e.description = "no value";
   }
-  return e;
 }
 
 } // namespace
 
+result<bool> event_reader::next_record(std::string& record, uint64_t& offset) {
+  offset = impl_->in.offset();
+  return impl_->in.next(record);
+}
+
+bool event_reader::mapped() const { return impl_->in.mapped(); }
+
+result<bool> event_reader::next_span(uint64_t& data_offset, uint64_t& length) {
+  return impl_->in.next_span(data_offset, length);
+}
+
+result<std::string_view> event_reader::view(uint64_t data_offset, uint64_t length) const {
+  return impl_->in.checked_view(data_offset, length);
+}
+
 result<bool> event_reader::next(event& out) {
   auto& d = *impl_;
-  uint64_t at = d.in.offset();
-  auto more = d.in.next(d.record);
-  if (!more)
-    return more.error();
-  if (!*more)
+  uint64_t at = 0;
+  auto more = next_record(d.record, at);
+  if (!more || !*more)
+    return more;
+  if (auto s = decode_event(d.record, out); !s.ok())
+    return data_loss(d.path + ": the record at byte offset " + std::to_string(at) + ": " +
+                     s.message());
+  return true;
+}
+
+namespace {
+
+// A fast path for the commonest event, a summary of simple_value scalars: decoded straight from
+// the wire format (field numbers of event.proto and summary.proto), with protobuf's parser kept
+// for everything else. Event files hold millions of these; the generic parse costs several
+// times more.
+bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    uint8_t b = *p++;
+    v |= uint64_t(b & 0x7f) << shift;
+    if (!(b & 0x80))
+      return true;
+  }
+  return false;
+}
+
+bool decode_scalar_value(const uint8_t* p, const uint8_t* end, summary_entry& e) {
+  bool have_value = false;
+  e.tag.clear();
+  while (p < end) {
+    uint64_t key, len;
+    if (!read_varint(p, end, key))
+      return false;
+    if (key == (1 << 3 | 2)) { // tag
+      if (!read_varint(p, end, len) || len > uint64_t(end - p))
+        return false;
+      e.tag.assign(reinterpret_cast<const char*>(p), size_t(len));
+      p += len;
+    } else if (key == (2 << 3 | 5)) { // simple_value
+      if (end - p < 4)
+        return false;
+      float f;
+      std::memcpy(&f, p, 4);
+      p += 4;
+      e.value = f;
+      have_value = true;
+    } else if (key == (7 << 3 | 2)) { // node_name: not shown
+      if (!read_varint(p, end, len) || len > uint64_t(end - p))
+        return false;
+      p += len;
+    } else {
+      return false; // metadata, histograms, images, tensors: the generic parser
+    }
+  }
+  if (!have_value)
     return false;
-  tensorflow::Event e;
-  if (!e.ParseFromString(d.record))
-    return data_loss(d.path + ": the record at byte offset " + std::to_string(at) +
-                     " is not an Event");
-  out = event{};
+  e.what = summary_entry::kind::scalar;
+  e.float32 = true;
+  e.description.clear();
+  return true;
+}
+
+bool decode_scalar_event(std::string_view record, event& out) {
+  auto* p = reinterpret_cast<const uint8_t*>(record.data());
+  auto* end = p + record.size();
+  double wall_time = 0;
+  uint64_t step = 0;
+  size_t n = 0;
+  bool summary = false;
+  while (p < end) {
+    uint64_t key, len;
+    if (!read_varint(p, end, key))
+      return false;
+    if (key == (1 << 3 | 1)) { // wall_time
+      if (end - p < 8)
+        return false;
+      std::memcpy(&wall_time, p, 8);
+      p += 8;
+    } else if (key == (2 << 3 | 0)) { // step
+      if (!read_varint(p, end, step))
+        return false;
+    } else if (key == (5 << 3 | 2) && !summary) { // summary
+      summary = true;
+      if (!read_varint(p, end, len) || len > uint64_t(end - p))
+        return false;
+      const uint8_t* q = p;
+      const uint8_t* stop = p + len;
+      p = stop;
+      while (q < stop) {
+        uint64_t vkey, vlen;
+        if (!read_varint(q, stop, vkey) || vkey != (1 << 3 | 2) || !read_varint(q, stop, vlen) ||
+            vlen > uint64_t(stop - q))
+          return false;
+        if (out.values.size() <= n)
+          out.values.resize(n + 1);
+        if (!decode_scalar_value(q, q + vlen, out.values[n]))
+          return false;
+        ++n;
+        q += vlen;
+      }
+    } else {
+      return false;
+    }
+  }
+  if (!summary)
+    return false;
+  out.wall_time = wall_time;
+  out.step = int64_t(step);
+  out.file_version.clear();
+  out.graph_nodes.reset();
+  out.other.clear();
+  out.values.resize(n);
+  return true;
+}
+
+} // namespace
+
+status decode_event(std::string_view record, event& out) {
+  if (decode_scalar_event(record, out))
+    return {};
+  // An arena per thread, reset every few thousand events: an Event's summary (a oneof member)
+  // is freed and allocated again by every parse otherwise.
+  thread_local google::protobuf::Arena arena;
+  thread_local int parsed = 0;
+  if (++parsed % 4096 == 0)
+    arena.Reset();
+  auto& e = *google::protobuf::Arena::CreateMessage<tensorflow::Event>(&arena);
+  if (!e.ParseFromArray(record.data(), int(record.size())))
+    return data_loss("not an Event");
   out.wall_time = e.wall_time();
   out.step = e.step();
+  out.file_version.clear();
+  out.graph_nodes.reset();
+  out.other.clear();
+  size_t n = 0;
   switch (e.what_case()) {
     case tensorflow::Event::kFileVersion:
       out.file_version = e.file_version();
@@ -206,14 +347,17 @@ result<bool> event_reader::next(event& out) {
     case tensorflow::Event::kGraphDef: {
       tensorflow::GraphDef gd;
       if (!gd.ParseFromString(e.graph_def()))
-        return data_loss(d.path + ": the graph in the event at byte offset " +
-                         std::to_string(at) + " is not a GraphDef");
+        return data_loss("its graph is not a GraphDef");
       out.graph_nodes = gd.node_size();
       break;
     }
     case tensorflow::Event::kSummary:
-      for (auto& v : e.summary().value())
-        out.values.push_back(entry_of(v));
+      // Entries are overwritten in place, keeping their strings' memory.
+      n = size_t(e.summary().value_size());
+      if (out.values.size() < n)
+        out.values.resize(n);
+      for (size_t i = 0; i < n; ++i)
+        entry_of(e.summary().value(int(i)), out.values[i]);
       break;
     case tensorflow::Event::kSessionLog:
       out.other = "session_log";
@@ -231,7 +375,8 @@ result<bool> event_reader::next(event& out) {
       out.other = "empty";
       break;
   }
-  return true;
+  out.values.resize(n);
+  return {};
 }
 
 } // namespace runnel

@@ -56,6 +56,7 @@ struct summary_entry {
   enum class kind { scalar, histogram, image, text, tensor, audio, other } what = kind::other;
   std::string tag;
   double value = 0;        ///< scalar: the value
+  bool float32 = false;    ///< the value was stored as a float32 (print it as one)
   std::string description; ///< the others: "histogram of 1000 values in [-1.2, 3]", ...
 };
 
@@ -69,6 +70,10 @@ struct event {
   std::string other;                  ///< "session_log", "log_message", ... for the rest
 };
 
+/// Decodes one record of an event file into `out` (reusing its memory); what event_reader::next
+/// does after reading the record. Safe to call from several threads at once.
+status decode_event(std::string_view record, event& out);
+
 /// Reads the events of one file in order; errors name the file and the record's byte offset.
 class event_reader {
 public:
@@ -78,6 +83,15 @@ public:
   ~event_reader();
   /// The next event, or false at the end of the file.
   result<bool> next(event& out);
+  /// The next record undecoded (for decoding elsewhere, e.g. on other threads), and its byte
+  /// offset in the file.
+  result<bool> next_record(std::string& record, uint64_t& offset);
+  /// Uncompressed files are mapped: `next_span` finds the next record (checking its header) and
+  /// `view` gives its bytes in place after checking their CRC; `view` may be called from several
+  /// threads at once.
+  bool mapped() const;
+  result<bool> next_span(uint64_t& data_offset, uint64_t& length);
+  result<std::string_view> view(uint64_t data_offset, uint64_t length) const;
 
   struct impl;
 

@@ -79,7 +79,7 @@ check "help lists every command" 0 "graph dot.*" -- "$runnel" --help
 # TensorBoard event files: one TensorFlow wrote (encoded by make_tf_graphs.py), and a training
 # app's --logdir.
 check "events cat" 0 "113 events, graph: yes, tags: accuracy \(scalar, 10\) loss \(scalar, 100\) weights \(histogram, 1\)" -- "$runnel" events cat "$tf/events.out.tfevents.1700000000.tfhost"
-check "events cat json" 0 '^\{"step":20,"wall_time":1700000021.0,"tag":"accuracy","value":0.2' -- "$runnel" events cat "$tf" --json --tag accuracy
+check "events cat json" 0 '^\{"step":20,"wall_time":1700000021,"tag":"accuracy","value":0.2}' -- "$runnel" events cat "$tf" --json --tag accuracy
 check "events cat not events" 1 "mnist_cnn.pb:0: .*not a record file" -- "$runnel" events cat "$tf/mnist_cnn.pb"
 iris=$(dirname "$runnel")/iris
 rm -rf "$work/iris-logs"
