@@ -34,5 +34,8 @@ extern const char* run_usage;
 /// apps/events_tool.cpp
 int events_cat(const std::vector<std::string>& args);
 extern const char* events_usage;
+/// apps/keras_tool.cpp
+int keras_import(const std::vector<std::string>& args);
+extern const char* keras_usage;
 
 } // namespace runnel::cli

@@ -41,6 +41,7 @@ const char* main_usage =
     "  graph export GRAPH OUT.pb      write a graph as a TensorFlow GraphDef (.pb/.pbtxt)\n"
     "  run MODEL --feed X=IN.npy --fetch Y [--out OUT.npy]   run a graph on NumPy arrays\n"
     "  events cat FILE|LOGDIR [--json]   TensorBoard event files: scalars, tags, graphs\n"
+    "  keras import MODEL.h5 --out OUT.pb  a Keras model as a graph (inputs/outputs by layer)\n"
     "  records count FILE...          count the records of TFRecord files\n"
     "  records verify FILE...         check every record's CRCs; non-zero exit on corruption\n"
     "  records cat FILE [--limit N] [--raw]   records as JSON lines (decoded Examples)\n"
@@ -444,6 +445,11 @@ int main(int argc, char** argv) {
   if (args[0] == "events")
     return wants_help(args) ? (std::fputs(runnel::cli::events_usage, stdout), 0)
                             : usage_error("unknown events command", runnel::cli::events_usage);
+  if (args.size() >= 2 && args[0] == "keras" && args[1] == "import")
+    return runnel::cli::keras_import({args.begin() + 2, args.end()});
+  if (args[0] == "keras")
+    return wants_help(args) ? (std::fputs(runnel::cli::keras_usage, stdout), 0)
+                            : usage_error("unknown keras command", runnel::cli::keras_usage);
   if (args[0] == "run")
     return runnel::cli::run_model({args.begin() + 1, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dot")

@@ -85,7 +85,8 @@ template <class T> status write_scalar_attr(hid_t obj, const char* key, hid_t ty
   return {};
 }
 
-std::optional<std::string> read_string_attr(hid_t obj, const char* key) {
+std::optional<std::string> read_string_attr(hid_t obj, const char* key,
+                                            size_t max_bytes = size_t(1) << 20) {
   if (H5Aexists(obj, key) <= 0)
     return std::nullopt;
   h5_handle attr(H5Aopen(obj, key, H5P_DEFAULT), H5Aclose);
@@ -103,7 +104,7 @@ std::optional<std::string> read_string_attr(hid_t obj, const char* key) {
     return out;
   }
   size_t n = H5Tget_size(type.get());
-  if (n == 0 || n > (size_t(1) << 20))
+  if (n == 0 || n > max_bytes)
     return std::nullopt; // no attribute of ours is that long: a damaged file
   std::string buf(n, '\0');
   if (H5Aread(attr.get(), type.get(), buf.data()) < 0)
@@ -470,6 +471,18 @@ result<std::optional<int64_t>> read_checkpoint_global_step(const std::string& pa
     out = step;
   }
   return out;
+}
+
+result<std::optional<std::string>> read_root_string_attribute(const std::string& path,
+                                                              const std::string& key) {
+  RUNNEL_ASSIGN_OR_RETURN(auto f, open_file(path));
+  if (H5Aexists(f.get(), key.c_str()) <= 0)
+    return std::optional<std::string>();
+  auto v = read_string_attr(f.get(), key.c_str(), size_t(64) << 20);
+  if (!v)
+    return data_loss(path + ": the root attribute '" + key +
+                     "' is not a readable string (of at most 64 MiB)");
+  return v;
 }
 
 result<checkpoint_state> read_checkpoint_state(const std::string& dir) {

@@ -60,6 +60,11 @@ status verify_checkpoint_isolated(const std::string& path,
 /// The `global_step` attribute of a checkpoint (nullopt when it has none).
 result<std::optional<int64_t>> read_checkpoint_global_step(const std::string& path);
 
+/// A string attribute of an HDF5 file's root group (Keras keeps its model's JSON in
+/// `model_config`); nullopt when the file has none of that name.
+result<std::optional<std::string>> read_root_string_attribute(const std::string& path,
+                                                              const std::string& key);
+
 /// The `checkpoint` state file of a directory: the latest checkpoint and all that are kept
 /// (file names relative to the directory), in TensorFlow's text format:
 ///   model_checkpoint_path: "model-1000.h5"

@@ -76,6 +76,19 @@ check "run bad npy" 1 "DATA_LOSS: .*notes.h5: not a NumPy .npy file" -- "$runnel
 check "run usage" 2 "--feed needs NAME=FILE.npy" -- "$runnel" run "$tf/mnist_cnn.pb" --feed x --fetch softmax
 check "help lists every command" 0 "graph dot.*" -- "$runnel" --help
 
+# Keras models (tests/keras/make_keras_models.py writes them as Keras 2 and 3 do, with NumPy's
+# outputs): import, then run by layer names.
+keras=$work/keras
+/usr/bin/python3 "$(dirname "$0")/../keras/make_keras_models.py" "$keras"
+check "keras import" 0 "output: dense_1 float32\[\?,3\]" -- "$runnel" keras import "$keras/mlp_k2.h5" --out "$keras/mlp.pb"
+check "keras run" 0 "dense_1 -> .*mlp_out.npy \(float32\[5,3\]\)" -- "$runnel" run "$keras/mlp.pb" --feed "dense_input=$keras/mlp_k2_in.npy" --fetch dense_1 --out "$keras/mlp_out.npy"
+check "keras run output" 0 "^same$" -- /usr/bin/python3 -c "
+import numpy as np
+a, b = np.load('$keras/mlp_out.npy'), np.load('$keras/mlp_k2_out.npy')
+print('same' if np.abs(a - b).max() < 1e-5 else 'differs')"
+check "keras unsupported" 1 "Lambda \(layer 'lambda'\); MultiHeadAttention \(layer 'attention'\)" -- "$runnel" keras import "$keras/unsupported.h5" --out "$keras/u.pb"
+check "keras usage" 2 "keras import needs MODEL.h5 and --out" -- "$runnel" keras import "$keras/mlp_k2.h5"
+
 # TensorBoard event files: one TensorFlow wrote (encoded by make_tf_graphs.py), and a training
 # app's --logdir.
 check "events cat" 0 "113 events, graph: yes, tags: accuracy \(scalar, 10\) loss \(scalar, 100\) weights \(histogram, 1\)" -- "$runnel" events cat "$tf/events.out.tfevents.1700000000.tfhost"
