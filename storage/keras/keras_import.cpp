@@ -87,7 +87,7 @@ struct builder_state {
   graph& g;
   const std::string& file;
   int keras_major;
-  std::map<std::string, std::map<std::string, tensor>> weights; // layer -> short name -> value
+  const keras_weights& weights; // layer -> short name -> value
   std::map<std::string, output> outputs; // "layer:node:index" -> tensor
   std::vector<std::string> input_names;
 
@@ -128,13 +128,13 @@ struct builder_state {
   }
 };
 
-result<std::map<std::string, std::map<std::string, tensor>>> read_weights(const std::string& path) {
+result<keras_weights> read_weights(const std::string& path) {
   RUNNEL_ASSIGN_OR_RETURN(auto entries, list_checkpoint(path));
   std::vector<std::string> names;
   for (auto& e : entries)
     if (e.name.starts_with("model_weights/"))
       names.push_back(e.name);
-  std::map<std::string, std::map<std::string, tensor>> out;
+  keras_weights out;
   if (names.empty())
     return out;
   RUNNEL_ASSIGN_OR_RETURN(auto values, read_checkpoint_tensors(path, names));
@@ -249,19 +249,28 @@ result<keras_model> import_keras_model(const std::string& path) {
   if (!config_text)
     return invalid_argument(path + " has no model_config attribute: it holds weights only "
                                    "(save_weights), not a model");
-  keras_model m;
+  std::string version;
   if (auto v = read_root_string_attribute(path, "keras_version"); v && *v)
-    m.keras_version = **v;
-  int major = m.keras_version.empty() ? 2 : m.keras_version[0] - '0';
-  json model;
-  try {
-    model = json::parse(*config_text);
-  } catch (const json::exception& e) {
-    return data_loss(path + ": model_config is not valid JSON: " + e.what());
-  }
+    version = **v;
   auto weights = read_weights(path);
   if (!weights)
     return weights.error();
+  return build_keras_model(*config_text, *weights, path, version);
+}
+
+result<keras_model> build_keras_model(std::string_view model_config, const keras_weights& weights,
+                                      const std::string& path, const std::string& keras_version) {
+  keras_model m;
+  m.keras_version = keras_version;
+  int major = keras_version.empty() || keras_version[0] < '0' || keras_version[0] > '9'
+                  ? 2
+                  : keras_version[0] - '0';
+  json model;
+  try {
+    model = json::parse(model_config);
+  } catch (const json::exception& e) {
+    return data_loss(path + ": model_config is not valid JSON: " + e.what());
+  }
   try {
     m.class_name = model.at("class_name").get<std::string>();
     const json& config = model.at("config");
@@ -271,7 +280,7 @@ result<keras_model> import_keras_model(const std::string& path) {
     m.layers = int(layers.size());
     if (auto s = check_supported(layers); !s.ok())
       return s.with_context(path);
-    builder_state s{m.g, path, major, std::move(weights).value(), {}, {}};
+    builder_state s{m.g, path, major, weights, {}, {}};
     if (m.class_name == "Sequential")
       build_sequential(s, layers, m);
     else if (m.class_name == "Functional" || m.class_name == "Model")

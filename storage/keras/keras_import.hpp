@@ -16,7 +16,9 @@
 // Add, Concatenate. Every unsupported layer is named, with its class, in one error.
 // docs/keras.md walks through it.
 
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ops/graph.hpp"
@@ -34,5 +36,13 @@ struct keras_model {
 };
 
 result<keras_model> import_keras_model(const std::string& h5_path);
+
+/// Weights by layer, then by short name ("kernel", "bias", "recurrent_kernel", "gamma", ...).
+using keras_weights = std::map<std::string, std::map<std::string, tensor>>;
+/// The graph of a `model_config` JSON text with these weights (what import_keras_model does once
+/// it has read the file); `source` names the origin in errors.
+result<keras_model> build_keras_model(std::string_view model_config, const keras_weights& weights,
+                                      const std::string& source,
+                                      const std::string& keras_version = "");
 
 } // namespace runnel

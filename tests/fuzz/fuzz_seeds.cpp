@@ -13,6 +13,10 @@
 #include "storage/example.hpp"
 #include "storage/record_file.hpp"
 #include "storage/record_index.hpp"
+#include "storage/npy.hpp"
+#include "storage/tf/events.hpp"
+#include "storage/tf/tf_graph.hpp"
+#include "ops/summary.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;
@@ -104,6 +108,58 @@ void graph_seeds() {
   seed("graph_def", serialize_graph(h));
 }
 
+void interop_seeds(const fs::path& tmp) {
+  // GraphDefs, binary and text, of a small model.
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{-1, 3}, "x");
+  auto w = constant(g, tensor::from_values<float>({3, 2}, {1, 2, 3, 4, 5, 6}), "w");
+  auto y = softmax(matmul(x, w), "y");
+  (void)argmax(y, 1);
+  seed("tf_graph", export_tf_graph_def(g, tf_graph_format::binary));
+  seed("tf_graph", export_tf_graph_def(g, tf_graph_format::text));
+  // Event records: the writer's file, cut into its records.
+  auto writer = summary_writer::open((tmp / "logs").string(), 60).value();
+  throw_if_error(writer.add_graph(g));
+  throw_if_error(writer.add_scalar("loss", 0.25, 7));
+  graph h;
+  auto v = constant(h, tensor::vector<float>({1, 2, 3, -4}), "v");
+  auto hist = histogram_summary("v", v);
+  auto text = text_summary("t", constant(h, tensor::scalar(std::string("hello")), "s"));
+  (void)hist;
+  (void)text;
+  throw_if_error(writer.close());
+  auto r = record_reader::open(writer.path()).value();
+  std::string rec;
+  while (r.next(rec).value())
+    seed("events", rec);
+  // NumPy arrays.
+  seed("npy", serialize_npy(tensor::from_values<float>({2, 2}, {1, 2, 3, 4})).value());
+  seed("npy", serialize_npy(tensor::vector<int64_t>({7, 8})).value());
+  seed("npy", serialize_npy(tensor::scalar<bool>(true)).value());
+  // Keras configs: Sequential (Keras 2) and functional (Keras 3).
+  seed("keras_config",
+       R"({"class_name": "Sequential", "config": {"name": "s", "layers": [)"
+       R"({"class_name": "InputLayer", "config": {"name": "x", "batch_input_shape": [null, 4]}},)"
+       R"({"class_name": "Dense", "config": {"name": "dense", "units": 4, "activation": "relu"}},)"
+       R"({"class_name": "BatchNormalization", "config": {"name": "batch_normalization"}},)"
+       R"({"class_name": "Dropout", "config": {"name": "d", "rate": 0.5}}]}})");
+  seed("keras_config",
+       R"({"class_name": "Sequential", "config": {"name": "r", "layers": [)"
+       R"({"class_name": "Embedding", "config": {"name": "embedding", "batch_input_shape": [null, 5]}},)"
+       R"({"class_name": "LSTM", "config": {"name": "lstm", "units": 4, "return_sequences": true}},)"
+       R"({"class_name": "GRU", "config": {"name": "gru", "units": 4, "reset_after": true}}]}})");
+  seed("keras_config",
+       R"({"class_name": "Functional", "config": {"name": "f", "layers": [)"
+       R"({"class_name": "InputLayer", "name": "in", "config": {"name": "in", "batch_shape": [null, 6, 6, 1]}},)"
+       R"({"class_name": "Conv2D", "name": "conv2d", "config": {"name": "conv2d", "filters": 4,)"
+       R"( "kernel_size": [3, 3], "padding": "same"}, "inbound_nodes": [{"args": [{"class_name":)"
+       R"( "__keras_tensor__", "config": {"keras_history": ["in", 0, 0]}}], "kwargs": {}}]},)"
+       R"({"class_name": "MaxPooling2D", "name": "p", "config": {"name": "p"}, "inbound_nodes":)"
+       R"( [[["conv2d", 0, 0, {}]]]}, {"class_name": "Flatten", "name": "fl", "config": {"name": "fl"},)"
+       R"( "inbound_nodes": [[["p", 0, 0, {}]]]}], "input_layers": [["in", 0, 0]],)"
+       R"( "output_layers": [["fl", 0, 0]]}})");
+}
+
 void wire_seeds() {
   seed("wire", std::string(1, char(1)) + net::make_preamble(net::conn_kind::rpc, "s3cret-token"));
   seed("wire", std::string(1, char(1)) + net::make_preamble(net::conn_kind::data, ""));
@@ -183,6 +239,7 @@ int main(int argc, char** argv) {
   example_seeds();
   graph_seeds();
   wire_seeds();
+  interop_seeds(tmp);
   checkpoint_seeds(tmp);
   cluster_seeds();
   if (argc == 3)
