@@ -10,8 +10,8 @@
 #include <set>
 #include <unordered_map>
 
-#include "actors/internal.hpp"
-#include "ops/accumulator.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/ops/accumulator.hpp"
 
 namespace runnel {
 

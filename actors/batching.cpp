@@ -1,6 +1,6 @@
-#include "actors/batching.hpp"
+#include "runnel/actors/batching.hpp"
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 namespace {

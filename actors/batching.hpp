@@ -16,7 +16,7 @@
 
 #include <vector>
 
-#include "actors/coordinator.hpp"
+#include "runnel/actors/coordinator.hpp"
 
 namespace runnel {
 

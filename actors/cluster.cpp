@@ -1,7 +1,7 @@
 // Cluster nodes: the worker service (registered partitions run as local sessions with the
 // master's step ids), the master service (placement over the cluster, partitioning per task,
 // steps driven across tasks), and the node that ties them to a runtime and an endpoint.
-#include "actors/cluster.hpp"
+#include "runnel/actors/cluster.hpp"
 
 #include <ctime>
 #include <future>
@@ -11,12 +11,12 @@
 #include <set>
 #include <thread>
 
-#include "actors/internal.hpp"
-#include "actors/master.hpp"
-#include "actors/node_metrics.hpp"
-#include "net/endpoint.hpp"
-#include "net/graph_def.hpp"
-#include "net/metrics_server.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/actors/master.hpp"
+#include "runnel/actors/node_metrics.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/net/metrics_server.hpp"
 
 namespace runnel {
 

@@ -16,8 +16,8 @@
 #include <memory>
 #include <string>
 
-#include "actors/runtime.hpp"
-#include "net/cluster_spec.hpp"
+#include "runnel/actors/runtime.hpp"
+#include "runnel/net/cluster_spec.hpp"
 
 namespace runnel {
 

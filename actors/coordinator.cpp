@@ -1,10 +1,10 @@
-#include "actors/coordinator.hpp"
+#include "runnel/actors/coordinator.hpp"
 
 #include <condition_variable>
 #include <mutex>
 
-#include "actors/internal.hpp"
-#include "ops/builder.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 

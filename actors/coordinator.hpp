@@ -28,8 +28,8 @@
 #include <memory>
 #include <vector>
 
-#include "actors/session.hpp"
-#include "ops/data_flow.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/data_flow.hpp"
 
 namespace runnel {
 

@@ -1,5 +1,5 @@
 // Dataset stages, their actors, and the iterator resource behind IteratorGetNext.
-#include "actors/dataset.hpp"
+#include "runnel/actors/dataset.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -7,8 +7,8 @@
 #include <future>
 #include <random>
 
-#include "actors/internal.hpp"
-#include "storage/record_index.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/storage/record_index.hpp"
 
 namespace runnel {
 

@@ -36,10 +36,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/runtime.hpp"
-#include "ops/tensor.hpp"
-#include "storage/example_parse.hpp"
-#include "storage/record_file.hpp"
+#include "runnel/actors/runtime.hpp"
+#include "runnel/ops/tensor.hpp"
+#include "runnel/storage/example_parse.hpp"
+#include "runnel/storage/record_file.hpp"
 
 namespace runnel {
 

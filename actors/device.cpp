@@ -1,5 +1,5 @@
 // Device actors and variable actors.
-#include "actors/internal.hpp"
+#include "runnel/actors/internal.hpp"
 
 namespace runnel {
 /// A variable whose updates run at its own actor, one at a time.

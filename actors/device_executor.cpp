@@ -1,4 +1,4 @@
-#include "actors/device_executor.hpp"
+#include "runnel/actors/device_executor.hpp"
 
 #include <algorithm>
 #include <chrono>

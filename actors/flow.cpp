@@ -1,6 +1,6 @@
 // Frames and iterations of steps with control flow: the static plan of an instance's frames and
 // the per-step counting that decides when iterations, frames and the step are done.
-#include "actors/flow.hpp"
+#include "runnel/actors/flow.hpp"
 
 #include <algorithm>
 

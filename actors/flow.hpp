@@ -18,7 +18,7 @@
 #include <deque>
 #include <map>
 
-#include "actors/internal.hpp"
+#include "runnel/actors/internal.hpp"
 
 namespace runnel {
 

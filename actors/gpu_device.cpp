@@ -1,9 +1,9 @@
 // GPU devices of the runtime: the CUDA accelerator when the build has the kernels, and the
 // _Send/_Recv kernels of GPU devices, which move tensors between host and device memory.
-#include "actors/internal.hpp"
+#include "runnel/actors/internal.hpp"
 
 #if RUNNEL_HAVE_CUDA
-#include "ops/cuda/cuda_accelerator.hpp"
+#include "runnel/ops/cuda/cuda_accelerator.hpp"
 #endif
 
 namespace runnel {

@@ -1,4 +1,4 @@
-#include "actors/heartbeat.hpp"
+#include "runnel/actors/heartbeat.hpp"
 
 #include <algorithm>
 

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "net/endpoint.hpp"
+#include "runnel/net/endpoint.hpp"
 
 namespace runnel {
 

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "ops/gpu/accelerator.hpp"
+#include "runnel/ops/gpu/accelerator.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -24,16 +24,16 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/device_executor.hpp"
-#include "actors/rendezvous.hpp"
-#include "actors/runtime.hpp"
-#include "actors/session.hpp"
-#include "ops/cpu/cpu_device.hpp"
-#include "ops/kernel.hpp"
-#include "ops/accumulator.hpp"
-#include "ops/queue.hpp"
-#include "ops/step_resources.hpp"
-#include "ops/variable.hpp"
+#include "runnel/actors/device_executor.hpp"
+#include "runnel/actors/rendezvous.hpp"
+#include "runnel/actors/runtime.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/ops/kernel.hpp"
+#include "runnel/ops/accumulator.hpp"
+#include "runnel/ops/queue.hpp"
+#include "runnel/ops/step_resources.hpp"
+#include "runnel/ops/variable.hpp"
 
 namespace runnel {
 
@@ -189,7 +189,7 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   /// or sent to another device.
   accelerator* gpu = nullptr;
   /// Per data input: the variable to read when the node fires (inputs fed by a VariableV2).
-  std::vector<std::shared_ptr<variable>> ref_reads;
+  std::vector<std::shared_ptr<class variable>> ref_reads;
   bool has_ref_reads = false;
   int num_outputs = 0;
   std::string device; ///< the device's full name (for traces)
@@ -249,7 +249,7 @@ public:
                             tensor_rendezvous* rendezvous = nullptr)
       : sys_(sys), iterator_home_(iterator_home), rendezvous_(rendezvous) {}
   tensor_rendezvous* rendezvous() override { return rendezvous_; }
-  result<std::shared_ptr<variable>> find_or_create_variable(const std::string& name, dtype type,
+  result<std::shared_ptr<class variable>> find_or_create_variable(const std::string& name, dtype type,
                                                             const shape& s) override;
   result<std::shared_ptr<queue_resource>> find_or_create_queue(const std::string& name,
                                                                const queue_spec& spec) override;

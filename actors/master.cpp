@@ -1,4 +1,4 @@
-#include "actors/master.hpp"
+#include "runnel/actors/master.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -9,12 +9,12 @@
 #include <set>
 #include <thread>
 
-#include "actors/heartbeat.hpp"
-#include "actors/internal.hpp"
-#include "net/graph_def.hpp"
-#include "placement/cost_model.hpp"
-#include "placement/partition.hpp"
-#include "placement/placer.hpp"
+#include "runnel/actors/heartbeat.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/placement/cost_model.hpp"
+#include "runnel/placement/partition.hpp"
+#include "runnel/placement/placer.hpp"
 
 namespace runnel {
 namespace {

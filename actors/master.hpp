@@ -12,8 +12,8 @@
 #include <optional>
 #include <string>
 
-#include "net/cluster_spec.hpp"
-#include "net/endpoint.hpp"
+#include "runnel/net/cluster_spec.hpp"
+#include "runnel/net/endpoint.hpp"
 
 namespace runnel {
 

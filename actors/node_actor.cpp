@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "actors/flow.hpp"
+#include "runnel/actors/flow.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

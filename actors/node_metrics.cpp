@@ -1,13 +1,13 @@
-#include "actors/node_metrics.hpp"
+#include "runnel/actors/node_metrics.hpp"
 
 #include <dirent.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "actors/internal.hpp"
-#include "net/endpoint.hpp"
-#include "net/metrics_server.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/net/metrics_server.hpp"
 
 namespace runnel {
 

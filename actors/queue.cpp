@@ -11,8 +11,8 @@
 #include <deque>
 #include <random>
 
-#include "actors/internal.hpp"
-#include "ops/queue.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/ops/queue.hpp"
 
 namespace runnel {
 

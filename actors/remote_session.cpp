@@ -2,9 +2,9 @@
 #include <future>
 #include <mutex>
 
-#include "actors/internal.hpp"
-#include "net/endpoint.hpp"
-#include "net/graph_def.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/net/graph_def.hpp"
 
 namespace runnel {
 

@@ -1,8 +1,8 @@
-#include "actors/rendezvous.hpp"
+#include "runnel/actors/rendezvous.hpp"
 
-#include "ops/gpu/accelerator.hpp"
+#include "runnel/ops/gpu/accelerator.hpp"
 
-#include "placement/partition.hpp"
+#include "runnel/placement/partition.hpp"
 
 namespace runnel {
 

@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "ops/kernel.hpp"
-#include "ops/tensor.hpp"
+#include "runnel/ops/kernel.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 

@@ -5,12 +5,12 @@
 #include <thread>
 #include <unordered_set>
 
-#include "actors/internal.hpp"
-#include "ops/cpu/cpu_device.hpp"
-#include "ops/gpu/accelerator.hpp"
-#include "ops/gpu/simulated_gpu.hpp"
-#include "storage/example_parse.hpp"
-#include "storage/tf/events.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/ops/gpu/accelerator.hpp"
+#include "runnel/ops/gpu/simulated_gpu.hpp"
+#include "runnel/storage/example_parse.hpp"
+#include "runnel/storage/tf/events.hpp"
 
 namespace runnel {
 

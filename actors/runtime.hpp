@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/gpu/bfc_allocator.hpp"
-#include "ops/gpu/gpu_info.hpp"
-#include "placement/cost_model.hpp"
+#include "runnel/ops/gpu/bfc_allocator.hpp"
+#include "runnel/ops/gpu/gpu_info.hpp"
+#include "runnel/placement/cost_model.hpp"
 
 namespace runnel {
 

@@ -1,10 +1,10 @@
-#include "actors/saver.hpp"
+#include "runnel/actors/saver.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
-#include "storage/checkpoint.hpp"
+#include "runnel/storage/checkpoint.hpp"
 
 namespace runnel {
 namespace {

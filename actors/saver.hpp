@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/session.hpp"
-#include "ops/builder.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 

@@ -1,15 +1,15 @@
-#include "actors/session.hpp"
+#include "runnel/actors/session.hpp"
 
 #include <cstdio>
 #include <map>
 #include <semaphore>
 #include <unordered_map>
 
-#include "actors/session_impl.hpp"
-#include "actors/sync_runner.hpp"
-#include "placement/cost_model.hpp"
-#include "placement/partition.hpp"
-#include "placement/placer.hpp"
+#include "runnel/actors/session_impl.hpp"
+#include "runnel/actors/sync_runner.hpp"
+#include "runnel/placement/cost_model.hpp"
+#include "runnel/placement/partition.hpp"
+#include "runnel/placement/placer.hpp"
 
 namespace runnel {
 namespace {

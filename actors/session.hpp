@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "actors/runtime.hpp"
-#include "ops/graph.hpp"
+#include "runnel/actors/runtime.hpp"
+#include "runnel/ops/graph.hpp"
 
 namespace runnel {
 

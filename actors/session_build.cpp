@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <map>
 
-#include "actors/session_impl.hpp"
-#include "placement/cost_model.hpp"
-#include "placement/partition.hpp"
-#include "placement/placer.hpp"
+#include "runnel/actors/session_impl.hpp"
+#include "runnel/placement/cost_model.hpp"
+#include "runnel/placement/partition.hpp"
+#include "runnel/placement/placer.hpp"
 
 namespace runnel {
 namespace {

@@ -8,7 +8,7 @@
 #include <semaphore>
 #include <unordered_map>
 
-#include "actors/flow.hpp"
+#include "runnel/actors/flow.hpp"
 
 namespace runnel {
 

@@ -1,9 +1,9 @@
-#include "actors/sync_runner.hpp"
+#include "runnel/actors/sync_runner.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "ops/sync_replicas.hpp"
+#include "runnel/ops/sync_replicas.hpp"
 
 namespace runnel {
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/session.hpp"
+#include "runnel/actors/session.hpp"
 
 namespace runnel {
 

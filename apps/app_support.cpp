@@ -1,4 +1,4 @@
-#include "apps/app_support.hpp"
+#include "runnel/apps/app_support.hpp"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ops/cpu/cpu_device.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
 
 namespace runnel::apps {
 
@@ -229,6 +229,17 @@ status write_curve_csv(const std::string& path, const std::vector<curve_point>& 
   return out ? status{} : unavailable("writing " + path + " failed");
 }
 
+/// A round tick step (1, 2 or 5 times a power of ten) giving about `ticks` intervals over span.
+double nice_step(double span, int ticks) {
+  if (span <= 0)
+    return 1;
+  double raw = span / ticks, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * mag)
+      return m * mag;
+  return 10 * mag;
+}
+
 status write_curve_svg(const std::string& path, const std::string& title,
                        const std::vector<curve_point>& points) {
   const double w = 640, h = 400, left = 60, right = 60, top = 40, bottom = 50;
@@ -250,15 +261,27 @@ status write_curve_svg(const std::string& path, const std::string& title,
       << "</text>\n"
       << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
       << "\" fill=\"none\" stroke=\"#888\"/>\n";
-  for (int i = 0; i <= 4; ++i) {
-    double frac = i / 4.0, yy = top + ph * (1 - frac);
+  // Loss axis (left): round ticks up to a round maximum; accuracy (right): 0 to 1 by 0.2.
+  double loss_step = nice_step(max_loss, 4);
+  max_loss = std::ceil(max_loss / loss_step - 1e-9) * loss_step;
+  for (double v = 0; v <= max_loss + loss_step / 2; v += loss_step) {
+    double yy = y_loss(v);
     svg << "<text x=\"" << left - 6 << "\" y=\"" << yy + 4
-        << "\" text-anchor=\"end\" fill=\"#c0392b\">" << std::round(max_loss * frac * 1000) / 1000
-        << "</text>\n"
-        << "<text x=\"" << left + pw + 6 << "\" y=\"" << yy + 4 << "\" fill=\"#2471a3\">" << frac
-        << "</text>\n"
+        << "\" text-anchor=\"end\" fill=\"#c0392b\">" << v << "</text>\n"
         << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << yy << "\" y2=\"" << yy
         << "\" stroke=\"#eee\"/>\n";
+  }
+  for (int i = 0; i <= 5; ++i)
+    svg << "<text x=\"" << left + pw + 6 << "\" y=\"" << y_acc(i / 5.0) + 4
+        << "\" fill=\"#2471a3\">" << i / 5.0 << "</text>\n";
+  // Step axis: round, labelled ticks.
+  double step_tick = nice_step(double(max_step), 5);
+  for (double st = 0; st <= double(max_step) + 1e-9; st += step_tick) {
+    double xx = x(int64_t(st));
+    svg << "<line x1=\"" << xx << "\" x2=\"" << xx << "\" y1=\"" << top + ph << "\" y2=\""
+        << top + ph + 5 << "\" stroke=\"#888\"/>\n"
+        << "<text x=\"" << xx << "\" y=\"" << top + ph + 18 << "\" text-anchor=\"middle\">"
+        << int64_t(st) << "</text>\n";
   }
   auto polyline = [&](auto value, const char* color, bool test) {
     svg << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
@@ -275,8 +298,7 @@ status write_curve_svg(const std::string& path, const std::string& title,
   polyline([&](const curve_point& p) { return y_loss(p.train_loss); }, "#c0392b", false);
   polyline([&](const curve_point& p) { return y_acc(p.train_accuracy); }, "#2471a3", false);
   polyline([&](const curve_point& p) { return y_acc(p.test_accuracy); }, "#27ae60", true);
-  svg << "<text x=\"" << w / 2 << "\" y=\"" << h - 12 << "\" text-anchor=\"middle\">step (of "
-      << max_step << ")</text>\n"
+  svg << "<text x=\"" << w / 2 << "\" y=\"" << h - 12 << "\" text-anchor=\"middle\">step</text>\n"
       << "<text x=\"" << left << "\" y=\"" << h - 12 << "\" fill=\"#c0392b\">train loss</text>\n"
       << "<text x=\"" << left + pw - 170 << "\" y=\"" << h - 12
       << "\" fill=\"#2471a3\">train acc</text>\n"

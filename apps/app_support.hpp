@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/tensor.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel::apps {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/status.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel::cli {
 
@@ -34,6 +34,12 @@ extern const char* run_usage;
 /// apps/events_tool.cpp
 int events_cat(const std::vector<std::string>& args);
 extern const char* events_usage;
+/// apps/records_cli.cpp
+int records(const std::string& command, const std::vector<std::string>& args);
+int records_cat(const std::vector<std::string>& args);
+int records_convert(const std::vector<std::string>& args);
+int records_stats(const std::vector<std::string>& args);
+extern const char* records_usage;
 /// apps/keras_tool.cpp
 int keras_import(const std::vector<std::string>& args);
 extern const char* keras_usage;

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <thread>
 
-#include "apps/cli_common.hpp"
-#include "storage/tf/events.hpp"
+#include "runnel/apps/cli_common.hpp"
+#include "runnel/storage/tf/events.hpp"
 
 namespace runnel::cli {
 

@@ -1,8 +1,8 @@
-#include "apps/fashion_mnist_model.hpp"
+#include "runnel/apps/fashion_mnist_model.hpp"
 
-#include "ops/data_flow.hpp"
-#include "ops/nn_layers.hpp"
-#include "ops/replica.hpp"
+#include "runnel/ops/data_flow.hpp"
+#include "runnel/ops/nn_layers.hpp"
+#include "runnel/ops/replica.hpp"
 
 namespace runnel::apps {
 

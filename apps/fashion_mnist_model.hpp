@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "ops/builder.hpp"
-#include "ops/mixed_precision.hpp"
-#include "ops/optimizers.hpp"
-#include "ops/sync_replicas.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/ops/mixed_precision.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/sync_replicas.hpp"
 
 namespace runnel::apps {
 

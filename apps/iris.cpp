@@ -11,11 +11,11 @@
 #include <random>
 #include <sstream>
 
-#include "actors/saver.hpp"
-#include "apps/app_support.hpp"
-#include "apps/training_log.hpp"
-#include "ops/optimizers.hpp"
-#include "storage/checkpoint.hpp"
+#include "runnel/actors/saver.hpp"
+#include "runnel/apps/app_support.hpp"
+#include "runnel/apps/training_log.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/storage/checkpoint.hpp"
 
 using namespace runnel;
 using namespace runnel::apps;

@@ -1,8 +1,8 @@
 // `runnel keras import`: a Keras .h5 model as a graph file `runnel run` takes (docs/keras.md).
-#include "apps/cli_common.hpp"
-#include "net/graph_def.hpp"
-#include "storage/keras/keras_import.hpp"
-#include "storage/tf/tf_graph.hpp"
+#include "runnel/apps/cli_common.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/storage/keras/keras_import.hpp"
+#include "runnel/storage/tf/tf_graph.hpp"
 
 namespace runnel::cli {
 

@@ -1,7 +1,10 @@
 // `runnel records convert` and `runnel records stats`.
-#include "apps/records_tools.hpp"
+#include "runnel/apps/records_tools.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -9,10 +12,10 @@
 #include <map>
 #include <sstream>
 
-#include "apps/app_support.hpp"
-#include "storage/example.hpp"
-#include "storage/record_file.hpp"
-#include "storage/record_index.hpp"
+#include "runnel/apps/app_support.hpp"
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/record_file.hpp"
+#include "runnel/storage/record_index.hpp"
 
 namespace runnel::apps {
 namespace {
@@ -29,6 +32,12 @@ public:
         RUNNEL_RETURN_IF_ERROR(writer_->close());
       auto name = shard_name(base_, shard_++, shards_) +
                   (compression_ == record_compression::gzip ? ".gz" : "");
+      if (auto dir = std::filesystem::path(name).parent_path(); !dir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(dir, ec); // the output's folder, made on demand
+        if (ec)
+          return unavailable("cannot create " + dir.string() + ": " + ec.message());
+      }
       RUNNEL_ASSIGN_OR_RETURN(auto w, record_writer::open(name, compression_));
       writer_ = std::make_unique<record_writer>(std::move(w));
       files_.push_back(name);
@@ -142,11 +151,14 @@ result<std::vector<std::string>> convert_csv(const std::string& csv, const std::
   }
   if (header.empty())
     return invalid_argument(csv + " is empty");
-  // A column is numeric when every value parses as a number; integers stay int64.
+  // A column is numeric when every value parses as a number; integers stay int64. Empty cells
+  // (missing values) do not decide the type: they become empty value lists of it.
   std::vector<feature_kind> kinds(header.size(), feature_kind::int64s);
   for (size_t col = 0; col < header.size(); ++col)
     for (auto& r : rows) {
       double v;
+      if (r[col].empty())
+        continue;
       if (!parse_number(r[col], v)) {
         kinds[col] = feature_kind::bytes;
         break;
@@ -161,7 +173,9 @@ result<std::vector<std::string>> convert_csv(const std::string& csv, const std::
       feature ft;
       ft.kind = kinds[col];
       double v = 0;
-      if (ft.kind == feature_kind::bytes)
+      if (r[col].empty() && ft.kind != feature_kind::bytes)
+        ; // a missing number: no values
+      else if (ft.kind == feature_kind::bytes)
         ft.bytes = {r[col]};
       else if (parse_number(r[col], v) && ft.kind == feature_kind::floats)
         ft.floats = {float(v)};
@@ -174,15 +188,138 @@ result<std::vector<std::string>> convert_csv(const std::string& csv, const std::
   return out.finish();
 }
 
-result<std::string> record_stats(const std::vector<std::string>& files) {
-  struct stat {
-    feature_kind kind;
-    int64_t records = 0;
-    size_t min_len = std::numeric_limits<size_t>::max(), max_len = 0;
-    double lo = INFINITY, hi = -INFINITY;
+namespace {
+
+/// Valid UTF-8 with no control characters: what a feature's name looks like.
+bool is_text(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = uint8_t(s[i]);
+    size_t extra;
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f)
+        return false;
+      extra = 0;
+    } else if ((c >> 5) == 6) {
+      extra = 1;
+    } else if ((c >> 4) == 14) {
+      extra = 2;
+    } else if ((c >> 3) == 30) {
+      extra = 3;
+    } else {
+      return false;
+    }
+    if (extra > s.size() - i - 1)
+      return false;
+    for (size_t k = 1; k <= extra; ++k)
+      if ((uint8_t(s[i + k]) >> 6) != 2)
+        return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
+bool names_are_text(const feature_map& f) {
+  for (auto& [name, _] : f)
+    if (name.empty() || !is_text(name))
+      return false;
+  return true;
+}
+
+/// The top-level field numbers of a protobuf message (false: not a well-formed message).
+bool top_level_fields(std::string_view b, std::vector<uint32_t>& fields) {
+  size_t i = 0;
+  auto varint = [&](uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64 && i < b.size(); shift += 7) {
+      auto c = uint8_t(b[i++]);
+      v |= uint64_t(c & 0x7f) << shift;
+      if (!(c & 0x80))
+        return true;
+    }
+    return false;
   };
-  std::map<std::string, stat> stats;
-  int64_t total = 0, not_examples = 0;
+  while (i < b.size()) {
+    uint64_t key, len;
+    if (!varint(key) || (key & 7) != 2 || !varint(len) || len > b.size() - i)
+      return false; // Example and SequenceExample hold only length-delimited fields
+    fields.push_back(uint32_t(key >> 3));
+    i += size_t(len);
+  }
+  return true;
+}
+
+} // namespace
+
+decoded_record classify_record(std::string_view record) {
+  decoded_record out;
+  std::vector<uint32_t> fields;
+  if (!top_level_fields(record, fields))
+    return out;
+  bool has_lists = false;
+  for (auto f : fields) {
+    if (f != 1 && f != 2)
+      return out;
+    has_lists = has_lists || f == 2;
+  }
+  if (has_lists) {
+    auto s = decode_sequence_example(record);
+    if (!s || !names_are_text(s->context))
+      return out;
+    for (auto& [name, _] : s->feature_lists)
+      if (name.empty() || !is_text(name))
+        return out;
+    out.what = decoded_record::kind::sequence_example;
+    out.sequence = std::move(s).value();
+    return out;
+  }
+  auto e = decode_example(record);
+  if (!e || !names_are_text(*e))
+    return out;
+  out.what = decoded_record::kind::example;
+  out.example = std::move(e).value();
+  return out;
+}
+
+std::string record_to_json(std::string_view record, bool raw) {
+  auto d = raw ? decoded_record{} : classify_record(record);
+  switch (d.what) {
+    case decoded_record::kind::example:
+      return features_to_json(d.example);
+    case decoded_record::kind::sequence_example:
+      return sequence_example_to_json(d.sequence);
+    case decoded_record::kind::other:
+      break;
+  }
+  return std::string("{\"raw_base64\":\"") + base64(record) + "\"" +
+         (raw ? "" : ",\"payload\":\"not an Example or SequenceExample\"") + "}";
+}
+
+result<records_summary> record_stats(const std::vector<std::string>& files) {
+  records_summary out;
+  auto add = [&out](const feature_map& features) {
+    for (auto& [name, ft] : features) {
+      auto [it, fresh] = out.features.try_emplace(name);
+      auto& s = it->second;
+      s.kind = ft.kind;
+      if (fresh || s.records == 0) {
+        s.min_len = ft.size();
+        s.max_len = ft.size();
+      }
+      ++s.records;
+      s.min_len = std::min(s.min_len, ft.size());
+      s.max_len = std::max(s.max_len, ft.size());
+      auto value = [&s](double v) {
+        s.lo = s.has_values ? std::min(s.lo, v) : v;
+        s.hi = s.has_values ? std::max(s.hi, v) : v;
+        s.has_values = true;
+      };
+      for (float v : ft.floats)
+        value(double(v));
+      for (int64_t v : ft.int64s)
+        value(double(v));
+    }
+  };
   for (auto& file : files) {
     RUNNEL_ASSIGN_OR_RETURN(auto r, record_reader::open(file));
     std::string rec;
@@ -190,42 +327,59 @@ result<std::string> record_stats(const std::vector<std::string>& files) {
       RUNNEL_ASSIGN_OR_RETURN(bool more, r.next(rec));
       if (!more)
         break;
-      ++total;
-      auto f = decode_example(rec);
-      if (!f || f->empty()) {
-        ++not_examples;
-        continue;
-      }
-      for (auto& [name, ft] : *f) {
-        auto& s = stats.try_emplace(name, stat{ft.kind}).first->second;
-        s.kind = ft.kind;
-        ++s.records;
-        s.min_len = std::min(s.min_len, ft.size());
-        s.max_len = std::max(s.max_len, ft.size());
-        for (float v : ft.floats) {
-          s.lo = std::min(s.lo, double(v));
-          s.hi = std::max(s.hi, double(v));
-        }
-        for (int64_t v : ft.int64s) {
-          s.lo = std::min(s.lo, double(v));
-          s.hi = std::max(s.hi, double(v));
-        }
+      ++out.records;
+      auto d = classify_record(rec);
+      if (d.what == decoded_record::kind::example) {
+        add(d.example);
+      } else if (d.what == decoded_record::kind::sequence_example) {
+        ++out.sequence_examples;
+        add(d.sequence.context);
+      } else {
+        ++out.other;
       }
     }
   }
+  return out;
+}
+
+std::string format_record_stats(const records_summary& s) {
   std::ostringstream os;
-  os << "records: " << total;
-  if (not_examples)
-    os << " (" << not_examples << " not tf.train.Example)";
+  os << "records: " << s.records;
+  if (s.sequence_examples)
+    os << " (" << s.sequence_examples << " SequenceExamples: their contexts are counted)";
+  if (s.other)
+    os << " (" << s.other << " not tf.train.Example)";
   os << "\n";
-  for (auto& [name, s] : stats) {
-    os << "  " << name << "  " << to_string(s.kind) << "  in " << s.records << " records  length "
-       << s.min_len << ".." << s.max_len;
-    if (s.kind != feature_kind::bytes && s.lo <= s.hi)
-      os << "  values " << s.lo << ".." << s.hi;
+  for (auto& [name, f] : s.features) {
+    os << "  " << name << "  " << to_string(f.kind) << "  in " << f.records << " records  length "
+       << f.min_len << ".." << f.max_len;
+    if (f.kind != feature_kind::bytes && f.has_values)
+      os << "  values " << f.lo << ".." << f.hi;
     os << "\n";
   }
   return os.str();
+}
+
+std::string record_stats_json(const records_summary& s) {
+  nlohmann::ordered_json j;
+  j["records"] = s.records;
+  j["sequence_examples"] = s.sequence_examples;
+  j["not_examples"] = s.other;
+  auto features = nlohmann::ordered_json::object();
+  for (auto& [name, f] : s.features) {
+    nlohmann::ordered_json e;
+    e["type"] = to_string(f.kind);
+    e["records"] = f.records;
+    e["min_length"] = f.min_len;
+    e["max_length"] = f.max_len;
+    if (f.kind != feature_kind::bytes && f.has_values) {
+      e["min"] = f.lo;
+      e["max"] = f.hi;
+    }
+    features[name] = std::move(e);
+  }
+  j["features"] = std::move(features);
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 } // namespace runnel::apps

@@ -3,7 +3,10 @@
 #include <string>
 #include <vector>
 
-#include "storage/record_file.hpp"
+#include <map>
+
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/record_file.hpp"
 
 namespace runnel::apps {
 
@@ -16,7 +19,34 @@ result<std::vector<std::string>> convert_idx(const std::string& images, const st
 /// is an integer, float when numeric, else bytes).
 result<std::vector<std::string>> convert_csv(const std::string& csv, const std::string& out_base,
                                              int shards, record_compression c);
-/// Per feature: kind, records carrying it, list length range, value range.
-result<std::string> record_stats(const std::vector<std::string>& files);
+/// What a record's payload is. An Example has only field 1 (features); a SequenceExample has
+/// field 2 (feature_lists) too. Anything whose decoded feature names are not printable UTF-8
+/// text (ExampleListWithContext, another protobuf, arbitrary bytes) is `other`.
+struct decoded_record {
+  enum class kind { example, sequence_example, other } what = kind::other;
+  feature_map example;
+  sequence_example sequence;
+};
+decoded_record classify_record(std::string_view record);
+/// The record as one JSON line: an Example's features, a SequenceExample's context and feature
+/// lists, or {"raw_base64": ..., "payload": "not an Example or SequenceExample"}.
+std::string record_to_json(std::string_view record, bool raw);
+
+/// Per feature over all Examples (and SequenceExamples' contexts): kind, records carrying it,
+/// list length range, value range.
+struct feature_stats {
+  feature_kind kind = feature_kind::floats;
+  int64_t records = 0;
+  size_t min_len = 0, max_len = 0;
+  double lo = 0, hi = 0;
+  bool has_values = false;
+};
+struct records_summary {
+  int64_t records = 0, sequence_examples = 0, other = 0;
+  std::map<std::string, feature_stats> features;
+};
+result<records_summary> record_stats(const std::vector<std::string>& files);
+std::string format_record_stats(const records_summary& s);
+std::string record_stats_json(const records_summary& s);
 
 } // namespace runnel::apps

@@ -6,22 +6,25 @@
 // Errors go to stderr, with exit status 1 (bad input) or 2 (bad usage).
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
-#include "apps/cli_common.hpp"
-#include "apps/records_tools.hpp"
-#include "placement/cost_model.hpp"
-#include "placement/dot.hpp"
-#include "net/graph_def.hpp"
-#include "storage/checkpoint.hpp"
-#include "storage/example.hpp"
-#include "storage/record_file.hpp"
-#include "storage/record_index.hpp"
+#include "runnel/apps/cli_common.hpp"
+#include "runnel/apps/records_tools.hpp"
+#include "runnel/placement/cost_model.hpp"
+#include "runnel/placement/dot.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/storage/checkpoint.hpp"
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/record_file.hpp"
+#include "runnel/storage/record_index.hpp"
 
 using namespace runnel;
 using runnel::cli::fail;
@@ -33,7 +36,7 @@ namespace {
 const char* main_usage =
     "usage: runnel <command> [args]\n"
     "commands:\n"
-    "  ckpt inspect FILE [--values]   list a checkpoint's variables (with value summaries)\n"
+    "  ckpt inspect FILE|DIR [--values] [--json]  a checkpoint's variables (value summaries)\n"
     "  ckpt verify DIR                check that DIR/checkpoint names whole, readable files\n"
     "  graph dump FILE                print a saved graph, one node per line\n"
     "  graph dot FILE [--place P]     the graph for Graphviz, nodes colored by device\n"
@@ -53,18 +56,20 @@ const char* main_usage =
     "Run `runnel <command> <subcommand> --help` for details.\n";
 
 const char* ckpt_usage =
-    "usage: runnel ckpt inspect FILE [--values]\n"
+    "usage: runnel ckpt inspect FILE|DIR [--values] [--json]\n"
     "       runnel ckpt verify DIR\n"
     "Lists the variables of an HDF5 checkpoint (written by Runnel, or any HDF5 weights file):\n"
     "name, dtype and shape, and the file's global step. With --values, also min, max, mean,\n"
-    "standard deviation and the first values of each.\n"
+    "standard deviation and the first values of each. DIR: the latest checkpoint its `checkpoint`\n"
+    "state file names. Datasets of types Runnel cannot read are listed as such. --json: one\n"
+    "object with the variables' names, dtypes and shapes.\n"
     "verify: the state file DIR/checkpoint must name a latest checkpoint, and it and every other\n"
     "file it lists must exist and read whole (each in a child process: a crash inside libhdf5 on a\n"
     "damaged file is a failure, not a crash of this command). Exit 0: all good; 1: the problems\n"
     "are listed.\n";
 
 const char* graph_usage =
-    "usage: runnel graph dump FILE\n"
+    "usage: runnel graph dump FILE [--json]\n"
     "       runnel graph import MODEL.pb|MODEL.pbtxt [--out FILE.graph]\n"
     "       runnel graph export GRAPH OUT.pb|OUT.pbtxt\n"
     "       runnel graph dot FILE [--place first|cost] [--devices N] [--explain]\n"
@@ -106,172 +111,6 @@ std::string summary(const tensor& t) {
   return buf;
 }
 
-const char* records_usage =
-    "usage: runnel records count FILE...\n"
-    "       runnel records verify FILE...\n"
-    "       runnel records cat FILE [--limit N] [--json] [--raw]\n"
-    "       runnel records index FILE...\n"
-    "       runnel records stats FILE...\n"
-    "       runnel records convert --idx IMAGES LABELS OUT | --csv FILE OUT [--shards N] [--gzip]\n"
-    "TFRecord files (raw, GZIP or ZLIB, detected automatically). count prints `FILE: N records`\n"
-    "per file and `total: N records`; verify checks every length and data CRC and reports the\n"
-    "first corruption of each file as FILE:OFFSET, exiting with status 1 if any file is bad.\n";
-
-int records(const std::string& command, const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::fputs(records_usage, stdout);
-    return 0;
-  }
-  if (args.empty())
-    return usage_error("records " + command + " needs at least one FILE", records_usage);
-  int64_t total = 0;
-  int bad = 0;
-  for (auto& file : args) {
-    if (command == "index") {
-      auto idx = write_record_index(file);
-      if (!idx) {
-        ++bad;
-        std::fprintf(stderr, "runnel: %s\n", idx.error().to_string().c_str());
-      } else {
-        std::printf("%s: %zu records -> %s\n", file.c_str(), idx->offsets.size(),
-                    record_index_path(file).c_str());
-      }
-      continue;
-    }
-    auto n = command == "count" ? count_records(file, true) : count_records(file);
-    if (!n) {
-      ++bad;
-      std::fprintf(stderr, "runnel: %s\n", n.error().to_string().c_str());
-      continue;
-    }
-    total += *n;
-    if (command == "count")
-      std::printf("%s: %lld records\n", file.c_str(), static_cast<long long>(*n));
-    else
-      std::printf("%s: ok (%lld records)\n", file.c_str(), static_cast<long long>(*n));
-  }
-  if (command == "count")
-    std::printf("total: %lld records\n", static_cast<long long>(total));
-  else if (command == "index")
-    ;
-  else if (bad)
-    std::printf("%d of %zu files are corrupt or unreadable\n", bad, args.size());
-  return bad ? 1 : 0;
-}
-
-const char* cat_usage =
-    "usage: runnel records cat FILE [--limit N] [--json] [--raw]\n"
-    "Prints each record as one JSON line: a tf.train.Example as\n"
-    "  {\"feature\": {\"type\": \"bytes\"|\"float\"|\"int64\", \"values\": [...]}, ...}\n"
-    "and a record that does not decode as an Example (or every record, with --raw) as\n"
-    "  {\"raw_base64\": \"...\"}\n";
-
-int records_cat(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::fputs(cat_usage, stdout);
-    return 0;
-  }
-  std::string file;
-  int64_t limit = -1;
-  bool raw = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--raw") {
-      raw = true;
-    } else if (args[i] == "--json") {
-      // JSON is the only output format; accepted for symmetry with the wording.
-    } else if (args[i] == "--limit") {
-      if (i + 1 >= args.size())
-        return usage_error("--limit needs a number", cat_usage);
-      char* end = nullptr;
-      limit = std::strtoll(args[++i].c_str(), &end, 10);
-      if (*end || limit < 0)
-        return usage_error("--limit needs a non-negative number, got '" + args[i] + "'", cat_usage);
-    } else if (!args[i].empty() && args[i][0] == '-') {
-      return usage_error("unknown option " + args[i], cat_usage);
-    } else if (file.empty()) {
-      file = args[i];
-    } else {
-      return usage_error("records cat takes one FILE", cat_usage);
-    }
-  }
-  if (file.empty())
-    return usage_error("records cat needs a FILE", cat_usage);
-  auto r = record_reader::open(file);
-  if (!r)
-    return fail(r.error());
-  std::string rec;
-  for (int64_t n = 0; limit < 0 || n < limit; ++n) {
-    auto more = r->next(rec);
-    if (!more)
-      return fail(more.error());
-    if (!*more)
-      break;
-    auto f = raw ? result<feature_map>(invalid_argument("raw")) : decode_example(rec);
-    if (f && !f->empty())
-      std::printf("%s\n", features_to_json(*f).c_str());
-    else
-      std::printf("{\"raw_base64\": \"%s\"}\n", base64(rec).c_str());
-  }
-  return 0;
-}
-
-const char* convert_usage =
-    "usage: runnel records convert --idx IMAGES LABELS OUT [--shards N] [--gzip]\n"
-    "       runnel records convert --csv FILE OUT [--shards N] [--gzip]\n"
-    "Writes OUT-00000-of-0000N ... (with .gz under --gzip). idx: Examples {image_raw (bytes),\n"
-    "label, height, width (int64)}; CSV (header row): one feature per column.\n";
-
-int records_convert(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::fputs(convert_usage, stdout);
-    return 0;
-  }
-  std::vector<std::string> pos;
-  int shards = 1;
-  bool gzip = false;
-  std::string mode;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--idx" || args[i] == "--csv")
-      mode = args[i];
-    else if (args[i] == "--gzip")
-      gzip = true;
-    else if (args[i] == "--shards" && i + 1 < args.size())
-      shards = std::atoi(args[++i].c_str());
-    else if (!args[i].empty() && args[i][0] == '-')
-      return usage_error("unknown option " + args[i], convert_usage);
-    else
-      pos.push_back(args[i]);
-  }
-  if (shards < 1)
-    return usage_error("--shards must be a positive integer", convert_usage);
-  auto c = gzip ? record_compression::gzip : record_compression::none;
-  result<std::vector<std::string>> files = invalid_argument("");
-  if (mode == "--idx" && pos.size() == 3)
-    files = apps::convert_idx(pos[0], pos[1], pos[2], shards, c);
-  else if (mode == "--csv" && pos.size() == 2)
-    files = apps::convert_csv(pos[0], pos[1], shards, c);
-  else
-    return usage_error("records convert needs --idx IMAGES LABELS OUT or --csv FILE OUT",
-                       convert_usage);
-  if (!files)
-    return fail(files.error());
-  for (auto& f : *files)
-    std::printf("wrote %s\n", f.c_str());
-  return 0;
-}
-
-int records_stats(const std::vector<std::string>& args) {
-  if (wants_help(args) || args.empty()) {
-    std::fputs("usage: runnel records stats FILE...\n", args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
-  }
-  auto s = apps::record_stats(args);
-  if (!s)
-    return fail(s.error());
-  std::fputs(s->c_str(), stdout);
-  return 0;
-}
-
 int ckpt_verify(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::fputs(ckpt_usage, stdout);
@@ -307,10 +146,12 @@ int ckpt_inspect(const std::vector<std::string>& args) {
     return 0;
   }
   std::string file;
-  bool values = false;
+  bool values = false, json = false;
   for (auto& a : args) {
     if (a == "--values")
       values = true;
+    else if (a == "--json")
+      json = true;
     else if (!a.empty() && a[0] == '-')
       return usage_error("unknown option " + a, ckpt_usage);
     else if (file.empty())
@@ -319,21 +160,54 @@ int ckpt_inspect(const std::vector<std::string>& args) {
       return usage_error("unexpected argument " + a, ckpt_usage);
   }
   if (file.empty())
-    return usage_error("ckpt inspect needs a FILE", ckpt_usage);
+    return usage_error("ckpt inspect needs a FILE or DIR", ckpt_usage);
+  // A folder: the latest checkpoint its `checkpoint` state file names.
+  if (std::filesystem::is_directory(file)) {
+    auto st = read_checkpoint_state(file);
+    if (!st)
+      return fail(st.error());
+    file = (std::filesystem::path(file) / st->latest).string();
+  }
   auto entries = list_checkpoint(file);
   if (!entries)
     return fail(entries.error());
   auto step = read_checkpoint_global_step(file);
   if (!step)
     return fail(step.error());
+  int64_t total = 0;
+  if (json) {
+    nlohmann::ordered_json j;
+    j["checkpoint"] = file;
+    j["global_step"] = *step ? nlohmann::ordered_json(**step) : nlohmann::ordered_json();
+    auto vars = nlohmann::ordered_json::array();
+    for (auto& e : *entries) {
+      nlohmann::ordered_json v;
+      v["name"] = e.name;
+      v["dtype"] = e.unsupported.empty() ? std::string(name(e.type)) : "unsupported";
+      v["shape"] = e.dims.dims();
+      if (!e.unsupported.empty())
+        v["unsupported"] = e.unsupported;
+      total += std::max<int64_t>(e.dims.num_elements(), 0);
+      vars.push_back(std::move(v));
+    }
+    j["variables"] = std::move(vars);
+    j["total_values"] = total;
+    std::printf("%s\n",
+                j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    return 0;
+  }
   std::printf("checkpoint: %s\n", file.c_str());
   std::printf("global_step: %s\n", *step ? std::to_string(**step).c_str() : "(none)");
   std::printf("variables: %zu\n", entries->size());
   size_t width = 4;
   for (auto& e : *entries)
     width = std::max(width, e.name.size());
-  int64_t total = 0;
   for (auto& e : *entries) {
+    if (!e.unsupported.empty()) {
+      std::printf("  %-*s  %-8s %s  (%s)\n", int(width), e.name.c_str(), "?",
+                  e.dims.to_string().c_str(), e.unsupported.c_str());
+      continue;
+    }
     std::printf("  %-*s  %-8s %s\n", int(width), e.name.c_str(), std::string(name(e.type)).c_str(),
                 e.dims.to_string().c_str());
     total += std::max<int64_t>(e.dims.num_elements(), 0);
@@ -353,12 +227,48 @@ int graph_dump(const std::vector<std::string>& args) {
     std::fputs(graph_usage, stdout);
     return 0;
   }
-  if (args.size() != 1 || args[0].empty() || args[0][0] == '-')
+  std::vector<std::string> files;
+  bool json = false;
+  for (auto& a : args) {
+    if (a == "--json")
+      json = true;
+    else if (!a.empty() && a[0] == '-')
+      return usage_error("unknown option " + a, graph_usage);
+    else
+      files.push_back(a);
+  }
+  if (files.size() != 1)
     return usage_error("graph dump needs exactly one FILE", graph_usage);
-  auto g = load_graph(args[0]);
+  auto g = load_graph(files[0]);
   if (!g)
     return fail(g.error());
-  std::fputs(g->to_text().c_str(), stdout);
+  if (!json) {
+    std::fputs(g->to_text().c_str(), stdout);
+    return 0;
+  }
+  // One object per node: name, op, inputs, device, attributes (rendered) and outputs.
+  for (auto& n : g->nodes()) {
+    auto d = n.to_def(*g);
+    nlohmann::ordered_json j;
+    j["name"] = n.name;
+    j["op"] = n.op;
+    j["inputs"] = d.inputs;
+    if (!n.device.empty())
+      j["device"] = n.device;
+    auto attrs = nlohmann::ordered_json::object();
+    for (auto& [k, v] : n.attrs)
+      attrs[k] = attr_to_string(v);
+    j["attrs"] = std::move(attrs);
+    auto outs = nlohmann::ordered_json::array();
+    for (int i = 0; i < n.num_outputs(); ++i)
+      outs.push_back({{"dtype", std::string(name(n.output_types[size_t(i)]))},
+                      {"shape", n.output_shapes[size_t(i)].has_known_rank()
+                                    ? nlohmann::ordered_json(n.output_shapes[size_t(i)].dims())
+                                    : nlohmann::ordered_json()}});
+    j["outputs"] = std::move(outs);
+    std::printf("%s\n",
+                j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+  }
   return 0;
 }
 
@@ -455,20 +365,20 @@ int main(int argc, char** argv) {
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dot")
     return graph_dot({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" && args[1] == "convert")
-    return records_convert({args.begin() + 2, args.end()});
+    return runnel::cli::records_convert({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" && args[1] == "stats")
-    return records_stats({args.begin() + 2, args.end()});
+    return runnel::cli::records_stats({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" && args[1] == "cat")
-    return records_cat({args.begin() + 2, args.end()});
+    return runnel::cli::records_cat({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "records" &&
       (args[1] == "count" || args[1] == "verify" || args[1] == "index"))
-    return records(args[1], {args.begin() + 2, args.end()});
+    return runnel::cli::records(args[1], {args.begin() + 2, args.end()});
   if (args[0] == "records")
-    return wants_help(args) ? (std::fputs(records_usage, stdout), 0)
+    return wants_help(args) ? (std::fputs(runnel::cli::records_usage, stdout), 0)
                             : usage_error(args.size() < 2 ? "records needs a command"
                                                           : "unknown records command '" +
                                                                 args[1] + "'",
-                                          records_usage);
+                                          runnel::cli::records_usage);
   if (args[0] == "ckpt")
     return args.size() >= 2 && wants_help(args) ? (std::fputs(ckpt_usage, stdout), 0)
                                                 : usage_error("unknown ckpt command", ckpt_usage);

@@ -9,9 +9,9 @@
 #include <iostream>
 #include <string>
 
-#include "actors/session.hpp"
-#include "net/graph_def.hpp"
-#include "ops/builder.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/ops/builder.hpp"
 
 using namespace runnel;
 

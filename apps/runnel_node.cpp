@@ -10,8 +10,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "actors/cluster.hpp"
-#include "apps/app_support.hpp"
+#include "runnel/actors/cluster.hpp"
+#include "runnel/apps/app_support.hpp"
 
 using namespace runnel;
 

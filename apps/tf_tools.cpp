@@ -7,11 +7,11 @@
 #include <set>
 #include <sstream>
 
-#include "actors/session.hpp"
-#include "apps/cli_common.hpp"
-#include "net/graph_def.hpp"
-#include "storage/npy.hpp"
-#include "storage/tf/tf_graph.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/apps/cli_common.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/storage/npy.hpp"
+#include "runnel/storage/tf/tf_graph.hpp"
 
 namespace runnel::cli {
 namespace {

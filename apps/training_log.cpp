@@ -1,8 +1,8 @@
-#include "apps/training_log.hpp"
+#include "runnel/apps/training_log.hpp"
 
 #include <cstdio>
 
-#include "storage/tf/events.hpp"
+#include "runnel/storage/tf/events.hpp"
 
 namespace runnel::apps {
 

@@ -15,18 +15,18 @@
 #include <sstream>
 #include <thread>
 
-#include "actors/dataset.hpp"
-#include "actors/saver.hpp"
-#include "actors/session.hpp"
-#include "apps/app_support.hpp"
-#include "apps/training_log.hpp"
-#include "apps/text/corpus.hpp"
-#include "apps/text/training.hpp"
-#include "ops/data_flow.hpp"
-#include "ops/optimizers.hpp"
-#include "ops/sampled_losses.hpp"
-#include "storage/checkpoint.hpp"
-#include "storage/example.hpp"
+#include "runnel/actors/dataset.hpp"
+#include "runnel/actors/saver.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/apps/app_support.hpp"
+#include "runnel/apps/training_log.hpp"
+#include "runnel/apps/text/corpus.hpp"
+#include "runnel/apps/text/training.hpp"
+#include "runnel/ops/data_flow.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/sampled_losses.hpp"
+#include "runnel/storage/checkpoint.hpp"
+#include "runnel/storage/example.hpp"
 
 using namespace runnel;
 using namespace runnel::apps;

@@ -30,14 +30,14 @@
 #include <thread>
 #include <vector>
 
-#include "ops/cpu/cpu_device.hpp"
-#include "actors/cluster.hpp"
-#include "actors/session.hpp"
-#include "ops/optimizers.hpp"
-#include "ops/replica.hpp"
-#include "net/endpoint.hpp"
-#include "ops/builder.hpp"
-#include "ops/embedding.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/actors/cluster.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/replica.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/ops/embedding.hpp"
 
 using namespace runnel;
 

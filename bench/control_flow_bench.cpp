@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "ops/cpu/cpu_device.hpp"
-#include "actors/session.hpp"
-#include "ops/control_flow.hpp"
-#include "ops/gradients.hpp"
-#include "ops/tensor_array.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/control_flow.hpp"
+#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/tensor_array.hpp"
 
 using namespace runnel;
 

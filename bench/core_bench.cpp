@@ -17,12 +17,12 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
-#include "ops/cpu/cpu_device.hpp"
-#include "actors/internal.hpp"
-#include "actors/session.hpp"
-#include "bench/bench_util.hpp"
-#include "ops/builder.hpp"
-#include "storage/crc32c.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/bench/bench_util.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/storage/crc32c.hpp"
 
 extern "C" char* openblas_get_corename();
 extern "C" int openblas_get_num_threads();

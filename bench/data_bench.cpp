@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "ops/cpu/cpu_device.hpp"
-#include "actors/dataset.hpp"
-#include "actors/internal.hpp"
-#include "storage/example.hpp"
-#include "storage/record_index.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/actors/dataset.hpp"
+#include "runnel/actors/internal.hpp"
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/record_index.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <functional>
 
-#include "ops/cuda/kernels.hpp"
+#include "runnel/ops/cuda/kernels.hpp"
 
 using namespace runnel;
 

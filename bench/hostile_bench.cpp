@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/session.hpp"
-#include "ops/builder.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/builder.hpp"
 
 using namespace runnel;
 

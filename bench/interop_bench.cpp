@@ -15,13 +15,13 @@
 #include <filesystem>
 #include <string>
 
-#include "actors/session.hpp"
-#include "ops/builder.hpp"
-#include "ops/cpu/cpu_device.hpp"
-#include "ops/summary.hpp"
-#include "storage/npy.hpp"
-#include "storage/tf/events.hpp"
-#include "storage/tf/tf_graph.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/ops/summary.hpp"
+#include "runnel/storage/npy.hpp"
+#include "runnel/storage/tf/events.hpp"
+#include "runnel/storage/tf/tf_graph.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;

@@ -14,10 +14,10 @@
 #include <functional>
 #include <memory>
 
-#include "ops/cpu/cpu_device.hpp"
-#include "actors/session.hpp"
-#include "ops/builder.hpp"
-#include "placement/cost_model.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/placement/cost_model.hpp"
 
 using namespace runnel;
 

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "ops/cpu/cpu_device.hpp"
-#include "actors/session.hpp"
-#include "ops/embedding.hpp"
-#include "ops/optimizers.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/embedding.hpp"
+#include "runnel/ops/optimizers.hpp"
 
 using namespace runnel;
 

@@ -15,12 +15,12 @@
 #include <filesystem>
 #include <thread>
 
-#include "ops/cpu/cpu_device.hpp"
-#include "actors/saver.hpp"
-#include "actors/session.hpp"
-#include "bench/bench_util.hpp"
-#include "ops/mixed_precision.hpp"
-#include "ops/optimizers.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/actors/saver.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/bench/bench_util.hpp"
+#include "runnel/ops/mixed_precision.hpp"
+#include "runnel/ops/optimizers.hpp"
 
 using namespace runnel;
 using namespace runnel::bench;

@@ -1,4 +1,4 @@
-#include "net/cluster_spec.hpp"
+#include "runnel/net/cluster_spec.hpp"
 
 #include <fstream>
 #include <sstream>

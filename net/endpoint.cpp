@@ -5,7 +5,7 @@
 #include <netinet/in.h>
 #include <sys/eventfd.h>
 
-#include "net/endpoint_impl.hpp"
+#include "runnel/net/endpoint_impl.hpp"
 
 namespace runnel::net {
 

@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "net/cluster_spec.hpp"
-#include "ops/tensor.hpp"
+#include "runnel/net/cluster_spec.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel::net {
 

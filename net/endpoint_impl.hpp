@@ -25,9 +25,9 @@
 #include <kj/debug.h>
 
 #include "net/cluster.capnp.h"
-#include "net/endpoint.hpp"
-#include "net/tensor_codec.hpp"
-#include "net/wire_frame.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/net/tensor_codec.hpp"
+#include "runnel/net/wire_frame.hpp"
 
 namespace runnel::net {
 namespace detail {

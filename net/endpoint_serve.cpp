@@ -4,7 +4,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
-#include "net/endpoint_impl.hpp"
+#include "runnel/net/endpoint_impl.hpp"
 
 namespace runnel::net {
 

@@ -1,4 +1,4 @@
-#include "net/graph_def.hpp"
+#include "runnel/net/graph_def.hpp"
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "net/graph.capnp.h"
-#include "net/tensor_codec.hpp"
+#include "runnel/net/tensor_codec.hpp"
 
 namespace runnel {
 namespace {

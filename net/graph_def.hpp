@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "ops/graph.hpp"
+#include "runnel/ops/graph.hpp"
 
 namespace runnel {
 

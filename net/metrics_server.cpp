@@ -1,4 +1,4 @@
-#include "net/metrics_server.hpp"
+#include "runnel/net/metrics_server.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -9,7 +9,7 @@
 #include <kj/async-io.h>
 #include <kj/compat/http.h>
 
-#include "net/cluster_spec.hpp"
+#include "runnel/net/cluster_spec.hpp"
 
 namespace runnel::net {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "ops/status.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel::net {
 

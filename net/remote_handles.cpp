@@ -1,6 +1,6 @@
 // Remote workers and masters: calls posted to the endpoint's loop, made on its RPC connections,
 // answered once (docs/cluster.md).
-#include "net/endpoint_impl.hpp"
+#include "runnel/net/endpoint_impl.hpp"
 
 namespace runnel::net {
 

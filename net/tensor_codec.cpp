@@ -1,4 +1,4 @@
-#include "net/tensor_codec.hpp"
+#include "runnel/net/tensor_codec.hpp"
 
 #include <bit>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "net/wire_frame.hpp"
+#include "runnel/net/wire_frame.hpp"
 
 #include <cstring>
 
@@ -6,7 +6,7 @@
 #include <kj/exception.h>
 
 #include "net/cluster.capnp.h"
-#include "net/tensor_codec.hpp"
+#include "runnel/net/tensor_codec.hpp"
 
 namespace runnel::net {
 

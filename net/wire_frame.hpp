@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ops/tensor.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel::net {
 

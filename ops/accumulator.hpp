@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/attr.hpp"
-#include "ops/tensor.hpp"
+#include "runnel/ops/attr.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 

@@ -2,11 +2,11 @@
 // for synchronous training: the replica a gradient comes from, a take timeout that names the
 // replicas missing, the dropped count and close), and the two queue ops the sync token barrier
 // needs (QueueReset, QueueFail). Kernels: ops/cpu/accumulator_kernels.cpp.
-#include "ops/accumulator.hpp"
-#include "ops/builder.hpp"
-#include "ops/data_flow.hpp"
-#include "ops/gradients.hpp"
-#include "ops/op_def.hpp"
+#include "runnel/ops/accumulator.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/ops/data_flow.hpp"
+#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {

@@ -1,4 +1,4 @@
-#include "ops/attr.hpp"
+#include "runnel/ops/attr.hpp"
 
 namespace runnel {
 

@@ -9,9 +9,9 @@
 #include <variant>
 #include <vector>
 
-#include "ops/dtype.hpp"
-#include "ops/shape.hpp"
-#include "ops/tensor.hpp"
+#include "runnel/ops/dtype.hpp"
+#include "runnel/ops/shape.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 

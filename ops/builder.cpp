@@ -1,4 +1,4 @@
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 namespace {

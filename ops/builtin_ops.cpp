@@ -2,7 +2,7 @@
 // in ops/cpu/ and are registered separately (ops/builtin_kernels.cpp).
 #include <algorithm>
 
-#include "ops/op_def.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {
@@ -1227,7 +1227,7 @@ void register_more_array_ops(op_registry& reg) {
 
 } // namespace runnel
 
-#include "ops/strided_slice.hpp"
+#include "runnel/ops/strided_slice.hpp"
 
 namespace runnel {
 

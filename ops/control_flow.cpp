@@ -1,11 +1,11 @@
 // cond, case_of, switch_case and while_loop over Switch/Merge/Enter/Exit/NextIteration, laid out
 // as TensorFlow's v1 tf.cond and tf.while_loop lay them out, so that graphs from either look
 // alike to the executor.
-#include "ops/control_flow.hpp"
+#include "runnel/ops/control_flow.hpp"
 
 #include <map>
 
-#include "ops/control_flow_internal.hpp"
+#include "runnel/ops/control_flow_internal.hpp"
 
 namespace runnel {
 namespace {

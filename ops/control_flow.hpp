@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 

@@ -7,8 +7,8 @@
 // order, as in Yu et al. (EuroSys 2018), with one departure: the forward values it needs are kept
 // in TensorArrays indexed by the forward iteration, not on stacks, so backward iterations may run
 // in parallel (a stack would serialise them) and no pop can overtake a push.
-#include "ops/gradients_internal.hpp"
-#include "ops/tensor_array.hpp"
+#include "runnel/ops/gradients_internal.hpp"
+#include "runnel/ops/tensor_array.hpp"
 
 namespace runnel {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/control_flow.hpp"
+#include "runnel/ops/control_flow.hpp"
 
 namespace runnel {
 

@@ -3,7 +3,7 @@
 // iterations) is the executor's business (actors/flow.cpp); their kernels (ops/cpu/control_flow.cpp)
 // only exist so that placement sees them as runnable on a device. The builder API over them is
 // ops/control_flow.hpp.
-#include "ops/op_def.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {

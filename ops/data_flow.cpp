@@ -1,6 +1,6 @@
-#include "ops/data_flow.hpp"
+#include "runnel/ops/data_flow.hpp"
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 namespace {

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/graph.hpp"
-#include "ops/queue.hpp"
+#include "runnel/ops/graph.hpp"
+#include "runnel/ops/queue.hpp"
 
 namespace runnel {
 

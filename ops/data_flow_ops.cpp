@@ -2,7 +2,7 @@
 // PriorityQueueV2 and the Queue*V2 operations on them) and dataset iterators (IteratorGetNext).
 // A queue or iterator node outputs a string scalar naming its resource; the ops that use it take
 // that as their first input. Kernels: ops/cpu/queue_kernels.cpp; the resources live in actors/.
-#include "ops/op_def.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {

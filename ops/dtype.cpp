@@ -1,6 +1,6 @@
-#include "ops/dtype.hpp"
+#include "runnel/ops/dtype.hpp"
 
-#include "ops/math_functors.hpp"
+#include "runnel/ops/math_functors.hpp"
 
 #include <cmath>
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "ops/status.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel {
 

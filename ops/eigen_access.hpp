@@ -13,7 +13,7 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/CXX11/Tensor>
 
-#include "ops/tensor.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 

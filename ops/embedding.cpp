@@ -1,4 +1,4 @@
-#include "ops/embedding.hpp"
+#include "runnel/ops/embedding.hpp"
 
 #include <numeric>
 

@@ -16,7 +16,7 @@
 #include <functional>
 #include <vector>
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 

@@ -1,8 +1,8 @@
-#include "ops/gradients.hpp"
+#include "runnel/ops/gradients.hpp"
 
 #include <algorithm>
 
-#include "ops/gradients_internal.hpp"
+#include "runnel/ops/gradients_internal.hpp"
 
 namespace runnel {
 

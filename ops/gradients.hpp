@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 

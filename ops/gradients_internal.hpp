@@ -14,8 +14,8 @@
 #include <set>
 #include <vector>
 
-#include "ops/control_flow_internal.hpp"
-#include "ops/gradients.hpp"
+#include "runnel/ops/control_flow_internal.hpp"
+#include "runnel/ops/gradients.hpp"
 
 namespace runnel {
 

@@ -1,4 +1,4 @@
-#include "ops/graph.hpp"
+#include "runnel/ops/graph.hpp"
 
 #include <algorithm>
 #include <charconv>

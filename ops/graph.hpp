@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/op_def.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 

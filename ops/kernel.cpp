@@ -1,4 +1,4 @@
-#include "ops/kernel.hpp"
+#include "runnel/ops/kernel.hpp"
 
 #include <algorithm>
 

@@ -25,8 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/graph.hpp"
-#include "ops/tensor.hpp"
+#include "runnel/ops/graph.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 
@@ -69,7 +69,7 @@ class resource_manager {
 public:
   virtual ~resource_manager() = default;
   /// The variable called `name`, created (uninitialised) on first use.
-  virtual result<std::shared_ptr<variable>> find_or_create_variable(const std::string& name,
+  virtual result<std::shared_ptr<class variable>> find_or_create_variable(const std::string& name,
                                                                     dtype type, const shape& s) = 0;
   /// The queue called `name`, created with `spec` on first use; an existing queue with another
   /// spec is an error naming both.
@@ -163,7 +163,7 @@ public:
   }
   /// The variable a VariableV2 kernel stands for (null for other kernels). Consumers of its
   /// output read the variable themselves, when they run, as TensorFlow's ref edges do.
-  virtual std::shared_ptr<variable> variable_resource() const { return nullptr; }
+  virtual std::shared_ptr<class variable> variable_resource() const { return nullptr; }
 };
 
 /// For each input slot of `n`: whether it is a ref input (no value flows along it).
@@ -171,9 +171,9 @@ std::vector<bool> ref_input_slots(const node& n);
 
 /// The variable behind input `input` of the node being built (it must come from a VariableV2),
 /// created in the device's resources on first use.
-result<std::shared_ptr<variable>> input_variable(const kernel_construction& c, int input);
+result<std::shared_ptr<class variable>> input_variable(const kernel_construction& c, int input);
 /// The variable a VariableV2 node stands for.
-result<std::shared_ptr<variable>> node_variable(const kernel_construction& c, const node& var_node);
+result<std::shared_ptr<class variable>> node_variable(const kernel_construction& c, const node& var_node);
 
 using kernel_factory = std::function<result<std::unique_ptr<kernel>>(const kernel_construction&)>;
 

@@ -15,7 +15,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "ops/dtype.hpp"
+#include "runnel/ops/dtype.hpp"
 
 #if defined(__CUDACC__)
 #define RUNNEL_HD __host__ __device__ inline

@@ -1,6 +1,6 @@
 // Gradient functions of the math and array ops.
-#include "ops/embedding.hpp"
-#include "ops/gradients.hpp"
+#include "runnel/ops/embedding.hpp"
+#include "runnel/ops/gradients.hpp"
 
 namespace runnel {
 namespace {

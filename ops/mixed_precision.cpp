@@ -1,4 +1,4 @@
-#include "ops/mixed_precision.hpp"
+#include "runnel/ops/mixed_precision.hpp"
 
 namespace runnel {
 

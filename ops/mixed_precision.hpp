@@ -16,7 +16,7 @@
 
 #include <memory>
 
-#include "ops/optimizers.hpp"
+#include "runnel/ops/optimizers.hpp"
 
 namespace runnel {
 

@@ -1,5 +1,5 @@
 // Gradient functions of the neural-network ops.
-#include "ops/gradients.hpp"
+#include "runnel/ops/gradients.hpp"
 
 namespace runnel {
 

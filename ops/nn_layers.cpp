@@ -1,4 +1,4 @@
-#include "ops/nn_layers.hpp"
+#include "runnel/ops/nn_layers.hpp"
 
 namespace runnel {
 

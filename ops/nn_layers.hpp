@@ -5,7 +5,7 @@
 //   auto h = dropout(relu(matmul(x, w)), 0.5, training);
 //   auto mask = sequence_mask(lengths, max_time);        // [batch, max_time] of 1 / 0
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 

@@ -5,7 +5,7 @@
 // Outputs as TensorFlow's: y, batch_mean, batch_variance (Bessel-corrected, what moving averages
 // take), reserve_space_1 (the mean used) and reserve_space_2 (here 1 / sqrt(variance + epsilon),
 // what the gradient needs).
-#include "ops/op_def.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {

@@ -1,4 +1,4 @@
-#include "ops/op_def.hpp"
+#include "runnel/ops/op_def.hpp"
 
 #include <algorithm>
 

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/attr.hpp"
+#include "runnel/ops/attr.hpp"
 
 namespace runnel {
 

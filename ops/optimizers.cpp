@@ -1,4 +1,4 @@
-#include "ops/optimizers.hpp"
+#include "runnel/ops/optimizers.hpp"
 
 namespace runnel {
 namespace {

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/gradients.hpp"
+#include "runnel/ops/gradients.hpp"
 
 namespace runnel {
 

@@ -5,7 +5,7 @@
 // Runnel's ParseExample describes its features with attributes (keys, types, layouts, shapes) and
 // takes defaults as inputs, one per fixed feature that has one (`has_default`). Outputs, per
 // feature: fixed → values; padded (1) → values, lengths; sparse (2) → indices, values, shape.
-#include "ops/op_def.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {

@@ -1,4 +1,4 @@
-#include "ops/queue.hpp"
+#include "runnel/ops/queue.hpp"
 
 #include <cstring>
 

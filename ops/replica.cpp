@@ -1,4 +1,4 @@
-#include "ops/replica.hpp"
+#include "runnel/ops/replica.hpp"
 
 #include <memory>
 #include <vector>

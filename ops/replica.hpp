@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "ops/graph.hpp"
+#include "runnel/ops/graph.hpp"
 
 namespace runnel {
 

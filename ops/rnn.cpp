@@ -1,9 +1,9 @@
-#include "ops/rnn.hpp"
+#include "runnel/ops/rnn.hpp"
 
 #include <cmath>
 
-#include "ops/control_flow.hpp"
-#include "ops/tensor_array.hpp"
+#include "runnel/ops/control_flow.hpp"
+#include "runnel/ops/tensor_array.hpp"
 
 namespace runnel {
 namespace {

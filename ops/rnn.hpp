@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 

@@ -1,4 +1,4 @@
-#include "ops/sampled_losses.hpp"
+#include "runnel/ops/sampled_losses.hpp"
 
 #include <cfloat>
 

@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "ops/embedding.hpp"
+#include "runnel/ops/embedding.hpp"
 
 namespace runnel {
 

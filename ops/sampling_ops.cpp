@@ -3,7 +3,7 @@
 // LogUniformCandidateSampler and FixedUnigramCandidateSampler (counts given as `unigrams`; a
 // vocabulary file is not read). Kernels: ops/cpu/candidate_sampling.cpp; builders:
 // ops/sampled_losses.hpp.
-#include "ops/op_def.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {

@@ -1,4 +1,4 @@
-#include "ops/shape.hpp"
+#include "runnel/ops/shape.hpp"
 
 #include <algorithm>
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/status.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel {
 

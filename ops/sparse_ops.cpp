@@ -5,7 +5,7 @@
 // builds from scatter ops in Python; one kernel each saves a pass over the rows) and CheckIndices
 // (an embedding lookup's id range check). Kernels: ops/cpu/sparse.cpp and ops/cpu/training.cpp;
 // builders: ops/embedding.hpp.
-#include "ops/op_def.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {

@@ -1,4 +1,4 @@
-#include "ops/status.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel {
 

@@ -1,4 +1,4 @@
-#include "ops/step_resources.hpp"
+#include "runnel/ops/step_resources.hpp"
 
 #include <algorithm>
 #include <cstring>

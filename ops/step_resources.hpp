@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/tensor.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 

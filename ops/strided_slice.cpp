@@ -1,4 +1,4 @@
-#include "ops/strided_slice.hpp"
+#include "runnel/ops/strided_slice.hpp"
 
 #include <algorithm>
 

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/shape.hpp"
-#include "ops/status.hpp"
+#include "runnel/ops/shape.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel {
 

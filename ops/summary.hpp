@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/graph.hpp"
+#include "runnel/ops/graph.hpp"
 
 namespace runnel {
 

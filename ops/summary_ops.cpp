@@ -1,8 +1,8 @@
 // Summary op definitions (TensorFlow's) and their builders; the kernels are in
 // storage/tf/summary_kernels.cpp.
-#include "ops/builder.hpp"
-#include "ops/op_def.hpp"
-#include "ops/summary.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/ops/op_def.hpp"
+#include "runnel/ops/summary.hpp"
 
 namespace runnel {
 namespace {

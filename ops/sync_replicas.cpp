@@ -1,8 +1,8 @@
-#include "ops/sync_replicas.hpp"
+#include "runnel/ops/sync_replicas.hpp"
 
 #include <optional>
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 

@@ -37,8 +37,8 @@
 #include <utility>
 #include <vector>
 
-#include "ops/data_flow.hpp"
-#include "ops/optimizers.hpp"
+#include "runnel/ops/data_flow.hpp"
+#include "runnel/ops/optimizers.hpp"
 
 namespace runnel {
 

@@ -1,4 +1,4 @@
-#include "ops/tensor.hpp"
+#include "runnel/ops/tensor.hpp"
 
 #include <atomic>
 #include <cmath>

@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/dtype.hpp"
-#include "ops/shape.hpp"
-#include "ops/status.hpp"
+#include "runnel/ops/dtype.hpp"
+#include "runnel/ops/shape.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel {
 

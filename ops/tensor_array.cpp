@@ -1,4 +1,4 @@
-#include "ops/tensor_array.hpp"
+#include "runnel/ops/tensor_array.hpp"
 
 namespace runnel {
 namespace {

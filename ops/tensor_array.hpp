@@ -15,7 +15,7 @@
 
 #include <string>
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 

@@ -2,7 +2,7 @@
 // inputs and attributes. Handles are string scalars naming a resource of the step
 // (ops/step_resources.hpp); a TensorArray's `flow` is a float scalar that orders the operations
 // on it as data dependencies. Kernels: ops/cpu/tensor_array.cpp; builder: ops/tensor_array.hpp.
-#include "ops/op_def.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {

@@ -1,6 +1,6 @@
-#include "ops/towers.hpp"
+#include "runnel/ops/towers.hpp"
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel {
 

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/optimizers.hpp"
+#include "runnel/ops/optimizers.hpp"
 
 namespace runnel {
 

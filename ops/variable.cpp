@@ -1,4 +1,4 @@
-#include "ops/variable.hpp"
+#include "runnel/ops/variable.hpp"
 
 namespace runnel {
 

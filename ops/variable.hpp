@@ -1,7 +1,7 @@
 #pragma once
 // Variables: named, typed state that outlives steps, executor instances and sessions.
 //
-//   std::shared_ptr<variable> v = resources.find_or_create_variable("w", dtype::f32, {784, 10});
+//   std::shared_ptr<class variable> v = resources.find_or_create_variable("w", dtype::f32, {784, 10});
 //   result<tensor> current = v->read();        // shares the buffer (copy-on-write)
 //   v->update([](variable::state& s) { ...; return ok_status(); },
 //             [](status st, tensor value) { ... });   // serialised with other updates
@@ -14,7 +14,7 @@
 #include <mutex>
 #include <string>
 
-#include "ops/tensor.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 

@@ -1,4 +1,4 @@
-#include "placement/cost_model.hpp"
+#include "runnel/placement/cost_model.hpp"
 
 #include <algorithm>
 #include <cstdio>

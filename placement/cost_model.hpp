@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "placement/placer.hpp"
+#include "runnel/placement/placer.hpp"
 
 namespace runnel {
 

@@ -1,4 +1,4 @@
-#include "placement/device_name.hpp"
+#include "runnel/placement/device_name.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,10 +1,10 @@
-#include "placement/dot.hpp"
+#include "runnel/placement/dot.hpp"
 
 #include <functional>
 #include <map>
 #include <numeric>
 
-#include "placement/frames.hpp"
+#include "runnel/placement/frames.hpp"
 
 namespace runnel {
 namespace {

@@ -1,4 +1,4 @@
-#include "placement/frames.hpp"
+#include "runnel/placement/frames.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,11 +1,11 @@
-#include "placement/partition.hpp"
+#include "runnel/placement/partition.hpp"
 
 #include <cstdio>
 #include <functional>
 #include <map>
 #include <unordered_map>
 
-#include "placement/frames.hpp"
+#include "runnel/placement/frames.hpp"
 
 namespace runnel {
 

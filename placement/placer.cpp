@@ -1,10 +1,10 @@
-#include "placement/placer.hpp"
+#include "runnel/placement/placer.hpp"
 
 #include <map>
 #include <numeric>
 #include <unordered_map>
 
-#include "ops/kernel.hpp"
+#include "runnel/ops/kernel.hpp"
 
 namespace runnel {
 namespace {

@@ -21,8 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/graph.hpp"
-#include "placement/device_name.hpp"
+#include "runnel/ops/graph.hpp"
+#include "runnel/placement/device_name.hpp"
 
 namespace runnel {
 

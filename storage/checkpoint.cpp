@@ -1,4 +1,4 @@
-#include "storage/checkpoint.hpp"
+#include "runnel/storage/checkpoint.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -97,6 +97,9 @@ std::optional<std::string> read_string_attr(hid_t obj, const char* key,
     char* s = nullptr;
     h5_handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mem.get(), H5T_VARIABLE);
+    // The file's character set (h5py writes str attributes as UTF-8): HDF5 does not convert
+    // between ASCII and UTF-8, it fails the read.
+    H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
     if (H5Aread(attr.get(), mem.get(), &s) < 0 || !s)
       return std::nullopt;
     std::string out(s);
@@ -367,9 +370,12 @@ result<std::vector<checkpoint_entry>> list_checkpoint(const std::string& path) {
     h5_handle ds(H5Dopen2(f.get(), ("/" + n).c_str(), H5P_DEFAULT), H5Dclose);
     if (!ds.ok())
       return data_loss("cannot open dataset /" + n + " in " + path);
-    RUNNEL_ASSIGN_OR_RETURN(dtype t, dataset_dtype(ds.get(), "/" + n));
     RUNNEL_ASSIGN_OR_RETURN(shape s, dataset_shape(ds.get()));
-    out.push_back({variable_name_of(n), t, s});
+    // A dataset of a type Runnel cannot read (compound, enum, complex...) is listed as such
+    // rather than failing the whole listing.
+    auto t = dataset_dtype(ds.get(), "/" + n);
+    out.push_back({variable_name_of(n), t ? *t : dtype::invalid, s,
+                   t ? std::string() : t.error().message()});
   }
   return out;
 }

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/tensor.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 
@@ -30,8 +30,9 @@ inline constexpr int32_t checkpoint_format_version = 1;
 
 struct checkpoint_entry {
   std::string name; ///< dataset path without the leading '/', e.g. "hidden/w"
-  dtype type;
+  dtype type;       ///< invalid when Runnel cannot read the dataset's type
   shape dims;
+  std::string unsupported; ///< why the type cannot be read (empty when it can)
 };
 
 struct checkpoint_contents {
@@ -43,7 +44,8 @@ struct checkpoint_contents {
 status write_checkpoint(const std::string& path, const std::map<std::string, tensor>& tensors,
                         std::optional<int64_t> global_step);
 result<checkpoint_contents> read_checkpoint(const std::string& path);
-/// Names, dtypes and shapes of every dataset, without reading the data.
+/// Names, dtypes and shapes of every dataset, without reading the data. Datasets of types Runnel
+/// cannot read are listed with `unsupported` saying why.
 result<std::vector<checkpoint_entry>> list_checkpoint(const std::string& path);
 /// Reads the datasets named in `names` only; a missing one is not_found naming it and the file.
 result<std::map<std::string, tensor>>

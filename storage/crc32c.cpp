@@ -1,4 +1,4 @@
-#include "storage/crc32c.hpp"
+#include "runnel/storage/crc32c.hpp"
 
 #include <array>
 #include <cstring>

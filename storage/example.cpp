@@ -1,4 +1,7 @@
-#include "storage/example.hpp"
+#include "runnel/storage/example.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -350,19 +353,6 @@ std::string base64(std::string_view bytes) {
 
 namespace {
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += {'\\', c};
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out + "\"";
-}
-
 bool printable(std::string_view s) {
   for (unsigned char c : s)
     if (c < 0x20 || c >= 0x7f)
@@ -370,42 +360,61 @@ bool printable(std::string_view s) {
   return true;
 }
 
+nlohmann::ordered_json feature_json(const feature& f) {
+  nlohmann::ordered_json j;
+  j["type"] = to_string(f.kind);
+  bool as_base64 = false;
+  if (f.kind == feature_kind::bytes)
+    for (auto& b : f.bytes)
+      as_base64 = as_base64 || !printable(b);
+  if (as_base64)
+    j["encoding"] = "base64";
+  auto values = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f.kind == feature_kind::bytes) {
+      values.push_back(as_base64 ? base64(f.bytes[i]) : f.bytes[i]);
+    } else if (f.kind == feature_kind::floats) {
+      float v = f.floats[i];
+      if (std::isfinite(v)) // the shortest decimal that reads back as this float32
+        values.push_back(std::stod(fmt::format("{}", v)));
+      else // JSON has no NaN or infinity
+        values.push_back(std::isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+    } else {
+      values.push_back(f.int64s[i]);
+    }
+  }
+  j["values"] = std::move(values);
+  return j;
+}
+
+nlohmann::ordered_json features_json(const feature_map& features) {
+  auto j = nlohmann::ordered_json::object();
+  for (auto& [name, f] : features)
+    j[name] = feature_json(f);
+  return j;
+}
+
+std::string dump(const nlohmann::ordered_json& j) {
+  // Every control character escaped; bytes that are not UTF-8 (in a feature's name) replaced.
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 } // namespace
 
-std::string features_to_json(const feature_map& features) {
-  std::ostringstream os;
-  os.precision(9);
-  os << "{";
-  bool first = true;
-  for (auto& [name, f] : features) {
-    os << (first ? "" : ", ") << json_string(name) << ": {\"type\": \"" << to_string(f.kind)
-       << "\"";
-    bool as_base64 = false;
-    if (f.kind == feature_kind::bytes)
-      for (auto& b : f.bytes)
-        as_base64 = as_base64 || !printable(b);
-    if (as_base64)
-      os << ", \"encoding\": \"base64\"";
-    os << ", \"values\": [";
-    for (size_t i = 0; i < f.size(); ++i) {
-      if (i)
-        os << ", ";
-      if (f.kind == feature_kind::bytes)
-        os << json_string(as_base64 ? base64(f.bytes[i]) : f.bytes[i]);
-      else if (f.kind == feature_kind::floats) {
-        float v = f.floats[i];
-        if (std::isfinite(v))
-          os << v;
-        else
-          os << "\"" << v << "\"";
-      } else
-        os << f.int64s[i];
-    }
-    os << "]}";
-    first = false;
+std::string features_to_json(const feature_map& features) { return dump(features_json(features)); }
+
+std::string sequence_example_to_json(const sequence_example& s) {
+  nlohmann::ordered_json j;
+  j["context"] = features_json(s.context);
+  auto lists = nlohmann::ordered_json::object();
+  for (auto& [name, steps] : s.feature_lists) {
+    auto list = nlohmann::ordered_json::array();
+    for (auto& f : steps)
+      list.push_back(feature_json(f));
+    lists[name] = std::move(list);
   }
-  os << "}";
-  return os.str();
+  j["feature_lists"] = std::move(lists);
+  return dump(j);
 }
 
 } // namespace runnel

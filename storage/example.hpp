@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/status.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel {
 
@@ -42,9 +42,12 @@ std::string encode_example(const feature_map& features);
 result<sequence_example> decode_sequence_example(std::string_view bytes);
 std::string encode_sequence_example(const sequence_example& s);
 
-/// {"name": {"type": "float", "values": [1, 2]}, ...}; bytes values as JSON strings when they
-/// are printable UTF-8-free ASCII, else base64 with "encoding": "base64".
+/// {"name": {"type": "float", "values": [1, 2]}, ...}: valid JSON for any bytes. Bytes values
+/// are JSON strings when they are printable ASCII, else base64 with "encoding": "base64"; NaN
+/// and infinities are the strings "NaN", "Infinity", "-Infinity".
 std::string features_to_json(const feature_map& features);
+/// {"context": {<features>}, "feature_lists": {"name": [<feature per step>, ...]}}.
+std::string sequence_example_to_json(const sequence_example& s);
 std::string base64(std::string_view bytes);
 
 } // namespace runnel

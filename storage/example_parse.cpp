@@ -1,8 +1,8 @@
-#include "storage/example_parse.hpp"
+#include "runnel/storage/example_parse.hpp"
 
 #include <cstring>
 
-#include "storage/example.hpp"
+#include "runnel/storage/example.hpp"
 
 namespace runnel {
 namespace {

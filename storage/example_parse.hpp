@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/graph.hpp"
-#include "ops/kernel.hpp"
-#include "ops/tensor.hpp"
+#include "runnel/ops/graph.hpp"
+#include "runnel/ops/kernel.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 

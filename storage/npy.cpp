@@ -1,4 +1,4 @@
-#include "storage/npy.hpp"
+#include "runnel/storage/npy.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "ops/tensor.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 

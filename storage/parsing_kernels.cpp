@@ -3,7 +3,7 @@
 #include <bit>
 #include <cstring>
 
-#include "storage/example_parse.hpp"
+#include "runnel/storage/example_parse.hpp"
 
 namespace runnel {
 namespace {

@@ -1,4 +1,4 @@
-#include "storage/record_file.hpp"
+#include "runnel/storage/record_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,8 +10,8 @@
 #include <cstring>
 #include <vector>
 
-#include "storage/crc32c.hpp"
-#include "storage/record_index.hpp"
+#include "runnel/storage/crc32c.hpp"
+#include "runnel/storage/record_index.hpp"
 
 namespace runnel {
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "ops/status.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel {
 

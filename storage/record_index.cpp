@@ -1,4 +1,4 @@
-#include "storage/record_index.hpp"
+#include "runnel/storage/record_index.hpp"
 
 #include <fcntl.h>
 #include <glob.h>
@@ -12,8 +12,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "storage/crc32c.hpp"
-#include "storage/record_file.hpp"
+#include "runnel/storage/crc32c.hpp"
+#include "runnel/storage/record_file.hpp"
 
 namespace runnel {
 namespace {

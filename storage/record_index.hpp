@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/status.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel {
 

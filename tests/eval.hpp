@@ -2,8 +2,8 @@
 // Test helpers: evaluate outputs of a graph in a fresh session on a shared runtime.
 #include <catch2/catch.hpp>
 
-#include "actors/session.hpp"
-#include "ops/builder.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel::testing {
 

@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "net/endpoint.hpp"
+#include "runnel/net/endpoint.hpp"
 
 namespace runnel::testing {
 

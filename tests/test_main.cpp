@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "ops/cpu/cpu_device.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
 
 int main(int argc, char** argv) {
   runnel::reexec_with_better_blas_core(argv); // as the apps do: OpenBLAS's own kernels

@@ -1,4 +1,4 @@
-#include "apps/text/corpus.hpp"
+#include "runnel/apps/text/corpus.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,8 +7,8 @@
 #include <sstream>
 #include <sys/stat.h>
 
-#include "storage/example.hpp"
-#include "storage/record_file.hpp"
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/record_file.hpp"
 
 namespace runnel::apps {
 

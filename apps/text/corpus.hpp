@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/status.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel::apps {
 

@@ -1,9 +1,9 @@
-#include "apps/text/training.hpp"
+#include "runnel/apps/text/training.hpp"
 
 #include <cstdio>
 #include <optional>
 
-#include "storage/checkpoint.hpp"
+#include "runnel/storage/checkpoint.hpp"
 
 namespace runnel::apps {
 

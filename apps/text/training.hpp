@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/saver.hpp"
-#include "actors/session.hpp"
+#include "runnel/actors/saver.hpp"
+#include "runnel/actors/session.hpp"
 
 namespace runnel::apps {
 

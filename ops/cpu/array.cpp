@@ -4,7 +4,7 @@
 #include <iostream>
 #include <mutex>
 
-#include "ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 

@@ -8,8 +8,8 @@
 #include <numeric>
 #include <random>
 
-#include "ops/cpu/kernels.hpp"
-#include "ops/strided_slice.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/strided_slice.hpp"
 
 namespace runnel {
 namespace {

@@ -2,7 +2,7 @@
 // statistics per channel in double, then one pass to normalise.
 #include <cmath>
 
-#include "ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 namespace {

@@ -11,7 +11,7 @@
 #include <random>
 #include <unordered_set>
 
-#include "ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 namespace {

@@ -2,7 +2,7 @@
 // NextIteration itself (deadness, frames, iterations: actors/flow.cpp) and never calls these for
 // them; they define what each op computes on live values, which is also what runs when such a
 // node sits in a graph without frames.
-#include "ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 namespace {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "ops/cpu/conv_dnnl.hpp"
-#include "ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/conv_dnnl.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 

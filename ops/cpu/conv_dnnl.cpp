@@ -2,7 +2,7 @@
 // convolution kernel beats im2col + GEMM on CPUs with wide vectors. Activations stay NHWC;
 // the filter is reordered into oneDNN's preferred layout on each call (cheap next to the
 // convolution, and the filter changes every training step anyway).
-#include "ops/cpu/conv_dnnl.hpp"
+#include "runnel/ops/cpu/conv_dnnl.hpp"
 
 #if RUNNEL_HAVE_DNNL
 #include <dnnl.hpp>

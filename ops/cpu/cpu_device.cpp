@@ -1,4 +1,4 @@
-#include "ops/cpu/cpu_device.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
 
 #include <cblas.h>
 

@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <array>
 
-#include "ops/cpu/kernels.hpp"
-#include "ops/eigen_access.hpp"
-#include "ops/math_functors.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/eigen_access.hpp"
+#include "runnel/ops/math_functors.hpp"
 
 namespace runnel {
 namespace {

@@ -2,7 +2,7 @@
 // Size, Rank, Slice, ExpandDims, UnsortedSegmentSum, StopGradient.
 #include <algorithm>
 
-#include "ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 namespace {

@@ -4,8 +4,8 @@
 #include <random>
 #include <type_traits>
 
-#include "ops/cpu/cpu_device.hpp"
-#include "ops/kernel.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/ops/kernel.hpp"
 
 namespace runnel {
 

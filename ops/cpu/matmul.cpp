@@ -1,8 +1,8 @@
 // MatMul through OpenBLAS (cblas_sgemm / cblas_dgemm), row-major; bfloat16 through oneDNN.
 #include <cblas.h>
 
-#include "ops/cpu/kernels.hpp"
-#include "ops/cpu/matmul_dnnl.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/matmul_dnnl.hpp"
 
 namespace runnel {
 namespace {

@@ -1,5 +1,5 @@
 // bfloat16 MatMul through oneDNN's matmul primitive (brgemm kernels with AVX-512 BF16).
-#include "ops/cpu/matmul_dnnl.hpp"
+#include "runnel/ops/cpu/matmul_dnnl.hpp"
 
 #if RUNNEL_HAVE_DNNL
 #include <dnnl.hpp>

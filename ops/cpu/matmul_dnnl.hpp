@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "ops/status.hpp"
+#include "runnel/ops/status.hpp"
 
 namespace runnel {
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 namespace {

@@ -1,8 +1,8 @@
 // Kernels of the queue and iterator ops. Each finds its resource when it is built (the queue node
 // it is connected to names the queue) and then talks to it asynchronously: a blocked enqueue or
 // dequeue holds no thread, only a pending request at the queue's actor.
-#include "ops/cpu/kernels.hpp"
-#include "ops/queue.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/queue.hpp"
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 // the same for the same seeds.
 #include <random>
 
-#include "ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 namespace {

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 

@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ops/cpu/kernels.hpp"
-#include "ops/math_functors.hpp"
-#include "ops/op_def.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/math_functors.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {

@@ -1,8 +1,8 @@
 // Kernels for embeddings and sparse updates: ScatterAdd/ScatterSub/ScatterUpdate (asynchronous,
 // at the variable's actor, touching only the rows named), DynamicPartition, DynamicStitch and
 // CheckIndices.
-#include "ops/cpu/kernels.hpp"
-#include "ops/variable.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/variable.hpp"
 
 namespace runnel {
 namespace {

@@ -1,8 +1,8 @@
 // Variable kernels. VariableV2 reads the variable's current buffer; Assign, AssignAdd and
 // AssignSub are asynchronous: they hand an update to the variable's executor (its resource
 // actor), which applies updates one at a time.
-#include "ops/cpu/kernels.hpp"
-#include "ops/variable.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/variable.hpp"
 
 namespace runnel {
 namespace {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/cpu/kernels.hpp"
-#include "ops/variable.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/variable.hpp"
 
 namespace runnel {
 namespace {

@@ -13,8 +13,8 @@
 #include <mutex>
 #include <random>
 
-#include "ops/cpu/kernels.hpp"
-#include "ops/variable.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/variable.hpp"
 
 namespace runnel {
 namespace {

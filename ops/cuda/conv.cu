@@ -2,10 +2,10 @@
 // filter layout is [out, kh, kw, in] (KRSC), so the filter is transposed first (a small kernel).
 // cuDNN pads symmetrically; SAME padding that is not (TensorFlow puts the odd pixel at the end)
 // copies the input into a zero-padded buffer and convolves without padding.
-#include "ops/cuda/dispatch.hpp"
-#include "ops/cuda/kernels.hpp"
-#include "ops/math_functors.hpp"
-#include "ops/op_def.hpp"
+#include "runnel/ops/cuda/dispatch.hpp"
+#include "runnel/ops/cuda/kernels.hpp"
+#include "runnel/ops/math_functors.hpp"
+#include "runnel/ops/op_def.hpp"
 
 namespace runnel {
 namespace {

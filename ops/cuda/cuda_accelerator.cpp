@@ -1,4 +1,4 @@
-#include "ops/cuda/cuda_accelerator.hpp"
+#include "runnel/ops/cuda/cuda_accelerator.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -7,7 +7,7 @@
 #include <span>
 #include <thread>
 
-#include "ops/cuda/kernels.hpp"
+#include "runnel/ops/cuda/kernels.hpp"
 
 namespace runnel {
 namespace {

@@ -2,7 +2,7 @@
 // The accelerator of a real GPU (ops/gpu/accelerator.hpp): the gpu_context's streams and
 // allocator, the CUDA kernels of gpu_kernel_ops(), and a polling thread that completes a node
 // when the event recorded after its kernel is reached (the device actor never blocks).
-#include "ops/gpu/accelerator.hpp"
+#include "runnel/ops/gpu/accelerator.hpp"
 
 namespace runnel {
 

@@ -1,8 +1,8 @@
 // Element-wise kernels on the GPU. The arithmetic is ops/math_functors.hpp's, the same the CPU
 // kernels run; 16-bit floats compute through float (widen_apply).
-#include "ops/cuda/dispatch.hpp"
-#include "ops/cuda/kernels.hpp"
-#include "ops/math_functors.hpp"
+#include "runnel/ops/cuda/dispatch.hpp"
+#include "runnel/ops/cuda/kernels.hpp"
+#include "runnel/ops/math_functors.hpp"
 
 namespace runnel {
 namespace {

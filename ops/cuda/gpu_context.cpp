@@ -1,4 +1,4 @@
-#include "ops/cuda/gpu_context.hpp"
+#include "runnel/ops/cuda/gpu_context.hpp"
 
 #include <cstring>
 #include <vector>

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/gpu/bfc_allocator.hpp"
-#include "ops/tensor.hpp"
+#include "runnel/ops/gpu/bfc_allocator.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 

@@ -6,7 +6,7 @@
 // kernel (tests/gpu/gpu_kernels_test.cpp).
 #include <string>
 
-#include "ops/cuda/gpu_context.hpp"
+#include "runnel/ops/cuda/gpu_context.hpp"
 
 namespace runnel {
 

@@ -1,7 +1,7 @@
 // MatMul on the GPU through cuBLAS. cuBLAS is column-major: a row-major [r,c] matrix is its
 // transpose to cuBLAS, so row-major C = op(A)·op(B) is computed as Cᵀ = op(B)ᵀ·op(A)ᵀ, i.e.
 // gemm(op_b, op_a, n, m, k, B, A, C) with the leading dimensions of the row-major storage.
-#include "ops/cuda/kernels.hpp"
+#include "runnel/ops/cuda/kernels.hpp"
 
 namespace runnel {
 namespace {

@@ -1,9 +1,9 @@
 // NN kernels on the GPU: BiasAdd and its gradient, Softmax and the sparse softmax
 // cross-entropy. Rows of a softmax are one block each (block reductions in shared memory);
 // 16-bit floats compute through float.
-#include "ops/cuda/dispatch.hpp"
-#include "ops/cuda/kernels.hpp"
-#include "ops/math_functors.hpp"
+#include "runnel/ops/cuda/dispatch.hpp"
+#include "runnel/ops/cuda/kernels.hpp"
+#include "runnel/ops/math_functors.hpp"
 
 namespace runnel {
 namespace {

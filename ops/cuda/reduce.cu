@@ -1,9 +1,9 @@
 // Reductions on the GPU (Sum, Mean, Max, Min) over any set of axes: one thread per output
 // element walks the reduced elements through their strides, accumulating in float (double for
 // double). The axes are read on the host (a host-memory input, as TensorFlow's HostMemory).
-#include "ops/cuda/dispatch.hpp"
-#include "ops/cuda/kernels.hpp"
-#include "ops/math_functors.hpp"
+#include "runnel/ops/cuda/dispatch.hpp"
+#include "runnel/ops/cuda/kernels.hpp"
+#include "runnel/ops/math_functors.hpp"
 
 namespace runnel {
 namespace {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/gpu/bfc_allocator.hpp"
-#include "ops/kernel.hpp"
+#include "runnel/ops/gpu/bfc_allocator.hpp"
+#include "runnel/ops/kernel.hpp"
 
 namespace runnel {
 

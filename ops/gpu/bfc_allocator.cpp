@@ -1,4 +1,4 @@
-#include "ops/gpu/bfc_allocator.hpp"
+#include "runnel/ops/gpu/bfc_allocator.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -24,8 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/status.hpp"
-#include "ops/tensor.hpp"
+#include "runnel/ops/status.hpp"
+#include "runnel/ops/tensor.hpp"
 
 namespace runnel {
 

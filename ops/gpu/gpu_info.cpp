@@ -1,4 +1,4 @@
-#include "ops/gpu/gpu_info.hpp"
+#include "runnel/ops/gpu/gpu_info.hpp"
 
 #if RUNNEL_HAVE_CUDA
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // The ops with GPU kernels, and their registration: each GPU kernel is built by the node's
 // accelerator (CUDA or simulated), so placement sees one list whichever runs it.
-#include "ops/gpu/accelerator.hpp"
+#include "runnel/ops/gpu/accelerator.hpp"
 
 namespace runnel {
 

@@ -1,4 +1,4 @@
-#include "ops/gpu/simulated_gpu.hpp"
+#include "runnel/ops/gpu/simulated_gpu.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "ops/cpu/cpu_device.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
 
 namespace runnel {
 namespace {

@@ -7,7 +7,7 @@
 // on views of their inputs. What it does not model: speed.
 #include <memory>
 
-#include "ops/gpu/accelerator.hpp"
+#include "runnel/ops/gpu/accelerator.hpp"
 
 namespace runnel {
 

@@ -1,12 +1,12 @@
-#include "storage/keras/keras_import.hpp"
+#include "runnel/storage/keras/keras_import.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <set>
 
-#include "ops/builder.hpp"
-#include "storage/checkpoint.hpp"
-#include "storage/keras/keras_layers.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/storage/checkpoint.hpp"
+#include "runnel/storage/keras/keras_layers.hpp"
 
 namespace runnel {
 namespace {
@@ -132,7 +132,7 @@ result<keras_weights> read_weights(const std::string& path) {
   RUNNEL_ASSIGN_OR_RETURN(auto entries, list_checkpoint(path));
   std::vector<std::string> names;
   for (auto& e : entries)
-    if (e.name.starts_with("model_weights/"))
+    if (e.name.starts_with("model_weights/") && e.unsupported.empty())
       names.push_back(e.name);
   keras_weights out;
   if (names.empty())

@@ -1,8 +1,8 @@
-#include "storage/keras/keras_layers.hpp"
+#include "runnel/storage/keras/keras_layers.hpp"
 
 #include <cmath>
 
-#include "ops/builder.hpp"
+#include "runnel/ops/builder.hpp"
 
 namespace runnel::keras {
 namespace {

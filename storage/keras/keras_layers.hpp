@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/graph.hpp"
+#include "runnel/ops/graph.hpp"
 
 namespace runnel::keras {
 

@@ -1,4 +1,4 @@
-#include "storage/tf/events.hpp"
+#include "runnel/storage/tf/events.hpp"
 
 #include <unistd.h>
 
@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 #include <google/protobuf/arena.h>
 
-#include "storage/record_file.hpp"
-#include "storage/tf/tf_graph.hpp"
-#include "storage/tf/tf_types.hpp"
+#include "runnel/storage/record_file.hpp"
+#include "runnel/storage/tf/tf_graph.hpp"
+#include "runnel/storage/tf/tf_types.hpp"
 
 namespace runnel {
 

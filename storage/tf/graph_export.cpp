@@ -4,9 +4,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "net/graph_def.hpp"
-#include "storage/tf/tf_graph.hpp"
-#include "storage/tf/tf_types.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/storage/tf/tf_graph.hpp"
+#include "runnel/storage/tf/tf_types.hpp"
 
 namespace runnel {
 namespace {

@@ -1,4 +1,4 @@
-#include "storage/tf/png.hpp"
+#include "runnel/storage/tf/png.hpp"
 
 #include <zlib.h>
 

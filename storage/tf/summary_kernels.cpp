@@ -4,10 +4,10 @@
 #include <cmath>
 #include <set>
 
-#include "ops/kernel.hpp"
-#include "storage/tf/events.hpp"
-#include "storage/tf/png.hpp"
-#include "storage/tf/tf_types.hpp"
+#include "runnel/ops/kernel.hpp"
+#include "runnel/storage/tf/events.hpp"
+#include "runnel/storage/tf/png.hpp"
+#include "runnel/storage/tf/tf_types.hpp"
 
 namespace runnel {
 namespace {

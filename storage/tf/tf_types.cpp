@@ -1,4 +1,4 @@
-#include "storage/tf/tf_types.hpp"
+#include "runnel/storage/tf/tf_types.hpp"
 
 #include <cstring>
 

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "ops/shape.hpp"
-#include "ops/status.hpp"
-#include "ops/tensor.hpp"
+#include "runnel/ops/shape.hpp"
+#include "runnel/ops/status.hpp"
+#include "runnel/ops/tensor.hpp"
 #include "storage/tf/tensorflow.pb.h"
 
 namespace runnel::tf {

@@ -2,15 +2,15 @@
 // sessions, partitions across tasks, errors. tests/cluster/ runs real processes.
 #include <thread>
 
-#include "actors/cluster.hpp"
-#include "ops/control_flow.hpp"
-#include "ops/embedding.hpp"
-#include "ops/optimizers.hpp"
-#include "ops/replica.hpp"
-#include "ops/towers.hpp"
-#include "net/endpoint.hpp"
-#include "tests/eval.hpp"
-#include "tests/ports.hpp"
+#include "runnel/actors/cluster.hpp"
+#include "runnel/ops/control_flow.hpp"
+#include "runnel/ops/embedding.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/replica.hpp"
+#include "runnel/ops/towers.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/tests/eval.hpp"
+#include "runnel/tests/ports.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

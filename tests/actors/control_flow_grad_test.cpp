@@ -6,12 +6,12 @@
 #include <random>
 #include <thread>
 
-#include "ops/control_flow.hpp"
-#include "ops/gradients.hpp"
-#include "ops/optimizers.hpp"
-#include "ops/step_resources.hpp"
-#include "ops/tensor_array.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/control_flow.hpp"
+#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/step_resources.hpp"
+#include "runnel/ops/tensor_array.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

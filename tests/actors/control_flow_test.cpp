@@ -4,9 +4,9 @@
 #include <set>
 #include <thread>
 
-#include "ops/control_flow.hpp"
-#include "placement/dot.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/control_flow.hpp"
+#include "runnel/placement/dot.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

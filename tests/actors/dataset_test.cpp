@@ -3,12 +3,12 @@
 #include <fstream>
 #include <set>
 
-#include "actors/dataset.hpp"
-#include "ops/data_flow.hpp"
-#include "storage/example.hpp"
-#include "storage/record_index.hpp"
-#include "tests/eval.hpp"
-#include "tests/testdata.hpp"
+#include "runnel/actors/dataset.hpp"
+#include "runnel/ops/data_flow.hpp"
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/record_index.hpp"
+#include "runnel/tests/eval.hpp"
+#include "runnel/tests/testdata.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

@@ -1,10 +1,10 @@
 // Embeddings and sparse gradients: a lookup's gradient is indexed slices, sparse updates match
 // their dense forms, partitioned tables look up and train like one table, scatter ops, clipping,
 // and bad ids named.
-#include "ops/embedding.hpp"
-#include "ops/gradients.hpp"
-#include "ops/optimizers.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/embedding.hpp"
+#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

@@ -5,9 +5,9 @@
 #include <random>
 #include <thread>
 
-#include "actors/device_executor.hpp"
-#include "ops/cpu/cpu_device.hpp"
-#include "tests/eval.hpp"
+#include "runnel/actors/device_executor.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

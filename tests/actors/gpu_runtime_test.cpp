@@ -2,10 +2,10 @@
 // keeps host code off device memory. (Kernels on a real GPU: tests/gpu/, tag [.gpu].)
 #include <map>
 
-#include "ops/control_flow.hpp"
-#include "ops/gpu/gpu_info.hpp"
-#include "ops/optimizers.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/control_flow.hpp"
+#include "runnel/ops/gpu/gpu_info.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

@@ -8,12 +8,12 @@
 
 #include <future>
 
-#include "actors/cluster.hpp"
-#include "actors/rendezvous.hpp"
-#include "actors/session.hpp"
-#include "net/endpoint.hpp"
-#include "ops/builder.hpp"
-#include "tests/ports.hpp"
+#include "runnel/actors/cluster.hpp"
+#include "runnel/actors/rendezvous.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/tests/ports.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

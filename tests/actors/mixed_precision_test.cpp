@@ -1,8 +1,8 @@
 // Mixed-precision training: float32 master weights, 16-bit compute, loss scaling for float16.
 #include <cmath>
 
-#include "ops/mixed_precision.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/mixed_precision.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

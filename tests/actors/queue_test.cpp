@@ -2,9 +2,9 @@
 #include <set>
 #include <thread>
 
-#include "actors/batching.hpp"
-#include "ops/data_flow.hpp"
-#include "tests/eval.hpp"
+#include "runnel/actors/batching.hpp"
+#include "runnel/ops/data_flow.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

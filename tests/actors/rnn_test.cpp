@@ -1,9 +1,9 @@
 // Cells and dynamic_rnn: the loop against the same cell unrolled, sequence lengths (zeros past a
 // length, the state carried), gradients, and an LSTM that learns.
-#include "ops/gradients.hpp"
-#include "ops/optimizers.hpp"
-#include "ops/rnn.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/rnn.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

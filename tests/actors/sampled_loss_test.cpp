@@ -3,11 +3,11 @@
 #include <cmath>
 #include <set>
 
-#include "ops/gradients.hpp"
-#include "ops/nn_layers.hpp"
-#include "ops/optimizers.hpp"
-#include "ops/sampled_losses.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/nn_layers.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/sampled_losses.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

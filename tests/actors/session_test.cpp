@@ -5,8 +5,8 @@
 #include <atomic>
 #include <thread>
 
-#include "placement/cost_model.hpp"
-#include "tests/eval.hpp"
+#include "runnel/placement/cost_model.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

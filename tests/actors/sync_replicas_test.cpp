@@ -1,10 +1,10 @@
 #include <atomic>
 #include <thread>
 
-#include "ops/data_flow.hpp"
-#include "ops/gradients.hpp"
-#include "ops/sync_replicas.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/data_flow.hpp"
+#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/sync_replicas.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

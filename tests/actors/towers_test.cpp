@@ -2,8 +2,8 @@
 // tests/actors/cluster_test.cpp.
 #include <algorithm>
 
-#include "ops/towers.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/towers.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

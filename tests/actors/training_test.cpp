@@ -1,8 +1,8 @@
 #include <cmath>
 #include <fstream>
 
-#include "ops/optimizers.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;
@@ -165,7 +165,7 @@ TEST_CASE("a logistic regression learns a separable problem", "[actors]") {
 
 #include <filesystem>
 
-#include "actors/saver.hpp"
+#include "runnel/actors/saver.hpp"
 
 TEST_CASE("saver: save, keep the newest, restore, and refuse mismatches", "[actors]") {
   namespace fs = std::filesystem;

@@ -1,6 +1,6 @@
 #include <thread>
 
-#include "tests/eval.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

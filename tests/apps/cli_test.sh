@@ -38,6 +38,20 @@ echo "not hdf5" > "$work/notes.h5"
 check "ckpt foreign" 1 "DATA_LOSS: .*notes.h5 is not an HDF5 file" -- "$runnel" ckpt inspect "$work/notes.h5"
 check "ckpt usage" 2 "ckpt inspect needs a FILE" -- "$runnel" ckpt inspect
 check "ckpt help" 0 "usage: runnel ckpt inspect" -- "$runnel" ckpt inspect --help
+check "ckpt json" 0 '^\{"checkpoint":".*weights.h5","global_step":42,"variables":\[\{"name":"dense/bias","dtype":"float64","shape":\[2\]\}' -- "$runnel" ckpt inspect "$work/weights.h5" --json
+# A folder: the checkpoint its state file names; a dataset of a type Runnel cannot read is
+# listed as such.
+mkdir -p "$work/ckdir"
+/usr/bin/python3 - "$work/ckdir/model-7.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f["w:0"] = np.ones((2, 2), dtype=np.float32)
+    f["pairs"] = np.zeros(3, dtype=[("a", "i4"), ("b", "f8")])
+    f.attrs["global_step"] = np.int64(7)
+PY
+printf 'model_checkpoint_path: "model-7.h5"\nall_model_checkpoint_paths: "model-7.h5"\n' > "$work/ckdir/checkpoint"
+check "ckpt dir" 0 "checkpoint: .*ckdir/model-7.h5" -- "$runnel" ckpt inspect "$work/ckdir"
+check "ckpt unsupported type" 0 "pairs +\? +\[3\]  \(" -- "$runnel" ckpt inspect "$work/ckdir"
 check "unknown command" 2 "unknown command 'frobnicate'" -- "$runnel" frobnicate
 check "help" 0 "graph dump FILE" -- "$runnel" --help
 
@@ -116,15 +130,32 @@ else
   check "records stats" 0 "f3  float  in 158 records  length 1..1" -- "$runnel" records stats "$train/part-00000-of-00005.tfrecords"
   printf 'name,count,score\ncat,1,0.5\n"dog, big",2,1.5\nbird,3,2\n' > "$work/small.csv"
   check "records convert csv" 0 "wrote .*csv-00001-of-00002" -- "$runnel" records convert --csv "$work/small.csv" "$work/csv" --shards 2
-  check "records convert csv content" 0 '"name": \{"type": "bytes", "values": \["dog, big"\]\}' -- "$runnel" records cat "$work/csv-00000-of-00002"
+  check "records convert csv content" 0 '"name":\{"type":"bytes","values":\["dog, big"\]\}' -- "$runnel" records cat "$work/csv-00000-of-00002"
   check "records convert csv types" 0 'count  int64.*|score  float' -- "$runnel" records stats "$work/csv-00000-of-00002" "$work/csv-00001-of-00002"
   fm=/usr/share/datasets/fashion-mnist
   check "records convert idx" 0 "wrote .*fm-00003-of-00004.gz" -- "$runnel" records convert --idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$work/fm" --shards 4 --gzip
   check "records convert idx count" 0 "total: 10000 records" -- "$runnel" records count "$work"/fm-0000{0,1,2,3}-of-00004.gz
   check "records convert idx stats" 0 "image_raw  bytes  in 2500 records" -- "$runnel" records stats "$work/fm-00000-of-00004.gz"
   check "records count indexed" 0 "indexed.tfrecords: 158 records" -- "$runnel" records count "$work/indexed.tfrecords"
-  check "records cat" 0 '^\{"f1": \{"type": "float", "values": \[' -- "$runnel" records cat "$train/part-00000-of-00005.tfrecords" --limit 1
-  check "records cat raw" 0 '^\{"raw_base64": "' -- "$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw --limit 1
+  check "records cat" 0 '^\{"f1":\{"type":"float","values":\[' -- "$runnel" records cat "$train/part-00000-of-00005.tfrecords" --limit 1
+  check "records cat raw" 0 '^\{"raw_base64":"' -- "$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw --limit 1
+  # Payloads that are not Examples are said to be so, not decoded into garbage keys.
+  check "records cat elwc" 0 '"payload":"not an Example or SequenceExample"' -- "$runnel" records cat "$testdata/tfrecord/train_elwc.tfrecord" --limit 1
+  check "records cat sequence" 0 '"feature_lists":\{"int_feature":\[\{"type":"int64"' -- "$runnel" records cat "$testdata/tfrecord/tft_sequence_example.tfrecord.gz" --limit 1
+  check "records cat files" 0 '^3$' -- bash -c "'$runnel' records cat '$train/part-00000-of-00005.tfrecords' '$train/part-00001-of-00005.tfrecords' '$testdata/tfrecord/en_fr.tfrecord' --limit 1 | wc -l"
+  check "records cat valid json" 0 '^valid$' -- bash -c "'$runnel' records cat '$testdata/tfrecord/spotify_taxi_part-00000-of-00004.tfrecords.gz' '$testdata/tfrecord/train_elwc.tfrecord' '$testdata/tfrecord/tft_sequence_example.tfrecord.gz' | /usr/bin/python3 -c 'import json, sys; [json.loads(l) for l in sys.stdin]; print(\"valid\")'"
+  check "records count json" 0 '^\{"file":".*part-00000-of-00005.tfrecords","ok":true,"records":158\}' -- "$runnel" records count "$train/part-00000-of-00005.tfrecords" --json
+  check "records count bad file" 1 'total: 158 records \(1 file unreadable\)' -- "$runnel" records count "$train/part-00000-of-00005.tfrecords" /nonexistent.tfrecords
+  check "records verify json" 1 '"ok":false,"error":".*bad.tfrecords:[0-9]+' -- "$runnel" records verify "$work/bad.tfrecords" --json
+  check "records stats json" 0 '"features":\{"f1":\{"type":"float","records":158' -- "$runnel" records stats "$train/part-00000-of-00005.tfrecords" --json
+  cp "$train/part-00002-of-00005.tfrecords" "$work/stale.tfrecords"
+  "$runnel" records index "$work/stale.tfrecords" >/dev/null
+  cat "$train/part-00003-of-00005.tfrecords" >>"$work/stale.tfrecords"
+  check "records count stale index" 0 'stale.tfrecords: 318 records \(stale index: read the file\)' -- "$runnel" records count "$work/stale.tfrecords"
+  printf 'a,b,c\n1,,x\n2,2.5,\n,3.5,z\n' > "$work/gaps.csv"
+  check "records convert new dir" 0 "wrote .*newdir/sub/gaps-00000-of-00001" -- "$runnel" records convert --csv "$work/gaps.csv" "$work/newdir/sub/gaps"
+  check "records convert csv gaps" 0 'a  int64  in 3 records  length 0\.\.1  values 1\.\.2' -- "$runnel" records stats "$work/newdir/sub/gaps-00000-of-00001"
+  check "records convert csv gaps float" 0 'b  float  in 3 records  length 0\.\.1' -- "$runnel" records stats "$work/newdir/sub/gaps-00000-of-00001"
 fi
 
 echo "$failures failed"

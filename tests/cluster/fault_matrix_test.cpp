@@ -9,11 +9,11 @@
 
 #include <random>
 
-#include "actors/saver.hpp"
-#include "ops/optimizers.hpp"
-#include "tests/cluster/node_process.hpp"
-#include "tests/eval.hpp"
-#include "tests/ports.hpp"
+#include "runnel/actors/saver.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/tests/cluster/node_process.hpp"
+#include "runnel/tests/eval.hpp"
+#include "runnel/tests/ports.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

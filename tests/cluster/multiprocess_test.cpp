@@ -13,13 +13,13 @@
 #include <fstream>
 #include <thread>
 
-#include "actors/saver.hpp"
-#include "net/endpoint.hpp"
-#include "ops/optimizers.hpp"
-#include "ops/sync_replicas.hpp"
-#include "tests/eval.hpp"
-#include "tests/cluster/node_process.hpp"
-#include "tests/ports.hpp"
+#include "runnel/actors/saver.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/sync_replicas.hpp"
+#include "runnel/tests/eval.hpp"
+#include "runnel/tests/cluster/node_process.hpp"
+#include "runnel/tests/ports.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/runtime.hpp"
+#include "runnel/actors/runtime.hpp"
 
 namespace runnel::testing {
 

@@ -2,8 +2,8 @@
 // step. Runs in the fuzzer's own process (for coverage); libhdf5's own memory errors on some
 // inputs are told apart from ours by scripts/fuzz (docs/reliability.md), and a training process
 // reads checkpoints through verify_checkpoint_isolated first.
-#include "storage/checkpoint.hpp"
-#include "tests/fuzz/fuzz_util.hpp"
+#include "runnel/storage/checkpoint.hpp"
+#include "runnel/tests/fuzz/fuzz_util.hpp"
 
 using namespace runnel;
 

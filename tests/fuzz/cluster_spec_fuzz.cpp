@@ -1,5 +1,5 @@
 // Cluster specs as operators write them (--cluster and --cluster-file text), and device names.
-#include "net/cluster_spec.hpp"
+#include "runnel/net/cluster_spec.hpp"
 
 using namespace runnel;
 

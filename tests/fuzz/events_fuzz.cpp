@@ -1,6 +1,6 @@
 // One record of a TensorBoard event file, as `runnel events cat` decodes it (the fast path for
 // scalar events and protobuf for the rest). The record framing is the record_reader target's.
-#include "storage/tf/events.hpp"
+#include "runnel/storage/tf/events.hpp"
 
 using namespace runnel;
 

@@ -2,8 +2,8 @@
 // sparse features of every dtype, single and batched.
 #include <span>
 
-#include "storage/example.hpp"
-#include "storage/example_parse.hpp"
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/example_parse.hpp"
 
 using namespace runnel;
 

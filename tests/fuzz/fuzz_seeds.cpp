@@ -6,17 +6,17 @@
 #include <filesystem>
 #include <fstream>
 
-#include "net/graph_def.hpp"
-#include "net/wire_frame.hpp"
-#include "ops/builder.hpp"
-#include "storage/checkpoint.hpp"
-#include "storage/example.hpp"
-#include "storage/record_file.hpp"
-#include "storage/record_index.hpp"
-#include "storage/npy.hpp"
-#include "storage/tf/events.hpp"
-#include "storage/tf/tf_graph.hpp"
-#include "ops/summary.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/net/wire_frame.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/storage/checkpoint.hpp"
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/record_file.hpp"
+#include "runnel/storage/record_index.hpp"
+#include "runnel/storage/npy.hpp"
+#include "runnel/storage/tf/events.hpp"
+#include "runnel/storage/tf/tf_graph.hpp"
+#include "runnel/ops/summary.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;

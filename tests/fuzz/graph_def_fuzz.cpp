@@ -1,6 +1,6 @@
 // The graph loader (Cap'n Proto GraphDef): decoding and building a graph against the built-in
 // ops, as `runnel-node` does for every partition a master registers.
-#include "net/graph_def.hpp"
+#include "runnel/net/graph_def.hpp"
 
 using namespace runnel;
 

@@ -1,7 +1,7 @@
 // A Keras model_config (JSON) built into a graph, with weights of plausible shapes for layers
 // named as Keras names them: what `runnel keras import` does after reading the .h5 file (the
 // HDF5 side is the checkpoint target's).
-#include "storage/keras/keras_import.hpp"
+#include "runnel/storage/keras/keras_import.hpp"
 
 using namespace runnel;
 

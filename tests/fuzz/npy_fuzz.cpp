@@ -1,5 +1,5 @@
 // NumPy .npy files, as `runnel run --feed` reads them; a parsed array is written again.
-#include "storage/npy.hpp"
+#include "runnel/storage/npy.hpp"
 
 using namespace runnel;
 

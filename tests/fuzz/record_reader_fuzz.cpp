@@ -2,9 +2,9 @@
 // corrupt records or not, and the index sidecar. The first input byte picks the mode.
 #include <cstdio>
 
-#include "storage/record_file.hpp"
-#include "storage/record_index.hpp"
-#include "tests/fuzz/fuzz_util.hpp"
+#include "runnel/storage/record_file.hpp"
+#include "runnel/storage/record_index.hpp"
+#include "runnel/tests/fuzz/fuzz_util.hpp"
 
 using namespace runnel;
 

@@ -1,6 +1,6 @@
 // TensorFlow GraphDef import (binary and text, told apart by the bytes), as `runnel graph import`
 // and `runnel run` read a user's .pb/.pbtxt; an imported graph is exported again.
-#include "storage/tf/tf_graph.hpp"
+#include "runnel/storage/tf/tf_graph.hpp"
 
 using namespace runnel;
 

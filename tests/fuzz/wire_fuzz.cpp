@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "net/wire_frame.hpp"
+#include "runnel/net/wire_frame.hpp"
 
 using namespace runnel;
 using namespace runnel::net;

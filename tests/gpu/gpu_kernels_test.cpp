@@ -5,10 +5,10 @@
 #include <functional>
 #include <random>
 
-#include "ops/cuda/kernels.hpp"
-#include "ops/gpu/gpu_info.hpp"
-#include "ops/optimizers.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/cuda/kernels.hpp"
+#include "runnel/ops/gpu/gpu_info.hpp"
+#include "runnel/ops/optimizers.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

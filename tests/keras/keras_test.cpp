@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "actors/session.hpp"
-#include "storage/checkpoint.hpp"
-#include "storage/keras/keras_import.hpp"
-#include "storage/npy.hpp"
-#include "storage/tf/tf_graph.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/storage/checkpoint.hpp"
+#include "runnel/storage/keras/keras_import.hpp"
+#include "runnel/storage/npy.hpp"
+#include "runnel/storage/tf/tf_graph.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;

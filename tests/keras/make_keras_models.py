@@ -45,7 +45,10 @@ def act(name, x):
 def save(path, config, weights, keras_version, model_name):
     """weights: [(layer, {name: array})] in layer order."""
     with h5py.File(path, "w") as f:
-        f.attrs["model_config"] = json.dumps(config).encode("utf8")
+        # Bytes (an ASCII string) for Keras 2 files, str (a UTF-8 string) for Keras 3's: both
+        # occur, and HDF5 does not convert between the two character sets by itself.
+        text = json.dumps(config)
+        f.attrs["model_config"] = text.encode("utf8") if keras_version.startswith("2") else text
         f.attrs["keras_version"] = keras_version.encode("utf8")
         f.attrs["backend"] = b"tensorflow"
         g = f.create_group("model_weights")

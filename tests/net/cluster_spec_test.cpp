@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "net/cluster_spec.hpp"
+#include "runnel/net/cluster_spec.hpp"
 
 using namespace runnel;
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "net/endpoint.hpp"
+#include "runnel/net/endpoint.hpp"
 
 using namespace runnel;
 using namespace runnel::net;

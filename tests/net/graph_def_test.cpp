@@ -3,8 +3,8 @@
 #include <fstream>
 #include <random>
 
-#include "net/graph_def.hpp"
-#include "tests/eval.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

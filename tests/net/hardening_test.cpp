@@ -15,9 +15,9 @@
 #include <future>
 #include <thread>
 
-#include "net/endpoint.hpp"
-#include "net/wire_frame.hpp"
-#include "tests/net/wait_until.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/net/wire_frame.hpp"
+#include "runnel/tests/net/wait_until.hpp"
 
 using namespace runnel;
 using namespace runnel::net;

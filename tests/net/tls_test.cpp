@@ -10,12 +10,12 @@
 #include <fstream>
 #include <future>
 
-#include "actors/cluster.hpp"
-#include "actors/session.hpp"
-#include "net/endpoint.hpp"
-#include "ops/builder.hpp"
-#include "tests/net/wait_until.hpp"
-#include "tests/ports.hpp"
+#include "runnel/actors/cluster.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/tests/net/wait_until.hpp"
+#include "runnel/tests/ports.hpp"
 
 using namespace runnel;
 using namespace runnel::net;

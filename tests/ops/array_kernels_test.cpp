@@ -1,4 +1,4 @@
-#include "tests/eval.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

@@ -1,8 +1,8 @@
 #include <cmath>
 #include <random>
 
-#include "ops/gradients.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/gradients.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

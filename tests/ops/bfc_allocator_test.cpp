@@ -5,7 +5,7 @@
 #include <map>
 #include <random>
 
-#include "ops/gpu/bfc_allocator.hpp"
+#include "runnel/ops/gpu/bfc_allocator.hpp"
 
 using namespace runnel;
 

@@ -2,7 +2,7 @@
 #include <random>
 #include <tuple>
 
-#include "tests/eval.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

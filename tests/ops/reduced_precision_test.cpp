@@ -5,9 +5,9 @@
 #include <functional>
 #include <random>
 
-#include "ops/gradients.hpp"
-#include "ops/math_functors.hpp"
-#include "tests/eval.hpp"
+#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/math_functors.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "ops/tensor.hpp"
+#include "runnel/ops/tensor.hpp"
 
 using namespace runnel;
 

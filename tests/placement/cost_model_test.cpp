@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "ops/builder.hpp"
-#include "placement/cost_model.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/placement/cost_model.hpp"
 
 using namespace runnel;
 

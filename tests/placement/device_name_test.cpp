@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "placement/device_name.hpp"
+#include "runnel/placement/device_name.hpp"
 
 using namespace runnel;
 
@@ -66,8 +66,8 @@ TEST_CASE("device specs match devices and merge", "[placement]") {
                   .ok()); // jobs never relax
 }
 
-#include "ops/builder.hpp"
-#include "placement/placer.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/placement/placer.hpp"
 
 namespace {
 

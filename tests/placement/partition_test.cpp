@@ -4,8 +4,8 @@
 #include <random>
 #include <set>
 
-#include "ops/builder.hpp"
-#include "placement/partition.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/placement/partition.hpp"
 
 using namespace runnel;
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "storage/checkpoint.hpp"
+#include "runnel/storage/checkpoint.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;

@@ -1,8 +1,8 @@
-#include "storage/example.hpp"
-#include "storage/example_parse.hpp"
-#include "storage/record_file.hpp"
-#include "tests/eval.hpp"
-#include "tests/testdata.hpp"
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/example_parse.hpp"
+#include "runnel/storage/record_file.hpp"
+#include "runnel/tests/eval.hpp"
+#include "runnel/tests/testdata.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <map>
 
-#include "storage/example.hpp"
-#include "storage/record_file.hpp"
-#include "tests/testdata.hpp"
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/record_file.hpp"
+#include "runnel/tests/testdata.hpp"
 
 using namespace runnel;
 using runnel::testing::testdata;
@@ -103,7 +103,7 @@ TEST_CASE("features print as JSON, with base64 for binary bytes", "[storage]") {
                 {"raw", {feature_kind::bytes, {std::string("\x00\xff", 2)}, {}, {}}},
                 {"x", {feature_kind::floats, {}, {0.5f, 2.f}, {}}}};
   CHECK(features_to_json(f) ==
-        "{\"label\": {\"type\": \"int64\", \"values\": [3]}, \"name\": {\"type\": \"bytes\", "
-        "\"values\": [\"cat\"]}, \"raw\": {\"type\": \"bytes\", \"encoding\": \"base64\", "
-        "\"values\": [\"AP8=\"]}, \"x\": {\"type\": \"float\", \"values\": [0.5, 2]}}");
+        "{\"label\":{\"type\":\"int64\",\"values\":[3]},\"name\":{\"type\":\"bytes\","
+        "\"values\":[\"cat\"]},\"raw\":{\"type\":\"bytes\",\"encoding\":\"base64\","
+        "\"values\":[\"AP8=\"]},\"x\":{\"type\":\"float\",\"values\":[0.5,2.0]}}");
 }

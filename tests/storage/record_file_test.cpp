@@ -8,9 +8,9 @@
 #include <random>
 #include <sstream>
 
-#include "storage/crc32c.hpp"
-#include "storage/record_file.hpp"
-#include "tests/testdata.hpp"
+#include "runnel/storage/crc32c.hpp"
+#include "runnel/storage/record_file.hpp"
+#include "runnel/tests/testdata.hpp"
 
 using namespace runnel;
 using runnel::testing::testdata;
@@ -185,7 +185,7 @@ TEST_CASE("corruption is reported with file and offset, or skipped and counted",
   fs::remove(path);
 }
 
-#include "storage/record_index.hpp"
+#include "runnel/storage/record_index.hpp"
 
 TEST_CASE("a sidecar index gives counts and random access, and notices staleness", "[storage]") {
   for (auto c : {record_compression::none, record_compression::gzip}) {

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "actors/session.hpp"
-#include "ops/builder.hpp"
-#include "ops/summary.hpp"
-#include "storage/record_file.hpp"
-#include "storage/tf/events.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/ops/summary.hpp"
+#include "runnel/storage/record_file.hpp"
+#include "runnel/storage/tf/events.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "actors/session.hpp"
-#include "net/graph_def.hpp"
-#include "ops/builder.hpp"
-#include "storage/npy.hpp"
-#include "storage/tf/tf_graph.hpp"
+#include "runnel/actors/session.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/ops/builder.hpp"
+#include "runnel/storage/npy.hpp"
+#include "runnel/storage/tf/tf_graph.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;
