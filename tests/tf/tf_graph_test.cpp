@@ -11,6 +11,7 @@
 #include "runnel/actors/session.hpp"
 #include "runnel/net/graph_def.hpp"
 #include "runnel/ops/builder.hpp"
+#include "runnel/ops/control_flow.hpp"
 #include "runnel/storage/npy.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
 
@@ -208,6 +209,40 @@ TEST_CASE("exported GraphDefs import back to the same graph, binary and text", "
   auto path = (tf_files() / "exported.pbtxt").string();
   REQUIRE(save_tf_graph(g, path).ok());
   CHECK_THAT(read_all(path), Catch::Contains("op: \"MatMul\""));
+}
+
+TEST_CASE("graphs with conds and while loops export as GraphDefs and run after import", "[tf]") {
+  // TensorFlow's v1 control flow is the same primitives (Switch, Merge, Enter, Exit,
+  // NextIteration, LoopCond) in a GraphDef: a loop's back edge (NextIteration -> Merge) must
+  // survive the trip.
+  graph g;
+  auto n = placeholder(g, dtype::i32, shape{}, "n");
+  auto zero = constant(g, 0, "zero");
+  auto one = constant(g, 1, "one");
+  auto out = while_loop([&](const std::vector<output>& v) { return less(v[0], n); },
+                        [&](const std::vector<output>& v) {
+                          return std::vector<output>{add(v[0], one), add(v[1], v[0])};
+                        },
+                        {zero, zero});
+  auto total = identity(out[1], "total");
+  auto signed_total = identity(cond(
+                                   greater(total, constant(g, 10)), [&] { return neg(total); },
+                                   [&] { return mul(total, constant(g, 2)); }),
+                               "signed_total");
+  (void)signed_total;
+  for (auto format : {tf_graph_format::binary, tf_graph_format::text}) {
+    auto back = import_tf_graph_def(export_tf_graph_def(g, format), format, "loop");
+    REQUIRE(back);
+    runtime rt;
+    session s(rt, *back);
+    auto small = s.run({{"n", tensor::scalar<int32_t>(4)}}, {"total", "signed_total"});
+    REQUIRE(small);
+    CHECK(*(*small)[0].data<int32_t>() == 6); // 0 + 1 + 2 + 3
+    CHECK(*(*small)[1].data<int32_t>() == 12);
+    auto big = s.run({{"n", tensor::scalar<int32_t>(10)}}, {"signed_total"});
+    REQUIRE(big);
+    CHECK(*(*big)[0].data<int32_t>() == -45);
+  }
 }
 
 TEST_CASE("NumPy files round-trip and foreign layouts read", "[tf][npy]") {
