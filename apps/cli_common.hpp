@@ -26,6 +26,23 @@ inline bool wants_help(const std::vector<std::string>& args) {
                      [](const std::string& a) { return a == "--help" || a == "-h"; });
 }
 
+/// Parses `FILE [--out OUT]` (the form of `graph import` and `keras import`): false, with a usage
+/// error printed and `rc` set, on anything else.
+inline bool parse_file_and_out(const std::vector<std::string>& args, const std::string& command,
+                               const char* usage, std::string& file, std::string& out, int& rc) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--out" && i + 1 < args.size()) {
+      out = args[++i];
+    } else if (!args[i].empty() && args[i][0] != '-' && file.empty()) {
+      file = args[i];
+    } else {
+      rc = usage_error(command + ": unexpected argument '" + args[i] + "'", usage);
+      return false;
+    }
+  }
+  return true;
+}
+
 /// Subcommands in apps/tf_tools.cpp.
 int graph_import(const std::vector<std::string>& args);
 int graph_export(const std::vector<std::string>& args);

@@ -21,14 +21,9 @@ int keras_import(const std::vector<std::string>& args) {
     return 0;
   }
   std::string file, out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--out" && i + 1 < args.size())
-      out = args[++i];
-    else if (!args[i].empty() && args[i][0] != '-' && file.empty())
-      file = args[i];
-    else
-      return usage_error("keras import: unexpected argument '" + args[i] + "'", keras_usage);
-  }
+  int rc = 0;
+  if (!parse_file_and_out(args, "keras import", keras_usage, file, out, rc))
+    return rc;
   if (file.empty() || out.empty())
     return usage_error("keras import needs MODEL.h5 and --out FILE", keras_usage);
   auto m = import_keras_model(file);

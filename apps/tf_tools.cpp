@@ -62,14 +62,9 @@ int graph_import(const std::vector<std::string>& args) {
     return 0;
   }
   std::string file, out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--out" && i + 1 < args.size())
-      out = args[++i];
-    else if (!args[i].empty() && args[i][0] != '-' && file.empty())
-      file = args[i];
-    else
-      return usage_error("graph import: unexpected argument '" + args[i] + "'", import_usage);
-  }
+  int rc = 0;
+  if (!parse_file_and_out(args, "graph import", import_usage, file, out, rc))
+    return rc;
   if (file.empty())
     return usage_error("graph import needs a MODEL file", import_usage);
   auto g = import_tf_graph(file);

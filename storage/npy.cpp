@@ -1,5 +1,7 @@
 #include "runnel/storage/npy.hpp"
 
+#include "runnel/storage/atomic_file.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -253,23 +255,7 @@ result<std::string> serialize_npy(const tensor& t) {
 
 status write_npy(const std::string& path, const tensor& t) {
   RUNNEL_ASSIGN_OR_RETURN(std::string bytes, serialize_npy(t));
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return unavailable("writing " + tmp + " failed: " + std::strerror(errno));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return unavailable("renaming " + tmp + " to " + path + " failed: " + std::strerror(errno));
-  }
-  return {};
+  return write_file_atomically(path, bytes);
 }
 
 } // namespace runnel

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "runnel/net/graph_def.hpp"
+#include "runnel/storage/atomic_file.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
 #include "runnel/storage/tf/tf_types.hpp"
 
@@ -82,23 +83,7 @@ std::string export_tf_graph_def(const graph& g, tf_graph_format format) {
 status save_tf_graph(const graph& g, const std::string& path) {
   bool text = path.ends_with(".pbtxt") || path.ends_with(".txt");
   std::string bytes = export_tf_graph_def(g, text ? tf_graph_format::text : tf_graph_format::binary);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return unavailable("writing " + tmp + " failed: " + std::strerror(errno));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return unavailable("renaming " + tmp + " to " + path + " failed: " + std::strerror(errno));
-  }
-  return {};
+  return write_file_atomically(path, bytes);
 }
 
 } // namespace runnel
