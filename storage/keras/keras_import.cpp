@@ -23,7 +23,8 @@ struct tensor_ref {
 void collect_keras3_refs(const json& j, std::vector<tensor_ref>& out) {
   if (j.is_object() && j.value("class_name", "") == "__keras_tensor__") {
     auto& h = j.at("config").at("keras_history");
-    out.push_back({h.at(0).get<std::string>(), h.at(1).get<int64_t>(), h.at(2).get<int64_t>()});
+    out.push_back({h.at(0).get<std::string>(), keras::json_int(h.at(1), "a keras_history node"),
+                   keras::json_int(h.at(2), "a keras_history tensor")});
   } else if (j.is_array()) {
     for (auto& e : j)
       collect_keras3_refs(e, out);
@@ -43,7 +44,8 @@ std::vector<std::vector<tensor_ref>> inbound_of(const json& layer) {
       collect_keras3_refs(node, refs);
     } else {
       for (auto& r : node)
-        refs.push_back({r.at(0).get<std::string>(), r.at(1).get<int64_t>(), r.at(2).get<int64_t>()});
+        refs.push_back({r.at(0).get<std::string>(), keras::json_int(r.at(1), "an inbound node"),
+                        keras::json_int(r.at(2), "an inbound tensor")});
     }
     calls.push_back(std::move(refs));
   }
@@ -51,8 +53,8 @@ std::vector<std::vector<tensor_ref>> inbound_of(const json& layer) {
 }
 
 tensor_ref ref_of(const json& j) {
-  return {j.at(0).get<std::string>(), j.size() > 1 ? j.at(1).get<int64_t>() : 0,
-          j.size() > 2 ? j.at(2).get<int64_t>() : 0};
+  return {j.at(0).get<std::string>(), j.size() > 1 ? keras::json_int(j.at(1), "a layer's node") : 0,
+          j.size() > 2 ? keras::json_int(j.at(2), "a layer's tensor") : 0};
 }
 
 /// The placeholder shape of an InputLayer (or a Keras 2 first layer's batch_input_shape).
@@ -61,13 +63,13 @@ shape input_shape(const json& config) {
     if (auto it = config.find(key); it != config.end() && it->is_array()) {
       std::vector<int64_t> dims;
       for (auto& d : *it)
-        dims.push_back(d.is_null() ? -1 : d.get<int64_t>());
+        dims.push_back(d.is_null() ? -1 : keras::json_int(d, "an input dimension"));
       return shape(dims);
     }
   if (auto it = config.find("shape"); it != config.end() && it->is_array()) {
     std::vector<int64_t> dims{-1};
     for (auto& d : *it)
-      dims.push_back(d.is_null() ? -1 : d.get<int64_t>());
+      dims.push_back(d.is_null() ? -1 : keras::json_int(d, "an input dimension"));
     return shape(dims);
   }
   return shape::unknown();

@@ -13,11 +13,32 @@ template <class T> T get(const nlohmann::json& config, const char* key, T fallba
   auto it = config.find(key);
   if (it == config.end() || it->is_null())
     return fallback;
-  try {
-    return it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    fail(std::string("config '") + key + "' is " + it->dump() + ", not the expected type");
+  std::string what = std::string("config '") + key + "'";
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return json_int(*it, what);
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    if (!it->is_array())
+      fail(what + " is " + it->dump() + ", not a list of integers");
+    std::vector<int64_t> out;
+    for (auto& v : *it)
+      out.push_back(json_int(v, what));
+    return out;
+  } else {
+    try {
+      return it->get<T>();
+    } catch (const nlohmann::json::exception&) {
+      fail(what + " is " + it->dump() + ", not the expected type");
+    }
   }
+}
+
+/// A count the layer needs positive (units, filters).
+int64_t positive(const nlohmann::json& config, const char* key, int64_t fallback) {
+  int64_t v = get<int64_t>(config, key, fallback);
+  if (v < 1 || v > (int64_t(1) << 31))
+    fail(std::string("config '") + key + "' is " + std::to_string(v) +
+         ", not a positive count below 2^31");
+  return v;
 }
 
 /// A pair like kernel_size or strides: [a, b] or a single number.
@@ -26,8 +47,8 @@ std::vector<int64_t> pair_of(const nlohmann::json& config, const char* key,
   auto it = config.find(key);
   if (it == config.end() || it->is_null())
     return fallback;
-  if (it->is_number_integer())
-    return {it->get<int64_t>(), it->get<int64_t>()};
+  if (it->is_number())
+    return {json_int(*it, key), json_int(*it, key)};
   auto v = get<std::vector<int64_t>>(config, key, fallback);
   if (v.size() != 2)
     fail(std::string("config '") + key + "' must hold 2 numbers, not " + it->dump());
@@ -126,7 +147,7 @@ output dense_apply(output x, output w, int64_t units) {
 output dense(layer_call& c) {
   auto x = input(c);
   const tensor& k = weight(c, "kernel");
-  int64_t units = get<int64_t>(c.config, "units", k.dim(1));
+  int64_t units = positive(c.config, "units", k.dim(1));
   if (k.rank() != 2 || k.dim(1) != units)
     fail("its kernel is " + k.shape().to_string() + ", not [in, " + std::to_string(units) + "]");
   auto y = dense_apply(x, constant(c.g, k, "kernel"), units);
@@ -197,9 +218,9 @@ output batch_norm(layer_call& c) {
   if (axis_json != c.config.end() && axis_json->is_array()) {
     if (axis_json->size() != 1)
       fail("normalizing over several axes is not supported");
-    axis = (*axis_json)[0].get<int64_t>();
+    axis = json_int((*axis_json)[0], "config 'axis'");
   } else if (axis_json != c.config.end() && axis_json->is_number_integer()) {
-    axis = axis_json->get<int64_t>();
+    axis = json_int(*axis_json, "config 'axis'");
   }
   if (axis != -1 && axis != rank - 1)
     fail("axis " + std::to_string(axis) + " is not supported (the last axis is)");
@@ -250,7 +271,7 @@ output rnn_result(const layer_call& c, const std::vector<output>& hs) {
 
 output lstm(layer_call& c) {
   auto steps = time_steps(c, input(c));
-  int64_t u = get<int64_t>(c.config, "units", 0);
+  int64_t u = positive(c.config, "units", 0);
   const tensor& kt = weight(c, "kernel");
   if (kt.rank() != 2 || kt.dim(1) != 4 * u)
     fail("its kernel is " + kt.shape().to_string() + ", not [in, 4 * units]");
@@ -283,7 +304,7 @@ output lstm(layer_call& c) {
 
 output gru(layer_call& c) {
   auto steps = time_steps(c, input(c));
-  int64_t u = get<int64_t>(c.config, "units", 0);
+  int64_t u = positive(c.config, "units", 0);
   const tensor& kt = weight(c, "kernel");
   const tensor& rt = weight(c, "recurrent_kernel");
   if (kt.rank() != 2 || kt.dim(1) != 3 * u || rt.rank() != 2 || rt.dim(1) != 3 * u)
@@ -351,7 +372,7 @@ output relu_layer(layer_call& c) {
     fail("negative_slope and threshold are not supported");
   auto m = c.config.find("max_value");
   if (m != c.config.end() && !m->is_null()) {
-    if (m->get<double>() != 6)
+    if (!m->is_number() || m->get<double>() != 6)
       fail("max_value other than 6 is not supported");
     return relu6(input(c));
   }
@@ -377,6 +398,24 @@ output concatenate(layer_call& c) {
 }
 
 } // namespace
+
+int64_t json_int(const nlohmann::json& j, const std::string& what) {
+  constexpr int64_t limit = int64_t(1) << 40;
+  if (j.is_number_integer() && !j.is_number_unsigned()) {
+    int64_t v = j.get<int64_t>();
+    if (v >= -limit && v <= limit)
+      return v;
+  } else if (j.is_number_unsigned()) {
+    uint64_t v = j.get<uint64_t>();
+    if (v <= uint64_t(limit))
+      return int64_t(v);
+  } else if (j.is_number_float()) {
+    double d = j.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::abs(d) <= double(limit))
+      return int64_t(d);
+  }
+  fail(what + " is " + j.dump() + ", not an integer within +-2^40");
+}
 
 const std::map<std::string, layer_builder>& layer_builders() {
   static const std::map<std::string, layer_builder> builders = {

@@ -23,6 +23,11 @@ struct layer_call {
 
 using layer_builder = std::function<output(layer_call&)>;
 
+/// A JSON number that must be an integer within ±2^40 (a dimension, an index, a count): anything
+/// else (a string, 1e300, 2.5) is an error naming `what`. nlohmann's own conversion of an
+/// out-of-range float is undefined behaviour.
+int64_t json_int(const nlohmann::json& j, const std::string& what);
+
 /// Builders by Keras class name.
 const std::map<std::string, layer_builder>& layer_builders();
 

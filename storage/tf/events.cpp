@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <google/protobuf/arena.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include "runnel/storage/record_file.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
@@ -332,6 +333,7 @@ status decode_event(std::string_view record, event& out) {
   if (++parsed % 4096 == 0)
     arena.Reset();
   auto& e = *google::protobuf::Arena::CreateMessage<tensorflow::Event>(&arena);
+  google::protobuf::LogSilencer quiet; // a tag that is not UTF-8 is logged by protobuf otherwise
   if (!e.ParseFromArray(record.data(), int(record.size())))
     return data_loss("not an Event");
   out.wall_time = e.wall_time();

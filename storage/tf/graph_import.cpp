@@ -3,6 +3,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 #include <unistd.h>
 
@@ -228,6 +229,9 @@ bool looks_binary(std::string_view bytes) {
 bool parse_binary(std::string_view bytes, tensorflow::GraphDef& gd) {
   if (bytes.size() > size_t(INT32_MAX))
     return false;
+  // A string field that is not UTF-8 makes protobuf log to stderr; the file is refused with our
+  // own error instead.
+  google::protobuf::LogSilencer quiet;
   google::protobuf::io::ArrayInputStream raw(bytes.data(), int(bytes.size()));
   google::protobuf::io::CodedInputStream in(&raw);
   in.SetTotalBytesLimit(INT32_MAX);
@@ -251,6 +255,7 @@ status parse_text(std::string_view text, tensorflow::GraphDef& gd) {
     return data_loss("not a text GraphDef (it holds binary bytes)");
   if (text.size() > size_t(INT32_MAX))
     return resource_exhausted("a text GraphDef over 2 GiB is not supported");
+  google::protobuf::LogSilencer quiet;
   google::protobuf::TextFormat::Parser parser;
   text_errors errors;
   parser.RecordErrorsTo(&errors);

@@ -82,6 +82,24 @@ TEST_CASE("unsupported Keras layers are all named in one error", "[keras]") {
                                         Catch::Contains("MultiHeadAttention (layer 'attention')"));
 }
 
+TEST_CASE("numbers in a model_config that are not sane integers are refused by name", "[keras]") {
+  // Found by the keras_config fuzz target: nlohmann's conversion of a float beyond int64 is
+  // undefined behaviour, so every integer goes through a checked reader.
+  for (auto units : {"45555555555555555555555555555555", "1e300", "2.5", "-3", "\"four\""}) {
+    INFO(units);
+    std::string config =
+        std::string(R"({"class_name": "Sequential", "config": {"name": "s", "layers": [)") +
+        R"({"class_name": "InputLayer", "config": {"name": "x", "batch_input_shape": [null, 3]}},)" +
+        R"({"class_name": "Dense", "config": {"name": "d", "units": )" + units + "}}]}}";
+    keras_weights w{{"d", {{"kernel", tensor::from_values<float>({3, 2}, {1, 2, 3, 4, 5, 6})}}}};
+    auto m = build_keras_model(config, w, "config.json");
+    REQUIRE_FALSE(m);
+    CHECK_THAT(m.error().to_string(), Catch::Contains("config.json") &&
+                                          Catch::Contains("layer 'd' (Dense)") &&
+                                          Catch::Contains("config 'units'"));
+  }
+}
+
 TEST_CASE("bad Keras files give errors naming the file and layer", "[keras]") {
   auto dir = models();
   SECTION("weights only") {
