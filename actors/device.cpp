@@ -53,6 +53,8 @@ result<std::shared_ptr<variable>> device_resources::find_or_create_variable(cons
     return std::shared_ptr<variable>(v);
   }
   auto v = std::make_shared<actor_variable>(name, type, s);
+  if (gpu_)
+    v->set_device_reader([gpu = gpu_](const tensor& t) { return gpu->read_to_host(t); });
   v->start(sys_);
   variables_.emplace(name, v);
   return std::shared_ptr<variable>(v);

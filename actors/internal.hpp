@@ -245,9 +245,11 @@ class actor_variable;
 class device_resources : public resource_manager {
 public:
   /// `iterator_home`: the resources that hold the runtime's iterators (null: these).
+  /// `gpu`: the accelerator of a GPU device, whose variables live in its memory and are read
+  /// back through it by readers on CPUs.
   explicit device_resources(caf::actor_system& sys, device_resources* iterator_home = nullptr,
-                            tensor_rendezvous* rendezvous = nullptr)
-      : sys_(sys), iterator_home_(iterator_home), rendezvous_(rendezvous) {}
+                            tensor_rendezvous* rendezvous = nullptr, accelerator* gpu = nullptr)
+      : sys_(sys), iterator_home_(iterator_home), rendezvous_(rendezvous), gpu_(gpu) {}
   tensor_rendezvous* rendezvous() override { return rendezvous_; }
   result<std::shared_ptr<class variable>> find_or_create_variable(const std::string& name, dtype type,
                                                             const shape& s) override;
@@ -267,6 +269,7 @@ private:
   caf::actor_system& sys_;
   device_resources* iterator_home_;
   tensor_rendezvous* rendezvous_;
+  accelerator* gpu_;
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<actor_variable>> variables_;
   std::unordered_map<std::string, std::shared_ptr<queue_resource>> queues_;

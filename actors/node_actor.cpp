@@ -200,7 +200,8 @@ bool read_variables(node_setup& s, const step_ptr& step, std::vector<tensor>& in
   for (size_t i = 0; i < s.ref_reads.size(); ++i) {
     if (!s.ref_reads[i])
       continue;
-    auto value = s.ref_reads[i]->read();
+    // A node on a CPU reads a GPU's variable through a copy in host memory.
+    auto value = s.gpu ? s.ref_reads[i]->read() : s.ref_reads[i]->read_host();
     if (!value) {
       step->fail(value.error().with_context(s.describe()));
       return false;
@@ -271,7 +272,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     });
     return;
   }
-  if (status st = check_host_inputs(data); !st.ok()) {
+  if (status st = s.kern->accepts_device_inputs() ? status{} : check_host_inputs(data); !st.ok()) {
     step->fail(st.with_context(s.describe()));
     return;
   }

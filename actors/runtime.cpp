@@ -138,9 +138,9 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
                "/device:gpu:" + std::to_string(g);
     dev.type = device_type::gpu;
     dev.gpu = std::move(accelerators[g]);
-    // Variables, queues and iterators are the CPU's (no GPU kernels use them).
+    // Variables placed on the GPU live in its memory; iterators are the runtime's (the CPU's).
     dev.resources = std::make_unique<device_resources>(*d.system, d.devices.front().resources.get(),
-                                                       d.routes.get());
+                                                       d.routes.get(), dev.gpu.get());
     dev.actor = spawn_device_actor(*d.system, dev);
   }
 }

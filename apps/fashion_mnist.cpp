@@ -82,6 +82,9 @@ const char* usage =
     "  --wire-bf16              send the gradients to the ps tasks as bfloat16 (half the bytes)\n"
     "  --precision f32|bf16|f16 the model's math (weights stay float32; f16 adds dynamic loss\n"
     "                           scaling)\n"
+    "  --device auto|cpu|gpu    where the model runs: gpu needs a GPU (ops with GPU kernels and\n"
+    "                           the variables on GPU:0), cpu ignores GPUs, auto (default) uses a\n"
+    "                           GPU when there is one\n"
     "  --simulated-gpus N       add N simulated GPUs (host memory, docs/gpu.md): ops with GPU\n"
     "                           kernels run there, with transfers (real GPUs are used anyway)\n"
     "  --connect                the tasks are runnel-node daemons (systemd, Kubernetes): train as\n"
@@ -331,8 +334,20 @@ int run(const flags& f) {
   int simulated_gpus = int(f.get_int("simulated-gpus", 0).value());
   if (simulated_gpus < 0 || (simulated_gpus > 0 && node))
     throw error(invalid_argument("--simulated-gpus takes a count >= 0, for a local run only"));
-  if (!node)
-    local_rt.emplace(runtime_options{.simulated_gpus = simulated_gpus});
+  std::string device = f.get("device", "auto");
+  if (device != "auto" && device != "cpu" && device != "gpu")
+    throw error(invalid_argument("--device must be auto, cpu or gpu, got '" + device + "'"));
+  if (device != "auto" && node)
+    throw error(invalid_argument("--device is for a local run; a cluster's tasks place by their "
+                                 "own devices"));
+  if (!node) {
+    runtime_options ro{.simulated_gpus = simulated_gpus};
+    if (device == "cpu")
+      ro.visible_gpus = std::vector<int>{};
+    local_rt.emplace(ro);
+    if (device == "gpu" && !local_rt->no_gpu_reason().empty())
+      throw error(failed_precondition("--device gpu: " + local_rt->no_gpu_reason()));
+  }
   runtime& rt = node ? node->rt() : *local_rt;
   // Distributed, the session runs through this worker's own node: its master places the graph
   // over the cluster.
@@ -577,7 +592,7 @@ int run(const flags& f) {
 
 int main(int argc, char** argv) {
   return app_main("fashion_mnist", argc, argv, usage,
-                  {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms", "wire-bf16", "precision", "simulated-gpus", "connect", "auth-token-file",
+                  {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms", "wire-bf16", "precision", "device", "simulated-gpus", "connect", "auth-token-file",
                    "model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
                    "checkpoint-dir", "trace",
                    "resume", "csv", "plot", "logdir", "limit-train", "max-steps", "min-accuracy", "seed"},

@@ -1,29 +1,60 @@
-// GPU benchmarks (scripts/gpu-check; needs a GPU). Each compares with the library called
-// directly on the same device buffers, timed with CUDA events over the same number of runs:
-//   gpu_matmul_f32_4096   matmul_cuda vs cublasGemmEx (target >= 0.95x)
-//   gpu_matmul_tf32_4096  the same with TF32 tensor cores
-//   gpu_matmul_bf16_4096  the same in bfloat16
-//   gpu_conv2d_3x3        conv2d_cuda (NHWC, HWIO filter transposed each call) vs
-//                         cudnnConvolutionForward with prepared descriptors (target >= 0.9x)
-// Not measured yet: an MLP step against PyTorch (no PyTorch peer for the GPU here).
+// GPU benchmarks (scripts/gpu-check; needs a GPU). Each compares, in the same run, with a peer:
+//   gpu_matmul_{f32,tf32,bf16}_4096  matmul_cuda vs cublasGemmEx on the same buffers (>= 0.95x)
+//   gpu_conv2d_3x3_{f32,bf16}        conv2d_cuda (NHWC, HWIO filter) vs cudnnConvolutionForward with
+//                                    prepared descriptors, its best algorithm (>= 0.9x)
+//   gpu_mlp_step, gpu_cnn_step       a Fashion-MNIST training step (apps/fashion_mnist_model.cpp,
+//                                    batch 100, Adam, fed from host memory) through a session vs
+//                                    the same model in PyTorch on this GPU (--torch-*-ms, from
+//                                    bench/peers/fashion_mnist_torch_gpu.py), step time ratio
+// Inputs are random (zeros run faster on some GPUs and hide unwritten outputs). Kernel timings
+// are CUDA events around 20 calls after a warm-up, median of 5 rounds.
+//   gpu_bench [--torch-mlp-ms X] [--torch-cnn-ms Y] [--torch "version line"] [--only NAME]
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <random>
+#include <string>
+#include <tuple>
 
+#include "runnel/actors/session.hpp"
+#include "runnel/apps/fashion_mnist_model.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
 
 using namespace runnel;
 
 namespace {
 
-/// Milliseconds per call of `f` on the compute stream (CUDA events; 20 calls after a warm-up).
+/// Milliseconds per call of `f` on the compute stream: the median of 5 rounds of 20 calls.
 double time_ms(gpu_context& gpu, const std::function<void()>& f) {
-  return stream_seconds(gpu.compute(), f, 20) * 1e3;
+  std::vector<double> rounds;
+  for (int r = 0; r < 5; ++r)
+    rounds.push_back(stream_seconds(gpu.compute(), f, 20) * 1e3);
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[2];
+}
+
+/// A device tensor of uniform values in [-1, 1).
+tensor random_device(gpu_context& gpu, dtype t, const shape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  tensor f(dtype::f32, s);
+  for (auto& v : f.flat<float>())
+    v = d(rng);
+  tensor dev = gpu.to_device(f, "bench").value();
+  if (t != dtype::f32) {
+    tensor narrow;
+    throw_if_error(cast_cuda(gpu, dev, t, &narrow, "bench"));
+    dev = narrow;
+  }
+  throw_if_error(gpu.synchronize());
+  return dev;
 }
 
 void matmul_line(gpu_context& gpu, const char* label, dtype t, bool tf32, int64_t n) {
-  tensor a = gpu.allocate(t, shape{n, n}, "a").value(), b = gpu.allocate(t, shape{n, n}, "b").value();
-  cudaMemsetAsync(a.raw_data(), 0, a.bytes(), gpu.compute());
-  cudaMemsetAsync(b.raw_data(), 0, b.bytes(), gpu.compute());
+  tensor a = random_device(gpu, t, shape{n, n}, 1), b = random_device(gpu, t, shape{n, n}, 2);
   tensor c = gpu.allocate(t, shape{n, n}, "c").value();
   double ours = time_ms(gpu, [&] {
     tensor out;
@@ -38,20 +69,21 @@ void matmul_line(gpu_context& gpu, const char* label, dtype t, bool tf32, int64_
                  CUBLAS_GEMM_DEFAULT);
   });
   double tflops = 2.0 * double(n) * n * n / (ours * 1e-3) / 1e12;
-  std::printf("bench %s: %.1f TFLOP/s (%.2fx cublasGemmEx)\n", label, tflops, direct / ours);
+  std::printf("bench %s: %.1f TFLOP/s (%.2fx cublasGemmEx, %.1f TFLOP/s) target >= 0.95x\n", label,
+              tflops, direct / ours, 2.0 * double(n) * n * n / (direct * 1e-3) / 1e12);
 }
 
-void conv_line(gpu_context& gpu) {
+void conv_line(gpu_context& gpu, const char* label, dtype t) {
   constexpr int n = 32, h = 32, w = 32, c = 64, k = 64;
-  tensor x = gpu.allocate(dtype::f32, shape{n, h, w, c}, "x").value();
-  tensor f = gpu.allocate(dtype::f32, shape{3, 3, c, k}, "f").value();
-  tensor y = gpu.allocate(dtype::f32, shape{n, h, w, k}, "y").value();
-  cudaMemsetAsync(x.raw_data(), 0, x.bytes(), gpu.compute());
-  cudaMemsetAsync(f.raw_data(), 0, f.bytes(), gpu.compute());
+  tensor x = random_device(gpu, t, shape{n, h, w, c}, 3);
+  tensor f = random_device(gpu, t, shape{3, 3, c, k}, 4);
+  tensor krsc = random_device(gpu, t, shape{k, 3, 3, c}, 5);
+  tensor y = gpu.allocate(t, shape{n, h, w, k}, "y").value();
   double ours = time_ms(gpu, [&] {
     tensor out;
     throw_if_error(conv2d_cuda(gpu, x, f, {}, &out, "bench"));
   });
+  cudnnDataType_t dt = t == dtype::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t fd;
   cudnnConvolutionDescriptor_t cd;
@@ -59,41 +91,160 @@ void conv_line(gpu_context& gpu) {
   cudnnCreateTensorDescriptor(&yd);
   cudnnCreateFilterDescriptor(&fd);
   cudnnCreateConvolutionDescriptor(&cd);
-  cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c, h, w);
-  cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, k, h, w);
-  cudnnSetFilter4dDescriptor(fd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, k, c, 3, 3);
+  cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, dt, n, c, h, w);
+  cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, dt, n, k, h, w);
+  cudnnSetFilter4dDescriptor(fd, dt, CUDNN_TENSOR_NHWC, k, c, 3, 3);
   cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
-  cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH);
+  cudnnSetConvolutionMathType(cd, t == dtype::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH);
+  // The peer gets cuDNN's measured best algorithm, not only its first heuristic guess.
+  tensor ws_probe = gpu.allocate(dtype::u8, shape{int64_t(256) << 20}, "ws").value();
   cudnnConvolutionFwdAlgoPerf_t perf[8];
   int returned = 0;
-  cudnnGetConvolutionForwardAlgorithm_v7(gpu.cudnn(), xd, fd, cd, yd, 8, &returned, perf);
-  tensor ws = gpu.allocate(dtype::u8, shape{int64_t(std::max<size_t>(perf[0].memory, 1))}, "ws").value();
+  throw_if_error(cudnn_status(
+      cudnnFindConvolutionForwardAlgorithmEx(gpu.cudnn(), xd, x.raw_data(), fd, krsc.raw_data(), cd,
+                                             yd, y.raw_data(), 8, &returned, perf,
+                                             ws_probe.raw_data(), ws_probe.bytes()),
+      "cudnnFindConvolutionForwardAlgorithmEx"));
   float one = 1, zero = 0;
   double direct = time_ms(gpu, [&] {
-    cudnnConvolutionForward(gpu.cudnn(), &one, xd, x.raw_data(), fd, f.raw_data(), cd, perf[0].algo,
-                            ws.raw_data(), perf[0].memory, &zero, yd, y.raw_data());
+    cudnnConvolutionForward(gpu.cudnn(), &one, xd, x.raw_data(), fd, krsc.raw_data(), cd,
+                            perf[0].algo, ws_probe.raw_data(), perf[0].memory, &zero, yd,
+                            y.raw_data());
   });
   cudnnDestroyTensorDescriptor(xd);
   cudnnDestroyTensorDescriptor(yd);
   cudnnDestroyFilterDescriptor(fd);
   cudnnDestroyConvolutionDescriptor(cd);
   double gflops = 2.0 * n * h * w * c * k * 9 / (ours * 1e-3) / 1e9;
-  std::printf("bench gpu_conv2d_3x3: %.0f GFLOP/s (%.2fx cudnnConvolutionForward)\n", gflops,
-              direct / ours);
+  std::printf("bench %s: %.0f GFLOP/s, %.1f us (%.2fx cudnnConvolutionForward, algo %d, %.1f us) "
+              "target >= 0.9x\n",
+              label, gflops, ours * 1e3, direct / ours, int(perf[0].algo), direct * 1e3);
+}
+
+/// Milliseconds per training step of a Fashion-MNIST model through a session (median of 5
+/// rounds of `steps`), the batch fed from host memory each step.
+double train_step_ms(runtime& rt, const std::string& kind, int steps) {
+  auto m = apps::build({.kind = kind, .opt_name = "adam", .lr = 0.001});
+  session s(rt, m->g);
+  throw_if_error(s.run({global_variables_initializer(m->g)}));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  std::vector<tensor> images, labels;
+  for (int i = 0; i < 8; ++i) {
+    tensor x(dtype::f32, shape{100, 784});
+    for (auto& v : x.flat<float>())
+      v = pixel(rng);
+    tensor y(dtype::i32, shape{100});
+    for (auto& v : y.flat<int32_t>())
+      v = int32_t(rng() % 10);
+    images.push_back(std::move(x));
+    labels.push_back(std::move(y));
+  }
+  auto step = [&](int i) {
+    std::vector<std::pair<output, tensor>> feeds{{m->x, images[size_t(i % 8)]},
+                                                 {m->y, labels[size_t(i % 8)]}};
+    if (m->training.valid())
+      feeds.push_back({m->training, tensor::scalar(true)});
+    auto r = s.run(feeds, {}, {m->train});
+    if (!r.ok())
+      throw_if_error(r.error());
+  };
+  for (int i = 0; i < 20; ++i)
+    step(i);
+  std::vector<double> rounds;
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i)
+      step(i);
+    rounds.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+        steps);
+  }
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[2];
+}
+
+void step_line(runtime& rt, const char* label, const std::string& kind, double torch_ms) {
+  double ours = train_step_ms(rt, kind, 100);
+  if (torch_ms > 0)
+    std::printf("bench %s: %.3f ms/step (%.2fx PyTorch's step time, %.3f ms) target <= 1.0x\n",
+                label, ours, ours / torch_ms, torch_ms);
+  else
+    std::printf("bench %s: %.3f ms/step (no PyTorch with CUDA here to compare with)\n", label, ours);
+}
+
+void print_versions(int device) {
+  cudaDeviceProp p{};
+  cudaGetDeviceProperties(&p, device);
+  int driver = 0, rt = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&rt);
+  int cublas = 0;
+  cublasGetProperty(MAJOR_VERSION, &cublas);
+  int cublas_minor = 0, cublas_patch = 0;
+  cublasGetProperty(MINOR_VERSION, &cublas_minor);
+  cublasGetProperty(PATCH_LEVEL, &cublas_patch);
+  std::printf("gpu_bench: %s (sm_%d%d, %d SMs, %.1f GiB); CUDA driver %d.%d, runtime %d.%d; "
+              "cuBLAS %d.%d.%d; cuDNN %zu\n",
+              p.name, p.major, p.minor, p.multiProcessorCount, double(p.totalGlobalMem) / (1 << 30),
+              driver / 1000, driver % 1000 / 10, rt / 1000, rt % 1000 / 10, cublas, cublas_minor,
+              cublas_patch, cudnnGetVersion());
 }
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  reexec_with_better_blas_core(argv); // the CPU ops of a training step use OpenBLAS too
+  double torch_mlp = 0, torch_cnn = 0;
+  std::string only;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--torch-mlp-ms")
+      torch_mlp = std::atof(argv[i + 1]);
+    else if (a == "--torch-cnn-ms")
+      torch_cnn = std::atof(argv[i + 1]);
+    else if (a == "--torch")
+      std::printf("gpu_bench: peer %s\n", argv[i + 1]);
+    else if (a == "--only")
+      only = argv[i + 1];
+    else {
+      std::fprintf(stderr, "gpu_bench: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  auto wanted = [&](const char* name) { return only.empty() || std::string(name).find(only) != std::string::npos; };
   auto gpu = gpu_context::create(0);
   if (!gpu.ok()) {
     std::fprintf(stderr, "gpu_bench: %s\n", gpu.error().to_string().c_str());
     return 2;
   }
-  matmul_line(**gpu, "gpu_matmul_f32_4096", dtype::f32, false, 4096);
-  matmul_line(**gpu, "gpu_matmul_tf32_4096", dtype::f32, true, 4096);
-  matmul_line(**gpu, "gpu_matmul_bf16_4096", dtype::bf16, false, 4096);
-  conv_line(**gpu);
-  throw_if_error((*gpu)->synchronize());
+  print_versions(0);
+  gpu_context& g = **gpu;
+  if (wanted("gpu_matmul_f32_4096"))
+    matmul_line(g, "gpu_matmul_f32_4096", dtype::f32, false, 4096);
+  if (wanted("gpu_matmul_tf32_4096"))
+    matmul_line(g, "gpu_matmul_tf32_4096", dtype::f32, true, 4096);
+  if (wanted("gpu_matmul_bf16_4096"))
+    matmul_line(g, "gpu_matmul_bf16_4096", dtype::bf16, false, 4096);
+  if (wanted("gpu_conv2d_3x3_f32"))
+    conv_line(g, "gpu_conv2d_3x3_f32", dtype::f32);
+  if (wanted("gpu_conv2d_3x3_bf16"))
+    conv_line(g, "gpu_conv2d_3x3_bf16", dtype::bf16);
+  throw_if_error(g.synchronize());
+  gpu->reset(); // the runtime makes its own context
+  if (wanted("gpu_mlp_step") || wanted("gpu_cnn_step")) {
+    // A runtime per model: the models' variables share names.
+    for (auto [label, kind, peer] : {std::tuple{"gpu_mlp_step", "mlp", torch_mlp},
+                                     std::tuple{"gpu_cnn_step", "cnn", torch_cnn}}) {
+      if (!wanted(label))
+        continue;
+      runtime rt;
+      if (rt.gpus().empty()) {
+        std::fprintf(stderr, "gpu_bench: the runtime has no GPU: %s\n", rt.no_gpu_reason().c_str());
+        return 2;
+      }
+      step_line(rt, label, kind, peer);
+    }
+  }
   return 0;
 }

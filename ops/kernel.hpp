@@ -164,6 +164,10 @@ public:
   /// The variable a VariableV2 kernel stands for (null for other kernels). Consumers of its
   /// output read the variable themselves, when they run, as TensorFlow's ref edges do.
   virtual std::shared_ptr<class variable> variable_resource() const { return nullptr; }
+  /// True for kernels that may be given inputs in device memory although they compute on the
+  /// host: those that only look at shapes or pass buffers along (Reshape, Shape, Identity on a
+  /// GPU). Other synchronous kernels are refused device inputs before they run.
+  virtual bool accepts_device_inputs() const { return false; }
 };
 
 /// For each input slot of `n`: whether it is a ref input (no value flows along it).

@@ -11,6 +11,16 @@ result<tensor> variable::read() const {
   return state_.value;
 }
 
+result<tensor> variable::read_host() const {
+  RUNNEL_ASSIGN_OR_RETURN(tensor value, read());
+  if (value.host_readable())
+    return value;
+  if (!device_reader_)
+    return failed_precondition("variable " + name_ + " is in " + value.memory_name() +
+                               " and its device gave no way to read it back");
+  return device_reader_(value);
+}
+
 bool variable::initialized() const {
   std::lock_guard lock(mu_);
   return state_.initialized;

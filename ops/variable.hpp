@@ -39,7 +39,14 @@ public:
 
   /// The current value, or failed_precondition naming the variable when uninitialised.
   result<tensor> read() const;
+  /// The current value in host memory: a variable that lives on a GPU is copied back (after the
+  /// GPU work that produced it). For readers on a CPU.
+  result<tensor> read_host() const;
   bool initialized() const;
+  /// How this variable's device-memory values reach the host (set by a GPU device's resources).
+  void set_device_reader(std::function<result<tensor>(const tensor&)> reader) {
+    device_reader_ = std::move(reader);
+  }
 
   /// Runs `fn` after every earlier update, then `done(status, new value)`. The runtime decides
   /// where `fn` runs (the variable's actor); `done` may be called from any thread.
@@ -60,6 +67,7 @@ private:
   shape shape_;
   mutable std::mutex mu_;
   state state_;
+  std::function<result<tensor>(const tensor&)> device_reader_;
 };
 
 /// Makes `s.value` safe to write in place: copies it when a reader still shares the buffer.

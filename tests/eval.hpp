@@ -8,9 +8,10 @@
 namespace runnel::testing {
 
 /// One runtime for a test binary (starting CAF per test would dominate the run time). It is
-/// never destroyed: CAF's own statics are gone by the time static destructors run.
+/// never destroyed: CAF's own statics are gone by the time static destructors run. CPUs only,
+/// on a GPU machine too: what it evaluates is the reference the GPU kernels are checked against.
 inline runtime& test_runtime() {
-  static runtime* rt = new runtime;
+  static runtime* rt = new runtime(runtime_options{.visible_gpus = std::vector<int>{}});
   return *rt;
 }
 

@@ -123,6 +123,7 @@ gpu_context::~gpu_context() {
     if (s)
       cudaStreamSynchronize(s);
   reap_staging(true);
+  plans_.clear();     // cuDNN descriptors, before the handle goes
   allocator_.reset(); // its regions go back with cudaFree before the handles go
   pinned_.reset();
   if (cudnn_)
@@ -193,6 +194,34 @@ result<tensor> gpu_context::to_host(const tensor& device) {
     RUNNEL_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(d2h_), "copy from GPU"));
   }
   return out;
+}
+
+result<tensor> gpu_context::copy_on_device(const tensor& device, const std::string& node) {
+  if (device.memory() != memory_space::device)
+    return invalid_argument("copy_on_device: the tensor is in " + device.memory_name());
+  RUNNEL_ASSIGN_OR_RETURN(tensor out, allocate(device.type(), device.shape(), node));
+  RUNNEL_RETURN_IF_ERROR(copy_device_bytes(out.raw_data(), device.raw_data(), device.bytes()));
+  return out;
+}
+
+status gpu_context::copy_device_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0)
+    return {};
+  RUNNEL_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
+  return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, compute_),
+                     "device-to-device copy on GPU " + std::to_string(device_));
+}
+
+result<std::shared_ptr<void>>
+gpu_context::cached_plan(const std::string& key,
+                         const std::function<result<std::shared_ptr<void>>()>& make) {
+  std::lock_guard lock(plans_mu_);
+  auto it = plans_.find(key);
+  if (it != plans_.end())
+    return it->second;
+  RUNNEL_ASSIGN_OR_RETURN(auto plan, make());
+  plans_.emplace(key, plan);
+  return plan;
 }
 
 void gpu_context::reap_staging(bool wait) {

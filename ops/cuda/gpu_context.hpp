@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runnel/ops/gpu/bfc_allocator.hpp"
@@ -66,14 +67,30 @@ public:
   /// Copies a device tensor back on the d2h stream after the compute work enqueued so far,
   /// and waits for it.
   result<tensor> to_host(const tensor& device);
+  /// A copy of a device tensor in new device memory, on the compute stream (no host involved).
+  result<tensor> copy_on_device(const tensor& device, const std::string& node = {});
+  /// Copies `bytes` between device buffers on the compute stream (D2D, or peer to peer between
+  /// two GPUs of the process).
+  status copy_device_bytes(void* dst, const void* src, size_t bytes);
   /// Waits for every stream; reports an asynchronous kernel error.
   status synchronize();
+
+  /// A plan (cuDNN descriptors and chosen algorithms, say) cached under `key` for the life of
+  /// the context; made by `make` on first use. An error is not cached.
+  result<std::shared_ptr<void>> cached_plan(const std::string& key,
+                                            const std::function<result<std::shared_ptr<void>>()>& make);
+  /// Held while a node's work is enqueued: the cuBLAS and cuDNN handles (and the plan search)
+  /// are used by one thread at a time. Enqueueing is short; the kernels run asynchronously.
+  std::mutex& launch_mutex() { return launch_mu_; }
 
 private:
   explicit gpu_context(int device) : device_(device) {}
   /// Frees pinned staging buffers whose copies are done (all of them, waiting, with `wait`).
   void reap_staging(bool wait);
   int device_;
+  std::mutex launch_mu_;
+  std::mutex plans_mu_;
+  std::unordered_map<std::string, std::shared_ptr<void>> plans_;
   std::mutex staging_mu_;
   std::vector<std::pair<cudaEvent_t, void*>> staging_;
   cudaStream_t compute_ = nullptr, h2d_ = nullptr, d2h_ = nullptr, d2d_ = nullptr;

@@ -62,6 +62,14 @@ struct gpu_conv2d_options {
 /// Conv2D forward through cuDNN: input NHWC, filter HWIO (f16, bf16, f32).
 status conv2d_cuda(gpu_context& gpu, const tensor& input, const tensor& filter,
                    const gpu_conv2d_options& o, tensor* out, const std::string& node);
+/// Conv2D's input gradient: `input_sizes` (4 int32/int64 in host memory) is the input's shape.
+status conv2d_backprop_input_cuda(gpu_context& gpu, const tensor& input_sizes, const tensor& filter,
+                                  const tensor& out_backprop, const gpu_conv2d_options& o,
+                                  tensor* out, const std::string& node);
+/// Conv2D's filter gradient: `filter_sizes` (4 int32/int64 in host memory) is the filter's shape.
+status conv2d_backprop_filter_cuda(gpu_context& gpu, const tensor& input, const tensor& filter_sizes,
+                                   const tensor& out_backprop, const gpu_conv2d_options& o,
+                                   tensor* out, const std::string& node);
 
 struct gpu_pool_options {
   int64_t window_h = 2, window_w = 2, stride_h = 2, stride_w = 2;
@@ -70,5 +78,14 @@ struct gpu_pool_options {
 /// MaxPool forward, NHWC (floats; any SAME padding: windows clipped to the input).
 status max_pool_cuda(gpu_context& gpu, const tensor& input, const gpu_pool_options& o, tensor* out,
                      const std::string& node);
+/// AvgPool forward, NHWC (padding is not counted in the average, as in TensorFlow).
+status avg_pool_cuda(gpu_context& gpu, const tensor& input, const gpu_pool_options& o, tensor* out,
+                     const std::string& node);
+/// MaxPool's gradient: each window's gradient goes to its first largest input element.
+status max_pool_grad_cuda(gpu_context& gpu, const tensor& orig_input, const tensor& grad,
+                          const gpu_pool_options& o, tensor* out, const std::string& node);
+/// AvgPool's gradient: each window's gradient spread evenly over the input elements it covers.
+status avg_pool_grad_cuda(gpu_context& gpu, const shape& orig_input_shape, const tensor& grad,
+                          const gpu_pool_options& o, tensor* out, const std::string& node);
 
 } // namespace runnel
