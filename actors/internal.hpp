@@ -182,6 +182,9 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   /// Sends: per output, the rendezvous keys its value goes out under (edges to other devices;
   /// the Send runs inline, in this actor, when the node emits), and keys for control edges.
   std::vector<std::vector<std::string>> send_keys;
+  /// Per output, per send key: whether it goes to a GPU of this process (a device value is then
+  /// sent as it is, copied GPU to GPU by the consumer, never through the host).
+  std::vector<std::vector<char>> send_to_gpu;
   std::vector<std::string> control_send_keys;
   local_rendezvous* rendezvous = nullptr;
   std::vector<std::vector<int>> fetch_slots; ///< per output: indices into step_state::fetches

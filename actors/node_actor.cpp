@@ -159,12 +159,15 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
   }
   for (int o = 0; o < s.num_outputs; ++o) {
     auto& value = outputs[size_t(o)];
-    // A GPU's output leaves the device for fetches and other devices as a host copy; its
-    // consumers on the same GPU get the device tensor.
+    // A GPU's output leaves the device for fetches and CPUs as a host copy; its consumers on
+    // the same GPU get the device tensor, and so do other GPUs of this process (they copy it
+    // device to device).
     tensor host_copy;
-    if (s.gpu && value.valid() && !value.host_readable() &&
-        (!s.fetch_slots[size_t(o)].empty() ||
-         (!s.send_keys.empty() && !s.send_keys[size_t(o)].empty()))) {
+    bool to_host = !s.fetch_slots[size_t(o)].empty();
+    if (!s.send_keys.empty())
+      for (char gpu : s.send_to_gpu[size_t(o)])
+        to_host |= !gpu;
+    if (s.gpu && value.valid() && !value.host_readable() && to_host) {
       auto h = s.gpu->read_to_host(value);
       if (!h.ok()) {
         step->fail(h.error().with_context(s.describe()));
@@ -176,8 +179,9 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
     for (int f : s.fetch_slots[size_t(o)])
       step->fetches[size_t(f)] = outside;
     if (!s.send_keys.empty())
-      for (auto& key : s.send_keys[size_t(o)])
-        s.rendezvous->send(step->id, key, outside); // shares the buffer
+      for (size_t k = 0; k < s.send_keys[size_t(o)].size(); ++k) // shares the buffer
+        s.rendezvous->send(step->id, s.send_keys[size_t(o)][k],
+                           s.send_to_gpu[size_t(o)][k] ? value : outside);
     auto& cs = s.consumers[size_t(o)];
     for (size_t c = 0; c < cs.size(); ++c) {
       if (c + 1 == cs.size())

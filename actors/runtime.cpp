@@ -185,6 +185,13 @@ const std::string& runtime::no_gpu_reason() const {
   return impl_->no_gpu_reason;
 }
 
+result<transfer_stats> runtime::gpu_transfers(int id) const {
+  for (auto& dev : impl_->devices)
+    if (dev.gpu && dev.gpu->id() == id)
+      return dev.gpu->transfers();
+  return not_found("this runtime has no GPU " + std::to_string(id));
+}
+
 result<bfc_stats> runtime::gpu_memory(int id) const {
   for (auto& dev : impl_->devices)
     if (dev.gpu && dev.gpu->id() == id)

@@ -65,6 +65,8 @@ public:
   const std::string& no_gpu_reason() const;
   /// Device memory statistics of /device:GPU:`id` (an error when there is no such GPU).
   result<bfc_stats> gpu_memory(int id) const;
+  /// Bytes GPU `id` has copied in and out so far (real GPUs; a simulated one counts nothing).
+  result<transfer_stats> gpu_transfers(int id) const;
   const runtime_options& options() const;
   /// The CPU devices' throughput for the cost model: runtime_options::cpu_params, or measured
   /// once (on first use) with each device's compute budget.

@@ -358,9 +358,12 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     if (index < 0) {
       producer.control_send_keys.push_back(key);
     } else {
-      if (producer.send_keys.empty())
+      if (producer.send_keys.empty()) {
         producer.send_keys.assign(size_t(producer.num_outputs), {});
+        producer.send_to_gpu.assign(size_t(producer.num_outputs), {});
+      }
       producer.send_keys[size_t(index)].push_back(key);
+      producer.send_to_gpu[size_t(index)].push_back(rt.devices[dst].type == device_type::gpu);
     }
     auto recv = std::make_shared<node_setup>();
     recv->name = "_recv/" + base;
@@ -377,6 +380,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     inst->uses_rendezvous = true;
     return *recv;
   };
+  std::map<std::pair<int, accelerator*>, tensor> uploaded; // constants bound on GPUs
   for (int v = 0; v < n; ++v) {
     if (!instantiate[size_t(v)])
       continue;
@@ -397,7 +401,21 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
         continue;
       }
       if (bindable[size_t(e.node)]) {
-        setup.bound[slot] = std::get<tensor>(g.at(e.node).attrs.at("value"));
+        tensor value = std::get<tensor>(g.at(e.node).attrs.at("value"));
+        // A float constant read by a GPU kernel goes to the device once, here, not every step
+        // (integer constants are shapes, axes and indices, read on the host; so is Fill's value).
+        if (setup.gpu && is_floating(value.type()) && nd.op != "Fill") {
+          auto key = std::make_pair(e.node, setup.gpu);
+          auto it = uploaded.find(key);
+          if (it == uploaded.end()) {
+            auto dev = setup.gpu->upload(value, g.at(e.node).name);
+            if (!dev.ok())
+              return dev.error().with_context("node '" + nd.name + "' (op " + nd.op + ")");
+            it = uploaded.emplace(key, std::move(dev).value()).first;
+          }
+          value = it->second;
+        }
+        setup.bound[slot] = std::move(value);
         continue;
       }
       if (elided[size_t(e.node)]) { // one message per iteration from one of its sources

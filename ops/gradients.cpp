@@ -38,6 +38,7 @@ const gradient_registry& builtin_gradients() {
     auto* r = new gradient_registry;
     register_math_gradients(*r);
     register_nn_gradients(*r);
+    register_lstm_block_gradients(*r);
     register_tensor_array_gradients(*r);
     return r;
   }();

@@ -126,6 +126,8 @@ private:
 
 void register_math_gradients(gradient_registry& reg);
 void register_nn_gradients(gradient_registry& reg);
+/// LSTMBlockCell (ops/lstm_block.cpp).
+void register_lstm_block_gradients(gradient_registry& reg);
 /// TensorArray and Stack ops; the control-flow primitives are differentiated by gradients() itself.
 void register_tensor_array_gradients(gradient_registry& reg);
 /// Every builtin gradient function, built explicitly on first use.

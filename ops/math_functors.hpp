@@ -286,6 +286,9 @@ struct op_rsqrt {
 struct op_reciprocal {
   template <class T> RUNNEL_HD static T apply(T x) { return T(T(1) / x); }
 };
+struct op_floor {
+  template <class T> RUNNEL_HD static T apply(T x) { return std::floor(x); }
+};
 
 /// Applies a binary functor to 16-bit floats through float; other types directly.
 template <class Op, class T> RUNNEL_HD auto widen_apply(T a, T b) {

@@ -203,6 +203,7 @@ void register_builtin_ops(op_registry& reg) {
   register_sparse_ops(reg);
   register_sampling_ops(reg);
   register_norm_ops(reg);
+  register_lstm_block_ops(reg);
   register_summary_ops(reg);
 }
 

@@ -156,6 +156,7 @@ void register_state_ops(op_registry& reg);
 void register_gradient_support_ops(op_registry& reg);
 void register_training_ops(op_registry& reg);
 void register_conv_ops(op_registry& reg);
+void register_lstm_block_ops(op_registry& reg);
 void register_more_array_ops(op_registry& reg);
 void register_strided_slice_ops(op_registry& reg);
 /// Queues, dataset iterators (ops/data_flow_ops.cpp).

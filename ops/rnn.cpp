@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runnel/ops/control_flow.hpp"
+#include "runnel/ops/lstm_block.hpp"
 #include "runnel/ops/tensor_array.hpp"
 
 namespace runnel {
@@ -61,7 +62,10 @@ std::pair<output, std::vector<output>> basic_rnn_cell::step(output x,
 
 lstm_cell::lstm_cell(graph& g, int64_t input_size, int64_t units, rnn_cell_options options,
                      double forget_bias)
-    : rnn_cell(g, options.type), units_(units), forget_bias_(forget_bias) {
+    : rnn_cell(g, options.type), units_(units), forget_bias_(forget_bias), fused_(options.fused) {
+  if (fused_ && options.type != dtype::f32)
+    throw error(invalid_argument("lstm_cell: the fused LSTM block computes in float32, got " +
+                                 std::string(runnel::name(options.type))));
   auto scope = g.name_scope(options.name == "rnn_cell" ? "lstm_cell" : options.name);
   kernel = glorot(g, shape{input_size + units, 4 * units}, options.type, options.seed, "kernel");
   bias = variable(g, zeros(g, options.type, shape{4 * units}), "bias");
@@ -69,6 +73,11 @@ lstm_cell::lstm_cell(graph& g, int64_t input_size, int64_t units, rnn_cell_optio
 
 std::pair<output, std::vector<output>> lstm_cell::step(output x,
                                                       const std::vector<output>& state) {
+  if (fused_) {
+    auto r = lstm_block_cell(x, state.at(0), state.at(1), kernel.value, bias.value,
+                             {.forget_bias = forget_bias_, .cell_clip = -1, .name = "lstm_block"});
+    return {r.h, {r.cs, r.h}};
+  }
   auto gates = matmul(concat({x, state.at(1)}, 1), kernel.value) + bias.value;
   auto parts = split(gates, 4, 1);
   auto c = state.at(0) * sigmoid(parts[2] + forget_bias_) + sigmoid(parts[0]) * tanh(parts[1]);

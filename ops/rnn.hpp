@@ -45,6 +45,9 @@ struct rnn_cell_options {
   dtype type = dtype::f32;
   std::string name = "rnn_cell";
   int64_t seed = 0;
+  /// lstm_cell: each step is one fused LSTMBlockCell op (ops/lstm_block.hpp; float32) instead of
+  /// a dozen ops, with the same weights and results. Other cells ignore it.
+  bool fused = false;
 };
 
 /// h' = tanh([x, h] W + b) (TensorFlow's BasicRNNCell); state {h}.
@@ -74,6 +77,7 @@ public:
 private:
   int64_t units_;
   double forget_bias_;
+  bool fused_;
 };
 
 /// TensorFlow's GRUCell: r, u = σ([x, h] W_g + b_g) (b_g starts at 1); c = tanh([x, r·h] W_c +

@@ -168,6 +168,8 @@ public:
   memory_space memory() const { return buf_ ? buf_->space() : memory_space::host; }
   /// Whether host code may read the elements (host or pinned host memory).
   bool host_readable() const { return memory() != memory_space::device; }
+  /// The GPU whose memory holds the elements (its CUDA id; -1 for host memory).
+  int device_id() const { return buf_ ? buf_->device() : -1; }
   /// "GPU:0 memory" or "host memory", for messages.
   std::string memory_name() const;
 

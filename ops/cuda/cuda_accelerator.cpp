@@ -7,6 +7,7 @@
 #include <span>
 #include <thread>
 
+#include "runnel/ops/cuda/cuda_kernel.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
 
 namespace runnel {
@@ -93,28 +94,7 @@ private:
   std::thread thread_;
 };
 
-class cuda_accelerator;
-
-/// One node's CUDA kernel: enqueue on the compute stream, complete on its event.
-class cuda_kernel : public kernel {
-public:
-  /// Enqueues the kernel on `inputs` (all in device memory); sets ctx's outputs.
-  using launch_fn =
-      std::function<status(gpu_context&, std::span<const tensor> inputs, kernel_context& ctx)>;
-  /// `host_inputs`: input slots read on the host (a reduction's axes): not copied to the GPU.
-  cuda_kernel(cuda_accelerator& gpu, launch_fn launch, std::vector<bool> host_inputs = {})
-      : gpu_(gpu), launch_(std::move(launch)), host_inputs_(std::move(host_inputs)) {}
-  bool is_async() const override { return true; }
-  status compute(kernel_context&) override { return internal_error("GPU kernels are asynchronous"); }
-  void compute_async(kernel_context& ctx, std::function<void(status)> done) override;
-
-private:
-  cuda_accelerator& gpu_;
-  launch_fn launch_;
-  std::vector<bool> host_inputs_;
-};
-
-class cuda_accelerator : public accelerator {
+class cuda_accelerator : public accelerator, public cuda_device {
 public:
   cuda_accelerator(int index, std::unique_ptr<gpu_context> ctx)
       : index_(index), ctx_(std::move(ctx)) {}
@@ -123,123 +103,17 @@ public:
   int id() const override { return index_; }
   std::string kind() const override { return "CUDA"; }
   bfc_stats memory_stats() const override { return ctx_->allocator().stats(); }
-  gpu_context& context() { return *ctx_; }
-  event_poller& poller() { return poller_; }
+  gpu_context& context() override { return *ctx_; }
+  void complete_after(cudaStream_t stream, std::function<void(status)> done) override {
+    poller_.after(stream, std::move(done));
+  }
 
   result<std::unique_ptr<kernel>> make_kernel(const kernel_construction& c) override {
-    const std::string& op = c.node.op;
-    std::string name = c.node.name;
-    // Most ops have one output, which their entry allocates: `f(gpu, inputs, &out)`.
-    auto one = [&](auto f, std::vector<bool> host_inputs = {}) {
-      return result<std::unique_ptr<kernel>>(std::make_unique<cuda_kernel>(
-          *this,
-          [f](gpu_context& g, std::span<const tensor> in, kernel_context& ctx) {
-            tensor out;
-            RUNNEL_RETURN_IF_ERROR(f(g, in, &out));
-            ctx.set_output(0, std::move(out));
-            return status{};
-          },
-          std::move(host_inputs)));
-    };
-    using inputs = std::span<const tensor>;
-    static const std::vector<std::pair<const char*, gpu_binary>> binaries{
-        {"Add", gpu_binary::add},           {"Sub", gpu_binary::sub},
-        {"Mul", gpu_binary::mul},           {"Div", gpu_binary::div},
-        {"Maximum", gpu_binary::maximum},   {"Minimum", gpu_binary::minimum},
-        {"SquaredDifference", gpu_binary::squared_difference},
-        {"ReluGrad", gpu_binary::relu_grad}, {"SigmoidGrad", gpu_binary::sigmoid_grad},
-        {"TanhGrad", gpu_binary::tanh_grad}, {"Greater", gpu_binary::greater},
-        {"Less", gpu_binary::less},         {"Equal", gpu_binary::equal}};
-    static const std::vector<std::pair<const char*, gpu_unary>> unaries{
-        {"Neg", gpu_unary::neg},       {"Exp", gpu_unary::exp},       {"Log", gpu_unary::log},
-        {"Sqrt", gpu_unary::sqrt},     {"Square", gpu_unary::square}, {"Tanh", gpu_unary::tanh},
-        {"Sigmoid", gpu_unary::sigmoid}, {"Relu", gpu_unary::relu},   {"Abs", gpu_unary::abs},
-        {"Rsqrt", gpu_unary::rsqrt},   {"Reciprocal", gpu_unary::reciprocal}};
-    static const std::vector<std::pair<const char*, gpu_reduce>> reductions{
-        {"Sum", gpu_reduce::sum}, {"Mean", gpu_reduce::mean}, {"Max", gpu_reduce::max},
-        {"Min", gpu_reduce::min}};
-    for (auto& [o, kind] : binaries)
-      if (op == o)
-        return one([kind = kind, name](gpu_context& g, inputs in, tensor* out) {
-          return binary_cuda(g, kind, in[0], in[1], out, name);
-        });
-    for (auto& [o, kind] : unaries)
-      if (op == o)
-        return one([kind = kind, name](gpu_context& g, inputs in, tensor* out) {
-          return unary_cuda(g, kind, in[0], out, name);
-        });
-    for (auto& [o, kind] : reductions)
-      if (op == o) // the axes (input 1) are read in host memory
-        return one(
-            [kind = kind, keep = c.attr<bool>("keep_dims"), name](gpu_context& g, inputs in,
-                                                                  tensor* out) {
-              return reduce_cuda(g, kind, in[0], in[1], keep, out, name);
-            },
-            {false, true});
-    if (op == "Cast")
-      return one([to = c.attr<dtype>("DstT"), name](gpu_context& g, inputs in, tensor* out) {
-        return cast_cuda(g, in[0], to, out, name);
-      });
-    if (op == "MatMul")
-      return one([o = gpu_matmul_options{.transpose_a = c.attr<bool>("transpose_a"),
-                                         .transpose_b = c.attr<bool>("transpose_b")},
-                  name](gpu_context& g, inputs in, tensor* out) {
-        return matmul_cuda(g, in[0], in[1], o, out, name);
-      });
-    if (op == "MaxPool") {
-      auto k = c.attr<std::vector<int64_t>>("ksize");
-      auto st = c.attr<std::vector<int64_t>>("strides");
-      if (k.size() != 4 || st.size() != 4)
-        return invalid_argument("node '" + name + "' (op MaxPool): ksize and strides need 4 values");
-      gpu_pool_options o{.window_h = k[1], .window_w = k[2], .stride_h = st[1], .stride_w = st[2],
-                         .padding = c.attr<std::string>("padding")};
-      return one([o, name](gpu_context& g, inputs in, tensor* out) {
-        return max_pool_cuda(g, in[0], o, out, name);
-      });
-    }
-    if (op == "Conv2D") {
-      auto strides = c.attr<std::vector<int64_t>>("strides");
-      gpu_conv2d_options o{.stride_h = strides.size() == 4 ? strides[1] : 1,
-                           .stride_w = strides.size() == 4 ? strides[2] : 1,
-                           .padding = c.attr<std::string>("padding")};
-      return one([o, name](gpu_context& g, inputs in, tensor* out) {
-        return conv2d_cuda(g, in[0], in[1], o, out, name);
-      });
-    }
-    if (op == "BiasAdd")
-      return one([name](gpu_context& g, inputs in, tensor* out) {
-        return bias_add_cuda(g, in[0], in[1], out, name);
-      });
-    if (op == "BiasAddGrad")
-      return one([name](gpu_context& g, inputs in, tensor* out) {
-        return bias_add_grad_cuda(g, in[0], out, name);
-      });
-    if (op == "Softmax")
-      return one([name](gpu_context& g, inputs in, tensor* out) {
-        return softmax_cuda(g, in[0], out, name);
-      });
-    if (op == "Const") {
-      auto cached = std::make_shared<tensor>();
-      return one([value = std::get<tensor>(c.node.attrs.at("value")), cached,
-                  name](gpu_context& g, inputs, tensor* out) -> status {
-        if (!cached->valid()) { // a constant goes to the device on its first step only
-          RUNNEL_ASSIGN_OR_RETURN(*cached, g.to_device(value, name));
-        }
-        *out = *cached;
-        return {};
-      });
-    }
-    if (op == "SparseSoftmaxCrossEntropyWithLogits") // two outputs
-      return result<std::unique_ptr<kernel>>(std::make_unique<cuda_kernel>(
-          *this, [name](gpu_context& g, inputs in, kernel_context& ctx) {
-            tensor loss, backprop;
-            RUNNEL_RETURN_IF_ERROR(
-                sparse_softmax_xent_cuda(g, in[0], in[1], &loss, &backprop, name));
-            ctx.set_output(0, std::move(loss));
-            ctx.set_output(1, std::move(backprop));
-            return status{};
-          }));
-    return unimplemented("node '" + name + "' (op " + op + "): no CUDA kernel");
+    auto& table = cuda_kernels();
+    auto it = table.find(c.node.op);
+    if (it == table.end())
+      return unimplemented("node '" + c.node.name + "' (op " + c.node.op + "): no CUDA kernel");
+    return it->second(c, *this);
   }
 
   void copy_to_device(tensor host, const std::string& node,
@@ -252,6 +126,15 @@ public:
   }
 
   result<tensor> read_to_host(const tensor& device) override { return ctx_->to_host(device); }
+
+  result<tensor> upload(const tensor& host, const std::string& node) override {
+    std::lock_guard lock(ctx_->launch_mutex());
+    return ctx_->to_device(host, node);
+  }
+
+  transfer_stats transfers() const override {
+    return {ctx_->bytes_to_device(), ctx_->bytes_to_host(), ctx_->bytes_on_device()};
+  }
 
   void wait_idle() override {
     (void)ctx_->synchronize();
@@ -301,41 +184,94 @@ private:
   event_poller poller_;
 };
 
-void cuda_kernel::compute_async(kernel_context& ctx, std::function<void(status)> done) {
-  if (cudaError_t e = cudaSetDevice(gpu_.context().device()); e != cudaSuccess)
-    return done(cuda_status(e, "cudaSetDevice"));
-  // Host inputs (feeds, constants, values from a CPU) go to the device first: the copy is on
-  // the h2d stream and the compute stream waits for it.
-  auto staged = std::make_shared<std::vector<tensor>>();
-  for (int i = 0; i < ctx.num_inputs(); ++i) {
-    const tensor& t = ctx.input(i);
-    bool on_host = size_t(i) < host_inputs_.size() && host_inputs_[size_t(i)];
-    if (!t.valid() || t.memory() == memory_space::device || on_host) {
-      if (on_host && !t.host_readable()) { // produced on a GPU: read it back (small)
-        auto h = gpu_.context().to_host(t);
-        if (!h.ok())
-          return done(h.error());
-        staged->push_back(std::move(h).value());
-        continue;
-      }
-      staged->push_back(t);
-      continue;
+} // namespace
+
+status stage_inputs(gpu_context& gpu, std::span<const tensor> inputs,
+                    const std::vector<slot_memory>& slots, std::vector<tensor>& staged) {
+  staged.clear();
+  staged.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const tensor& t = inputs[i];
+    slot_memory where = i < slots.size() ? slots[i] : slot_memory::device;
+    if (!t.valid() || where == slot_memory::any || (where == slot_memory::host && t.host_readable())) {
+      staged.push_back(t);
+    } else if (where == slot_memory::host) { // produced on a GPU: read it back (small)
+      RUNNEL_ASSIGN_OR_RETURN(tensor h, gpu.to_host(t));
+      staged.push_back(std::move(h));
+    } else if (t.memory() == memory_space::device && t.device_id() == gpu.device()) {
+      staged.push_back(t);
+    } else if (t.memory() == memory_space::device) { // another GPU's: copied over directly
+      RUNNEL_ASSIGN_OR_RETURN(tensor here, gpu.copy_on_device(t));
+      staged.push_back(std::move(here));
+    } else {
+      RUNNEL_ASSIGN_OR_RETURN(tensor dev, gpu.to_device(t));
+      staged.push_back(std::move(dev));
     }
-    auto dev = gpu_.context().to_device(t);
-    if (!dev.ok())
-      return done(dev.error());
-    staged->push_back(std::move(dev).value());
   }
-  status st = launch_(gpu_.context(), *staged, ctx);
+  return {};
+}
+
+void cuda_kernel::compute_async(kernel_context& ctx, std::function<void(status)> done) {
+  gpu_context& g = gpu_.context();
+  if (cudaError_t e = cudaSetDevice(g.device()); e != cudaSuccess)
+    return done(cuda_status(e, "cudaSetDevice"));
+  auto staged = std::make_shared<std::vector<tensor>>();
+  status st;
+  {
+    // One thread enqueues at a time: the cuBLAS and cuDNN handles are the context's.
+    std::lock_guard lock(g.launch_mutex());
+    st = stage_inputs(g, ctx.inputs(), slots_, *staged);
+    if (st.ok())
+      st = launch_(g, *staged, ctx);
+  }
   if (!st.ok())
     return done(st);
   // The node is done when the compute stream reaches this point; its inputs stay referenced
-  // (the node's call and `staged`) until then, so their memory is not reused under the kernel.
-  gpu_.poller().after(gpu_.context().compute(),
-                      [staged, done = std::move(done)](status st) { done(st); });
+  // until then, so their memory is not reused under the kernel.
+  gpu_.complete_after(g.compute(), [staged, done = std::move(done)](status st) {
+    staged->clear();
+    done(st);
+  });
 }
 
-} // namespace
+result<window_attrs> read_window_attrs(const kernel_construction& c, bool has_ksize) {
+  window_attrs w;
+  auto strides = c.attr<std::vector<int64_t>>("strides");
+  if (strides.size() != 4)
+    return invalid_argument("node '" + c.node.name + "' (op " + c.node.op +
+                            "): strides need 4 values (NHWC)");
+  w.stride_h = strides[1];
+  w.stride_w = strides[2];
+  if (has_ksize) {
+    auto k = c.attr<std::vector<int64_t>>("ksize");
+    if (k.size() != 4)
+      return invalid_argument("node '" + c.node.name + "' (op " + c.node.op +
+                              "): ksize needs 4 values (NHWC)");
+    w.window_h = k[1];
+    w.window_w = k[2];
+  }
+  w.padding = c.attr<std::string>("padding");
+  return w;
+}
+
+const cuda_kernel_table& cuda_kernels() {
+  static const cuda_kernel_table table = [] {
+    cuda_kernel_table t;
+    add_math_cuda_kernels(t);
+    add_nn_cuda_kernels(t);
+    add_array_cuda_kernels(t);
+    add_state_cuda_kernels(t);
+    return t;
+  }();
+  return table;
+}
+
+std::vector<std::string> cuda_kernel_op_names() {
+  std::vector<std::string> names;
+  for (auto& [op, f] : cuda_kernels())
+    names.push_back(op);
+  return names;
+}
 
 result<std::unique_ptr<accelerator>> make_cuda_accelerator(int index, int cuda_device,
                                                            size_t memory_limit) {

@@ -2,6 +2,9 @@
 // The accelerator of a real GPU (ops/gpu/accelerator.hpp): the gpu_context's streams and
 // allocator, the CUDA kernels of gpu_kernel_ops(), and a polling thread that completes a node
 // when the event recorded after its kernel is reached (the device actor never blocks).
+#include <string>
+#include <vector>
+
 #include "runnel/ops/gpu/accelerator.hpp"
 
 namespace runnel {
@@ -9,5 +12,7 @@ namespace runnel {
 /// /device:GPU:`index`, driving CUDA device `cuda_device`.
 result<std::unique_ptr<accelerator>> make_cuda_accelerator(int index, int cuda_device,
                                                            size_t memory_limit);
+/// The ops with a CUDA kernel (the factories' table, ops/cuda/cuda_kernel.hpp).
+std::vector<std::string> cuda_kernel_op_names();
 
 } // namespace runnel

@@ -46,6 +46,37 @@ template <class From, class To> __global__ void cast_kernel(const From* x, To* y
     y[i] = from_compute<To>(compute_t<To>(to_compute(x[i])));
 }
 
+template <class T> __global__ void fill_kernel(T* y, T value, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x)
+    y[i] = value;
+}
+
+/// out = cond ? t : e, cond per element (row = 1), per leading row, or one for all (row = n).
+template <class T>
+__global__ void select_kernel(const bool* cond, const T* t, const T* e, T* out, int64_t n,
+                              int64_t row) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x)
+    out[i] = cond[i / row] ? t[i] : e[i];
+}
+
+/// Up to 8 addends per pass; out = sum (first pass) or out + sum (later passes).
+struct addends {
+  const void* x[8];
+  int count;
+  bool accumulate;
+};
+template <class T> __global__ void add_n_kernel(addends a, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x) {
+    compute_t<T> acc = a.accumulate ? to_compute(out[i]) : compute_t<T>(0);
+    for (int k = 0; k < a.count; ++k)
+      acc += to_compute(static_cast<const T*>(a.x[k])[i]);
+    out[i] = from_compute<T>(acc);
+  }
+}
+
 // ---- launchers ----
 
 int grid_for(int64_t n) {
@@ -187,6 +218,8 @@ status unary_typed(gpu_context& gpu, gpu_unary op, const tensor& x, tensor* out,
       return go.template operator()<op_rsqrt>();
     case gpu_unary::reciprocal:
       return go.template operator()<op_reciprocal>();
+    case gpu_unary::floor:
+      return go.template operator()<op_floor>();
   }
   return internal_error("unknown unary op");
 }
@@ -242,6 +275,74 @@ status cast_cuda(gpu_context& gpu, const tensor& x, dtype to, tensor* out, const
             x.data<From>(), out->data<To>(), n);
       return cuda_status(cudaGetLastError(), "node '" + node + "'");
     });
+  });
+}
+
+status fill_cuda(gpu_context& gpu, dtype t, const shape& s, double value, tensor* out,
+                 const std::string& node) {
+  RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(t, s, node));
+  int64_t n = out->num_elements();
+  return dispatch_gpu_number(t, "node '" + node + "'", [&]<class T>() {
+    if (n > 0)
+      fill_kernel<T><<<grid_for(n), block_threads, 0, gpu.compute()>>>(
+          out->data<T>(), from_compute<T>(compute_t<T>(value)), n);
+    return cuda_status(cudaGetLastError(), "node '" + node + "'");
+  });
+}
+
+status select_cuda(gpu_context& gpu, const tensor& cond, const tensor& t, const tensor& e,
+                   tensor* out, const std::string& node) {
+  std::string where = "node '" + node + "' (op Select)";
+  RUNNEL_RETURN_IF_ERROR(check_device(gpu, cond, node, 0));
+  RUNNEL_RETURN_IF_ERROR(check_device(gpu, t, node, 1));
+  RUNNEL_RETURN_IF_ERROR(check_device(gpu, e, node, 2));
+  if (!(t.shape() == e.shape()) || t.type() != e.type())
+    return invalid_argument(where + ": t and e must have the same dtype and shape, got " +
+                            t.shape().to_string() + " and " + e.shape().to_string());
+  if (cond.type() != dtype::boolean)
+    return invalid_argument(where + ": the condition must be bool");
+  bool same = cond.shape() == t.shape(), scalar = cond.rank() == 0;
+  bool rows = cond.rank() == 1 && t.rank() >= 1 && cond.dim(0) == t.dim(0);
+  if (!same && !scalar && !rows)
+    return invalid_argument(where + ": condition of shape " + cond.shape().to_string() +
+                            " must match t's shape " + t.shape().to_string() +
+                            ", be a scalar, or a vector over its first dimension");
+  RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(t.type(), t.shape(), node));
+  int64_t n = t.num_elements();
+  int64_t row = same ? 1 : scalar ? std::max<int64_t>(n, 1) : (t.dim(0) ? n / t.dim(0) : 1);
+  return dispatch_gpu_number(t.type(), where, [&]<class T>() {
+    if (n > 0)
+      select_kernel<T><<<grid_for(n), block_threads, 0, gpu.compute()>>>(
+          cond.data<bool>(), t.data<T>(), e.data<T>(), out->data<T>(), n, std::max<int64_t>(row, 1));
+    return cuda_status(cudaGetLastError(), where);
+  });
+}
+
+status add_n_cuda(gpu_context& gpu, std::span<const tensor> xs, tensor* out, const std::string& node) {
+  std::string where = "node '" + node + "' (op AddN)";
+  if (xs.empty())
+    return invalid_argument(where + ": needs at least one input");
+  for (size_t i = 0; i < xs.size(); ++i) {
+    RUNNEL_RETURN_IF_ERROR(check_device(gpu, xs[i], node, int(i)));
+    if (!(xs[i].shape() == xs[0].shape()) || xs[i].type() != xs[0].type())
+      return invalid_argument(where + ": input " + std::to_string(i) + " is " +
+                              std::string(name(xs[i].type())) + xs[i].shape().to_string() +
+                              ", input 0 " + std::string(name(xs[0].type())) +
+                              xs[0].shape().to_string());
+  }
+  RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(xs[0].type(), xs[0].shape(), node));
+  int64_t n = out->num_elements();
+  return dispatch_gpu_number(xs[0].type(), where, [&]<class T>() -> status {
+    for (size_t start = 0; n > 0 && start < xs.size(); start += 8) {
+      addends a{};
+      a.count = int(std::min<size_t>(8, xs.size() - start));
+      a.accumulate = start > 0;
+      for (int k = 0; k < a.count; ++k)
+        a.x[k] = xs[start + size_t(k)].raw_data();
+      add_n_kernel<T><<<grid_for(n), block_threads, 0, gpu.compute()>>>(a, out->data<T>(), n);
+      RUNNEL_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), where));
+    }
+    return status{};
   });
 }
 

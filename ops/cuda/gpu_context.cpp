@@ -146,6 +146,7 @@ result<tensor> gpu_context::to_device(const tensor& host, const std::string& nod
   RUNNEL_ASSIGN_OR_RETURN(tensor out, allocate(host.type(), host.shape(), node));
   size_t bytes = host.bytes();
   if (bytes) {
+    h2d_bytes_.fetch_add(int64_t(bytes), std::memory_order_relaxed);
     // Staged through pinned memory, so the copy is truly asynchronous (and the caller's
     // buffer may be reused at once).
     reap_staging(false);
@@ -153,7 +154,11 @@ result<tensor> gpu_context::to_device(const tensor& host, const std::string& nod
     // most copies.
     RUNNEL_ASSIGN_OR_RETURN(void* pinned, pinned_->allocate(bytes, node));
     std::memcpy(pinned, host.raw_data(), bytes);
-    status st = cuda_status(
+    // `out` may reuse memory that kernels enqueued on the compute stream still read (freed to
+    // the allocator once enqueued): the copy waits for them, as TensorFlow's copies do.
+    status st = order_after_compute(h2d_);
+    if (st.ok())
+      st = cuda_status(
         cudaMemcpyAsync(out.raw_data(), pinned, bytes, cudaMemcpyHostToDevice, h2d_),
         "copy to GPU");
     cudaEvent_t copied = nullptr;
@@ -175,18 +180,24 @@ result<tensor> gpu_context::to_device(const tensor& host, const std::string& nod
   return out;
 }
 
+status gpu_context::order_after_compute(cudaStream_t s) {
+  cudaEvent_t computed;
+  RUNNEL_RETURN_IF_ERROR(
+      cuda_status(cudaEventCreateWithFlags(&computed, cudaEventDisableTiming), "event"));
+  cudaEventRecord(computed, compute_);
+  cudaError_t e = cudaStreamWaitEvent(s, computed, 0);
+  cudaEventDestroy(computed); // released once the wait has happened
+  return cuda_status(e, "ordering a copy after the compute stream");
+}
+
 result<tensor> gpu_context::to_host(const tensor& device) {
   if (device.host_readable())
     return device;
   RUNNEL_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
   tensor out(device.type(), device.shape());
   if (out.bytes()) {
-    cudaEvent_t computed;
-    RUNNEL_RETURN_IF_ERROR(
-        cuda_status(cudaEventCreateWithFlags(&computed, cudaEventDisableTiming), "event"));
-    cudaEventRecord(computed, compute_);
-    cudaStreamWaitEvent(d2h_, computed, 0);
-    cudaEventDestroy(computed);
+    d2h_bytes_.fetch_add(int64_t(out.bytes()), std::memory_order_relaxed);
+    RUNNEL_RETURN_IF_ERROR(order_after_compute(d2h_));
     RUNNEL_RETURN_IF_ERROR(cuda_status(
         cudaMemcpyAsync(out.raw_data(), device.raw_data(), out.bytes(), cudaMemcpyDeviceToHost,
                         d2h_),
@@ -208,6 +219,7 @@ status gpu_context::copy_device_bytes(void* dst, const void* src, size_t bytes) 
   if (bytes == 0)
     return {};
   RUNNEL_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_), "cudaSetDevice"));
+  d2d_bytes_.fetch_add(int64_t(bytes), std::memory_order_relaxed);
   return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, compute_),
                      "device-to-device copy on GPU " + std::to_string(device_));
 }

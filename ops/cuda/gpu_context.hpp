@@ -10,14 +10,17 @@
 //   RUNNEL_RETURN_IF_ERROR(unary_cuda(*gpu, gpu_unary::relu, x, &y, "relu"));  // compute stream
 //   tensor back = gpu->to_host(y).value();                  // d2h, waits for the result
 //
-// Ordering: a copy onto the device records an event the compute stream waits on; a copy back
-// waits on an event recorded after the compute work. Nothing blocks the host except to_host
-// and synchronize.
+// Ordering: a copy onto the device waits for the compute work enqueued before it (its
+// destination may be memory those kernels still read, freed to the allocator once enqueued) and
+// records an event the compute stream waits on; a copy back waits on an event recorded after the
+// compute work. All kernels run on the one compute stream, so memory freed by one node's kernels
+// is safely reused by the next. Nothing blocks the host except to_host and synchronize.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -75,6 +78,11 @@ public:
   /// Waits for every stream; reports an asynchronous kernel error.
   status synchronize();
 
+  /// Bytes copied so far: host to device, device to host, device to device.
+  int64_t bytes_to_device() const { return h2d_bytes_.load(std::memory_order_relaxed); }
+  int64_t bytes_to_host() const { return d2h_bytes_.load(std::memory_order_relaxed); }
+  int64_t bytes_on_device() const { return d2d_bytes_.load(std::memory_order_relaxed); }
+
   /// A plan (cuDNN descriptors and chosen algorithms, say) cached under `key` for the life of
   /// the context; made by `make` on first use. An error is not cached.
   result<std::shared_ptr<void>> cached_plan(const std::string& key,
@@ -85,9 +93,12 @@ public:
 
 private:
   explicit gpu_context(int device) : device_(device) {}
+  /// Makes stream `s` wait for the work enqueued on the compute stream so far.
+  status order_after_compute(cudaStream_t s);
   /// Frees pinned staging buffers whose copies are done (all of them, waiting, with `wait`).
   void reap_staging(bool wait);
   int device_;
+  std::atomic<int64_t> h2d_bytes_{0}, d2h_bytes_{0}, d2d_bytes_{0};
   std::mutex launch_mu_;
   std::mutex plans_mu_;
   std::unordered_map<std::string, std::shared_ptr<void>> plans_;

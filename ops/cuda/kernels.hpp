@@ -4,6 +4,7 @@
 // memory; outputs are allocated there. Each entry checks shapes and dtypes like the CPU kernel
 // it mirrors and names `node` in its errors. The [.gpu] tests compare every entry with the CPU
 // kernel (tests/gpu/gpu_kernels_test.cpp).
+#include <span>
 #include <string>
 
 #include "runnel/ops/cuda/gpu_context.hpp"
@@ -15,7 +16,9 @@ enum class gpu_binary {
   relu_grad, sigmoid_grad, tanh_grad,                        // gradient helpers (TF's order)
   greater, less, equal                                       // comparisons: bool out
 };
-enum class gpu_unary { neg, exp, log, sqrt, square, tanh, sigmoid, relu, abs, rsqrt, reciprocal };
+enum class gpu_unary {
+  neg, exp, log, sqrt, square, tanh, sigmoid, relu, abs, rsqrt, reciprocal, floor
+};
 
 /// Element-wise binary op with NumPy broadcasting (f16, bf16, f32, f64, i32, i64).
 status binary_cuda(gpu_context& gpu, gpu_binary op, const tensor& a, const tensor& b, tensor* out,
@@ -25,6 +28,15 @@ status unary_cuda(gpu_context& gpu, gpu_unary op, const tensor& x, tensor* out,
                   const std::string& node);
 /// Cast between the numeric types.
 status cast_cuda(gpu_context& gpu, const tensor& x, dtype to, tensor* out, const std::string& node);
+/// A new tensor of `t` and `s` with every element `value` (ZerosLike, OnesLike, Fill).
+status fill_cuda(gpu_context& gpu, dtype t, const shape& s, double value, tensor* out,
+                 const std::string& node);
+/// Select: `cond` (bool, in device memory) of t's shape, a vector over its first dimension, or a
+/// scalar picks elements of `t` (true) or `e` (false).
+status select_cuda(gpu_context& gpu, const tensor& cond, const tensor& t, const tensor& e,
+                   tensor* out, const std::string& node);
+/// AddN: the element-wise sum of tensors of one dtype and shape.
+status add_n_cuda(gpu_context& gpu, std::span<const tensor> xs, tensor* out, const std::string& node);
 
 struct gpu_matmul_options {
   bool transpose_a = false;
@@ -87,5 +99,45 @@ status max_pool_grad_cuda(gpu_context& gpu, const tensor& orig_input, const tens
 /// AvgPool's gradient: each window's gradient spread evenly over the input elements it covers.
 status avg_pool_grad_cuda(gpu_context& gpu, const shape& orig_input_shape, const tensor& grad,
                           const gpu_pool_options& o, tensor* out, const std::string& node);
+
+enum class gpu_apply_rule { gradient_descent, momentum, adagrad, rmsprop, adam };
+/// One optimizer step in place on `var` and its slots (device tensors of var's shape: Momentum's
+/// and Adagrad's accumulator; RMSProp's ms and mom; Adam's m and v), with `scalars` in the Apply
+/// op's input order (each in device or host memory) and a gradient of var's shape (f32, f64).
+/// `op` names the op in errors.
+status apply_cuda(gpu_context& gpu, gpu_apply_rule rule, bool nesterov, const tensor& var,
+                  std::span<const tensor> slots, std::span<const tensor> scalars,
+                  const tensor& grad, const std::string& node, const char* op);
+/// The SparseApply* form: only the rows `indices` (int32/int64 in host memory) of var and its
+/// slots change, with gradient rows `grad` [len(indices), ...]; duplicate indices are summed.
+status sparse_apply_cuda(gpu_context& gpu, gpu_apply_rule rule, bool nesterov, const tensor& var,
+                         std::span<const tensor> slots, std::span<const tensor> scalars,
+                         const tensor& grad, const tensor& indices, const std::string& node,
+                         const char* op);
+/// GatherV2: params' slices at `indices` (host memory, checked against params) along `axis`.
+status gather_cuda(gpu_context& gpu, const tensor& params, const tensor& indices, int64_t axis,
+                   tensor* out, const std::string& node);
+/// UnsortedSegmentSum: rows of `data` summed by `segment_ids` (host memory; negative ids are
+/// dropped) into [num_segments, ...].
+status unsorted_segment_sum_cuda(gpu_context& gpu, const tensor& data, const tensor& segment_ids,
+                                 int64_t num_segments, tensor* out, const std::string& node);
+enum class gpu_scatter { add, sub, update };
+/// ScatterAdd/Sub/Update in place on `var`'s rows `indices` (host memory); duplicates add up
+/// (update: the last one wins, as on the CPU).
+status scatter_cuda(gpu_context& gpu, gpu_scatter kind, const tensor& var, const tensor& indices,
+                    const tensor& updates, const std::string& node, const char* op);
+
+struct gpu_lstm_options {
+  float forget_bias = 1, cell_clip = -1;
+  bool use_peephole = false;
+};
+/// LSTMBlockCell (float32): inputs x, cs_prev, h_prev, w, wci, wcf, wco, b; outputs i, cs, f, o,
+/// ci, co, h (ops/lstm_block.hpp).
+status lstm_block_cell_cuda(gpu_context& gpu, std::span<const tensor> in, const gpu_lstm_options& o,
+                            std::span<tensor> out, const std::string& node);
+/// LSTMBlockCellGrad: the cell's 8 inputs, its outputs but h, cs_grad and h_grad; outputs
+/// cs_prev_grad, dicfo [batch, 4·cell] and the three peephole gradients (zeros without them).
+status lstm_block_cell_grad_cuda(gpu_context& gpu, std::span<const tensor> in, bool use_peephole,
+                                 std::span<tensor> out, const std::string& node);
 
 } // namespace runnel

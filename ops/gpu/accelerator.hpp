@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runnel/ops/gpu/bfc_allocator.hpp"
+#include "runnel/ops/gpu/gpu_info.hpp"
 #include "runnel/ops/kernel.hpp"
 
 namespace runnel {
@@ -45,6 +46,12 @@ public:
   /// Copies a tensor of this GPU's memory to the host (device-to-host stream) after the compute
   /// work that produced it; `done` gets the host tensor.
   virtual void copy_to_host(tensor device, std::function<void(status, tensor)> done) = 0;
+  /// A copy of a host tensor in this GPU's memory, for kernels enqueued from now on (the copy is
+  /// ordered before them); for values used many times, such as the constants a kernel is bound to.
+  virtual result<tensor> upload(const tensor& host, const std::string& node) = 0;
+  /// Bytes moved so far: host to device, device to host, and device to device (within this GPU
+  /// or from another GPU of the process).
+  virtual transfer_stats transfers() const = 0;
   /// Copies a tensor of this GPU's memory to the host now, waiting; the work that produced it
   /// must have completed (the runtime calls it when a finished node's output is fetched or sent
   /// to another device).

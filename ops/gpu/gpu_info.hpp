@@ -7,6 +7,7 @@
 //   if (found.gpus.empty()) std::fprintf(stderr, "no GPU: %s\n", found.why_none.c_str());
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,5 +37,11 @@ const gpu_discovery& discover_gpus();
 /// runtime's `visible_gpus` option asks; an id that does not exist is an error message.
 std::vector<gpu_properties> visible_gpus(const gpu_discovery& found, const std::vector<int>* visible,
                                          std::string* error);
+
+/// Bytes a GPU has copied: host to device, device to host, device to device (within the GPU,
+/// or from another GPU of the process).
+struct transfer_stats {
+  int64_t host_to_device = 0, device_to_host = 0, device_to_device = 0;
+};
 
 } // namespace runnel

@@ -9,21 +9,46 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
     const std::vector<dtype> floats{dtype::f16, dtype::bf16, dtype::f32, dtype::f64};
     const std::vector<dtype> numbers{dtype::f16, dtype::bf16, dtype::f32,
                                      dtype::f64, dtype::i32,  dtype::i64};
+    const std::vector<dtype> cudnn{dtype::f16, dtype::bf16, dtype::f32};
+    const std::vector<dtype> reals{dtype::f32, dtype::f64};
     std::vector<gpu_op> v;
+    // math
     for (auto op : {"Add", "Sub", "Mul", "Maximum", "Minimum", "SquaredDifference", "Greater",
-                    "Less", "Equal"})
+                    "Less", "Equal", "AddN", "Select"})
       v.push_back({op, "T", numbers});
     for (auto op : {"Div", "ReluGrad", "SigmoidGrad", "TanhGrad", "Neg", "Exp", "Log", "Sqrt",
-                    "Square", "Tanh", "Sigmoid", "Relu", "Abs", "Rsqrt", "Reciprocal", "MatMul",
-                    "BiasAdd", "BiasAddGrad", "Softmax", "SparseSoftmaxCrossEntropyWithLogits",
-                    "Sum", "Mean", "Max", "Min"})
+                    "Square", "Tanh", "Sigmoid", "Relu", "Abs", "Rsqrt", "Reciprocal", "Floor",
+                    "MatMul", "Sum", "Mean", "Max", "Min"})
       v.push_back({op, "T", floats});
-    v.push_back({"Conv2D", "T", {dtype::f16, dtype::bf16, dtype::f32}}); // forward only
-    v.push_back({"MaxPool", "T", {dtype::f16, dtype::bf16, dtype::f32}});
     v.push_back({"Cast", "DstT", numbers});
+    // nn
+    for (auto op : {"BiasAdd", "BiasAddGrad", "Softmax", "SparseSoftmaxCrossEntropyWithLogits"})
+      v.push_back({op, "T", floats});
+    for (auto op : {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "AvgPool",
+                    "MaxPoolGrad", "AvgPoolGrad"})
+      v.push_back({op, "T", cudnn});
+    for (auto op : {"LSTMBlockCell", "LSTMBlockCellGrad"})
+      v.push_back({op, "T", {dtype::f32}});
+    // array: ops that only read shapes or pass buffers along run for any dtype, leaving GPU
+    // values in place; shapes come out in host memory.
+    for (auto op : {"Identity", "StopGradient", "Reshape", "ExpandDims", "Squeeze", "Shape", "Size",
+                    "Rank"})
+      v.push_back({op, "T", {}});
     // Floats only: integer constants (shapes, axes, indices) stay in host memory, where the
     // kernels that take them read them (TensorFlow's HostMemory arguments).
     v.push_back({"Const", "dtype", floats}); // copied to the device once, then reused
+    for (auto op : {"ZerosLike", "OnesLike", "Fill", "UnsortedSegmentSum"})
+      v.push_back({op, "T", numbers});
+    v.push_back({"GatherV2", "Tparams", numbers});
+    // state: float variables live in GPU memory with their updates (integer counters such as
+    // global_step stay on a CPU)
+    v.push_back({"VariableV2", "dtype", floats});
+    for (auto op : {"Assign", "AssignAdd", "AssignSub", "ScatterAdd", "ScatterSub", "ScatterUpdate"})
+      v.push_back({op, "T", floats});
+    for (auto op : {"ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyRMSProp",
+                    "ApplyAdam", "SparseApplyGradientDescent", "SparseApplyMomentum",
+                    "SparseApplyAdagrad", "SparseApplyRMSProp", "SparseApplyAdam"})
+      v.push_back({op, "T", reals});
     return v;
   }();
   return ops;

@@ -72,6 +72,53 @@ private:
   std::string node_;
 };
 
+tensor host_view(const tensor& device);
+
+/// A state kernel (VariableV2, Assign, Apply*, Scatter*) of the simulated GPU: its CPU kernel on
+/// host views of the inputs in (simulated) device memory.
+class simulated_state_kernel : public kernel {
+public:
+  explicit simulated_state_kernel(std::unique_ptr<kernel> inner) : inner_(std::move(inner)) {}
+  bool is_async() const override { return inner_->is_async(); }
+  bool accepts_device_inputs() const override { return true; }
+  std::shared_ptr<variable> variable_resource() const override { return inner_->variable_resource(); }
+  status compute(kernel_context& ctx) override {
+    auto call = prepare(ctx);
+    status st = inner_->compute(*call->ctx);
+    finish(ctx, *call);
+    return st;
+  }
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
+    auto call = prepare(ctx);
+    inner_->compute_async(*call->ctx, [this, &ctx, call, done = std::move(done)](status st) {
+      if (st.ok())
+        finish(ctx, *call);
+      done(st);
+    });
+  }
+
+private:
+  struct call_state {
+    std::vector<tensor> views;
+    std::unique_ptr<kernel_context> ctx;
+  };
+  static std::shared_ptr<call_state> prepare(kernel_context& ctx) {
+    auto call = std::make_shared<call_state>();
+    for (auto& t : ctx.inputs())
+      call->views.push_back(t.valid() && !t.host_readable() ? host_view(t) : t);
+    call->ctx = std::make_unique<kernel_context>(call->views, int(ctx.outputs().size()),
+                                                 ctx.has_cpu() ? &ctx.cpu() : nullptr);
+    call->ctx->set_step_id(ctx.step_id());
+    call->ctx->set_step_container(ctx.step_container());
+    return call;
+  }
+  static void finish(kernel_context& ctx, call_state& call) {
+    for (size_t i = 0; i < call.ctx->outputs().size(); ++i)
+      ctx.set_output(int(i), std::move(call.ctx->outputs()[i]));
+  }
+  std::unique_ptr<kernel> inner_;
+};
+
 class simulated_accelerator : public accelerator {
 public:
   simulated_accelerator(int id, size_t limit)
@@ -93,8 +140,10 @@ public:
     kernel_construction cpu_c{c.node, c.graph, device_type::cpu, &cpu_, c.resources,
                               c.output_value_needed};
     RUNNEL_ASSIGN_OR_RETURN(auto inner, (*factory)(cpu_c));
-    if (inner->is_async())
-      return internal_error("node '" + c.node.name + "': its CPU kernel is asynchronous");
+    // Variables and their updates: the CPU kernels as they are, at the variable's actor, on
+    // views of device inputs (the simulated GPU's memory is host memory).
+    if (inner->is_async() || inner->variable_resource())
+      return std::unique_ptr<kernel>(std::make_unique<simulated_state_kernel>(std::move(inner)));
     return std::unique_ptr<kernel>(
         std::make_unique<simulated_kernel>(*this, std::move(inner), c.node.name));
   }
@@ -122,6 +171,15 @@ public:
       });
     });
   }
+
+  result<tensor> upload(const tensor& host, const std::string& node) override {
+    RUNNEL_ASSIGN_OR_RETURN(tensor dev, allocate(host.type(), host.shape(), node));
+    if (host.bytes())
+      std::memcpy(dev.raw_data(), host.raw_data(), host.bytes());
+    return dev;
+  }
+
+  transfer_stats transfers() const override { return {}; }
 
   result<tensor> read_to_host(const tensor& device) override {
     tensor host(device.type(), device.shape());

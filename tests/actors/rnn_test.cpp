@@ -1,6 +1,7 @@
 // Cells and dynamic_rnn: the loop against the same cell unrolled, sequence lengths (zeros past a
 // length, the state carried), gradients, and an LSTM that learns.
 #include "runnel/ops/gradients.hpp"
+#include "runnel/ops/lstm_block.hpp"
 #include "runnel/ops/optimizers.hpp"
 #include "runnel/ops/rnn.hpp"
 #include "runnel/tests/eval.hpp"
@@ -196,4 +197,80 @@ TEST_CASE("bidirectional_dynamic_rnn reads each sequence backwards up to its len
       CHECK(r[1].flat<double>()[size_t((t * batch + 1) * units + u)] == 0.0);
     }
   }
+}
+
+TEST_CASE("the fused LSTM cell matches the unfused one in dynamic_rnn, outputs and gradients",
+          "[actors][rnn][lstm]") {
+  graph g;
+  const int steps = 7, batch = 4, in = 6, units = 9;
+  // Equal seeds: equal initial weights in the two cells' own variables.
+  lstm_cell plain(g, in, units, {.name = "plain_lstm", .seed = 21});
+  lstm_cell fused(g, in, units, {.name = "fused_lstm", .seed = 21, .fused = true});
+  auto xs = placeholder(g, dtype::f32, shape{steps, batch, in}, "xs");
+  auto lengths = placeholder(g, dtype::i32, shape{batch}, "lengths");
+  auto zero = plain.zero_state(constant(g, int32_t(batch)));
+  auto a = dynamic_rnn(plain, xs, zero, lengths, {.name = "plain_rnn"});
+  auto b = dynamic_rnn(fused, xs, zero, lengths, {.name = "fused_rnn"});
+  auto loss = [](const rnn_result& r) { return sum(square(r.outputs)) + sum(r.final_state[0]); };
+  auto ga = gradients({loss(a)}, {xs, plain.kernel.value, plain.bias.value});
+  auto gb = gradients({loss(b)}, {xs, fused.kernel.value, fused.bias.value});
+  session s(test_runtime(), g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  tensor x = uniform_f64({steps, batch, in}, 4);
+  graph cg;
+  feed_list feeds{{xs, eval1(cast(constant(cg, x), dtype::f32))},
+                  {lengths, tensor::vector<int32_t>({7, 3, 0, 5})}};
+  std::vector<output> fa{a.outputs, a.final_state[0], a.final_state[1]};
+  std::vector<output> fb{b.outputs, b.final_state[0], b.final_state[1]};
+  fa.insert(fa.end(), ga.begin(), ga.end());
+  fb.insert(fb.end(), gb.begin(), gb.end());
+  auto ra = s.run(feeds, fa).value(), rb = s.run(feeds, fb).value();
+  for (size_t k = 0; k < ra.size(); ++k) {
+    INFO("fetch " << k);
+    check_close(rb[k], ra[k], 1e-5, 1e-6);
+  }
+}
+
+TEST_CASE("LSTMBlockCell with peepholes matches the same cell built from ops, gradients included",
+          "[actors][rnn][lstm]") {
+  graph g;
+  const int batch = 5, in = 4, units = 6;
+  auto f32 = [&](shape sh, uint32_t seed, double scale) {
+    return cast(constant(g, uniform_f64(sh, seed)) * scale, dtype::f32);
+  };
+  auto x = f32({batch, in}, 1, 1.0), c = f32({batch, units}, 2, 1.0), h = f32({batch, units}, 3, 1.0);
+  auto w = f32({in + units, 4 * units}, 4, 0.4), bias = f32({4 * units}, 5, 0.5);
+  auto wci = f32({units}, 6, 0.5), wcf = f32({units}, 7, 0.5), wco = f32({units}, 8, 0.5);
+  const double forget_bias = 0.7;
+  auto fused = lstm_block_cell(x, c, h, w, bias,
+                               {.forget_bias = forget_bias, .cell_clip = -1, .use_peephole = true},
+                               wci, wcf, wco);
+  auto parts = split(matmul(concat({x, h}, 1), w) + bias, 4, 1);
+  auto i = sigmoid(parts[0] + c * wci);
+  auto ci = tanh(parts[1]);
+  auto f = sigmoid(parts[2] + forget_bias + c * wcf);
+  auto cs = ci * i + c * f;
+  auto o = sigmoid(parts[3] + cs * wco);
+  auto co = tanh(cs);
+  auto hh = co * o;
+  std::vector<output> wrt{x, c, h, w, bias, wci, wcf, wco};
+  auto dh = f32({batch, units}, 9, 1.0), dc = f32({batch, units}, 10, 1.0);
+  auto g_fused = gradients({fused.h, fused.cs}, wrt, {dh, dc});
+  auto g_ops = gradients({hh, cs}, wrt, {dh, dc});
+  std::vector<output> want{i, cs, f, o, ci, co, hh}, got{fused.i, fused.cs, fused.f, fused.o,
+                                                          fused.ci, fused.co, fused.h};
+  want.insert(want.end(), g_ops.begin(), g_ops.end());
+  got.insert(got.end(), g_fused.begin(), g_fused.end());
+  auto rw = eval(want), rg = eval(got);
+  for (size_t k = 0; k < rw.size(); ++k) {
+    INFO("fetch " << k);
+    check_close(rg[k], rw[k], 1e-5, 1e-6);
+  }
+  // Clipping bounds the cell state; shapes that do not fit are refused, naming the op.
+  auto clipped = lstm_block_cell(x, c * 10.0, h, w, bias, {.cell_clip = 0.25});
+  auto v = eval1(clipped.cs);
+  for (float e : v.flat<float>())
+    CHECK(std::abs(e) <= 0.25f);
+  CHECK_THROWS_WITH(lstm_block_cell(x, c, h, f32({in + units, 3 * units}, 11, 1.0), bias),
+                    Catch::Contains("LSTMBlockCell") && Catch::Contains("columns"));
 }

@@ -4,6 +4,10 @@
 #include <cmath>
 #include <functional>
 
+#include <algorithm>
+
+#include "runnel/ops/cuda/cuda_accelerator.hpp"
+#include "runnel/ops/gpu/accelerator.hpp"
 #include "runnel/tests/gpu/gpu_test_util.hpp"
 
 using namespace runnel;
@@ -16,6 +20,59 @@ TEST_CASE("without a GPU a context cannot be made, and says why", "[gpu_host]") 
   REQUIRE_FALSE(ctx.ok());
   CHECK(ctx.error().code() == error_code::unavailable);
   CHECK_THAT(ctx.error().to_string(), Catch::Contains("GPU " + std::to_string(found.gpus.size())));
+}
+
+TEST_CASE("the CUDA kernel table and the GPU op list name the same ops", "[gpu_host]") {
+  // Placement reads gpu_kernel_ops(); the CUDA accelerator builds kernels from its table. An op
+  // in one but not the other would be placed on a GPU that cannot run it, or never placed there.
+  std::vector<std::string> listed, built = cuda_kernel_op_names();
+  for (auto& op : gpu_kernel_ops())
+    listed.push_back(op.op);
+  std::sort(listed.begin(), listed.end());
+  std::sort(built.begin(), built.end());
+  CHECK(std::adjacent_find(listed.begin(), listed.end()) == listed.end());
+  CHECK(listed == built);
+  std::vector<std::string> missing, extra;
+  std::set_difference(listed.begin(), listed.end(), built.begin(), built.end(),
+                      std::back_inserter(missing));
+  std::set_difference(built.begin(), built.end(), listed.begin(), listed.end(),
+                      std::back_inserter(extra));
+  for (auto& op : missing)
+    FAIL_CHECK("listed for placement without a CUDA kernel: " << op);
+  for (auto& op : extra)
+    FAIL_CHECK("a CUDA kernel not listed for placement: " << op);
+  // Every listed op is a defined op.
+  for (auto& op : listed)
+    CHECK(builtin_ops().find(op) != nullptr);
+}
+
+TEST_CASE("GPU fills, selects, AddN and Floor match the CPU", "[.gpu]") {
+  for (dtype t : {dtype::f32, dtype::f64, dtype::f16, dtype::bf16, dtype::i32}) {
+    INFO(name(t));
+    tensor out;
+    REQUIRE(fill_cuda(gpu(), t, shape{3, 1000}, 1.0, &out, "fill").ok());
+    graph g;
+    check_matches(back(out), eval1(cast(fill(constant(g, tensor::vector<int32_t>({3, 1000})),
+                                              constant(g, 1.0f)), t)), 0, 0);
+    auto a = random_host(t, {40, 30}, 1), b = random_host(t, {40, 30}, 2), c = random_host(t, {40, 30}, 3);
+    std::vector<tensor> xs{on_gpu(a), on_gpu(b), on_gpu(c)};
+    REQUIRE(add_n_cuda(gpu(), xs, &out, "add_n").ok());
+    auto wide = [&](const tensor& v) { return cast(constant(g, v), dtype::f64); };
+    check_matches(back(out), eval1(cast(wide(a) + wide(b) + wide(c), t)), tolerance(t) * 4, 1e-3);
+    for (auto cond_shape : {shape{40, 30}, shape{40}, shape{}}) {
+      auto cond = eval1(greater(constant(g, random_host(dtype::f32, cond_shape, 4)), constant(g, 0.f)));
+      REQUIRE(select_cuda(gpu(), on_gpu(cond), on_gpu(a), on_gpu(b), &out, "select").ok());
+      check_equal(back(out), eval1(select(constant(g, cond), constant(g, a), constant(g, b))));
+    }
+  }
+  for (dtype t : {dtype::f32, dtype::f16}) {
+    auto x = random_host(t, {999}, 5, -5, 5);
+    tensor out;
+    REQUIRE(unary_cuda(gpu(), gpu_unary::floor, on_gpu(x), &out, "floor").ok());
+    graph g;
+    auto wide = cast(constant(g, x), dtype::f32);
+    check_matches(back(out), eval1(cast(g.build("Floor", "Floor", {wide.ep()})[0], t)), 0, 0);
+  }
 }
 
 TEST_CASE("GPU binary ops match the CPU, broadcasting included", "[.gpu]") {

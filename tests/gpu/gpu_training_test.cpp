@@ -1,0 +1,267 @@
+// The GPU training path against the CPU, through sessions: the same graph runs on a CPU-only
+// runtime and on one with the GPU, and every fetched value must agree. Variables live in GPU
+// memory there (VariableV2, Assign and the updates have GPU kernels), so these check the
+// optimizers' Apply* and SparseApply* kernels, gathers, segment sums and scatters, the fused
+// LSTM block and its gradient, checkpoints of GPU variables and device-to-device transfers.
+#include <filesystem>
+#include <map>
+
+#include "runnel/actors/saver.hpp"
+#include "runnel/ops/embedding.hpp"
+#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/lstm_block.hpp"
+#include "runnel/tests/gpu/gpu_test_util.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+
+namespace {
+
+runtime& cpu_runtime() {
+  static runtime* rt = new runtime(runtime_options{.visible_gpus = std::vector<int>{}});
+  return *rt;
+}
+
+/// Where each node ran in a traced step.
+std::map<std::string, std::string> placement_of(session& s, const feed_list& feeds,
+                                                const std::vector<operation>& targets) {
+  run_metadata md;
+  auto r = s.run(feeds, {}, targets, {.trace = true}, &md);
+  REQUIRE(r.ok());
+  std::map<std::string, std::string> out;
+  for (auto& n : md.nodes)
+    out[n.node] = n.device;
+  return out;
+}
+
+bool on_gpu(const std::string& device) {
+  return device.find("device:gpu:") != std::string::npos;
+}
+
+/// Runs `steps` of `targets` with `feeds(step)` on both runtimes, then fetches `fetches`.
+std::pair<std::vector<tensor>, std::vector<tensor>> run_both(
+    graph& g, const std::function<feed_list(int)>& feeds, const std::vector<operation>& targets,
+    const std::vector<output>& fetches, int steps) {
+  std::vector<tensor> results[2];
+  runtime gpu_rt; // fresh: variables are per runtime
+  REQUIRE_FALSE(gpu_rt.gpus().empty());
+  runtime* rts[2] = {&cpu_runtime(), &gpu_rt};
+  for (int k = 0; k < 2; ++k) {
+    // The CPU runtime is shared between tests: its variables are re-initialised here.
+    session s(*rts[k], g);
+    REQUIRE(s.run({global_variables_initializer(g)}).ok());
+    for (int i = 0; i < steps; ++i) {
+      auto r = s.run(feeds(i), {}, targets);
+      INFO((r.ok() ? std::string() : r.error().to_string()));
+      REQUIRE(r.ok());
+    }
+    auto r = s.run({}, fetches);
+    INFO((r.ok() ? std::string() : r.error().to_string()));
+    REQUIRE(r.ok());
+    results[k] = std::move(r).value();
+  }
+  return {results[0], results[1]};
+}
+
+} // namespace
+
+TEST_CASE("every optimizer updates GPU-resident variables as the CPU does", "[.gpu][train]") {
+  struct opt_case {
+    const char* name;
+    std::function<std::unique_ptr<optimizer>()> make;
+  };
+  std::vector<opt_case> cases{
+      {"sgd", [] { return std::make_unique<gradient_descent_optimizer>(0.1); }},
+      {"momentum", [] { return std::make_unique<momentum_optimizer>(0.1, 0.9); }},
+      {"nesterov", [] { return std::make_unique<momentum_optimizer>(0.1, 0.9, true); }},
+      {"adagrad", [] { return std::make_unique<adagrad_optimizer>(0.1); }},
+      {"rmsprop", [] { return std::make_unique<rmsprop_optimizer>(0.01, 0.9, 0.5); }},
+      {"adam", [] { return std::make_unique<adam_optimizer>(0.01); }}};
+  for (dtype t : {dtype::f32, dtype::f64})
+    for (auto& c : cases) {
+      INFO(c.name << " " << name(t));
+      graph g;
+      auto w = variable(g, constant(g, random_host(t, {37, 5}, 1)), "w");
+      auto grad = placeholder(g, t, {37, 5}, "grad");
+      auto opt = c.make();
+      auto step = variable(g, constant(g, int64_t(0)), "global_step", false);
+      auto train = opt->apply_gradients({{grad, w.ref}}, &step);
+      auto feeds = [&](int i) {
+        return feed_list{{grad, random_host(t, {37, 5}, uint32_t(10 + i))}};
+      };
+      // The update must run where the variable lives: on the GPU.
+      {
+        runtime gpu_rt;
+        session s(gpu_rt, g);
+        REQUIRE(s.run({global_variables_initializer(g)}).ok());
+        auto where = placement_of(s, feeds(0), {train});
+        for (auto& [node, device] : where)
+          if (node.find("Apply") != std::string::npos)
+            CHECK(on_gpu(device));
+      }
+      auto [cpu, gpu] = run_both(g, feeds, {train}, {w.value, step.value}, 5);
+      check_close(gpu[0], cpu[0], t == dtype::f32 ? 2e-5 : 1e-12, 1e-6);
+      check_equal(gpu[1], cpu[1]);
+    }
+}
+
+TEST_CASE("sparse updates of GPU embeddings match the CPU, duplicate ids included",
+          "[.gpu][train]") {
+  struct opt_case {
+    const char* name;
+    std::function<std::unique_ptr<optimizer>()> make;
+  };
+  std::vector<opt_case> cases{
+      {"sgd", [] { return std::make_unique<gradient_descent_optimizer>(0.5); }},
+      {"momentum", [] { return std::make_unique<momentum_optimizer>(0.1, 0.9); }},
+      {"adagrad", [] { return std::make_unique<adagrad_optimizer>(0.1); }},
+      {"rmsprop", [] { return std::make_unique<rmsprop_optimizer>(0.01, 0.9, 0.5); }},
+      {"adam", [] { return std::make_unique<adam_optimizer>(0.01); }},
+      {"lazy_adam", [] { return std::make_unique<lazy_adam_optimizer>(0.01); }}};
+  for (auto& c : cases) {
+    INFO(c.name);
+    graph g;
+    auto table = variable(g, constant(g, random_host(dtype::f32, {50, 8}, 3)), "table");
+    auto ids = placeholder(g, dtype::i32, {-1}, "ids");
+    auto target = placeholder(g, dtype::f32, {-1, 8}, "target");
+    auto looked = embedding_lookup(table.value, ids);
+    auto loss = sum(square(looked - target));
+    auto opt = c.make();
+    auto train = opt->minimize(loss);
+    auto feeds = [&](int i) {
+      // Duplicates (7 and 3 twice) and rows never looked up.
+      std::vector<int32_t> v{7, 3, 41, 7, int32_t(i), 3, 0};
+      return feed_list{{ids, tensor::vector<int32_t>(v)},
+                       {target, random_host(dtype::f32, {7, 8}, uint32_t(20 + i))}};
+    };
+    auto [cpu, gpu] = run_both(g, feeds, {train}, {table.value}, 4);
+    check_close(gpu[0], cpu[0], 2e-5, 1e-6);
+  }
+}
+
+TEST_CASE("gathers, segment sums and scatters on the GPU match the CPU", "[.gpu][train]") {
+  graph g;
+  auto params = constant(g, random_host(dtype::f32, {6, 4, 3}, 5));
+  auto idx = placeholder(g, dtype::i64, {-1}, "idx");
+  auto g0 = gather(params, idx, 0), g1 = gather(params, idx, 1);
+  auto seg = unsorted_segment_sum(constant(g, random_host(dtype::f32, {5, 3}, 6)),
+                                  constant(g, tensor::vector<int32_t>({2, -1, 2, 0, 4})),
+                                  constant(g, int32_t(6)));
+  auto v = variable(g, constant(g, random_host(dtype::f32, {6, 3}, 7)), "scattered");
+  auto updates = constant(g, random_host(dtype::f32, {4, 3}, 8));
+  auto rows = constant(g, tensor::vector<int32_t>({1, 4, 1, 5}));
+  auto add = scatter_add(v, rows, updates), sub = scatter_sub(v, rows, updates);
+  auto upd = scatter_update(v, rows, updates);
+  auto feeds = [&](int) { return feed_list{{idx, tensor::vector<int64_t>({3, 0, 3, 2})}}; };
+  for (auto op : {add, sub, upd}) {
+    auto [cpu, gpu] = run_both(g, feeds, {operation(op)}, {g0, g1, seg, v.value}, 2);
+    for (size_t i = 0; i < cpu.size(); ++i)
+      check_close(gpu[i], cpu[i], 1e-6, 1e-6);
+  }
+  // An index out of range names the node and the index, on the GPU too.
+  runtime gpu_rt;
+  session s(gpu_rt, g);
+  auto bad = s.run({{idx, tensor::vector<int64_t>({0, 6})}}, {g0});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().to_string(), Catch::Contains("indices[1] = 6"));
+}
+
+TEST_CASE("the fused LSTM block and its gradient on the GPU match the CPU", "[.gpu][lstm]") {
+  for (bool peephole : {false, true})
+    for (double clip : {-1.0, 0.5}) {
+      INFO("peephole " << peephole << " clip " << clip);
+      graph g;
+      int64_t batch = 17, input = 9, cell = 33;
+      auto x = constant(g, random_host(dtype::f32, {batch, input}, 30, -1, 1));
+      auto c = constant(g, random_host(dtype::f32, {batch, cell}, 31, -1, 1));
+      auto h = constant(g, random_host(dtype::f32, {batch, cell}, 32, -1, 1));
+      auto w = constant(g, random_host(dtype::f32, {input + cell, 4 * cell}, 33, -0.3, 0.3));
+      auto b = constant(g, random_host(dtype::f32, {4 * cell}, 34, -0.5, 0.5));
+      auto wci = constant(g, random_host(dtype::f32, {cell}, 35, -0.5, 0.5));
+      auto wcf = constant(g, random_host(dtype::f32, {cell}, 36, -0.5, 0.5));
+      auto wco = constant(g, random_host(dtype::f32, {cell}, 37, -0.5, 0.5));
+      auto out = lstm_block_cell(x, c, h, w, b,
+                                 {.forget_bias = 1.0, .cell_clip = clip, .use_peephole = peephole},
+                                 wci, wcf, wco);
+      auto dh = constant(g, random_host(dtype::f32, {batch, cell}, 38));
+      auto dc = constant(g, random_host(dtype::f32, {batch, cell}, 39));
+      std::vector<output> wrt{x, c, h, w, b};
+      if (peephole)
+        wrt.insert(wrt.end(), {wci, wcf, wco});
+      auto grads = gradients({out.h, out.cs}, wrt, {dh, dc});
+      std::vector<output> fetches{out.i, out.cs, out.f, out.o, out.ci, out.co, out.h};
+      fetches.insert(fetches.end(), grads.begin(), grads.end());
+      session cpu_s(cpu_runtime(), g);
+      runtime gpu_rt;
+      session gpu_s(gpu_rt, g);
+      auto want = cpu_s.run({}, fetches).value();
+      auto got = gpu_s.run({}, fetches).value();
+      for (size_t i = 0; i < want.size(); ++i) {
+        INFO("fetch " << i);
+        check_close(got[i], want[i], 1e-4, 1e-5);
+      }
+      auto where = placement_of(gpu_s, {}, {operation(out.h)});
+      bool fused_on_gpu = false;
+      for (auto& [node, device] : where)
+        fused_on_gpu |= node.find("LSTMBlockCell") != std::string::npos && on_gpu(device);
+      CHECK(fused_on_gpu);
+    }
+}
+
+TEST_CASE("a checkpoint of GPU variables restores them, on the GPU and on a CPU", "[.gpu][train]") {
+  auto dir = std::filesystem::temp_directory_path() / "runnel_gpu_ckpt";
+  std::filesystem::remove_all(dir);
+  graph g;
+  auto w = variable(g, constant(g, random_host(dtype::f32, {64, 32}, 40)), "w");
+  auto grad = constant(g, random_host(dtype::f32, {64, 32}, 41));
+  adam_optimizer opt(0.01);
+  auto train = opt.apply_gradients({{grad, w.ref}});
+  saver sv(g);
+  tensor trained;
+  {
+    runtime gpu_rt;
+    session s(gpu_rt, g);
+    REQUIRE(s.run({global_variables_initializer(g)}).ok());
+    for (int i = 0; i < 3; ++i)
+      REQUIRE(s.run({}, {}, {train}).ok());
+    trained = s.run({}, {w.value}).value()[0];
+    REQUIRE(sv.save(s, (dir / "model").string()).ok());
+  }
+  for (bool gpu : {true, false}) {
+    runtime rt(gpu ? runtime_options{} : runtime_options{.visible_gpus = std::vector<int>{}});
+    session s(rt, g);
+    REQUIRE(sv.restore(s, (dir / "model").string()).ok());
+    check_equal(s.run({}, {w.value}).value()[0], trained);
+    REQUIRE(s.run({}, {}, {train}).ok()); // the slots came back too
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("values cross between two GPUs of a process device to device, not through the host",
+          "[.gpu][transfer]") {
+  // Two GPU devices on the one physical GPU (visible_gpus {0, 0}): the edge between them is a
+  // real device-to-device copy, as between two cards.
+  runtime rt({.visible_gpus = std::vector<int>{0, 0}});
+  REQUIRE(rt.gpus().size() == 2);
+  graph g;
+  auto x = placeholder(g, dtype::f32, {256, 256}, "x");
+  output a, b;
+  {
+    auto d = g.device("/device:GPU:0");
+    a = tanh(matmul(x, x), "on_gpu0");
+  }
+  {
+    auto d = g.device("/device:GPU:1");
+    b = relu(a, "on_gpu1");
+  }
+  auto xv = random_host(dtype::f32, {256, 256}, 50, -0.1, 0.1);
+  session s(rt, g);
+  auto got = s.run({{x, xv}}, {b}).value()[0];
+  session cpu(cpu_runtime(), g, {.allow_soft_placement = true});
+  check_close(got, cpu.run({{x, xv}}, {b}).value()[0], 1e-5, 1e-6);
+  // GPU 0 sent its result straight to GPU 1: only the fetch of b left a device.
+  auto m0 = rt.gpu_transfers(0).value(), m1 = rt.gpu_transfers(1).value();
+  CHECK(m0.device_to_host == 0);
+  CHECK(m1.device_to_device >= int64_t(256 * 256 * 4));
+  CHECK(m1.device_to_host == int64_t(256 * 256 * 4));
+}
