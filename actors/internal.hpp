@@ -352,6 +352,10 @@ struct runtime::impl {
   /// Open sessions: the runtime closes them if it goes first.
   std::mutex sessions_mu;
   std::vector<session*> sessions;
+  /// The session the runtime's destructor is closing (it must outlive that call: ~session
+  /// waits until it is not this), and what signals changes to both.
+  session* closing = nullptr;
+  std::condition_variable sessions_cv;
 };
 
 /// The CPU devices' throughput: runtime_options::cpu_params, or measured on first use.

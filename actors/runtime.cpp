@@ -148,6 +148,9 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
 runtime::~runtime() {
   // Sessions still open (a caller destroyed the runtime first) are closed now; their later
   // destruction finds them closed and touches nothing.
+  // Another thread may be destroying a session meanwhile (a cluster worker deregistering a
+  // partition): the session is pinned while it is closed here (~session waits for that), and
+  // the loop waits until whoever closes it has taken it off the list.
   for (;;) {
     session* s = nullptr;
     {
@@ -155,8 +158,16 @@ runtime::~runtime() {
       if (impl_->sessions.empty())
         break;
       s = impl_->sessions.back();
+      impl_->closing = s;
     }
-    s->close();
+    s->close(); // returns at once when another thread is already closing it
+    std::unique_lock lock(impl_->sessions_mu);
+    impl_->closing = nullptr;
+    impl_->sessions_cv.notify_all();
+    impl_->sessions_cv.wait(lock, [&] {
+      return std::find(impl_->sessions.begin(), impl_->sessions.end(), s) ==
+             impl_->sessions.end();
+    });
   }
   // GPU work still queued (kernels of aborted steps) runs and completes while its actors live.
   for (auto& dev : impl_->devices)

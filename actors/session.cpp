@@ -204,6 +204,9 @@ session::session(runtime& rt, const graph& g, const std::string& target,
 
 session::~session() {
   close();
+  // The runtime's destructor may be closing this session on its own thread: wait for it.
+  std::unique_lock lock(impl_->rt.sessions_mu);
+  impl_->rt.sessions_cv.wait(lock, [&] { return impl_->rt.closing != this; });
 }
 
 result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
@@ -407,6 +410,7 @@ void session::close() {
   std::lock_guard sessions_lock(impl_->rt.sessions_mu);
   auto& open = impl_->rt.sessions;
   open.erase(std::remove(open.begin(), open.end(), this), open.end());
+  impl_->rt.sessions_cv.notify_all();
 }
 
 runtime::impl& session::runtime_internals() const {

@@ -3,14 +3,18 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <poll.h>
+#include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <hdf5.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+
+extern char** environ;
 
 namespace runnel {
 namespace {
@@ -424,16 +428,42 @@ status verify_checkpoint(const std::string& path) {
   return {};
 }
 
+namespace {
+
+constexpr const char* verifier_variable = "RUNNEL_VERIFY_CHECKPOINT_CHILD";
+
+// The verifier child: this program executed again with the variable naming a checkpoint. It
+// reads the file and exits with the answer before main runs (a fresh process image: none of the
+// parent's threads, locks or allocator state, which a child of fork() without exec inherits
+// half-taken and can hang on).
+[[maybe_unused]] const bool verifier_child = [] {
+  const char* path = std::getenv(verifier_variable);
+  if (!path)
+    return false;
+  status s = verify_checkpoint(path);
+  std::_Exit(s.ok() ? 0 : 3); // no atexit handlers, no static destructors
+}();
+
+} // namespace
+
 status verify_checkpoint_isolated(const std::string& path, std::chrono::milliseconds timeout) {
   std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0)
-    return unavailable("cannot fork to verify " + path + ": " + std::strerror(errno));
-  if (pid == 0) {
-    // The child only reads the file and exits; its exit code is the answer.
-    status s = verify_checkpoint(path);
-    ::_exit(s.ok() ? 0 : 3);
-  }
+  // The same program, executed again (posix_spawn: safe from a threaded process), told by its
+  // environment to verify `path` (see verifier_child).
+  std::vector<std::string> env_strings;
+  for (char** e = environ; e && *e; ++e)
+    if (std::strncmp(*e, verifier_variable, std::strlen(verifier_variable)) != 0)
+      env_strings.emplace_back(*e);
+  env_strings.push_back(std::string(verifier_variable) + "=" + path);
+  std::vector<char*> envp;
+  for (auto& s : env_strings)
+    envp.push_back(s.data());
+  envp.push_back(nullptr);
+  char arg0[] = "runnel-verify-checkpoint";
+  char* argv[] = {arg0, nullptr};
+  pid_t pid = 0;
+  if (int e = ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()); e != 0)
+    return unavailable("cannot start a process to verify " + path + ": " + std::strerror(e));
   // Wait for the child's exit with a deadline: a pidfd becomes readable when it exits.
   int wstatus = 0;
   int pidfd = int(::syscall(SYS_pidfd_open, pid, 0));

@@ -55,7 +55,9 @@ read_checkpoint_tensors(const std::string& path, const std::vector<std::string>&
 status verify_checkpoint(const std::string& path);
 /// `verify_checkpoint` in a child process, so that a crash inside libhdf5 on a damaged file (it
 /// has memory errors of its own on some corrupt inputs; docs/reliability.md) or a hang past
-/// `timeout` is an error naming the file, not the end of the caller.
+/// `timeout` is an error naming the file, not the end of the caller. The child is this program
+/// executed again (/proc/self/exe), which verifies the file before its main runs: a child of
+/// fork() without exec inherits the parent's threads' locks half-taken and could hang.
 status verify_checkpoint_isolated(const std::string& path,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
 

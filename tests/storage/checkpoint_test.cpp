@@ -1,8 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
 
 #include "runnel/storage/checkpoint.hpp"
 
@@ -175,4 +179,41 @@ TEST_CASE("checkpoints announcing more data than their file holds are refused be
   auto v = verify_checkpoint_isolated(path);
   CHECK(v.code() == error_code::data_loss);
   CHECK_THAT(v.message(), Catch::Contains("huge.h5"));
+}
+
+TEST_CASE("checkpoints are verified in a child process while other threads allocate",
+          "[storage]") {
+  // The child is the test program executed again: it must not inherit locks that the parent's
+  // busy threads hold (a forked child without exec could hang on them under a sanitizer's or
+  // jemalloc's allocator).
+  auto dir = std::filesystem::temp_directory_path() / "runnel_verify_threads";
+  std::filesystem::create_directories(dir);
+  std::string good = (dir / "good.h5").string(), bad = (dir / "bad.h5").string();
+  tensor w(dtype::f32, shape{256, 64});
+  for (auto& v : w.flat<float>())
+    v = 0.5f;
+  REQUIRE(write_checkpoint(good, {{"w", w}}, 7).ok());
+  std::filesystem::copy_file(good, bad, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(bad, std::filesystem::file_size(bad) / 2);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int t = 0; t < 4; ++t)
+    busy.emplace_back([&stop] {
+      while (!stop.load()) {
+        std::vector<std::unique_ptr<char[]>> blocks;
+        for (int i = 0; i < 64; ++i)
+          blocks.push_back(std::make_unique<char[]>(size_t(64 + 4096 * i)));
+      }
+    });
+  for (int i = 0; i < 5; ++i) { // each child is a fresh process: about 0.4 s
+    INFO("round " << i);
+    CHECK(verify_checkpoint_isolated(good, std::chrono::seconds(30)).ok());
+    auto v = verify_checkpoint_isolated(bad, std::chrono::seconds(30));
+    CHECK(v.code() == error_code::data_loss);
+    CHECK_THAT(v.message(), Catch::Contains("bad.h5"));
+  }
+  stop = true;
+  for (auto& t : busy)
+    t.join();
+  std::filesystem::remove_all(dir);
 }
