@@ -91,8 +91,12 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
                        : found.gpus.empty()  ? found.why_none
                                              : std::string("visible_gpus is empty")) +
                       ")";
+  // What was found is said only when asked (RUNNEL_VERBOSE=1, --verbose in the tools): a
+  // graph that asks for a missing GPU is told why by its session (placement errors name the
+  // reason; soft placement says it once).
   static std::once_flag gpu_report;
-  std::call_once(gpu_report, [&] {
+  if (verbose_logging() || !gpu_failures.empty()) // a GPU that is there but unusable: always
+    std::call_once(gpu_report, [&] {
     if (found.gpus.empty())
       std::fprintf(stderr,
                    "runnel: no GPU found (%s); work asking for /device:GPU:* runs on the CPU "

@@ -106,6 +106,22 @@ status session::impl::place_graph() {
         where[v] = it->second;
   }
   device_of_node = std::move(where);
+  // A graph that asks for a GPU where there is none (soft placement moved it to a CPU) is where
+  // the reason matters: said once per process, with the first such node.
+  if (!rt.no_gpu_reason.empty() && options.allow_soft_placement) {
+    static std::once_flag said;
+    for (int v = 0; v < n; ++v) {
+      auto spec = device_spec::parse(g.at(v).device);
+      if (spec.ok() && spec->type == "GPU") {
+        std::call_once(said, [&] {
+          std::fprintf(stderr, "runnel: node '%s' asks for %s, but %s: it runs on a CPU (soft "
+                       "placement)\n", g.at(v).name.c_str(), g.at(v).device.c_str(),
+                       rt.no_gpu_reason.c_str());
+        });
+        break;
+      }
+    }
+  }
   return {};
 }
 

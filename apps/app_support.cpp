@@ -147,9 +147,15 @@ int app_main(const char* app, int argc, char** argv, const char* usage,
   flags f(argc, argv);
   if (f.has("help")) {
     std::fputs(usage, stdout);
+    std::fputs("  --verbose                informational lines on stderr (the GPUs found, ...)\n",
+               stdout);
     return 0;
   }
-  status s = f.check(known_flags);
+  if (f.has("verbose"))
+    set_verbose_logging(true);
+  std::vector<std::string> known = known_flags;
+  known.push_back("verbose");
+  status s = f.check(known);
   if (!s.ok()) {
     std::fprintf(stderr, "%s: %s\n%s", app, s.message().c_str(), usage);
     return 2;
@@ -166,14 +172,22 @@ progress_line::progress_line(int64_t total_steps, int epochs, std::string unit)
     : start_(std::chrono::steady_clock::now()), last_(start_), total_steps_(total_steps),
       epochs_(epochs), unit_(std::move(unit)), terminal_(::isatty(STDERR_FILENO) == 1) {}
 
+void progress_line::start_epoch(int64_t step, int64_t examples) {
+  start_step_ = step;
+  start_examples_ = examples;
+  start_ = std::chrono::steady_clock::now();
+  epoch_ = -1; // the next update's epoch
+}
+
 void progress_line::update(int epoch, int64_t step, double loss, double accuracy,
                            int64_t examples) {
   auto now = std::chrono::steady_clock::now();
-  if (start_step_ < 0) {
+  if (start_step_ < 0 || (epoch_ >= 0 && epoch != epoch_)) { // no start_epoch: count from here
     start_step_ = step;
     start_examples_ = examples;
     start_ = now;
   }
+  epoch_ = epoch;
   latest_ = {epoch, step, loss, accuracy, examples, now};
   have_latest_ = true;
   // A log file (stderr not a terminal) gets one line per epoch, from finish(), not a stream of
@@ -186,6 +200,26 @@ void progress_line::update(int epoch, int64_t step, double loss, double accuracy
   }
   last_ = now;
   draw("\r");
+}
+
+double progress_line::epoch_seconds() const {
+  return latest_.when > start_ ? std::chrono::duration<double>(latest_.when - start_).count() : 0;
+}
+
+double progress_line::epoch_rate() const {
+  double secs = epoch_seconds();
+  return secs > 0 ? double(latest_.examples - start_examples_) / secs : 0;
+}
+
+std::string format_seconds(double seconds) {
+  char buf[32];
+  if (seconds < 1)
+    std::snprintf(buf, sizeof buf, "%.0f ms", seconds * 1e3);
+  else if (seconds < 100)
+    std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+  return buf;
 }
 
 void progress_line::draw(const char* prefix) {
@@ -212,7 +246,7 @@ void progress_line::finish() {
   if (dirty_)
     std::fprintf(stderr, "\n");
   dirty_ = false;
-  have_latest_ = false;
+  have_latest_ = false; // latest_ stays: epoch_seconds() and epoch_rate() still read it
 }
 
 status write_curve_csv(const std::string& path, const std::vector<curve_point>& points) {

@@ -49,20 +49,31 @@ private:
 };
 
 /// The shared `main` of the apps: --help prints `usage`; unknown flags are a usage error (exit 2);
-/// runnel::error from `run` is printed with the app's name (exit 1); else `run`'s status.
+/// runnel::error from `run` is printed with the app's name (exit 1); else `run`'s status. Every
+/// app takes --verbose (informational lines on stderr, set_verbose_logging).
 int app_main(const char* app, int argc, char** argv, const char* usage,
              const std::vector<std::string>& known_flags, int (*run)(const flags&));
 
 /// A single status line rewritten in place (at most every 200 ms) on a terminal, e.g.
 /// `epoch 2/5  step 900/3000  loss 0.4123  acc 0.8530  41230 ex/s  eta 12s`. When stderr is not
 /// a terminal (a log file), only finish() writes: the epoch's final state as one line.
+///
+/// The rate is the current epoch's training steps' own (examples since the epoch began over the
+/// time they took): evaluation and checkpoints between epochs do not count, so an epoch as fast
+/// as the last shows the same rate. The eta extrapolates that rate over the steps left.
 class progress_line {
 public:
   /// `unit` names what `examples` counts in the rate ("ex/s", "words/s").
   progress_line(int64_t total_steps, int epochs, std::string unit = "ex");
+  /// Marks the start of an epoch's training steps: `step` and `examples` done so far. Without
+  /// it, an epoch starts at its first update (that step then does not count).
+  void start_epoch(int64_t step, int64_t examples);
   void update(int epoch, int64_t step, double loss, double accuracy, int64_t examples);
   /// Draws the last update's state (if it was not drawn yet) and ends the line.
   void finish();
+  /// The current epoch's training time so far, in seconds, and its rate in units per second.
+  double epoch_seconds() const;
+  double epoch_rate() const;
 
 private:
   void draw(const char* prefix);
@@ -80,7 +91,11 @@ private:
   bool terminal_;
   state latest_;
   bool have_latest_ = false, pending_ = false, dirty_ = false;
+  int epoch_ = -1; ///< the epoch the rate counts from (start_step_, start_examples_, start_)
 };
+
+/// "2.1 s" / "850 ms": a short human duration for summary lines.
+std::string format_seconds(double seconds);
 
 /// One point of a training curve; test_accuracy < 0 where the test set was not evaluated.
 struct curve_point {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runnel/ops/graph.hpp"
 #include "runnel/ops/status.hpp"
 
 namespace runnel::cli {
@@ -20,6 +21,10 @@ inline int usage_error(const std::string& message, const char* usage) {
   std::fprintf(stderr, "runnel: %s\n%s", message.c_str(), usage);
   return 2;
 }
+
+/// A graph file of any format the tool reads: a Runnel graph file or a TensorFlow GraphDef
+/// (.pb binary or .pbtxt text), told apart by the file's first bytes (apps/tf_tools.cpp).
+result<graph> load_any_graph(const std::string& path);
 
 inline bool wants_help(const std::vector<std::string>& args) {
   return std::any_of(args.begin(), args.end(),

@@ -460,6 +460,7 @@ int run(const flags& f) {
     }
     double loss_sum = 0, acc_sum = 0, window_loss = 0, window_acc = 0;
     int64_t n = 0, window = 0;
+    progress.start_epoch(global_step, global_step * batch);
     int64_t log_every = std::max<int64_t>(1, steps_per_epoch / 10);
     for (int64_t b = resume_batches * batch; b < train_size; b += batch) {
       feed_list feeds;
@@ -513,8 +514,11 @@ int run(const flags& f) {
         break;
     }
     last_loss = n ? loss_sum / double(n) : last_loss;
-    std::tie(test_loss, test_accuracy) = evaluate();
     progress.finish();
+    auto eval_start = std::chrono::steady_clock::now();
+    std::tie(test_loss, test_accuracy) = evaluate();
+    double eval_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
     log.scalar("test/loss", test_loss, global_step);
     log.scalar("test/accuracy", test_accuracy, global_step);
     if (weight_histograms.valid())
@@ -522,9 +526,11 @@ int run(const flags& f) {
     if (chief) // named by the shared global_step, which counts every worker's steps
       last_checkpoint = sv.save(s, ckpt_dir + "/model", shared_step(s, m->step)).value();
     std::fprintf(stderr,
-                 "epoch %d: train loss %.4f, train accuracy %.4f, test accuracy %.4f -> %s\n",
+                 "epoch %d: train loss %.4f, train accuracy %.4f, test accuracy %.4f -> %s "
+                 "(training %s at %.0f ex/s, evaluation %s)\n",
                  epoch + 1, last_loss, n ? acc_sum / double(n) : 0.0, test_accuracy,
-                 last_checkpoint.c_str());
+                 last_checkpoint.c_str(), format_seconds(progress.epoch_seconds()).c_str(),
+                 progress.epoch_rate(), format_seconds(eval_seconds).c_str());
     if (window == 0 && !curve.empty() && curve.back().step == global_step)
       curve.back().test_accuracy = test_accuracy;
     else if (window > 0)

@@ -53,7 +53,8 @@ const char* main_usage =
     "  records convert --idx IMAGES LABELS OUT [--shards N] [--gzip]\n"
     "  records convert --csv FILE OUT [--shards N] [--gzip]\n"
     "                                 write sharded record files of Examples\n"
-    "Run `runnel <command> <subcommand> --help` for details.\n";
+    "Run `runnel <command> <subcommand> --help` for details. --verbose anywhere prints\n"
+    "informational lines on stderr (the GPUs found, ...); so does RUNNEL_VERBOSE=1.\n";
 
 const char* ckpt_usage =
     "usage: runnel ckpt inspect FILE|DIR [--values] [--json]\n"
@@ -73,7 +74,9 @@ const char* graph_usage =
     "       runnel graph import MODEL.pb|MODEL.pbtxt [--out FILE.graph]\n"
     "       runnel graph export GRAPH OUT.pb|OUT.pbtxt\n"
     "       runnel graph dot FILE [--place first|cost] [--devices N] [--explain]\n"
-    "dump prints a graph saved with save_graph, one node per line:\n"
+    "FILE and GRAPH are any graph file: a Runnel graph file (save_graph) or a TensorFlow\n"
+    "GraphDef (.pb binary or .pbtxt text, as keras import and graph export write).\n"
+    "dump prints a graph, one node per line:\n"
     "  name = Op(inputs, ^control_inputs) {attrs} -> output dtypes and shapes @device\n"
     "dot prints it for Graphviz (dot -Tsvg), nodes colored by device: the devices the nodes\n"
     "request, or with --place the devices a placer picks over N virtual CPUs (default 2);\n"
@@ -239,7 +242,7 @@ int graph_dump(const std::vector<std::string>& args) {
   }
   if (files.size() != 1)
     return usage_error("graph dump needs exactly one FILE", graph_usage);
-  auto g = load_graph(files[0]);
+  auto g = cli::load_any_graph(files[0]);
   if (!g)
     return fail(g.error());
   if (!json) {
@@ -299,7 +302,7 @@ int graph_dot(const std::vector<std::string>& args) {
     return usage_error("--place must be first or cost, got '" + policy + "'", graph_usage);
   if (devices < 1 || devices > 64)
     return usage_error("--devices must be between 1 and 64", graph_usage);
-  auto g = load_graph(file);
+  auto g = cli::load_any_graph(file);
   if (!g)
     return fail(g.error());
   if (policy.empty()) {
@@ -335,7 +338,13 @@ int graph_dot(const std::vector<std::string>& args) {
 } // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) { // --verbose anywhere: informational lines on stderr
+    if (std::string(argv[i]) == "--verbose")
+      runnel::set_verbose_logging(true);
+    else
+      args.emplace_back(argv[i]);
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(main_usage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;

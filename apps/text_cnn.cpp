@@ -5,6 +5,7 @@
 //
 //   text_cnn [--epochs 5] [--embeddings runnel-word2vec/vectors.txt] [--resume] [--min-accuracy A]
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -276,6 +277,7 @@ int run(const flags& f) {
     throw_if_error(initialize_iterator(rt, "fortunes", ds));
     double loss_sum = 0;
     int64_t n = 0;
+    progress.start_epoch(global_step, global_step * batch);
     for (int64_t b = skip; b < steps_per_epoch && global_step < total; ++b) {
       auto r = s.run({{training, tensor::scalar<bool>(true)}}, {loss}, {train_op});
       if (!r && r.error().code() == error_code::out_of_range)
@@ -288,11 +290,18 @@ int run(const flags& f) {
         log.scalar("train/loss", loss_sum / double(n), global_step);
     }
     progress.finish();
+    auto eval_start = std::chrono::steady_clock::now();
     accuracy = evaluate();
+    double eval_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
     log.scalar("heldout/accuracy", accuracy, global_step);
     auto ckpt = sv.save(s, ckpt_dir + "/model", global_step).value();
-    std::fprintf(stderr, "epoch %d: train loss %.4f, held-out accuracy %.4f -> %s\n", epoch + 1,
-                 n ? loss_sum / double(n) : 0.0, accuracy, ckpt.c_str());
+    std::fprintf(stderr,
+                 "epoch %d: train loss %.4f, held-out accuracy %.4f -> %s (training %s at %.0f "
+                 "ex/s, evaluation %s)\n",
+                 epoch + 1, n ? loss_sum / double(n) : 0.0, accuracy, ckpt.c_str(),
+                 format_seconds(progress.epoch_seconds()).c_str(), progress.epoch_rate(),
+                 format_seconds(eval_seconds).c_str());
   }
   if (global_step == 0 || accuracy == 0)
     accuracy = evaluate();

@@ -27,7 +27,14 @@ const char* export_usage =
     "Writes a graph (a Runnel graph file or a TensorFlow GraphDef) as a TensorFlow GraphDef:\n"
     "binary, or text when OUT ends in .pbtxt or .txt.\n";
 
-/// A Runnel graph file or a TensorFlow GraphDef, told apart by the file's first bytes.
+std::string describe_output(const graph& g, endpoint e) {
+  auto& n = g.at(e.node);
+  return g.endpoint_name(e) + " " + std::string(name(n.output_types[size_t(e.index)])) +
+         n.output_shapes[size_t(e.index)].to_string();
+}
+
+} // namespace
+
 result<graph> load_any_graph(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -38,14 +45,6 @@ result<graph> load_any_graph(const std::string& path) {
     return load_graph(path);
   return import_tf_graph(path);
 }
-
-std::string describe_output(const graph& g, endpoint e) {
-  auto& n = g.at(e.node);
-  return g.endpoint_name(e) + " " + std::string(name(n.output_types[size_t(e.index)])) +
-         n.output_shapes[size_t(e.index)].to_string();
-}
-
-} // namespace
 
 const char* run_usage =
     "usage: runnel run MODEL --feed NAME=FILE.npy... --fetch NAME... [--out FILE.npy...]\n"

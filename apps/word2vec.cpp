@@ -303,6 +303,7 @@ int run(const flags& f) {
     throw_if_error(initialize_iterator(rt, "word2vec", ds));
     double epoch_loss = 0;
     int64_t epoch_steps = 0;
+    progress.start_epoch(global_step, words_done);
     for (int64_t b = skip; b < steps_per_epoch && global_step < total_steps; ++b) {
       run_metadata md;
       bool trace = f.has("trace") && b == skip + 20; // a step past the warm-up
@@ -336,8 +337,9 @@ int run(const flags& f) {
     progress.finish();
     log.scalar("epoch/loss", epoch_steps ? epoch_loss / double(epoch_steps) : 0.0, global_step);
     last_checkpoint = sv.save(s, ckpt_dir + "/model", global_step).value();
-    std::fprintf(stderr, "epoch %d: loss %.4f -> %s\n", epoch + 1,
-                 epoch_steps ? epoch_loss / double(epoch_steps) : 0.0, last_checkpoint.c_str());
+    std::fprintf(stderr, "epoch %d: loss %.4f -> %s (training %s at %.0f words/s)\n", epoch + 1,
+                 epoch_steps ? epoch_loss / double(epoch_steps) : 0.0, last_checkpoint.c_str(),
+                 format_seconds(progress.epoch_seconds()).c_str(), progress.epoch_rate());
   }
   auto vectors = s.run({}, {emb.value}).value()[0];
   print_neighbours(vocab, vectors, neighbours);

@@ -1,5 +1,9 @@
 #include "runnel/ops/status.hpp"
 
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
 namespace runnel {
 
 const char* to_string(error_code code) {
@@ -92,6 +96,24 @@ status data_loss(std::string m) {
 }
 status already_exists(std::string m) {
   return {error_code::already_exists, std::move(m)};
+}
+
+namespace {
+std::atomic<int>& verbose_flag() {
+  static std::atomic<int> flag{[] {
+    const char* v = std::getenv("RUNNEL_VERBOSE");
+    return v && *v && std::string(v) != "0" ? 1 : 0;
+  }()};
+  return flag;
+}
+} // namespace
+
+bool verbose_logging() {
+  return verbose_flag().load(std::memory_order_relaxed) != 0;
+}
+
+void set_verbose_logging(bool on) {
+  verbose_flag().store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 } // namespace runnel

@@ -93,6 +93,11 @@ private:
 };
 
 /// Throws runnel::error when `s` is not ok.
+/// Whether informational lines (the GPUs found, ...) go to stderr: RUNNEL_VERBOSE=1 in the
+/// environment, or set_verbose_logging(true) (the tools' --verbose).
+bool verbose_logging();
+void set_verbose_logging(bool on);
+
 inline void throw_if_error(const status& s) {
   if (!s.ok())
     throw error(s);

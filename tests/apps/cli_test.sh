@@ -95,6 +95,10 @@ check "help lists every command" 0 "graph dot.*" -- "$runnel" --help
 keras=$work/keras
 /usr/bin/python3 "$(dirname "$0")/../keras/make_keras_models.py" "$keras"
 check "keras import" 0 "output: dense_1 float32\[\?,3\]" -- "$runnel" keras import "$keras/mlp_k2.h5" --out "$keras/mlp.pb"
+# Every subcommand that reads a graph takes the TensorFlow files keras import and export write.
+check "graph dump tf" 0 "dense_1/BiasAdd = BiasAdd\(" -- "$runnel" graph dump "$keras/mlp.pb"
+check "graph dump pbtxt" 0 "softmax = Softmax\(" -- "$runnel" graph dump "$tf/mnist_cnn.pbtxt"
+check "graph dot tf" 0 "digraph" -- "$runnel" graph dot "$keras/mlp.pb"
 check "keras run" 0 "dense_1 -> .*mlp_out.npy \(float32\[5,3\]\)" -- "$runnel" run "$keras/mlp.pb" --feed "dense_input=$keras/mlp_k2_in.npy" --fetch dense_1 --out "$keras/mlp_out.npy"
 check "keras run output" 0 "^same$" -- /usr/bin/python3 -c "
 import numpy as np
