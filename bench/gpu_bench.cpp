@@ -193,8 +193,21 @@ void print_versions(int device) {
 
 } // namespace
 
+int run(int argc, char** argv);
+
 int main(int argc, char** argv) {
   reexec_with_better_blas_core(argv); // the CPU ops of a training step use OpenBLAS too
+  // Line by line: a later failure must not lose the figures already measured.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpu_bench: %s\n", e.what());
+    return 1;
+  }
+}
+
+int run(int argc, char** argv) {
   double torch_mlp = 0, torch_cnn = 0;
   std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {
