@@ -31,13 +31,13 @@
 #include <vector>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
-#include "runnel/actors/cluster.hpp"
-#include "runnel/actors/session.hpp"
-#include "runnel/ops/optimizers.hpp"
-#include "runnel/ops/replica.hpp"
+#include "runnel/actors/cluster/cluster.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/ops/train/optimizers.hpp"
+#include "runnel/ops/train/replica.hpp"
 #include "runnel/net/endpoint.hpp"
-#include "runnel/ops/builder.hpp"
-#include "runnel/ops/embedding.hpp"
+#include "runnel/ops/graph/builder.hpp"
+#include "runnel/ops/layers/embedding.hpp"
 
 using namespace runnel;
 

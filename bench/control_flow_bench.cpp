@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
-#include "runnel/actors/session.hpp"
-#include "runnel/ops/control_flow.hpp"
-#include "runnel/ops/gradients.hpp"
-#include "runnel/ops/tensor_array.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/ops/layers/control_flow.hpp"
+#include "runnel/ops/grad/gradients.hpp"
+#include "runnel/ops/layers/tensor_array.hpp"
 
 using namespace runnel;
 

@@ -18,10 +18,10 @@
 #include <caf/send.hpp>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
-#include "runnel/actors/internal.hpp"
-#include "runnel/actors/session.hpp"
+#include "runnel/actors/exec/internal.hpp"
+#include "runnel/actors/exec/session.hpp"
 #include "runnel/bench/bench_util.hpp"
-#include "runnel/ops/builder.hpp"
+#include "runnel/ops/graph/builder.hpp"
 #include "runnel/storage/crc32c.hpp"
 
 extern "C" char* openblas_get_corename();

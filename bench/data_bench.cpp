@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
-#include "runnel/actors/dataset.hpp"
-#include "runnel/actors/internal.hpp"
+#include "runnel/actors/data/dataset.hpp"
+#include "runnel/actors/exec/internal.hpp"
 #include "runnel/storage/example.hpp"
 #include "runnel/storage/record_index.hpp"
 

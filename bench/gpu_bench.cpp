@@ -2,7 +2,7 @@
 //   gpu_matmul_{f32,tf32,bf16}_4096  matmul_cuda vs cublasGemmEx on the same buffers (>= 0.95x)
 //   gpu_conv2d_3x3_{f32,bf16}        conv2d_cuda (NHWC, HWIO filter) vs cudnnConvolutionForward with
 //                                    prepared descriptors, its best algorithm (>= 0.9x)
-//   gpu_mlp_step, gpu_cnn_step       a Fashion-MNIST training step (apps/fashion_mnist_model.cpp,
+//   gpu_mlp_step, gpu_cnn_step       a Fashion-MNIST training step (apps/train/fashion_mnist_model.cpp,
 //                                    batch 100, Adam, fed from host memory) through a session vs
 //                                    the same model in PyTorch on this GPU (--torch-*-ms, from
 //                                    bench/peers/fashion_mnist_torch_gpu.py), step time ratio
@@ -18,8 +18,8 @@
 #include <string>
 #include <tuple>
 
-#include "runnel/actors/session.hpp"
-#include "runnel/apps/fashion_mnist_model.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/apps/train/fashion_mnist_model.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
 

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "runnel/actors/session.hpp"
-#include "runnel/ops/builder.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/ops/graph/builder.hpp"
 
 using namespace runnel;
 

@@ -15,10 +15,10 @@
 #include <filesystem>
 #include <string>
 
-#include "runnel/actors/session.hpp"
-#include "runnel/ops/builder.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/ops/graph/builder.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
-#include "runnel/ops/summary.hpp"
+#include "runnel/ops/layers/summary.hpp"
 #include "runnel/storage/npy.hpp"
 #include "runnel/storage/tf/events.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"

@@ -15,8 +15,8 @@
 #include <memory>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
-#include "runnel/actors/session.hpp"
-#include "runnel/ops/builder.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/ops/graph/builder.hpp"
 #include "runnel/placement/cost_model.hpp"
 
 using namespace runnel;

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
-#include "runnel/actors/session.hpp"
-#include "runnel/ops/embedding.hpp"
-#include "runnel/ops/optimizers.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/ops/layers/embedding.hpp"
+#include "runnel/ops/train/optimizers.hpp"
 
 using namespace runnel;
 

@@ -16,11 +16,11 @@
 #include <thread>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
-#include "runnel/actors/saver.hpp"
-#include "runnel/actors/session.hpp"
+#include "runnel/actors/state/saver.hpp"
+#include "runnel/actors/exec/session.hpp"
 #include "runnel/bench/bench_util.hpp"
-#include "runnel/ops/mixed_precision.hpp"
-#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/train/mixed_precision.hpp"
+#include "runnel/ops/train/optimizers.hpp"
 
 using namespace runnel;
 using namespace runnel::bench;

@@ -28,11 +28,13 @@ install(TARGETS runnel runnel-node RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Public headers. Internal ones (they include generated, Eigen, CAF or library headers a
 # consumer need not have) stay behind; tests/headers checks every installed one compiles alone.
 set(RUNNEL_INTERNAL_HEADERS
-    actors/internal.hpp actors/session_impl.hpp actors/device_executor.hpp actors/flow.hpp
+    actors/exec/internal.hpp actors/exec/session_impl.hpp actors/exec/device_executor.hpp actors/exec/flow.hpp
     net/endpoint_impl.hpp net/tensor_codec.hpp
-    ops/eigen_access.hpp ops/control_flow_internal.hpp ops/gradients_internal.hpp
+    ops/core/eigen_access.hpp ops/layers/control_flow_internal.hpp ops/grad/gradients_internal.hpp
     ops/cpu/conv_dnnl.hpp ops/cpu/matmul_dnnl.hpp ops/cpu/kernels.hpp
-    ops/cuda/gpu_context.hpp ops/cuda/kernels.hpp
+    ops/cuda/gpu_context.hpp ops/cuda/kernels.hpp ops/cuda/cuda_kernel.hpp
+    ops/defs/op_util.hpp ops/graph/builder_util.hpp
+    actors/data/stages.hpp actors/cluster/master_impl.hpp
     storage/tf/tf_types.hpp storage/keras/keras_layers.hpp)
 foreach(module ops placement storage net actors)
   file(GLOB_RECURSE headers RELATIVE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/${module}/*.hpp)
@@ -61,7 +63,8 @@ install(FILES ${PROJECT_BINARY_DIR}/RunnelConfig.cmake ${PROJECT_BINARY_DIR}/Run
         DESTINATION ${config_dir})
 
 # pkg-config: the libraries in link order, then what they need.
-set(pc_libs "")
+# The sync runner registers itself as a session hook: programs must take its archive member.
+set(pc_libs " -Wl,--undefined=runnel_sync_runner_linked")
 foreach(lib runnel_actors runnel_keras runnel_tf runnel_net runnel_storage runnel_placement
             runnel_cuda runnel_ops)
   if(TARGET ${lib})

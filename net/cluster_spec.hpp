@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "runnel/ops/status.hpp"
+#include "runnel/ops/core/status.hpp"
 
 namespace runnel {
 

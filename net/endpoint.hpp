@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "runnel/net/cluster_spec.hpp"
-#include "runnel/ops/tensor.hpp"
+#include "runnel/ops/core/tensor.hpp"
 
 namespace runnel::net {
 
@@ -99,18 +99,10 @@ public:
 };
 
 /// A master elsewhere (a node's), for remote sessions.
-class remote_master {
+class remote_master : public master_service {
 public:
-  virtual ~remote_master() = default;
+  /// The master's address (its calls are master_service's).
   virtual const std::string& address() const = 0;
-  virtual void create_session(std::string graph_bytes, bool cost_model,
-                              callback<std::string> done) = 0;
-  virtual void extend_session(const std::string& handle, std::string graph_bytes,
-                              std::function<void(status)> done) = 0;
-  virtual void run(const std::string& handle, named_tensors feeds,
-                   std::vector<std::string> fetches, std::vector<std::string> targets,
-                   callback<std::vector<tensor>> done) = 0;
-  virtual void close_session(const std::string& handle) = 0;
 };
 
 struct send_options {

@@ -16,23 +16,13 @@
 #include <string>
 #include <string_view>
 
-#include "runnel/ops/graph.hpp"
+#include "runnel/ops/graph/graph.hpp"
+#include "runnel/ops/graph/graph_def.hpp"
 
 namespace runnel {
 
 inline constexpr uint32_t graph_format_version = 1;
 
-/// A graph as plain data, before any validation: what a file holds.
-struct graph_def {
-  std::vector<node_def> nodes;
-  std::map<std::string, std::vector<std::string>> collections;
-  std::optional<int64_t> seed;
-};
-
-/// The graph's nodes, collections and seed as plain data.
-graph_def to_graph_def(const graph& g);
-/// Builds and validates a graph: dangling inputs, cycles, ops, attributes, dtypes, shapes.
-result<graph> from_graph_def(const graph_def& def, const op_registry& ops = builtin_ops());
 /// File bytes for a graph_def (no validation: tools may write what they like).
 std::string serialize_graph_def(const graph_def& def);
 /// Reads file bytes into a graph_def, checking only the framing.
@@ -43,7 +33,7 @@ std::string serialize_graph(const graph& g);
 /// Rebuilds a graph from file bytes; `source` names the origin in errors.
 result<graph> parse_graph(std::string_view bytes, const op_registry& ops = builtin_ops(),
                           const std::string& source = "<memory>");
-/// Writes atomically (temporary file, then rename).
+/// Writes atomically (a temporary file, fsync, then rename: ops/core/atomic_file.hpp).
 status save_graph(const graph& g, const std::string& path);
 result<graph> load_graph(const std::string& path, const op_registry& ops = builtin_ops());
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "runnel/ops/status.hpp"
+#include "runnel/ops/core/status.hpp"
 
 namespace runnel::net {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Tensor <-> Cap'n Proto conversion. Internal to net/: it exposes generated capnp types.
 #include "net/tensor.capnp.h"
-#include "runnel/ops/tensor.hpp"
+#include "runnel/ops/core/tensor.hpp"
 
 namespace runnel::net {
 

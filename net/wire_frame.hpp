@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runnel/ops/tensor.hpp"
+#include "runnel/ops/core/tensor.hpp"
 
 namespace runnel::net {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "runnel/ops/status.hpp"
+#include "runnel/ops/core/status.hpp"
 
 namespace runnel {
 

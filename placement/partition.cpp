@@ -142,7 +142,7 @@ result<std::vector<graph_partition>> partition(const graph& g, const std::vector
                         {"client_terminated", false}};
         attr_map send_attrs = common;
         send_attrs["T"] = t;
-        // The producer asked for bfloat16 on the wire (send_as_bf16 in ops/replica.hpp).
+        // The producer asked for bfloat16 on the wire (send_as_bf16 in ops/train/replica.hpp).
         if (auto bf16 = find_attr<bool>(src.attrs, "_wire_bf16"); bf16 && *bf16)
           send_attrs["_wire_bf16"] = true;
         part(src_dev).nodes.push_back({"_send/" + base, "_Send", {tensor}, src_dev, send_attrs});

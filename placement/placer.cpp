@@ -4,7 +4,7 @@
 #include <numeric>
 #include <unordered_map>
 
-#include "runnel/ops/kernel.hpp"
+#include "runnel/ops/kernel/kernel.hpp"
 
 namespace runnel {
 namespace {

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runnel/ops/graph.hpp"
+#include "runnel/ops/graph/graph.hpp"
 #include "runnel/placement/device_name.hpp"
 
 namespace runnel {

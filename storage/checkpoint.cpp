@@ -1,4 +1,5 @@
 #include "runnel/storage/checkpoint.hpp"
+#include "runnel/ops/core/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -351,19 +352,7 @@ status write_checkpoint(const std::string& path, const std::map<std::string, ten
     if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0)
       return fail(unavailable("flushing failed"));
   }
-  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    if (fd >= 0)
-      ::close(fd);
-    ::unlink(tmp.c_str());
-    return unavailable("fsync of " + tmp + " failed: " + std::strerror(errno));
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return unavailable("renaming " + tmp + " to " + path + " failed: " + std::strerror(errno));
-  }
-  return {};
+  return commit_file_atomically(tmp, path);
 }
 
 result<std::vector<checkpoint_entry>> list_checkpoint(const std::string& path) {
@@ -556,20 +545,10 @@ result<checkpoint_state> read_checkpoint_state(const std::string& dir) {
 }
 
 status write_checkpoint_state(const std::string& dir, const checkpoint_state& state) {
-  std::string path = dir + "/checkpoint", tmp = path + ".tmp";
   std::string text = "model_checkpoint_path: \"" + state.latest + "\"\n";
   for (auto& a : state.all)
     text += "all_model_checkpoint_paths: \"" + a + "\"\n";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-  bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return unavailable("cannot write " + path + ": " + std::strerror(errno));
-  }
-  return {};
+  return write_file_atomically(dir + "/checkpoint", text);
 }
 
 } // namespace runnel

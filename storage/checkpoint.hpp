@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "runnel/ops/tensor.hpp"
+#include "runnel/ops/core/tensor.hpp"
 
 namespace runnel {
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runnel/ops/status.hpp"
+#include "runnel/ops/core/status.hpp"
 
 namespace runnel {
 

@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
-#include "runnel/ops/graph.hpp"
-#include "runnel/ops/kernel.hpp"
-#include "runnel/ops/tensor.hpp"
+#include "runnel/ops/graph/graph.hpp"
+#include "runnel/ops/kernel/kernel.hpp"
+#include "runnel/ops/core/tensor.hpp"
 
 namespace runnel {
 
@@ -72,7 +72,7 @@ status parse_single_sequence_example(std::string_view record,
                                      std::vector<tensor>& out,
                                      std::string_view record_name = "record");
 
-// ---- graph ops (definitions in ops/parsing_ops.cpp) ----
+// ---- graph ops (definitions in ops/defs/parsing_ops.cpp) ----
 /// ParseExample over a string vector of serialized Examples; outputs per spec as above.
 std::vector<output> parse_example(output serialized, const std::vector<feature_spec>& specs,
                                   std::string_view name = {});

@@ -1,6 +1,6 @@
 #include "runnel/storage/npy.hpp"
 
-#include "runnel/storage/atomic_file.hpp"
+#include "runnel/ops/core/atomic_file.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "runnel/ops/tensor.hpp"
+#include "runnel/ops/core/tensor.hpp"
 
 namespace runnel {
 

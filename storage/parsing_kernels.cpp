@@ -1,5 +1,5 @@
 // Kernels and builders of ParseExample, ParseSingleExample, ParseSingleSequenceExample and
-// DecodeRaw. The op definitions are in ops/parsing_ops.cpp.
+// DecodeRaw. The op definitions are in ops/defs/parsing_ops.cpp.
 #include <bit>
 #include <cstring>
 

@@ -1,4 +1,5 @@
 #include "runnel/storage/record_index.hpp"
+#include "runnel/ops/core/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <glob.h>
@@ -56,16 +57,7 @@ result<record_index> write_record_index(const std::string& record_file) {
     put_u64(bytes, o);
   uint32_t crc = crc32c(bytes.data(), bytes.size());
   bytes.append(reinterpret_cast<const char*>(&crc), 4);
-  auto path = record_index_path(record_file), tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return unavailable("cannot write " + tmp + ": " + std::strerror(errno));
-  bool ok = ::write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size());
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return unavailable("cannot write " + path + ": " + std::strerror(errno));
-  }
+  RUNNEL_RETURN_IF_ERROR(write_file_atomically(record_index_path(record_file), bytes));
   return idx;
 }
 

@@ -2,8 +2,8 @@
 // Test helpers: evaluate outputs of a graph in a fresh session on a shared runtime.
 #include <catch2/catch.hpp>
 
-#include "runnel/actors/session.hpp"
-#include "runnel/ops/builder.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/ops/graph/builder.hpp"
 
 namespace runnel::testing {
 

@@ -1,5 +1,5 @@
 # Peer for gpu_bench's `gpu_mlp_step` and `gpu_cnn_step`: the Fashion-MNIST models of
-# apps/fashion_mnist_model.cpp in PyTorch on the GPU, one training step each (forward, backward,
+# apps/train/fashion_mnist_model.cpp in PyTorch on the GPU, one training step each (forward, backward,
 # Adam), batch 100, float32 (TF32 off, as ours), the batch copied from host memory every step as
 # our session feeds it. Prints "<model>_ms <median of 5 rounds>" for mlp and cnn, and the device.
 #   python3 fashion_mnist_torch_gpu.py [steps_per_round]

@@ -1,8 +1,8 @@
-"""What the text peers share with Runnel's apps (apps/text/corpus.cpp)."""
+"""What the text peers share with Runnel's apps (apps/train/text/corpus.cpp)."""
 
 
 def tokenize(text):
-    """apps/text/corpus.cpp's tokenize: lower-cased runs of ASCII letters, inner apostrophes kept."""
+    """apps/train/text/corpus.cpp's tokenize: lower-cased runs of ASCII letters, inner apostrophes kept."""
     out, w = [], []
 
     def flush():

@@ -1,8 +1,8 @@
 // Loads what train_and_save wrote, restores the latest checkpoint and answers queries: each pair
 // of numbers "a,b" on the command line gets the model's prediction.
 //   load_and_serve DIR 0.5,0.25 -1,1 ...
-#include <runnel/actors/saver.hpp>
-#include <runnel/actors/session.hpp>
+#include <runnel/actors/state/saver.hpp>
+#include <runnel/actors/exec/session.hpp>
 #include <runnel/net/graph_def.hpp>
 
 #include <cstdio>

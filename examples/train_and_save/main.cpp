@@ -1,11 +1,11 @@
 // Trains y = 3a - 2b + 1 (plus noise) with a linear model and Adam, then saves the graph (Runnel's
 // format and a TensorFlow .pbtxt) and a checkpoint into DIR.
 //   train_and_save DIR
-#include <runnel/actors/saver.hpp>
-#include <runnel/actors/session.hpp>
+#include <runnel/actors/state/saver.hpp>
+#include <runnel/actors/exec/session.hpp>
 #include <runnel/net/graph_def.hpp>
-#include <runnel/ops/builder.hpp>
-#include <runnel/ops/optimizers.hpp>
+#include <runnel/ops/graph/builder.hpp>
+#include <runnel/ops/train/optimizers.hpp>
 #include <runnel/storage/tf/tf_graph.hpp>
 
 #include <cstdio>

@@ -1,9 +1,9 @@
 // Kernels of the gradient accumulator ops and of QueueReset/QueueFail. Each finds its resource
 // when it is built (the accumulator or queue node it is connected to names it); a take waits
 // asynchronously, holding no thread.
-#include "runnel/ops/accumulator.hpp"
+#include "runnel/ops/kernel/accumulator.hpp"
 #include "runnel/ops/cpu/kernels.hpp"
-#include "runnel/ops/queue.hpp"
+#include "runnel/ops/kernel/queue.hpp"
 
 namespace runnel {
 namespace {

@@ -1,5 +1,5 @@
 // Kernels of the control-flow primitives. The executor routes Switch, Merge, Enter, Exit and
-// NextIteration itself (deadness, frames, iterations: actors/flow.cpp) and never calls these for
+// NextIteration itself (deadness, frames, iterations: actors/exec/flow.cpp) and never calls these for
 // them; they define what each op computes on live values, which is also what runs when such a
 // node sits in a graph without frames.
 #include "runnel/ops/cpu/kernels.hpp"

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "runnel/ops/status.hpp"
+#include "runnel/ops/core/status.hpp"
 
 namespace runnel {
 

@@ -5,7 +5,7 @@
 #include <type_traits>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
-#include "runnel/ops/kernel.hpp"
+#include "runnel/ops/kernel/kernel.hpp"
 
 namespace runnel {
 
@@ -19,7 +19,9 @@ void register_state_kernels(kernel_registry& reg);
 void register_grad_support_kernels(kernel_registry& reg);
 void register_training_kernels(kernel_registry& reg);
 void register_conv_kernels(kernel_registry& reg);
-void register_more_array_kernels(kernel_registry& reg);
+void register_transform_kernels(kernel_registry& reg);
+void register_unary_kernels(kernel_registry& reg);
+void register_linalg_kernels(kernel_registry& reg);
 /// Finishes an asynchronous kernel that waited for `out` (a dequeue, a take): when its step was
 /// aborted meanwhile, `give_back` returns `out` to where it came from (nothing is lost) and the
 /// kernel ends with `cancelled`; otherwise `out` becomes its outputs.

@@ -1,6 +1,6 @@
 // LSTMBlockCell and LSTMBlockCellGrad on the CPU (float32): the gates through one OpenBLAS
 // product per half of w (x's rows, then h_prev's, accumulating: no concatenated copy), then one
-// pass over [batch, cell] for the element-wise part. ops/lstm_block.hpp has the formulas.
+// pass over [batch, cell] for the element-wise part. ops/layers/lstm_block.hpp has the formulas.
 #include <cblas.h>
 
 #include <algorithm>

@@ -92,12 +92,65 @@ private:
   std::vector<dnnl_matmul> dnnl_; // bfloat16: one per block of rows, made on first use
 };
 
+
+class batch_matmul_kernel : public kernel {
+public:
+  explicit batch_matmul_kernel(const kernel_construction& c)
+      : adj_x_(c.attr<bool>("adj_x")), adj_y_(c.attr<bool>("adj_y")) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    int r = a.rank();
+    if (r < 2 || b.rank() != r)
+      return invalid_argument("x " + a.shape().to_string() + " and y " + b.shape().to_string() +
+                              " must be batches of matrices of the same rank");
+    int64_t batch = 1;
+    std::vector<int64_t> dims;
+    for (int d = 0; d < r - 2; ++d) {
+      if (a.dim(d) != b.dim(d))
+        return invalid_argument("batch dimensions of " + a.shape().to_string() + " and " +
+                                b.shape().to_string() + " differ");
+      batch *= a.dim(d);
+      dims.push_back(a.dim(d));
+    }
+    int64_t m = a.dim(adj_x_ ? r - 1 : r - 2), k = a.dim(adj_x_ ? r - 2 : r - 1);
+    int64_t kb = b.dim(adj_y_ ? r - 1 : r - 2), n = b.dim(adj_y_ ? r - 2 : r - 1);
+    if (k != kb)
+      return invalid_argument("inner dimensions of " + a.shape().to_string() + " and " +
+                              b.shape().to_string() + " differ");
+    dims.push_back(m);
+    dims.push_back(n);
+    tensor& out = ctx.allocate_output(0, a.type(), shape(dims));
+    int64_t sa = a.dim(r - 2) * a.dim(r - 1), sb = b.dim(r - 2) * b.dim(r - 1);
+    auto ta = adj_x_ ? CblasTrans : CblasNoTrans, tb = adj_y_ ? CblasTrans : CblasNoTrans;
+    for (int64_t i = 0; i < batch && m * n > 0; ++i) {
+      if (a.type() == dtype::f32)
+        cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.f, a.data<float>() + i * sa,
+                    int(a.dim(r - 1)), b.data<float>() + i * sb, int(b.dim(r - 1)), 0.f,
+                    out.data<float>() + i * m * n, int(n));
+      else
+        cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0, a.data<double>() + i * sa,
+                    int(a.dim(r - 1)), b.data<double>() + i * sb, int(b.dim(r - 1)), 0.0,
+                    out.data<double>() + i * m * n, int(n));
+    }
+    return {};
+  }
+
+private:
+  bool adj_x_, adj_y_;
+};
+
 } // namespace
 
 void register_matmul_kernels(kernel_registry& reg) {
   reg.add("MatMul", device_type::cpu, {dtype::f32, dtype::f64}, make_kernel<matmul_kernel>);
   if (dnnl_matmul::available())
     reg.add("MatMul", device_type::cpu, {dtype::bf16}, make_kernel<matmul_kernel>);
+  {
+    auto cpu = device_type::cpu;
+    const std::vector<dtype> reals{dtype::f32, dtype::f64};
+    reg.add("BatchMatMul", cpu, reals, make_kernel<batch_matmul_kernel>);
+  }
 }
 
 } // namespace runnel

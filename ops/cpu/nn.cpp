@@ -145,6 +145,78 @@ private:
   bool sparse_;
 };
 
+
+class log_softmax_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    if (x.rank() < 1)
+      return invalid_argument("logits must have rank at least 1");
+    tensor& y = ctx.allocate_output(0, x.type(), x.shape());
+    int64_t cols = x.dim(x.rank() - 1), rows = cols ? x.num_elements() / cols : 0;
+    return dispatch_number(x.type(), [&]<class T>() -> status {
+      if constexpr (std::is_floating_point_v<T>) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* in = x.data<T>() + r * cols;
+          T* out = y.data<T>() + r * cols;
+          T m = *std::max_element(in, in + cols), s = 0;
+          for (int64_t j = 0; j < cols; ++j)
+            s += std::exp(in[j] - m);
+          T lse = m + std::log(s);
+          for (int64_t j = 0; j < cols; ++j)
+            out[j] = in[j] - lse;
+        }
+      }
+      return {};
+    });
+  }
+};
+
+class l2_loss_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    tensor& y = ctx.allocate_output(0, x.type(), shape{});
+    return dispatch_number(x.type(), [&]<class T>() -> status {
+      double s = 0;
+      for (auto v : x.flat<T>())
+        s += double(v) * double(v);
+      *y.data<T>() = T(s / 2);
+      return {};
+    });
+  }
+};
+
+class in_top_k_kernel : public kernel {
+public:
+  explicit in_top_k_kernel(const kernel_construction& c) : k_(c.attr<int64_t>("k")) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& p = ctx.input(0);
+    RUNNEL_ASSIGN_OR_RETURN(auto targets, to_int64_vector(ctx.input(1)));
+    if (p.rank() != 2 || int64_t(targets.size()) != p.dim(0))
+      return invalid_argument("predictions " + p.shape().to_string() + " and targets [" +
+                              std::to_string(targets.size()) + "] do not match");
+    int64_t classes = p.dim(1);
+    tensor& out = ctx.allocate_output(0, dtype::boolean, shape{p.dim(0)});
+    for (int64_t r = 0; r < p.dim(0); ++r) {
+      int64_t t = targets[size_t(r)];
+      const float* row = p.data<float>() + r * classes;
+      bool in = false;
+      if (t >= 0 && t < classes && std::isfinite(row[t])) {
+        int64_t above = 0; // ties with the target count as inside the top k, as in TensorFlow
+        for (int64_t j = 0; j < classes; ++j)
+          above += row[j] > row[t];
+        in = above < k_;
+      }
+      out.data<bool>()[r] = in;
+    }
+    return {};
+  }
+
+private:
+  int64_t k_;
+};
+
 } // namespace
 
 void register_nn_kernels(kernel_registry& reg) {
@@ -160,6 +232,13 @@ void register_nn_kernels(kernel_registry& reg) {
           [](const kernel_construction&) {
             return result<std::unique_ptr<kernel>>(std::make_unique<xent_kernel>(true));
           });
+  {
+    auto cpu = device_type::cpu;
+    const std::vector<dtype> reals{dtype::f32, dtype::f64};
+    reg.add("LogSoftmax", cpu, reals, make_simple_kernel<log_softmax_kernel>);
+    reg.add("L2Loss", cpu, reals, make_simple_kernel<l2_loss_kernel>);
+    reg.add("InTopK", cpu, {}, make_kernel<in_top_k_kernel>);
+  }
 }
 
 } // namespace runnel

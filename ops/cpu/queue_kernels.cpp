@@ -2,7 +2,7 @@
 // it is connected to names the queue) and then talks to it asynchronously: a blocked enqueue or
 // dequeue holds no thread, only a pending request at the queue's actor.
 #include "runnel/ops/cpu/kernels.hpp"
-#include "runnel/ops/queue.hpp"
+#include "runnel/ops/kernel/queue.hpp"
 
 #include <algorithm>
 

@@ -3,6 +3,7 @@
 // the same for the same seeds.
 #include <random>
 
+#include <numeric>
 #include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
@@ -58,6 +59,38 @@ private:
   std::mt19937_64 engine_;
 };
 
+
+class random_shuffle_kernel : public kernel {
+public:
+  explicit random_shuffle_kernel(const kernel_construction& c) {
+    auto seed = uint64_t(c.attr<int64_t>("seed")), seed2 = uint64_t(c.attr<int64_t>("seed2"));
+    if (seed == 0 && seed2 == 0)
+      engine_.seed(std::random_device{}());
+    else
+      engine_.seed(seed * 0x9E3779B97F4A7C15ull ^ seed2);
+  }
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    if (x.rank() == 0) {
+      ctx.set_output(0, x);
+      return {};
+    }
+    std::vector<int64_t> order(static_cast<size_t>(x.dim(0)));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), engine_);
+    tensor& out = ctx.allocate_output(0, x.type(), x.shape());
+    int64_t row = x.dim(0) ? x.num_elements() / x.dim(0) : 0;
+    return dispatch(x.type(), [&]<class T>() -> status {
+      for (size_t i = 0; i < order.size(); ++i)
+        std::copy_n(x.data<T>() + order[i] * row, row, out.data<T>() + int64_t(i) * row);
+      return {};
+    });
+  }
+
+private:
+  std::mt19937_64 engine_;
+};
+
 } // namespace
 
 void seed_engine(std::mt19937_64& engine, const kernel_construction& c) {
@@ -84,6 +117,11 @@ void register_random_kernels(kernel_registry& reg) {
           return result<std::unique_ptr<kernel>>(std::make_unique<random_kernel>(c, d));
         },
         "dtype");
+  {
+    auto cpu = device_type::cpu;
+    const std::vector<dtype> reals{dtype::f32, dtype::f64};
+    reg.add("RandomShuffle", cpu, {}, make_kernel<random_shuffle_kernel>);
+  }
 }
 
 } // namespace runnel

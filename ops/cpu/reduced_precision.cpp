@@ -10,8 +10,8 @@
 #include <cstring>
 
 #include "runnel/ops/cpu/kernels.hpp"
-#include "runnel/ops/math_functors.hpp"
-#include "runnel/ops/op_def.hpp"
+#include "runnel/ops/core/math_functors.hpp"
+#include "runnel/ops/graph/op_def.hpp"
 
 namespace runnel {
 namespace {
@@ -26,7 +26,7 @@ template <class F> void for_chunks(cpu_device* cpu, int64_t n, F&& f) {
 }
 
 // float16 conversions with F16C (every x86-64 CPU since 2012) when the CPU has it; the portable
-// functions of ops/math_functors.hpp otherwise and for the tail.
+// functions of ops/core/math_functors.hpp otherwise and for the tail.
 // (cpuid, not __builtin_cpu_supports("f16c"): clang 14 does not know that feature name.)
 bool cpu_has_f16c() {
   unsigned a, b, c, d;

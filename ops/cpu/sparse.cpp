@@ -2,7 +2,7 @@
 // at the variable's actor, touching only the rows named), DynamicPartition, DynamicStitch and
 // CheckIndices.
 #include "runnel/ops/cpu/kernels.hpp"
-#include "runnel/ops/variable.hpp"
+#include "runnel/ops/kernel/variable.hpp"
 
 namespace runnel {
 namespace {

@@ -2,7 +2,7 @@
 // AssignSub are asynchronous: they hand an update to the variable's executor (its resource
 // actor), which applies updates one at a time.
 #include "runnel/ops/cpu/kernels.hpp"
-#include "runnel/ops/variable.hpp"
+#include "runnel/ops/kernel/variable.hpp"
 
 namespace runnel {
 namespace {

@@ -1,7 +1,7 @@
 // Kernels of the TensorArrayV3 and StackV2 families: thin wrappers over the step's resources
-// (ops/step_resources.hpp), which hold the logic and the locking.
+// (ops/kernel/step_resources.hpp), which hold the logic and the locking.
 #include "runnel/ops/cpu/kernels.hpp"
-#include "runnel/ops/step_resources.hpp"
+#include "runnel/ops/kernel/step_resources.hpp"
 
 namespace runnel {
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "runnel/ops/cpu/kernels.hpp"
-#include "runnel/ops/variable.hpp"
+#include "runnel/ops/kernel/variable.hpp"
 
 namespace runnel {
 namespace {

@@ -14,7 +14,7 @@
 #include <random>
 
 #include "runnel/ops/cpu/kernels.hpp"
-#include "runnel/ops/variable.hpp"
+#include "runnel/ops/kernel/variable.hpp"
 
 namespace runnel {
 namespace {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "runnel/ops/cuda/gpu_context.hpp"
-#include "runnel/ops/kernel.hpp"
+#include "runnel/ops/kernel/kernel.hpp"
 
 namespace runnel {
 

@@ -6,7 +6,7 @@
 // first (copy-on-write, as make_writable does on the host).
 #include "runnel/ops/cuda/cuda_kernel.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
-#include "runnel/ops/variable.hpp"
+#include "runnel/ops/kernel/variable.hpp"
 
 namespace runnel {
 namespace {

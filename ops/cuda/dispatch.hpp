@@ -3,8 +3,8 @@
 // type of `t`, or returns unimplemented naming `where` and the dtype.
 #include <string>
 
-#include "runnel/ops/dtype.hpp"
-#include "runnel/ops/status.hpp"
+#include "runnel/ops/core/dtype.hpp"
+#include "runnel/ops/core/status.hpp"
 
 namespace runnel {
 

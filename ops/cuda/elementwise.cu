@@ -1,8 +1,8 @@
-// Element-wise kernels on the GPU. The arithmetic is ops/math_functors.hpp's, the same the CPU
+// Element-wise kernels on the GPU. The arithmetic is ops/core/math_functors.hpp's, the same the CPU
 // kernels run; 16-bit floats compute through float (widen_apply).
 #include "runnel/ops/cuda/dispatch.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
-#include "runnel/ops/math_functors.hpp"
+#include "runnel/ops/core/math_functors.hpp"
 
 namespace runnel {
 namespace {

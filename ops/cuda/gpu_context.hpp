@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "runnel/ops/gpu/bfc_allocator.hpp"
-#include "runnel/ops/tensor.hpp"
+#include "runnel/ops/core/tensor.hpp"
 
 namespace runnel {
 

@@ -132,7 +132,7 @@ struct gpu_lstm_options {
   bool use_peephole = false;
 };
 /// LSTMBlockCell (float32): inputs x, cs_prev, h_prev, w, wci, wcf, wco, b; outputs i, cs, f, o,
-/// ci, co, h (ops/lstm_block.hpp).
+/// ci, co, h (ops/layers/lstm_block.hpp).
 status lstm_block_cell_cuda(gpu_context& gpu, std::span<const tensor> in, const gpu_lstm_options& o,
                             std::span<tensor> out, const std::string& node);
 /// LSTMBlockCellGrad: the cell's 8 inputs, its outputs but h, cs_grad and h_grad; outputs

@@ -1,4 +1,4 @@
-// The fused LSTM cell on the GPU (ops/lstm_block.hpp has the formulas), float32: the gates are
+// The fused LSTM cell on the GPU (ops/layers/lstm_block.hpp has the formulas), float32: the gates are
 // two cuBLAS products into one [batch, 4·cell] buffer (x's rows of w, then h_prev's,
 // accumulating: no concatenated copy), then one kernel computes the seven outputs. The gradient
 // is one element-wise kernel and, with peepholes, a column sum per peephole weight.

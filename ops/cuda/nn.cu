@@ -3,7 +3,7 @@
 // 16-bit floats compute through float.
 #include "runnel/ops/cuda/dispatch.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
-#include "runnel/ops/math_functors.hpp"
+#include "runnel/ops/core/math_functors.hpp"
 
 namespace runnel {
 namespace {

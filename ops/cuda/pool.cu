@@ -5,8 +5,8 @@
 // the CPU kernels' order (no atomics). 16-bit floats compute through float.
 #include "runnel/ops/cuda/dispatch.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
-#include "runnel/ops/math_functors.hpp"
-#include "runnel/ops/op_def.hpp"
+#include "runnel/ops/core/math_functors.hpp"
+#include "runnel/ops/graph/op_def.hpp"
 
 namespace runnel {
 namespace {

@@ -3,7 +3,7 @@
 // double). The axes are read on the host (a host-memory input, as TensorFlow's HostMemory).
 #include "runnel/ops/cuda/dispatch.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
-#include "runnel/ops/math_functors.hpp"
+#include "runnel/ops/core/math_functors.hpp"
 
 namespace runnel {
 namespace {

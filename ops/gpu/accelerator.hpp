@@ -17,7 +17,7 @@
 
 #include "runnel/ops/gpu/bfc_allocator.hpp"
 #include "runnel/ops/gpu/gpu_info.hpp"
-#include "runnel/ops/kernel.hpp"
+#include "runnel/ops/kernel/kernel.hpp"
 
 namespace runnel {
 

@@ -24,8 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runnel/ops/status.hpp"
-#include "runnel/ops/tensor.hpp"
+#include "runnel/ops/core/status.hpp"
+#include "runnel/ops/core/tensor.hpp"
 
 namespace runnel {
 

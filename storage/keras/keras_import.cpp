@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "runnel/ops/builder.hpp"
+#include "runnel/ops/graph/builder.hpp"
 #include "runnel/storage/checkpoint.hpp"
 #include "runnel/storage/keras/keras_layers.hpp"
 

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runnel/ops/graph.hpp"
+#include "runnel/ops/graph/graph.hpp"
 
 namespace runnel {
 

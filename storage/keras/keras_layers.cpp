@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runnel/ops/builder.hpp"
+#include "runnel/ops/graph/builder.hpp"
 
 namespace runnel::keras {
 namespace {

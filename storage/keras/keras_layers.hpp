@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runnel/ops/graph.hpp"
+#include "runnel/ops/graph/graph.hpp"
 
 namespace runnel::keras {
 

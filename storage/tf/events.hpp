@@ -18,12 +18,12 @@
 #include <string_view>
 #include <vector>
 
-#include "runnel/ops/graph.hpp"
+#include "runnel/ops/graph/graph.hpp"
 
 namespace runnel {
 
 class kernel_registry;
-/// The kernels of the summary ops (ops/summary.hpp).
+/// The kernels of the summary ops (ops/layers/summary.hpp).
 void register_summary_kernels(kernel_registry& reg);
 
 class summary_writer {

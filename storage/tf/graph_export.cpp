@@ -4,8 +4,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "runnel/net/graph_def.hpp"
-#include "runnel/storage/atomic_file.hpp"
+#include "runnel/ops/graph/graph_def.hpp"
+#include "runnel/ops/core/atomic_file.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
 #include "runnel/storage/tf/tf_types.hpp"
 

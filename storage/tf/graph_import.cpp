@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "runnel/net/graph_def.hpp"
+#include "runnel/ops/graph/graph_def.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
 #include "runnel/storage/tf/tf_types.hpp"
 

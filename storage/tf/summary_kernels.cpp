@@ -1,10 +1,10 @@
-// Kernels of the summary ops (ops/summary_ops.cpp): each writes a serialized tensorflow.Summary.
+// Kernels of the summary ops (ops/defs/summary_ops.cpp): each writes a serialized tensorflow.Summary.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <set>
 
-#include "runnel/ops/kernel.hpp"
+#include "runnel/ops/kernel/kernel.hpp"
 #include "runnel/storage/tf/events.hpp"
 #include "runnel/storage/tf/png.hpp"
 #include "runnel/storage/tf/tf_types.hpp"

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "runnel/ops/graph.hpp"
+#include "runnel/ops/graph/graph.hpp"
 
 namespace runnel {
 

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "runnel/ops/shape.hpp"
-#include "runnel/ops/status.hpp"
-#include "runnel/ops/tensor.hpp"
+#include "runnel/ops/core/shape.hpp"
+#include "runnel/ops/core/status.hpp"
+#include "runnel/ops/core/tensor.hpp"
 #include "storage/tf/tensorflow.pb.h"
 
 namespace runnel::tf {

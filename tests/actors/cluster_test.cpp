@@ -2,12 +2,12 @@
 // sessions, partitions across tasks, errors. tests/cluster/ runs real processes.
 #include <thread>
 
-#include "runnel/actors/cluster.hpp"
-#include "runnel/ops/control_flow.hpp"
-#include "runnel/ops/embedding.hpp"
-#include "runnel/ops/optimizers.hpp"
-#include "runnel/ops/replica.hpp"
-#include "runnel/ops/towers.hpp"
+#include "runnel/actors/cluster/cluster.hpp"
+#include "runnel/ops/layers/control_flow.hpp"
+#include "runnel/ops/layers/embedding.hpp"
+#include "runnel/ops/train/optimizers.hpp"
+#include "runnel/ops/train/replica.hpp"
+#include "runnel/ops/train/towers.hpp"
 #include "runnel/net/endpoint.hpp"
 #include "runnel/tests/eval.hpp"
 #include "runnel/tests/ports.hpp"

@@ -3,8 +3,8 @@
 #include <fstream>
 #include <set>
 
-#include "runnel/actors/dataset.hpp"
-#include "runnel/ops/data_flow.hpp"
+#include "runnel/actors/data/dataset.hpp"
+#include "runnel/ops/layers/data_flow.hpp"
 #include "runnel/storage/example.hpp"
 #include "runnel/storage/record_index.hpp"
 #include "runnel/tests/eval.hpp"

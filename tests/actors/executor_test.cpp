@@ -5,7 +5,7 @@
 #include <random>
 #include <thread>
 
-#include "runnel/actors/device_executor.hpp"
+#include "runnel/actors/exec/device_executor.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/tests/eval.hpp"
 

@@ -2,9 +2,9 @@
 // keeps host code off device memory. (Kernels on a real GPU: tests/gpu/, tag [.gpu].)
 #include <map>
 
-#include "runnel/ops/control_flow.hpp"
+#include "runnel/ops/layers/control_flow.hpp"
 #include "runnel/ops/gpu/gpu_info.hpp"
-#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/train/optimizers.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;

@@ -2,8 +2,8 @@
 #include <set>
 #include <thread>
 
-#include "runnel/actors/batching.hpp"
-#include "runnel/ops/data_flow.hpp"
+#include "runnel/actors/data/batching.hpp"
+#include "runnel/ops/layers/data_flow.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;

@@ -1,9 +1,9 @@
 #include <atomic>
 #include <thread>
 
-#include "runnel/ops/data_flow.hpp"
-#include "runnel/ops/gradients.hpp"
-#include "runnel/ops/sync_replicas.hpp"
+#include "runnel/ops/layers/data_flow.hpp"
+#include "runnel/ops/grad/gradients.hpp"
+#include "runnel/ops/train/sync_replicas.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;

@@ -1,8 +1,8 @@
-// In-graph replication (ops/towers.hpp) on virtual CPU devices; across cluster tasks in
+// In-graph replication (ops/train/towers.hpp) on virtual CPU devices; across cluster tasks in
 // tests/actors/cluster_test.cpp.
 #include <algorithm>
 
-#include "runnel/ops/towers.hpp"
+#include "runnel/ops/train/towers.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;

@@ -1,7 +1,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/train/optimizers.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;
@@ -165,7 +165,7 @@ TEST_CASE("a logistic regression learns a separable problem", "[actors]") {
 
 #include <filesystem>
 
-#include "runnel/actors/saver.hpp"
+#include "runnel/actors/state/saver.hpp"
 
 TEST_CASE("saver: save, keep the newest, restore, and refuse mismatches", "[actors]") {
   namespace fs = std::filesystem;

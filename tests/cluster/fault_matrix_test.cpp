@@ -9,8 +9,8 @@
 
 #include <random>
 
-#include "runnel/actors/saver.hpp"
-#include "runnel/ops/optimizers.hpp"
+#include "runnel/actors/state/saver.hpp"
+#include "runnel/ops/train/optimizers.hpp"
 #include "runnel/tests/cluster/node_process.hpp"
 #include "runnel/tests/eval.hpp"
 #include "runnel/tests/ports.hpp"

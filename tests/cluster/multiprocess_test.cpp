@@ -13,10 +13,10 @@
 #include <fstream>
 #include <thread>
 
-#include "runnel/actors/saver.hpp"
+#include "runnel/actors/state/saver.hpp"
 #include "runnel/net/endpoint.hpp"
-#include "runnel/ops/optimizers.hpp"
-#include "runnel/ops/sync_replicas.hpp"
+#include "runnel/ops/train/optimizers.hpp"
+#include "runnel/ops/train/sync_replicas.hpp"
 #include "runnel/tests/eval.hpp"
 #include "runnel/tests/cluster/node_process.hpp"
 #include "runnel/tests/ports.hpp"

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "runnel/actors/runtime.hpp"
+#include "runnel/actors/exec/runtime.hpp"
 
 namespace runnel::testing {
 

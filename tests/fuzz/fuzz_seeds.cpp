@@ -8,7 +8,7 @@
 
 #include "runnel/net/graph_def.hpp"
 #include "runnel/net/wire_frame.hpp"
-#include "runnel/ops/builder.hpp"
+#include "runnel/ops/graph/builder.hpp"
 #include "runnel/storage/checkpoint.hpp"
 #include "runnel/storage/example.hpp"
 #include "runnel/storage/record_file.hpp"
@@ -16,7 +16,7 @@
 #include "runnel/storage/npy.hpp"
 #include "runnel/storage/tf/events.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
-#include "runnel/ops/summary.hpp"
+#include "runnel/ops/layers/summary.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;

@@ -2,7 +2,7 @@
 // (cuDNN), MaxPool, AvgPool and their gradients (ours), for SAME (asymmetric included) and
 // VALID padding. The CPU references run in float32 on the same (rounded) inputs; the gradients'
 // reference is the CPU's gradient graph of sum(op(x) * dy).
-#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/grad/gradients.hpp"
 #include "runnel/tests/gpu/gpu_test_util.hpp"
 
 using namespace runnel;

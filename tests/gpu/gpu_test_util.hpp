@@ -5,7 +5,7 @@
 
 #include "runnel/ops/cuda/kernels.hpp"
 #include "runnel/ops/gpu/gpu_info.hpp"
-#include "runnel/ops/optimizers.hpp"
+#include "runnel/ops/train/optimizers.hpp"
 #include "runnel/tests/eval.hpp"
 
 namespace runnel::testing {

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <map>
 
-#include "runnel/actors/saver.hpp"
-#include "runnel/ops/embedding.hpp"
-#include "runnel/ops/gradients.hpp"
-#include "runnel/ops/lstm_block.hpp"
+#include "runnel/actors/state/saver.hpp"
+#include "runnel/ops/layers/embedding.hpp"
+#include "runnel/ops/grad/gradients.hpp"
+#include "runnel/ops/layers/lstm_block.hpp"
 #include "runnel/tests/gpu/gpu_test_util.hpp"
 
 using namespace runnel;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runnel/actors/session.hpp"
+#include "runnel/actors/exec/session.hpp"
 #include "runnel/storage/checkpoint.hpp"
 #include "runnel/storage/keras/keras_import.hpp"
 #include "runnel/storage/npy.hpp"

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <future>
 
-#include "runnel/actors/cluster.hpp"
-#include "runnel/actors/session.hpp"
+#include "runnel/actors/cluster/cluster.hpp"
+#include "runnel/actors/exec/session.hpp"
 #include "runnel/net/endpoint.hpp"
-#include "runnel/ops/builder.hpp"
+#include "runnel/ops/graph/builder.hpp"
 #include "runnel/tests/net/wait_until.hpp"
 #include "runnel/tests/ports.hpp"
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "runnel/ops/eigen_access.hpp"
+#include "runnel/ops/core/eigen_access.hpp"
 
 using namespace runnel;
 

@@ -1,7 +1,7 @@
 #include <functional>
 #include <random>
 
-#include "runnel/ops/gradients.hpp"
+#include "runnel/ops/grad/gradients.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;

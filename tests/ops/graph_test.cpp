@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "runnel/ops/builder.hpp"
+#include "runnel/ops/graph/builder.hpp"
 
 using namespace runnel;
 

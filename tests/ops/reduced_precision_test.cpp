@@ -5,8 +5,8 @@
 #include <functional>
 #include <random>
 
-#include "runnel/ops/gradients.hpp"
-#include "runnel/ops/math_functors.hpp"
+#include "runnel/ops/grad/gradients.hpp"
+#include "runnel/ops/core/math_functors.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "runnel/ops/tensor.hpp"
+#include "runnel/ops/core/tensor.hpp"
 
 using namespace runnel;
 

@@ -66,7 +66,7 @@ TEST_CASE("device specs match devices and merge", "[placement]") {
                   .ok()); // jobs never relax
 }
 
-#include "runnel/ops/builder.hpp"
+#include "runnel/ops/graph/builder.hpp"
 #include "runnel/placement/placer.hpp"
 
 namespace {

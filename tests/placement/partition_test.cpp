@@ -4,7 +4,7 @@
 #include <random>
 #include <set>
 
-#include "runnel/ops/builder.hpp"
+#include "runnel/ops/graph/builder.hpp"
 #include "runnel/placement/partition.hpp"
 
 using namespace runnel;

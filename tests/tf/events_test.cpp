@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "runnel/actors/session.hpp"
-#include "runnel/ops/builder.hpp"
-#include "runnel/ops/summary.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/ops/graph/builder.hpp"
+#include "runnel/ops/layers/summary.hpp"
 #include "runnel/storage/record_file.hpp"
 #include "runnel/storage/tf/events.hpp"
 

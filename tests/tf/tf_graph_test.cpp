@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "runnel/actors/session.hpp"
+#include "runnel/actors/exec/session.hpp"
 #include "runnel/net/graph_def.hpp"
-#include "runnel/ops/builder.hpp"
-#include "runnel/ops/control_flow.hpp"
+#include "runnel/ops/graph/builder.hpp"
+#include "runnel/ops/layers/control_flow.hpp"
 #include "runnel/storage/npy.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
 

@@ -1,0 +1,284 @@
+// The master's per-signature work: pruning a session's graph for a signature, partitioning it
+// per task and registering the partitions (build), and running steps of a registration
+// (start_step).
+#include "runnel/actors/cluster/master.hpp"
+
+#include "runnel/actors/cluster/master_impl.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "runnel/actors/cluster/heartbeat.hpp"
+#include "runnel/actors/exec/internal.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/placement/cost_model.hpp"
+#include "runnel/placement/partition.hpp"
+#include "runnel/placement/placer.hpp"
+#include "runnel/placement/prune.hpp"
+
+namespace runnel {
+
+result<std::shared_ptr<registration>> master::impl::build(master_session& s,
+                                                          const net::named_tensors& feeds,
+                                                          const std::vector<std::string>& fetches,
+                                                          const std::vector<std::string>& targets) {
+  const graph& base = *s.g;
+  // Fed tensors that are not a Placeholder's output become Placeholders of their own, so the
+  // nodes behind them are pruned and their tasks need not run them.
+  std::vector<std::string> feed_names;
+  std::unique_ptr<graph> rewritten;
+  std::map<std::string, std::string> device_of; // by node name
+  for (size_t v = 0; v < s.device_of_node.size(); ++v)
+    device_of[base.at(int(v)).name] = s.device_of_node[v];
+  graph_def def;
+  bool rewrite = false;
+  for (auto& [name, t] : feeds) {
+    auto e = base.find_endpoint(name);
+    if (!e)
+      return e.error().with_context("feed '" + name + "'");
+    const node& n = base.at(e->node);
+    if ((n.op == "Placeholder" && e->index == 0)) {
+      feed_names.push_back(n.name + ":0");
+      continue;
+    }
+    if (!rewrite) {
+      def = to_graph_def(base);
+      rewrite = true;
+    }
+    std::string tensor_name = n.name + ":" + std::to_string(e->index);
+    std::string ph = "_feed/" + n.name + "_" + std::to_string(e->index);
+    for (auto& nd : def.nodes)
+      for (auto& in : nd.inputs)
+        if (in == tensor_name || (e->index == 0 && in == n.name))
+          in = ph;
+    def.nodes.insert(def.nodes.begin(),
+                     node_def{ph, "Placeholder", {}, device_of[n.name],
+                              {{"dtype", n.output_types[size_t(e->index)]},
+                               {"shape", n.output_shapes[size_t(e->index)]}}});
+    device_of[ph] = device_of[n.name];
+    feed_names.push_back(ph + ":0");
+  }
+  if (rewrite) {
+    auto g2 = from_graph_def(def, base.ops());
+    if (!g2)
+      return g2.error().with_context("rewriting fed tensors as placeholders");
+    rewritten = std::make_unique<graph>(std::move(g2).value());
+  }
+  const graph& g = rewritten ? *rewritten : base;
+
+  // Prune: what the fetches and targets need (the fed tensors are placeholders by now).
+  std::vector<int> stack;
+  std::vector<std::string> fetch_names;
+  for (auto& f : fetches) {
+    auto e = base.find_endpoint(f);
+    if (!e)
+      return e.error().with_context("fetch '" + f + "'");
+    std::string name = base.at(e->node).name + ":" + std::to_string(e->index);
+    // A fetch of a fed tensor reads the placeholder that replaced it.
+    for (size_t i = 0; i < feeds.size(); ++i) {
+      auto fe = base.find_endpoint(feeds[i].first);
+      if (fe && fe->node == e->node && fe->index == e->index)
+        name = feed_names[i];
+    }
+    auto ge = g.find_endpoint(name);
+    if (!ge)
+      return ge.error().with_context("fetch '" + f + "'");
+    fetch_names.push_back(name);
+    stack.push_back(ge->node);
+  }
+  for (auto& t : targets) {
+    auto id = g.find(t);
+    if (!id)
+      return not_found("target '" + t + "': no node named '" + t + "' in the graph");
+    stack.push_back(*id);
+  }
+  for (auto& f : feed_names)
+    stack.push_back(g.find_endpoint(f).value().node);
+  std::vector<char> needed = prune(g, stack);
+  std::vector<int> nodes;
+  std::vector<std::string> devices;
+  for (int v = 0; v < g.num_nodes(); ++v)
+    if (needed[size_t(v)]) {
+      nodes.push_back(v);
+      auto it = device_of.find(g.at(v).name);
+      if (it == device_of.end())
+        return internal_error("node '" + g.at(v).name + "' was never placed");
+      devices.push_back(it->second);
+    }
+  RUNNEL_ASSIGN_OR_RETURN(auto parts, partition(g, nodes, devices));
+
+  // One graph per task.
+  std::map<task_id, graph_def> per_task;
+  for (auto& p : parts) {
+    RUNNEL_ASSIGN_OR_RETURN(auto t, task_of_device(p.device));
+    auto& d = per_task[t];
+    for (auto& n : p.nodes)
+      d.nodes.push_back(std::move(n));
+    d.seed = g.seed();
+  }
+  auto reg = std::make_shared<registration>();
+  std::vector<std::pair<size_t, std::future<result<std::string>>>> pending;
+  for (auto& [t, d] : per_task) {
+    task_part part;
+    part.task = t;
+    part.worker = s.workers[t];
+    if (!part.worker)
+      return unavailable("no connection to task " + t.name());
+    std::set<std::string> here;
+    for (auto& n : d.nodes)
+      here.insert(n.name);
+    for (size_t i = 0; i < feed_names.size(); ++i)
+      if (here.count(feed_names[i].substr(0, feed_names[i].rfind(':')))) {
+        part.feed_index.push_back(i);
+        part.feed_names.push_back(feed_names[i]);
+      }
+    for (size_t i = 0; i < fetch_names.size(); ++i)
+      if (here.count(fetch_names[i].substr(0, fetch_names[i].rfind(':')))) {
+        part.fetch_index.push_back(i);
+        part.fetch_names.push_back(fetch_names[i]);
+      }
+    auto p = std::make_shared<std::promise<result<std::string>>>();
+    pending.emplace_back(reg->parts.size(), p->get_future());
+    part.worker->register_graph(serialize_graph_def(d), [p](result<std::string> r) {
+      p->set_value(std::move(r));
+    });
+    reg->parts.push_back(std::move(part));
+  }
+  status failed;
+  for (auto& [i, f] : pending) {
+    auto r = wait_for(f, std::chrono::milliseconds(60000),
+                      "registering a partition with task " + reg->parts[i].task.name());
+    if (r)
+      reg->parts[i].handle = *r;
+    else if (failed.ok())
+      failed = r.error().with_context("registering the partition of task " +
+                                      reg->parts[i].task.name());
+  }
+  if (!failed.ok()) {
+    for (auto& p : reg->parts)
+      if (!p.handle.empty())
+        p.worker->deregister_graph(p.handle);
+    return failed;
+  }
+  return reg;
+}
+
+void master::impl::start_step(std::shared_ptr<master_session> s,
+                              std::shared_ptr<registration> reg,
+                net::named_tensors feeds, size_t num_fetches,
+                net::callback<std::vector<tensor>> done) {
+  struct step {
+    std::mutex mu;
+    size_t remaining = 0;
+    status first;
+    bool cleaned = false;
+    bool reported = false; ///< `done` ran (or a heartbeat failed the step first)
+    std::vector<tensor> fetches;
+    net::callback<std::vector<tensor>> done;
+    std::shared_ptr<heartbeat_monitor::watch> heartbeat;
+  };
+  auto st = std::make_shared<step>();
+  st->remaining = reg->parts.size();
+  st->fetches.resize(num_fetches);
+  st->done = std::move(done);
+  if (reg->parts.empty()) {
+    st->done(std::move(st->fetches));
+    return;
+  }
+  int64_t id = new_step_id();
+  auto self = shared_from_this();
+  if (heartbeats) {
+    heartbeat_monitor::task_list tasks;
+    for (auto& part : reg->parts)
+      tasks.emplace_back(part.task.name(), part.worker);
+    // A task that stops answering fails the step now; its run_graph answer, if it ever comes,
+    // is ignored.
+    st->heartbeat = heartbeats->start(
+        std::move(tasks), [self, w = std::weak_ptr<step>(st), reg, id](status why) {
+          auto st = w.lock();
+          if (!st)
+            return;
+          net::callback<std::vector<tensor>> done;
+          {
+            std::lock_guard lock(st->mu);
+            if (st->reported)
+              return;
+            st->reported = st->cleaned = true;
+            done = std::move(st->done);
+          }
+          for (auto& part : reg->parts)
+            part.worker->cleanup_step(id);
+          self->log("warn", "step failed: " + why.message());
+          done(std::move(why));
+        });
+  }
+  for (size_t p = 0; p < reg->parts.size(); ++p) {
+    auto& part = reg->parts[p];
+    net::named_tensors part_feeds;
+    for (size_t i = 0; i < part.feed_index.size(); ++i)
+      part_feeds.emplace_back(part.feed_names[i], feeds[part.feed_index[i]].second);
+    part.worker->run_graph(
+        part.handle, id, std::move(part_feeds), part.fetch_names,
+        [self, s, reg, st, p, id](result<net::named_tensors> r) {
+          auto& part = reg->parts[p];
+          bool cleanup = false, finished = false;
+          {
+            std::lock_guard lock(st->mu);
+            if (!r) {
+              if (st->first.ok())
+                st->first = r.error().with_context("task " + part.task.name());
+              if (!st->cleaned) {
+                st->cleaned = true;
+                cleanup = true;
+              }
+            } else {
+              for (size_t i = 0; i < part.fetch_index.size() && i < r->size(); ++i)
+                st->fetches[part.fetch_index[i]] = std::move((*r)[i].second);
+            }
+            finished = --st->remaining == 0 && !st->reported;
+            if (finished) {
+              st->reported = true;
+              st->heartbeat.reset();
+            }
+          }
+          if (cleanup) {
+            // Other tasks may wait for tensors the failed one will never send.
+            for (auto& other : reg->parts)
+              other.worker->cleanup_step(id);
+            auto code = r.error().code();
+            // A kernel's own UNAVAILABLE (e.g. a sync take naming missing workers) says
+            // nothing about the connection to the task that ran it: keep that one.
+            bool from_kernel = r.error().message().find("node '") != std::string::npos &&
+                               r.error().message().find("(op ") != std::string::npos;
+            if ((code == error_code::unavailable && !from_kernel) ||
+                code == error_code::aborted) {
+              // A task went away or restarted: fresh connections and registrations next run.
+              {
+                std::lock_guard lock(self->mu);
+                if (self->ep)
+                  if (auto a = self->options.cluster.address(part.task))
+                    self->ep->forget_peer(*a);
+              }
+              std::lock_guard lock(s->mu);
+              s->registered.clear();
+              self->log("warn", "step failed: " + r.error().message() +
+                                    "; partitions will be registered again");
+            }
+          }
+          if (finished) {
+            if (!st->first.ok())
+              st->done(st->first);
+            else
+              st->done(std::move(st->fetches));
+          }
+        });
+  }
+}
+
+} // namespace runnel

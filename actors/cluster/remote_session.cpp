@@ -1,0 +1,170 @@
+// Sessions on a cluster: the graph goes to a node's master, runs go by tensor and node names.
+#include <future>
+#include <mutex>
+
+#include "runnel/actors/exec/internal.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/net/graph_def.hpp"
+
+namespace runnel {
+
+struct session::remote {
+  const graph& g;
+  std::string target;
+  session_options options;
+  status broken; ///< a bad target: every run fails with it
+  std::unique_ptr<net::endpoint> ep;
+  std::shared_ptr<net::remote_master> master;
+  std::mutex mu;
+  std::string handle;
+  int sent_nodes = 0;
+  bool closed = false;
+
+  remote(const graph& graph, std::string t, session_options o)
+      : g(graph), target(std::move(t)), options(std::move(o)) {}
+  ~remote() {
+    master.reset();
+    ep.reset();
+  }
+
+  /// Waits for a reply within `remote_timeout` (when set); the late reply is dropped.
+  template <class F> status wait_for_reply(F& f, const std::string& what) {
+    if (options.remote_timeout.count() > 0 &&
+        f.wait_for(options.remote_timeout) != std::future_status::ready)
+      return deadline_exceeded(what + " on " + target + " took longer than " +
+                               std::to_string(options.remote_timeout.count()) +
+                               " ms (session_options::remote_timeout)");
+    return {};
+  }
+
+  /// Creates the master's session, or extends it with nodes added since (blocks).
+  status sync_graph() {
+    std::lock_guard lock(mu);
+    if (closed)
+      return cancelled("the session is closed");
+    if (!broken.ok())
+      return broken;
+    if (!handle.empty() && g.num_nodes() == sent_nodes)
+      return {};
+    int nodes = g.num_nodes();
+    std::string bytes = serialize_graph(g);
+    if (handle.empty()) {
+      auto p = std::make_shared<std::promise<result<std::string>>>();
+      auto f = p->get_future();
+      master->create_session(std::move(bytes),
+                             options.placement == session_options::placement_policy::cost_model,
+                             [p](result<std::string> r) { p->set_value(std::move(r)); });
+      RUNNEL_RETURN_IF_ERROR(wait_for_reply(f, "creating the session"));
+      auto r = f.get();
+      if (!r)
+        return r.error().with_context("session on " + target);
+      handle = *r;
+    } else {
+      auto p = std::make_shared<std::promise<status>>();
+      auto f = p->get_future();
+      master->extend_session(handle, std::move(bytes), [p](status s) { p->set_value(s); });
+      RUNNEL_RETURN_IF_ERROR(wait_for_reply(f, "extending the session"));
+      auto s = f.get();
+      if (!s.ok())
+        return s.with_context("extending the session on " + target);
+    }
+    sent_nodes = nodes;
+    return {};
+  }
+
+  void run(const feed_list& feeds, const std::vector<output>& fetches,
+           const std::vector<operation>& targets,
+           std::function<void(result<std::vector<tensor>>)> done) {
+    status s = sync_graph();
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    net::named_tensors named;
+    for (auto& [o, t] : feeds) {
+      if (&o.owner() != &g) {
+        done(invalid_argument("feed '" + o.name() + "' belongs to another graph"));
+        return;
+      }
+      named.emplace_back(o.name(), t);
+    }
+    std::vector<std::string> fetch_names, target_names;
+    for (auto& o : fetches)
+      fetch_names.push_back(o.name());
+    for (auto& op : targets)
+      target_names.push_back(op.name());
+    std::string h;
+    {
+      std::lock_guard lock(mu);
+      h = handle;
+    }
+    master->run(h, std::move(named), std::move(fetch_names), std::move(target_names),
+                std::move(done));
+  }
+};
+
+std::shared_ptr<session::remote> make_remote_session(const graph& g, const std::string& target,
+                                                     const session_options& options) {
+  auto r = std::make_shared<session::remote>(g, target, options);
+  const std::string scheme = "runnel://";
+  if (target.compare(0, scheme.size(), scheme) != 0) {
+    r->broken = invalid_argument("session target '" + target +
+                                 "' is not runnel://host:port");
+    return r;
+  }
+  std::string address = target.substr(scheme.size());
+  if (auto split = cluster_spec::split_address(address); !split) {
+    r->broken = split.error().with_context("session target '" + target + "'");
+    return r;
+  }
+  net::endpoint_options eo;
+  eo.auth_token = options.auth_token;
+  eo.tls_cert = options.tls_cert;
+  eo.tls_key = options.tls_key;
+  eo.tls_ca = options.tls_ca;
+  auto ep = net::endpoint::start(std::move(eo));
+  if (!ep) {
+    r->broken = ep.error();
+    return r;
+  }
+  r->ep = std::move(ep).value();
+  r->master = r->ep->master(address);
+  return r;
+}
+
+void run_remote_callback(session::remote& r, const feed_list& feeds,
+                         const std::vector<output>& fetches, const std::vector<operation>& targets,
+                         std::function<void(result<std::vector<tensor>>)> done) {
+  r.run(feeds, fetches, targets, std::move(done));
+}
+
+std::future<result<std::vector<tensor>>> run_remote(session::remote& r, const feed_list& feeds,
+                                                    const std::vector<output>& fetches,
+                                                    const std::vector<operation>& targets) {
+  auto p = std::make_shared<std::promise<result<std::vector<tensor>>>>();
+  auto f = p->get_future();
+  r.run(feeds, fetches, targets, [p](result<std::vector<tensor>> v) { p->set_value(std::move(v)); });
+  if (r.options.remote_timeout.count() > 0 &&
+      f.wait_for(r.options.remote_timeout) != std::future_status::ready) {
+    std::promise<result<std::vector<tensor>>> late;
+    late.set_value(deadline_exceeded("the cluster at " + r.target + " did not finish the step within " +
+                                     std::to_string(r.options.remote_timeout.count()) + " ms"));
+    return late.get_future();
+  }
+  return f;
+}
+
+void close_remote(session::remote& r) {
+  std::string h;
+  {
+    std::lock_guard lock(r.mu);
+    if (r.closed)
+      return;
+    r.closed = true;
+    h = r.handle;
+  }
+  if (!h.empty() && r.master)
+    r.master->close_session(h);
+}
+
+} // namespace runnel

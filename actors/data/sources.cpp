@@ -1,0 +1,451 @@
+// Dataset sources: tensors, ranges and record files (interleaved shards), with the fused
+// records+shuffle and records+batch+parse streams that read records in place.
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+#include "runnel/actors/data/stages.hpp"
+
+namespace runnel {
+namespace {
+
+class vector_stream : public element_stream {
+public:
+  explicit vector_stream(std::vector<element> items) : items_(std::move(items)) {}
+  status next_chunk(std::vector<element>& out, size_t max) override {
+    for (size_t n = 0; n < max && pos_ < items_.size(); ++n)
+      out.push_back(items_[pos_++]); // shares buffers: cheap, and the source stays reusable
+    return {};
+  }
+
+private:
+  std::vector<element> items_;
+  size_t pos_ = 0;
+};
+
+class tensors_node : public dataset_node {
+public:
+  explicit tensors_node(std::vector<element> items) : items_(std::move(items)) {}
+  result<stream_ptr> open(open_context&) const override {
+    return stream_ptr(std::make_unique<vector_stream>(items_));
+  }
+
+private:
+  std::vector<element> items_;
+};
+
+class range_stream : public element_stream {
+public:
+  explicit range_stream(int64_t n) : n_(n) {}
+  status next_chunk(std::vector<element>& out, size_t max) override {
+    for (size_t k = 0; k < max && i_ < n_; ++k)
+      out.push_back({tensor::scalar<int64_t>(i_++)});
+    return {};
+  }
+
+private:
+  int64_t n_, i_ = 0;
+};
+
+class range_node : public dataset_node {
+public:
+  explicit range_node(int64_t n) : n_(n) {}
+  result<stream_ptr> open(open_context&) const override {
+    return stream_ptr(std::make_unique<range_stream>(n_));
+  }
+
+private:
+  int64_t n_;
+};
+
+/// The records of one file.
+class file_stream : public element_stream {
+public:
+  file_stream(std::string path, record_reader_options o) : path_(std::move(path)), options_(o) {}
+  status next_chunk(std::vector<element>& out, size_t max) override {
+    if (!reader_) {
+      auto r = record_reader::open(path_, options_);
+      if (!r)
+        return r.error();
+      reader_.emplace(std::move(r).value());
+    }
+    for (size_t n = 0; n < max; ++n) {
+      std::string rec;
+      auto more = reader_->next(rec);
+      if (!more)
+        return more.error();
+      if (!*more)
+        break;
+      out.push_back({tensor::scalar<std::string>(std::move(rec))});
+    }
+    return {};
+  }
+
+private:
+  std::string path_;
+  record_reader_options options_;
+  std::optional<record_reader> reader_;
+};
+
+// ---- records: interleaved shards ----
+
+class records_stream : public element_stream {
+public:
+  records_stream(open_context ctx, std::vector<std::string> files, records_options o)
+      : ctx_(ctx), files_(std::move(files)), options_(o) {
+    size_t cycle = options_.cycle_length > 0 ? size_t(options_.cycle_length)
+                                             : std::min<size_t>(files_.size(), 8);
+    slots_.resize(std::max<size_t>(1, std::min(cycle, files_.size())));
+  }
+  status next_chunk(std::vector<element>& out, size_t max) override {
+    size_t start = out.size();
+    while (out.size() - start < max) {
+      // Fill empty slots with the next files.
+      bool any = false;
+      for (auto& s : slots_) {
+        if (!s.stream && next_file_ < files_.size())
+          open_slot(s);
+        any |= bool(s.stream);
+      }
+      if (!any)
+        break;
+      auto& s = slots_[current_];
+      if (!s.stream) {
+        current_ = (current_ + 1) % slots_.size();
+        continue;
+      }
+      if (s.pos >= s.pending.size()) {
+        s.pending.clear();
+        s.pos = 0;
+        status st = s.stream->next_chunk(s.pending, chunk_size);
+        if (!st.ok())
+          return st;
+        if (s.pending.empty()) { // this file is done
+          s.stream.reset();
+          continue;
+        }
+      }
+      out.push_back(std::move(s.pending[s.pos++]));
+      if (++s.taken >= size_t(std::max(1, options_.block_length))) {
+        s.taken = 0;
+        current_ = (current_ + 1) % slots_.size();
+      }
+    }
+    return {};
+  }
+
+private:
+  struct slot {
+    stream_ptr stream;
+    std::vector<element> pending;
+    size_t pos = 0;
+    size_t taken = 0;
+  };
+  void open_slot(slot& s) {
+    stream_ptr f = std::make_unique<file_stream>(files_[next_file_++], options_.reader);
+    // With several shards at once, each is read (and CRC-checked) on its own actor.
+    if (slots_.size() > 1)
+      f = make_prefetch_stream(ctx_, std::move(f), 4 * chunk_size);
+    s.stream = std::move(f);
+    s.pending.clear();
+    s.pos = 0;
+    s.taken = 0;
+  }
+  open_context ctx_;
+  std::vector<std::string> files_;
+  records_options options_;
+  std::vector<slot> slots_;
+  size_t current_ = 0;
+  size_t next_file_ = 0;
+};
+
+/// Where a record lies: in a mapped file (reader, offset, length), or, for compressed files,
+/// which cannot be addressed, the record itself.
+struct record_place {
+  std::shared_ptr<record_reader> reader;
+  uint64_t offset = 0, length = 0;
+  std::string value;
+
+  /// The record's bytes after checking its CRC (a mapped record is checked here; a read one
+  /// was checked when it was read). Valid while this place lives.
+  result<std::string_view> view() const {
+    if (!reader)
+      return std::string_view(value);
+    return reader->checked_view(offset, length);
+  }
+};
+
+/// The places of the records of `files`, interleaved like records(), optionally through a
+/// shuffle window of `buffer` places (0: in order).
+class record_places {
+public:
+  record_places(std::vector<std::string> files, records_options o, size_t buffer, uint64_t seed)
+      : files_(std::move(files)), options_(o), capacity_(std::max<size_t>(1, buffer)),
+        shuffle_(buffer > 0), rng_(seed) {
+    size_t cycle = options_.cycle_length > 0 ? size_t(options_.cycle_length)
+                                             : std::min<size_t>(files_.size(), 8);
+    slots_.resize(std::max<size_t>(1, std::min(cycle, files_.size())));
+  }
+  /// Appends up to `n` places; fewer only at the end.
+  status next(std::vector<record_place>& out, size_t n) {
+    for (size_t k = 0; k < n; ++k) {
+      RUNNEL_RETURN_IF_ERROR(fill());
+      if (buf_.empty())
+        break;
+      size_t i = shuffle_ ? std::uniform_int_distribution<size_t>(0, buf_.size() - 1)(rng_)
+                          : head_;
+      if (shuffle_) {
+        std::swap(buf_[i], buf_.back());
+        out.push_back(std::move(buf_.back()));
+        buf_.pop_back();
+      } else {
+        out.push_back(std::move(buf_[head_++]));
+        if (head_ == buf_.size()) {
+          buf_.clear();
+          head_ = 0;
+        }
+      }
+    }
+    return {};
+  }
+
+private:
+  struct slot {
+    std::shared_ptr<record_reader> reader;
+    size_t taken = 0;
+  };
+  status fill() {
+    size_t want = shuffle_ ? capacity_ : 1;
+    while (!ended_ && buf_.size() - head_ < want) {
+      bool any = false;
+      for (auto& s : slots_) {
+        if (!s.reader && next_file_ < files_.size()) {
+          auto r = record_reader::open(files_[next_file_++], options_.reader);
+          if (!r)
+            return r.error();
+          s.reader = std::make_shared<record_reader>(std::move(r).value());
+          s.taken = 0;
+        }
+        any |= bool(s.reader);
+      }
+      if (!any) {
+        ended_ = true;
+        break;
+      }
+      auto& s = slots_[current_];
+      if (!s.reader) {
+        current_ = (current_ + 1) % slots_.size();
+        continue;
+      }
+      record_place p;
+      bool more;
+      if (s.reader->mapped()) {
+        RUNNEL_ASSIGN_OR_RETURN(more, s.reader->next_span(p.offset, p.length));
+        p.reader = s.reader;
+      } else {
+        RUNNEL_ASSIGN_OR_RETURN(more, s.reader->next(p.value));
+      }
+      if (!more) {
+        s.reader.reset(); // places still buffered keep the file mapped
+        continue;
+      }
+      buf_.push_back(std::move(p));
+      if (++s.taken >= size_t(std::max(1, options_.block_length))) {
+        s.taken = 0;
+        current_ = (current_ + 1) % slots_.size();
+      }
+    }
+    return {};
+  }
+  std::vector<std::string> files_;
+  records_options options_;
+  size_t capacity_;
+  bool shuffle_;
+  std::mt19937_64 rng_;
+  std::vector<slot> slots_;
+  size_t current_ = 0, next_file_ = 0;
+  std::vector<record_place> buf_;
+  size_t head_ = 0; // in order: the next place to hand out
+  bool ended_ = false;
+};
+
+/// records(...).shuffle(n) fused: the buffer holds where records lie in the mapped files, not
+/// their payloads, so a 10k-record window costs 10k small entries instead of 10k strings copied
+/// in and read back cold. Each record is copied out (and its CRC checked) once, when it is
+/// emitted.
+class records_shuffle_stream : public element_stream {
+public:
+  records_shuffle_stream(std::vector<std::string> files, records_options o, size_t buffer,
+                         uint64_t seed)
+      : places_(std::move(files), o, buffer, seed) {}
+  status next_chunk(std::vector<element>& out, size_t max) override {
+    picked_.clear();
+    RUNNEL_RETURN_IF_ERROR(places_.next(picked_, max));
+    for (auto& p : picked_) {
+      std::string rec;
+      if (p.reader)
+        RUNNEL_RETURN_IF_ERROR(p.reader->read_span(p.offset, p.length, rec));
+      else
+        rec = std::move(p.value);
+      out.push_back({tensor::scalar<std::string>(std::move(rec))});
+    }
+    return {};
+  }
+
+private:
+  record_places places_;
+  std::vector<record_place> picked_;
+};
+
+/// records()[.shuffle(n)].batch(b).parse_examples(specs) fused: each batch's records are
+/// parsed straight from the mapped files (CRC checked in place), on `parallelism` actors, with
+/// no copy of any record. The same records in the same order as the unfused pipeline.
+class records_parse_stream : public element_stream {
+public:
+  records_parse_stream(open_context& ctx, record_places places, int64_t batch, bool drop,
+                       std::shared_ptr<const example_parser> parser, int parallelism)
+      : places_(std::move(places)), batch_(size_t(batch)), drop_(drop),
+        parser_(std::move(parser)) {
+    for (int i = 0; i < parallelism && parallelism > 1; ++i)
+      workers_.push_back(ctx.start_worker());
+  }
+  ~records_parse_stream() override {
+    for (auto& t : in_flight_) {
+      std::unique_lock lock(t->mu);
+      t->cv.wait(lock, [&] { return t->done; });
+    }
+    workers_.clear();
+  }
+  status next_chunk(std::vector<element>& out, size_t max) override {
+    size_t limit = std::max<size_t>(1, 4 * workers_.size());
+    while (!ended_ && in_flight_.size() < limit) {
+      auto t = std::make_shared<task>();
+      status st = places_.next(t->places, batch_);
+      if (!st.ok()) {
+        ended_ = true;
+        end_error_ = st;
+        break;
+      }
+      if (t->places.empty() || (drop_ && t->places.size() < batch_)) {
+        ended_ = true;
+        break;
+      }
+      if (workers_.empty()) {
+        parse(*t);
+        t->done = true;
+      } else {
+        workers_[next_worker_++ % workers_.size()]->post([t, parser = parser_] {
+          parse_with(*t, *parser);
+          std::lock_guard lock(t->mu);
+          t->done = true;
+          t->cv.notify_all();
+        });
+      }
+      in_flight_.push_back(std::move(t));
+      if (workers_.empty())
+        break; // inline: one batch per call
+    }
+    for (size_t k = 0; k < max && !in_flight_.empty(); ++k) {
+      auto& t = in_flight_.front();
+      {
+        std::unique_lock lock(t->mu);
+        t->cv.wait(lock, [&] { return t->done; });
+      }
+      if (!t->result.ok())
+        return t->result;
+      out.push_back(std::move(t->parsed));
+      in_flight_.pop_front();
+      if (!workers_.empty())
+        break; // hand out what is ready; refill on the next call
+    }
+    if (out.empty() && in_flight_.empty())
+      return end_error_;
+    return {};
+  }
+
+private:
+  struct task {
+    std::vector<record_place> places;
+    element parsed;
+    status result;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  static void parse_with(task& t, const example_parser& parser) {
+    std::vector<std::string_view> views;
+    views.reserve(t.places.size());
+    for (auto& p : t.places) {
+      auto v = p.view();
+      if (!v) {
+        t.result = v.error();
+        return;
+      }
+      views.push_back(*v);
+    }
+    t.result = parser.parse_batch(std::span<const std::string_view>(views), t.parsed);
+    t.places.clear(); // release the mappings early
+  }
+  void parse(task& t) { parse_with(t, *parser_); }
+
+  record_places places_;
+  size_t batch_;
+  bool drop_;
+  std::shared_ptr<const example_parser> parser_;
+  std::vector<std::unique_ptr<stage_worker>> workers_;
+  std::deque<std::shared_ptr<task>> in_flight_;
+  size_t next_worker_ = 0;
+  bool ended_ = false;
+  status end_error_;
+};
+
+} // namespace
+
+result<stream_ptr> records_node::open(open_context& ctx) const {
+  RUNNEL_ASSIGN_OR_RETURN(auto files, expand());
+  return stream_ptr(std::make_unique<records_stream>(ctx, std::move(files), options_));
+}
+
+result<std::vector<std::string>> records_node::expand() const {
+    std::vector<std::string> files;
+    for (auto& p : patterns_) {
+      auto matched = expand_record_files(p);
+      if (!matched)
+        return matched.error();
+      files.insert(files.end(), matched->begin(), matched->end());
+    }
+    if (files.empty())
+      return invalid_argument("records(): no files given");
+    if (options_.shuffle_files_seed) {
+      std::mt19937_64 rng(options_.shuffle_files_seed + opens_++);
+      std::shuffle(files.begin(), files.end(), rng);
+    }
+    return files;
+}
+
+node_ptr make_tensors_node(std::vector<element> items) {
+  return std::make_shared<tensors_node>(std::move(items));
+}
+
+node_ptr make_range_node(int64_t n) {
+  return std::make_shared<range_node>(n);
+}
+
+stream_ptr make_records_shuffle_stream(std::vector<std::string> files, records_options o,
+                                       size_t buffer, uint64_t seed) {
+  return std::make_unique<records_shuffle_stream>(std::move(files), o, buffer, seed);
+}
+
+stream_ptr make_records_parse_stream(open_context& ctx, std::vector<std::string> files,
+                                     records_options o, size_t buffer, uint64_t seed,
+                                     int64_t batch, bool drop,
+                                     std::shared_ptr<const example_parser> parser,
+                                     int parallelism) {
+  record_places places(std::move(files), o, buffer, seed);
+  return std::make_unique<records_parse_stream>(ctx, std::move(places), batch, drop,
+                                                std::move(parser), parallelism);
+}
+
+} // namespace runnel

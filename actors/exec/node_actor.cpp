@@ -1,0 +1,526 @@
+// Node actors: one per graph node of an executor instance. A node fires when all inputs of a
+// step have arrived, runs its kernel, and sends each output to its consumers.
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "runnel/actors/exec/flow.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace runnel {
+
+void step_state::fail(status s) {
+  {
+    std::lock_guard lock(error_mu);
+    if (aborted.load(std::memory_order_relaxed))
+      return;
+    error = std::move(s);
+    aborted.store(true, std::memory_order_release);
+  }
+  if (actors)
+    for (auto& a : actors->nodes)
+      caf::anon_send(a, abort_atom::value, id);
+  finish();
+}
+
+void step_state::finish() {
+  if (finished.exchange(true, std::memory_order_acq_rel))
+    return;
+  if (on_finish)
+    on_finish(*this);
+  done.store(1); // sequentially consistent with the load below and wait_for's (no lost wake-up)
+  done.notify_all();
+  if (timed_waiter.load()) {
+    std::lock_guard lock(timed_mu);
+    timed_cv.notify_all();
+  }
+}
+
+bool step_state::wait_for(std::chrono::milliseconds timeout) {
+  timed_waiter.store(true);
+  std::unique_lock lock(timed_mu);
+  return timed_cv.wait_for(lock, timeout, [&] { return done.load() != 0; });
+}
+
+void step_state::wait() {
+  // Short steps finish within microseconds: spin briefly so the caller need not be woken. Longer
+  // steps must not have the caller compete for cores with the workers running them.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+  for (int i = 1;; ++i) {
+    if (done.load(std::memory_order_acquire))
+      return;
+#if defined(__x86_64__)
+    _mm_pause();
+#endif
+    if ((i & 31) == 0 && std::chrono::steady_clock::now() > deadline)
+      break;
+  }
+  while (!done.load(std::memory_order_acquire))
+    done.wait(0, std::memory_order_acquire);
+}
+
+namespace {
+
+struct pending_step {
+  int64_t id;
+  step_ptr step;
+  std::vector<tensor> inputs;
+  int arrived = 0;
+};
+
+/// Inputs of one (step, frame, iteration) of a node in an instance with control flow.
+struct pending_iteration {
+  int64_t step;
+  frame_state* frame;
+  int64_t iter;
+  std::vector<tensor> inputs;
+  int arrived = 0;
+  bool dead = false;  ///< some input was dead
+  bool fired = false; ///< Merge: a live input went out
+  pending_iteration(int64_t s, frame_state* f, int64_t i, std::vector<tensor> in)
+      : step(s), frame(f), iter(i), inputs(std::move(in)) {
+    flow_state_in_use().fetch_add(1, std::memory_order_relaxed);
+  }
+  pending_iteration(pending_iteration&& o) noexcept
+      : step(o.step), frame(o.frame), iter(o.iter), inputs(std::move(o.inputs)),
+        arrived(o.arrived), dead(o.dead), fired(o.fired) {
+    flow_state_in_use().fetch_add(1, std::memory_order_relaxed);
+  }
+  pending_iteration& operator=(pending_iteration&& o) noexcept {
+    step = o.step;
+    frame = o.frame;
+    iter = o.iter;
+    inputs = std::move(o.inputs);
+    arrived = o.arrived;
+    dead = o.dead;
+    fired = o.fired;
+    return *this;
+  }
+  ~pending_iteration() { flow_state_in_use().fetch_sub(1, std::memory_order_relaxed); }
+};
+
+struct node_state {
+  std::shared_ptr<node_setup> setup;
+  std::vector<pending_step> pending; // a handful of steps in flight: a vector beats a map
+  std::vector<pending_iteration> iterations; // with control flow: per (step, frame, iteration)
+};
+
+void record_trace(node_setup& s, const step_ptr& step, std::chrono::steady_clock::time_point start,
+                  const std::vector<tensor>& outputs, flow_tag tag) {
+  auto end = std::chrono::steady_clock::now();
+  int64_t bytes = 0;
+  for (auto& t : outputs)
+    if (t.type() != dtype::string)
+      bytes += int64_t(t.bytes());
+  auto& tb = *step->trace;
+  bool in_loop = tag.frame && !tag.frame->info->name.empty();
+  std::lock_guard lock(tb.mu);
+  tb.nodes.push_back({s.name, s.op, s.device, tb.since_origin_ns(start), tb.since_origin_ns(end),
+                      bytes, in_loop ? tag.frame->info->name : std::string(),
+                      in_loop ? tag.iter : -1});
+}
+
+// Sends `value` to a consumer: from the node's actor when `self` is set, otherwise anonymously
+// (completions that emit from the thread that completed them).
+template <class T>
+void deliver(node_actor::pointer self, const consumer& c, const step_ptr& step, T&& value) {
+  if (self)
+    self->send(c.actor, input_atom::value, step, c.slot, std::forward<T>(value));
+  else
+    caf::anon_send(c.actor, input_atom::value, step, c.slot, std::forward<T>(value));
+}
+
+/// Emits in an instance with control flow: the flow state routes and counts the outputs.
+void emit_flow(node_actor::pointer self, node_setup& s, const step_ptr& step, flow_tag tag,
+               std::vector<tensor>& outputs, const std::vector<char>* dead_outputs,
+               bool node_dead) {
+  std::vector<flow_message> out;
+  bool done = step->flow->emit(s, tag, outputs, dead_outputs, node_dead, out);
+  dispatch_flow(self, step, out, done);
+}
+
+void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
+          std::vector<tensor>& outputs, flow_tag tag) {
+  if (s.dynamic) {
+    // A Recv that got another process's dead value (see fire_flow) passes deadness on.
+    bool dead = s.crosses_processes && s.num_outputs == 1 && !outputs[0].valid();
+    emit_flow(self, s, step, tag, outputs, nullptr, dead);
+    return;
+  }
+  if (s.crosses_processes && s.num_outputs == 1 && !outputs[0].valid()) {
+    step->fail(invalid_argument("received a dead value (from a cond branch not taken on the "
+                                "sending task) where this task's graph has no control flow to "
+                                "pass deadness on")
+                   .with_context(s.describe()));
+    return;
+  }
+  for (int o = 0; o < s.num_outputs; ++o) {
+    auto& value = outputs[size_t(o)];
+    // A GPU's output leaves the device for fetches and CPUs as a host copy; its consumers on
+    // the same GPU get the device tensor, and so do other GPUs of this process (they copy it
+    // device to device).
+    tensor host_copy;
+    bool to_host = !s.fetch_slots[size_t(o)].empty();
+    if (!s.send_keys.empty())
+      for (char gpu : s.send_to_gpu[size_t(o)])
+        to_host |= !gpu;
+    if (s.gpu && value.valid() && !value.host_readable() && to_host) {
+      auto h = s.gpu->read_to_host(value);
+      if (!h.ok()) {
+        step->fail(h.error().with_context(s.describe()));
+        return;
+      }
+      host_copy = std::move(h).value();
+    }
+    const tensor& outside = host_copy.valid() ? host_copy : value;
+    for (int f : s.fetch_slots[size_t(o)])
+      step->fetches[size_t(f)] = outside;
+    if (!s.send_keys.empty())
+      for (size_t k = 0; k < s.send_keys[size_t(o)].size(); ++k) // shares the buffer
+        s.rendezvous->send(step->id, s.send_keys[size_t(o)][k],
+                           s.send_to_gpu[size_t(o)][k] ? value : outside);
+    auto& cs = s.consumers[size_t(o)];
+    for (size_t c = 0; c < cs.size(); ++c) {
+      if (c + 1 == cs.size())
+        deliver(self, cs[c], step, std::move(value));
+      else
+        deliver(self, cs[c], step, value);
+    }
+  }
+  for (auto& c : s.control_consumers)
+    deliver(self, c, step, tensor());
+  for (auto& key : s.control_send_keys)
+    s.rendezvous->send(step->id, key, tensor());
+  step->node_done();
+}
+
+/// Reads the variables behind ref inputs into `inputs`; false (the step failed) on an error.
+bool read_variables(node_setup& s, const step_ptr& step, std::vector<tensor>& inputs) {
+  if (!s.has_ref_reads)
+    return true;
+  for (size_t i = 0; i < s.ref_reads.size(); ++i) {
+    if (!s.ref_reads[i])
+      continue;
+    // A node on a CPU reads a GPU's variable through a copy in host memory.
+    auto value = s.gpu ? s.ref_reads[i]->read() : s.ref_reads[i]->read_host();
+    if (!value) {
+      step->fail(value.error().with_context(s.describe()));
+      return false;
+    }
+    inputs[i] = std::move(value).value();
+  }
+  return true;
+}
+
+/// CPU kernels read their inputs through host pointers: an input in device memory is an error
+/// naming the input, never a dereference of a device pointer.
+status check_host_inputs(std::span<const tensor> inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].host_readable())
+      return failed_precondition("input " + std::to_string(i) + " (" +
+                                 std::string(name(inputs[i].type())) +
+                                 inputs[i].shape().to_string() + ") is in " +
+                                 inputs[i].memory_name() +
+                                 ", which a CPU kernel cannot read; a transfer must bring it "
+                                 "to the host");
+  return {};
+}
+
+void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
+          std::vector<tensor> inputs, flow_tag tag = {}) {
+  if (step->aborted.load(std::memory_order_acquire))
+    return;
+  if (!read_variables(s, step, inputs))
+    return;
+  std::span<const tensor> data(inputs.data(), size_t(s.num_inputs));
+  auto started = step->trace ? std::chrono::steady_clock::now()
+                             : std::chrono::steady_clock::time_point{};
+  if (s.kern->is_async()) {
+    auto call = std::make_shared<async_call>();
+    call->step = step;
+    call->started = started;
+    call->inputs = std::move(inputs);
+    call->ctx = std::make_unique<kernel_context>(
+        std::span<const tensor>(call->inputs.data(), size_t(s.num_inputs)), s.num_outputs, s.cpu);
+    call->ctx->set_abort_flag(&step->aborted);
+    call->ctx->set_step_id(step->id);
+    call->ctx->set_step_container(&step->resources);
+    if (s.crosses_processes && tag.frame && !tag.frame->id.empty())
+      call->ctx->set_frame_iter(tag.frame->id + ":" + std::to_string(tag.iter));
+    auto* ctx = call->ctx.get();
+    if (s.emit_on_completion) {
+      // The completion emits from the thread that completes it (a Send's, for a Recv): one actor
+      // hop per edge instead of two.
+      auto sp = s.shared_from_this();
+      s.kern->compute_async(*ctx, [sp, call, tag](status st) mutable {
+        if (!st.ok()) {
+          call->step->fail(st.with_context(sp->describe()));
+          return;
+        }
+        if (call->step->aborted.load(std::memory_order_acquire))
+          return;
+        if (call->step->trace)
+          record_trace(*sp, call->step, call->started, call->ctx->outputs(), tag);
+        emit(nullptr, *sp, call->step, call->ctx->outputs(), tag);
+      });
+      return;
+    }
+    call->tag = tag;
+    node_actor handle = caf::actor_cast<node_actor>(self);
+    s.kern->compute_async(*ctx, [handle, call](status st) mutable {
+      call->result = std::move(st);
+      caf::anon_send(handle, resume_atom::value, std::move(call));
+    });
+    return;
+  }
+  if (status st = s.kern->accepts_device_inputs() ? status{} : check_host_inputs(data); !st.ok()) {
+    step->fail(st.with_context(s.describe()));
+    return;
+  }
+  if (s.executor) {
+    size_t bytes = 0;
+    for (auto& t : data)
+      if (t.type() != dtype::string)
+        bytes += t.bytes();
+    if (bytes >= offload_bytes) {
+      // The device's own threads compute it and emit the outputs; this actor goes on with other
+      // steps' messages meanwhile.
+      s.executor->post([sp = s.shared_from_this(), step, inputs = std::move(inputs), tag]() mutable {
+        node_setup& s = *sp;
+        if (step->aborted.load(std::memory_order_acquire))
+          return;
+        auto started = step->trace ? std::chrono::steady_clock::now()
+                                   : std::chrono::steady_clock::time_point{};
+        kernel_context ctx(std::span<const tensor>(inputs.data(), size_t(s.num_inputs)),
+                           s.num_outputs, s.cpu);
+        ctx.set_step_id(step->id);
+        ctx.set_step_container(&step->resources);
+        status st = s.kern->compute(ctx);
+        inputs.clear();
+        if (!st.ok()) {
+          step->fail(st.with_context(s.describe()));
+          return;
+        }
+        if (step->trace)
+          record_trace(s, step, started, ctx.outputs(), tag);
+        emit(nullptr, s, step, ctx.outputs(), tag);
+      });
+      return;
+    }
+  }
+  kernel_context ctx(data, s.num_outputs, s.cpu);
+  ctx.set_step_id(step->id);
+  ctx.set_step_container(&step->resources);
+  status st = s.kern->compute(ctx);
+  inputs.clear(); // drop input references before emitting, so consumers may reuse buffers
+  if (!st.ok()) {
+    step->fail(st.with_context(s.describe()));
+    return;
+  }
+  if (step->trace)
+    record_trace(s, step, started, ctx.outputs(), tag);
+  emit(self, s, step, ctx.outputs(), tag);
+}
+
+/// A node of an instance with control flow has all inputs of one (frame, iteration): dead, it
+/// passes deadness on without running; Switch picks its live output; Enter, Exit and
+/// NextIteration pass the value to where the flow state routes it; the rest run their kernels.
+void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
+               std::vector<tensor> inputs, flow_tag tag) {
+  if (step->aborted.load(std::memory_order_acquire))
+    return;
+  bool dead = tag.dead && s.flow.kind != flow_kind::trigger;
+  tag.dead = false;
+  if (dead && s.crosses_processes && s.num_outputs == 0) {
+    // A Send of a dead value still sends (the Recv in the other process is waiting): an
+    // invalid tensor, which the Send kernel turns into its dead marker.
+    std::vector<tensor> inputs(s.bound.size());
+    fire(self, s, step, std::move(inputs), tag);
+    return;
+  }
+  if (dead) {
+    std::vector<tensor> none(size_t(s.num_outputs));
+    emit_flow(self, s, step, tag, none, nullptr, true);
+    return;
+  }
+  switch (s.flow.kind) {
+  case flow_kind::switch_op: {
+    if (!read_variables(s, step, inputs))
+      return;
+    const tensor& pred = inputs[1];
+    if (pred.type() != dtype::boolean || pred.num_elements() != 1) {
+      step->fail(invalid_argument("the predicate must be a bool scalar, got " +
+                                  std::string(name(pred.type())) + pred.shape().to_string())
+                     .with_context(s.describe()));
+      return;
+    }
+    bool taken = *pred.data<bool>();
+    std::vector<tensor> outs{inputs[0], inputs[0]};
+    std::vector<char> dead_outputs{char(taken), char(!taken)};
+    emit_flow(self, s, step, tag, outs, &dead_outputs, false);
+    return;
+  }
+  case flow_kind::enter:
+  case flow_kind::exit:
+  case flow_kind::next_iteration: {
+    if (!read_variables(s, step, inputs))
+      return;
+    std::vector<tensor> outs{std::move(inputs[0])};
+    emit_flow(self, s, step, tag, outs, nullptr, false);
+    return;
+  }
+  default:
+    fire(self, s, step, std::move(inputs), tag);
+  }
+}
+
+/// Merge: the first live input of a (frame, iteration) goes out with its index; dead once all
+/// the inputs expected there (iteration 0 of a loop: the Enters; later: the NextIterations) are.
+void on_merge_input(node_actor::pointer self, node_state& state, const step_ptr& step,
+                    int32_t slot, tensor value, flow_tag tag) {
+  node_setup& s = *state.setup;
+  auto& fl = s.flow;
+  int expected = fl.back_inputs == 0 ? s.num_inputs
+                                     : (tag.iter == 0 ? fl.forward_inputs : fl.back_inputs);
+  auto live = [&] {
+    std::vector<tensor> outs{std::move(value), tensor::scalar<int32_t>(slot)};
+    emit_flow(self, s, step, {tag.frame, tag.iter, false}, outs, nullptr, false);
+  };
+  auto all_dead = [&] {
+    std::vector<tensor> none(2);
+    emit_flow(self, s, step, {tag.frame, tag.iter, false}, none, nullptr, true);
+  };
+  if (expected == 1) {
+    tag.dead ? all_dead() : live();
+    return;
+  }
+  auto& its = state.iterations;
+  auto it = std::find_if(its.begin(), its.end(), [&](const pending_iteration& p) {
+    return p.step == step->id && p.frame == tag.frame && p.iter == tag.iter;
+  });
+  if (it == its.end()) {
+    its.emplace_back(step->id, tag.frame, tag.iter, std::vector<tensor>());
+    it = its.end() - 1;
+  }
+  bool complete = ++it->arrived == expected;
+  bool fired = it->fired;
+  if (!tag.dead && !fired)
+    it->fired = true;
+  if (complete)
+    its.erase(it);
+  if (!tag.dead && !fired) {
+    live();
+  } else if (complete && !fired) {
+    all_dead();
+  } else {
+    std::vector<flow_message> none;
+    dispatch_flow(self, step, none, step->flow->consumed(tag));
+  }
+}
+
+void on_flow_input(node_actor::pointer self, node_state& state, const step_ptr& step,
+                   int32_t slot, tensor value, flow_tag tag) {
+  node_setup& s = *state.setup;
+  if (s.flow.kind == flow_kind::merge) {
+    on_merge_input(self, state, step, slot, std::move(value), tag);
+    return;
+  }
+  if (s.expected == 1) {
+    std::vector<tensor> inputs = s.bound;
+    inputs[size_t(slot)] = std::move(value);
+    fire_flow(self, s, step, std::move(inputs), tag);
+    return;
+  }
+  auto& its = state.iterations;
+  auto it = std::find_if(its.begin(), its.end(), [&](const pending_iteration& p) {
+    return p.step == step->id && p.frame == tag.frame && p.iter == tag.iter;
+  });
+  if (it == its.end()) {
+    its.emplace_back(step->id, tag.frame, tag.iter, s.bound);
+    it = its.end() - 1;
+  }
+  it->inputs[size_t(slot)] = std::move(value);
+  it->dead |= tag.dead;
+  if (++it->arrived == s.expected) {
+    auto inputs = std::move(it->inputs);
+    tag.dead = it->dead;
+    its.erase(it);
+    fire_flow(self, s, step, std::move(inputs), tag);
+    return;
+  }
+  std::vector<flow_message> none;
+  dispatch_flow(self, step, none, step->flow->consumed(tag));
+}
+
+} // namespace
+
+node_actor::behavior_type node_behavior(node_actor::pointer self,
+                                        std::shared_ptr<node_setup> setup) {
+  auto state = std::make_shared<node_state>();
+  state->setup = std::move(setup);
+  return {
+      [self, state](input_atom, step_ptr& step, int32_t slot, tensor& value) {
+        node_setup& s = *state->setup;
+        if (step->aborted.load(std::memory_order_acquire))
+          return;
+        if (s.expected == 1) {
+          std::vector<tensor> inputs = s.bound;
+          inputs[size_t(slot)] = std::move(value);
+          fire(self, s, step, std::move(inputs));
+          return;
+        }
+        auto& pending = state->pending;
+        auto it = std::find_if(pending.begin(), pending.end(),
+                               [&](const pending_step& p) { return p.id == step->id; });
+        if (it == pending.end()) {
+          pending.push_back({step->id, step, s.bound, 0});
+          it = pending.end() - 1;
+        }
+        it->inputs[size_t(slot)] = std::move(value);
+        if (++it->arrived == s.expected) {
+          auto inputs = std::move(it->inputs);
+          pending.erase(it);
+          fire(self, s, step, std::move(inputs));
+        }
+      },
+      [self, state](input_atom, step_ptr& step, int32_t slot, tensor& value, flow_tag tag) {
+        if (step->aborted.load(std::memory_order_acquire))
+          return;
+        on_flow_input(self, *state, step, slot, std::move(value), tag);
+      },
+      [self, state](start_atom, step_ptr& step) {
+        node_setup& s = *state->setup;
+        if (s.dynamic)
+          fire_flow(self, s, step, s.bound, step->flow->root_tag());
+        else
+          fire(self, s, step, s.bound);
+      },
+      [state](abort_atom, int64_t id) {
+        auto& pending = state->pending;
+        pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                     [id](const pending_step& p) { return p.id == id; }),
+                      pending.end());
+        auto& its = state->iterations;
+        its.erase(std::remove_if(its.begin(), its.end(),
+                                 [id](const pending_iteration& p) { return p.step == id; }),
+                  its.end());
+      },
+      [self, state](resume_atom, async_call_ptr& call) {
+        node_setup& s = *state->setup;
+        if (!call->result.ok()) {
+          call->step->fail(call->result.with_context(s.describe()));
+          return;
+        }
+        if (call->step->aborted.load(std::memory_order_acquire))
+          return;
+        if (call->step->trace)
+          record_trace(s, call->step, call->started, call->ctx->outputs(), call->tag);
+        emit(self, s, call->step, call->ctx->outputs(), call->tag);
+      },
+  };
+}
+
+} // namespace runnel

@@ -1,0 +1,291 @@
+#include <cblas.h>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "runnel/actors/exec/internal.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/ops/gpu/accelerator.hpp"
+#include "runnel/ops/gpu/simulated_gpu.hpp"
+#include "runnel/storage/example_parse.hpp"
+#include "runnel/storage/tf/events.hpp"
+
+namespace runnel {
+
+void configure_scheduler(caf::actor_system_config& cfg, int threads) {
+  cfg.set("scheduler.policy", caf::atom("stealing"));
+  cfg.set("scheduler.max-threads", size_t(threads));
+  cfg.set("scheduler.max-throughput", size_t(100));
+  // Idle workers poll without sleeping for a while (a sleep_for of even 1 µs costs ~100 µs
+  // on our VMs, and every session::run would pay it), then block on a condition variable that
+  // work arriving from outside the scheduler (a session's feed) signals.
+  cfg.set("work-stealing.moderate-poll-attempts", size_t(1000));
+  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan(0));
+  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));
+}
+
+bool is_metadata_op(const std::string& op) {
+  static const std::unordered_set<std::string> ops = {
+      "Const",      "Identity", "NoOp",        "Placeholder", "PlaceholderWithDefault",
+      "Shape",      "ShapeN",   "Size",        "Rank",        "Reshape",
+      "ExpandDims", "Squeeze",  "StopGradient", "VariableV2", "_Recv", "_Send"};
+  return ops.count(op) > 0;
+}
+
+const kernel_registry& runtime_kernels() {
+  static const kernel_registry* reg = [] {
+    auto* r = new kernel_registry;
+    register_builtin_kernels(*r);
+    register_parsing_kernels(*r);
+    register_summary_kernels(*r);
+    register_sendrecv_kernels(*r);
+    register_gpu_kernels(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
+  auto& d = *impl_;
+  d.options = std::move(options);
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = d.options.scheduler_threads > 0 ? d.options.scheduler_threads : cores;
+  d.config = std::make_unique<caf::actor_system_config>();
+  configure_scheduler(*d.config, threads);
+  d.system = std::make_unique<caf::actor_system>(*d.config);
+
+  static std::once_flag blas_warning;
+  std::call_once(blas_warning, [] {
+    if (auto better = blas_core_suggestion(); !better.empty())
+      std::fprintf(stderr,
+                   "runnel: OpenBLAS chose its generic %s kernels on a CPU that supports %s "
+                   "(CPUID hides the model); run with OPENBLAS_CORETYPE=%s for matrix products "
+                   "2-5x faster\n",
+                   blas_core().c_str(), better.c_str(), better.c_str());
+  });
+  // GPUs: found once per process, reported once; a device actor per visible GPU.
+  const auto& found = discover_gpus();
+  std::string visible_error;
+  d.gpus = visible_gpus(found, d.options.visible_gpus ? &*d.options.visible_gpus : nullptr,
+                        &visible_error);
+  if (!visible_error.empty())
+    throw error(invalid_argument("runtime_options: " + visible_error));
+  std::vector<std::unique_ptr<accelerator>> accelerators;
+  std::string gpu_failures;
+  for (auto& g : d.gpus) {
+    auto acc = make_gpu_accelerator(int(accelerators.size()), g.id, d.options.gpu_memory_limit);
+    if (acc.ok())
+      accelerators.push_back(std::move(acc).value());
+    else
+      gpu_failures += (gpu_failures.empty() ? "" : "; ") + acc.error().to_string();
+  }
+  for (int i = 0; i < d.options.simulated_gpus; ++i)
+    accelerators.push_back(make_simulated_gpu(
+        int(accelerators.size()),
+        d.options.gpu_memory_limit ? d.options.gpu_memory_limit : size_t(1) << 30));
+  if (accelerators.empty())
+    d.no_gpu_reason = "this runtime has no GPU (" +
+                      (!gpu_failures.empty() ? gpu_failures
+                       : found.gpus.empty()  ? found.why_none
+                                             : std::string("visible_gpus is empty")) +
+                      ")";
+  // What was found is said only when asked (RUNNEL_VERBOSE=1, --verbose in the tools): a
+  // graph that asks for a missing GPU is told why by its session (placement errors name the
+  // reason; soft placement says it once).
+  static std::once_flag gpu_report;
+  if (verbose_logging() || !gpu_failures.empty()) // a GPU that is there but unusable: always
+    std::call_once(gpu_report, [&] {
+    if (found.gpus.empty())
+      std::fprintf(stderr,
+                   "runnel: no GPU found (%s); work asking for /device:GPU:* runs on the CPU "
+                   "with soft placement\n",
+                   found.why_none.c_str());
+    else
+      std::fprintf(stderr, "runnel: %zu GPU(s): %s%s%s\n", found.gpus.size(),
+                   found.gpus[0].name.c_str(), gpu_failures.empty() ? "" : "; unusable: ",
+                   gpu_failures.c_str());
+  });
+  int n = std::max(1, d.options.cpu_devices);
+  int budget = d.options.device_threads;
+  if (budget == 0)
+    budget = n > 1 ? std::max(1, cores / n) : 0;
+  if (budget > 0)
+    // Each kernel gets the parallelism of its device's budget, through the device's thread pool;
+    // OpenBLAS must not add threads of its own behind the budgets' back. Process-wide.
+    set_blas_threads(1);
+  d.routes = std::make_unique<process_rendezvous>(
+      d.rendezvous,
+      "/job:" + d.options.job + "/replica:0/task:" + std::to_string(d.options.task) + "/");
+  d.devices.resize(size_t(n) + accelerators.size()); // the device actors keep their addresses
+  for (int i = 0; i < n; ++i) {
+    auto& dev = d.devices[size_t(i)];
+    dev.name = "/job:" + d.options.job + "/replica:0/task:" + std::to_string(d.options.task) +
+               "/device:cpu:" + std::to_string(i);
+    dev.type = device_type::cpu;
+    // The thread running a kernel joins its parallel loops, so the pool needs one thread fewer
+    // than the cores it may use.
+    int intra = d.options.intra_op_threads > 0 ? d.options.intra_op_threads
+                : budget > 0                     ? budget - 1
+                                                 : std::max(1, cores / n - 1);
+    dev.cpu = std::make_unique<cpu_device>(intra);
+    if (budget > 0)
+      dev.executor = std::make_unique<device_executor>(dev.name, budget);
+    dev.resources = std::make_unique<device_resources>(
+        *d.system, i == 0 ? nullptr : d.devices.front().resources.get(), d.routes.get());
+    dev.actor = spawn_device_actor(*d.system, dev);
+  }
+  for (size_t g = 0; g < accelerators.size(); ++g) {
+    auto& dev = d.devices[size_t(n) + g];
+    dev.name = "/job:" + d.options.job + "/replica:0/task:" + std::to_string(d.options.task) +
+               "/device:gpu:" + std::to_string(g);
+    dev.type = device_type::gpu;
+    dev.gpu = std::move(accelerators[g]);
+    // Variables placed on the GPU live in its memory; iterators are the runtime's (the CPU's).
+    dev.resources = std::make_unique<device_resources>(*d.system, d.devices.front().resources.get(),
+                                                       d.routes.get(), dev.gpu.get());
+    dev.actor = spawn_device_actor(*d.system, dev);
+  }
+}
+
+runtime::~runtime() {
+  // Sessions still open (a caller destroyed the runtime first) are closed now; their later
+  // destruction finds them closed and touches nothing.
+  // Another thread may be destroying a session meanwhile (a cluster worker deregistering a
+  // partition): the session is pinned while it is closed here (~session waits for that), and
+  // the loop waits until whoever closes it has taken it off the list.
+  for (;;) {
+    session* s = nullptr;
+    {
+      std::lock_guard lock(impl_->sessions_mu);
+      if (impl_->sessions.empty())
+        break;
+      s = impl_->sessions.back();
+      impl_->closing = s;
+    }
+    s->close(); // returns at once when another thread is already closing it
+    std::unique_lock lock(impl_->sessions_mu);
+    impl_->closing = nullptr;
+    impl_->sessions_cv.notify_all();
+    impl_->sessions_cv.wait(lock, [&] {
+      return std::find(impl_->sessions.begin(), impl_->sessions.end(), s) ==
+             impl_->sessions.end();
+    });
+  }
+  // GPU work still queued (kernels of aborted steps) runs and completes while its actors live.
+  for (auto& dev : impl_->devices)
+    if (dev.gpu)
+      dev.gpu->wait_idle();
+  {
+    caf::scoped_actor self(*impl_->system);
+    for (auto& dev : impl_->devices) {
+      // Drop the device's resources (variables stop their actors), then stop the device.
+      self->send(dev.actor, clear_atom::value);
+      self->send_exit(dev.actor, caf::exit_reason::user_shutdown);
+    }
+  }
+  for (auto& dev : impl_->devices)
+    dev.actor = nullptr;
+  impl_->system.reset(); // waits for every actor to finish
+  for (auto& dev : impl_->devices)
+    dev.executor.reset(); // runs what is left (kernels of aborted steps), joins
+}
+
+const std::vector<gpu_properties>& runtime::gpus() const {
+  return impl_->gpus;
+}
+
+const std::string& runtime::no_gpu_reason() const {
+  return impl_->no_gpu_reason;
+}
+
+result<transfer_stats> runtime::gpu_transfers(int id) const {
+  for (auto& dev : impl_->devices)
+    if (dev.gpu && dev.gpu->id() == id)
+      return dev.gpu->transfers();
+  return not_found("this runtime has no GPU " + std::to_string(id));
+}
+
+result<bfc_stats> runtime::gpu_memory(int id) const {
+  for (auto& dev : impl_->devices)
+    if (dev.gpu && dev.gpu->id() == id)
+      return dev.gpu->memory_stats();
+  return not_found("this runtime has no /device:GPU:" + std::to_string(id));
+}
+
+std::vector<std::string> runtime::devices() const {
+  std::vector<std::string> out;
+  for (auto& d : impl_->devices)
+    out.push_back(d.name);
+  return out;
+}
+
+namespace {
+
+/// Measures one thread's matrix-product rate and the memory copy bandwidth.
+device_params measure_cpu_params(int threads) {
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  device_params p;
+  constexpr int n = 256;
+  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
+  double best = 1e9;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n,
+                0.f, c.data(), n);
+    best = std::min(best, seconds(t0, clock::now()));
+  }
+  // OpenBLAS used its own threads unless budgets pinned it to one; scale a one-thread rate by the
+  // device's budget.
+  double rate = 2.0 * n * n * n / std::max(best, 1e-9);
+  p.flops_per_s = blas_threads() == 1 ? rate * std::max(1, threads) : rate;
+  std::vector<char> src(size_t(16) << 20, 1), dst(src.size());
+  best = 1e9;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = clock::now();
+    std::memcpy(dst.data(), src.data(), src.size());
+    best = std::min(best, seconds(t0, clock::now()));
+  }
+  p.bytes_per_s = 2.0 * double(src.size()) / std::max(best, 1e-9); // read + write
+  return p;
+}
+
+} // namespace
+
+const device_params& resolve_cpu_params(runtime::impl& d) {
+  std::call_once(d.cpu_params_once, [&d] {
+    if (d.options.cpu_params) {
+      d.cpu_params = *d.options.cpu_params;
+      return;
+    }
+    auto& dev = d.devices.front();
+    int threads = dev.executor ? dev.executor->num_threads()
+                               : int(std::max(1u, std::thread::hardware_concurrency()));
+    d.cpu_params = measure_cpu_params(threads);
+  });
+  return d.cpu_params;
+}
+
+const gpu_throughput& resolve_gpu_throughput(local_device& dev) {
+  std::call_once(*dev.gpu_measured, [&dev] { dev.gpu_speed = dev.gpu->measure(); });
+  return dev.gpu_speed;
+}
+
+const device_params& runtime::cpu_params() const {
+  return resolve_cpu_params(*impl_);
+}
+
+int runtime::device_threads() const {
+  auto& dev = impl_->devices.front();
+  return dev.executor ? dev.executor->num_threads() : 0;
+}
+
+const runtime_options& runtime::options() const {
+  return impl_->options;
+}
+
+} // namespace runnel

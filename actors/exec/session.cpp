@@ -1,0 +1,460 @@
+#include "runnel/actors/exec/session.hpp"
+
+#include <cstdio>
+#include <map>
+#include <semaphore>
+#include <unordered_map>
+
+#include "runnel/actors/exec/session_impl.hpp"
+#include "runnel/placement/cost_model.hpp"
+#include "runnel/placement/partition.hpp"
+#include "runnel/placement/placer.hpp"
+
+namespace runnel {
+namespace {
+
+int64_t encode(endpoint e) {
+  return (int64_t(e.node) << 16) | e.index;
+}
+
+} // namespace
+
+std::mutex shared_costs_mu;
+
+result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<output>& fetches,
+                                      const std::vector<operation>& targets,
+                                      std::function<void(step_state&)> extra_finish,
+                                      std::shared_ptr<trace_buffer> trace, int64_t step_id) {
+  std::vector<int64_t> key;
+  key.reserve(feeds.size() + fetches.size() + targets.size() + 3);
+  key.push_back(g.num_nodes());
+  std::vector<endpoint> feed_eps, fetch_eps;
+  std::vector<int> target_ids;
+  for (auto& [o, t] : feeds) {
+    if (&o.owner() != &g)
+      return invalid_argument("feed '" + o.name() + "' belongs to another graph");
+    auto& expected = o.shape();
+    if (t.type() != o.type() || !t.shape().is_compatible_with(expected))
+      return invalid_argument("feed '" + o.name() + "' expects a " + std::string(name(o.type())) +
+                              " tensor of shape " + expected.to_string() + ", got " +
+                              std::string(name(t.type())) + t.shape().to_string());
+    feed_eps.push_back(o.ep());
+    key.push_back(encode(o.ep()));
+  }
+  key.push_back(-1);
+  for (auto& o : fetches) {
+    if (&o.owner() != &g)
+      return invalid_argument("fetch '" + o.name() + "' belongs to another graph");
+    fetch_eps.push_back(o.ep());
+    key.push_back(encode(o.ep()));
+  }
+  key.push_back(-2);
+  for (auto& t : targets) {
+    if (&t.owner() != &g)
+      return invalid_argument("target '" + t.name() + "' belongs to another graph");
+    target_ids.push_back(t.node_id());
+    key.push_back(t.node_id());
+  }
+  for (size_t i = 0; i < feed_eps.size(); ++i)
+    for (size_t j = i + 1; j < feed_eps.size(); ++j)
+      if (feed_eps[i] == feed_eps[j])
+        return invalid_argument("'" + feeds[i].first.name() + "' is fed twice");
+
+  std::shared_ptr<instance> inst;
+  {
+    std::lock_guard lock(mu);
+    if (closed)
+      return cancelled("the session is closed");
+    auto it = instances.find(key);
+    if (it != instances.end()) {
+      inst = it->second;
+    } else {
+      RUNNEL_ASSIGN_OR_RETURN(inst, build(feed_eps, fetch_eps, target_ids));
+      instances.emplace(key, inst);
+    }
+    std::lock_guard active_lock(active_mu);
+    ++active;
+  }
+
+  inst->in_flight->acquire();
+  auto step = std::make_shared<step_state>();
+  step->trace = std::move(trace);
+  // Runtime-wide ids: Send/Recv of concurrent sessions share the rendezvous, keyed by step.
+  step->id = step_id != 0 ? step_id : rt.next_step_id.fetch_add(1, std::memory_order_relaxed);
+  step->remaining.store(inst->num_nodes, std::memory_order_relaxed);
+  step->fetches.resize(fetches.size());
+  step->actors = inst->actors;
+  step->on_finish = [this, inst, extra = std::move(extra_finish)](step_state& s) {
+    s.actors.reset();
+    if (inst->uses_rendezvous)
+      rt.rendezvous.end_step(s.id);
+    if (extra)
+      extra(s);
+    inst->in_flight->release();
+    std::lock_guard lock(active_mu);
+    if (--active == 0)
+      active_cv.notify_all();
+  };
+  for (size_t f = 0; f < fetches.size(); ++f)
+    if (inst->fed_fetches[f] >= 0)
+      step->fetches[f] = feeds[size_t(inst->fed_fetches[f])].second;
+  if (inst->num_nodes == 0) {
+    step->finish();
+    return step;
+  }
+  if (inst->flow) {
+    int64_t initial = int64_t(inst->sources.size());
+    for (auto& cs : inst->feed_consumers)
+      initial += int64_t(cs.size());
+    step->flow = std::make_shared<flow_state>(inst->flow, *step, initial);
+    auto root = step->flow->root_tag();
+    for (size_t i = 0; i < feeds.size(); ++i)
+      for (auto& c : inst->feed_consumers[i])
+        caf::anon_send(c.actor, input_atom::value, step, c.slot, feeds[i].second, root);
+    for (auto& a : inst->sources)
+      caf::anon_send(a, start_atom::value, step);
+    return step;
+  }
+  for (size_t i = 0; i < feeds.size(); ++i)
+    for (auto& c : inst->feed_consumers[i])
+      caf::anon_send(c.actor, input_atom::value, step, c.slot, feeds[i].second);
+  for (auto& a : inst->sources)
+    caf::anon_send(a, start_atom::value, step);
+  return step;
+}
+
+void session::impl::stop_instances() {
+  for (auto& [key, inst] : instances)
+    for (auto& a : inst->actors->nodes)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  instances.clear();
+}
+
+void session::fill_memory(run_metadata& md, const std::vector<output>& fetches) const {
+  const graph& g = impl_->g;
+  auto& nodes = md.nodes;
+  // Each traced node's buffers live from its start until its last traced consumer ends.
+  std::unordered_map<std::string_view, size_t> index;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    index.emplace(nodes[i].node, i);
+  int64_t step_end = 0;
+  for (auto& n : nodes)
+    step_end = std::max(step_end, n.end_ns);
+  std::vector<int64_t> free_at(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    free_at[i] = nodes[i].end_ns;
+  for (auto& [name, i] : index) {
+    auto v = g.find(name);
+    if (!v)
+      continue; // a Recv: it hands its Send's buffer on
+    for (auto& e : g.at(*v).inputs) {
+      auto it = index.find(g.at(e.node).name);
+      if (it != index.end())
+        free_at[it->second] = std::max(free_at[it->second], nodes[i].end_ns);
+    }
+  }
+  for (auto& f : fetches) {
+    auto it = index.find(g.at(f.node_id()).name);
+    if (it != index.end())
+      free_at[it->second] = step_end;
+  }
+  md.peak_bytes_per_device.clear();
+  md.memory_timeline.clear();
+  for (auto& d : impl_->rt.devices) {
+    // (time, +bytes) at starts and (time, -bytes) at frees; at equal times allocations first.
+    std::vector<std::pair<int64_t, int64_t>> events;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      // A Recv's output is its Send's buffer, counted on the producer's device until its last
+      // consumer anywhere ends.
+      if (nodes[i].device == d.name && nodes[i].output_bytes > 0 && nodes[i].op != "_Recv") {
+        events.emplace_back(nodes[i].start_ns, nodes[i].output_bytes);
+        events.emplace_back(free_at[i], -nodes[i].output_bytes);
+      }
+    std::sort(events.begin(), events.end(), [](auto& a, auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    int64_t live = 0, peak = 0;
+    std::vector<std::pair<int64_t, int64_t>> series;
+    for (auto& [t, delta] : events) {
+      live += delta;
+      peak = std::max(peak, live);
+      if (!series.empty() && series.back().first == t)
+        series.back().second = live;
+      else
+        series.emplace_back(t, live);
+    }
+    md.peak_bytes_per_device.emplace_back(d.name, peak);
+    md.memory_timeline.push_back(std::move(series));
+  }
+}
+
+namespace {
+
+std::mutex& hook_factories_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<session_hook_factory>& hook_factories() {
+  static std::vector<session_hook_factory> factories;
+  return factories;
+}
+
+} // namespace
+
+bool register_session_hook(session_hook_factory factory) {
+  std::lock_guard lock(hook_factories_mu());
+  hook_factories().push_back(std::move(factory));
+  return true;
+}
+
+session::session(runtime& rt, const graph& g, session_options options)
+    : impl_(std::make_unique<impl>(rt.internals(), g, options)) {
+  {
+    std::lock_guard lock(hook_factories_mu());
+    for (auto& make : hook_factories())
+      if (auto h = make(g))
+        hooks_.push_back(std::move(h));
+  }
+  std::lock_guard lock(impl_->rt.sessions_mu);
+  impl_->rt.sessions.push_back(this);
+}
+
+status session::run_hooks(const std::vector<operation>& targets) {
+  for (auto& h : hooks_)
+    RUNNEL_RETURN_IF_ERROR(h->before_run(*this, targets));
+  return {};
+}
+
+session::session(runtime& rt, const graph& g, const std::string& target,
+                 session_options options)
+    : session(rt, g, options) {
+  remote_ = make_remote_session(g, target, options);
+}
+
+session::~session() {
+  close();
+  // The runtime's destructor may be closing this session on its own thread: wait for it.
+  std::unique_lock lock(impl_->rt.sessions_mu);
+  impl_->rt.sessions_cv.wait(lock, [&] { return impl_->rt.closing != this; });
+}
+
+result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
+                                         const std::vector<operation>& targets) {
+  return run(feeds, fetches, targets, run_options{}, nullptr);
+}
+
+result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
+                                         const std::vector<operation>& targets,
+                                         const run_options& options, run_metadata* metadata) {
+  RUNNEL_RETURN_IF_ERROR(run_hooks(targets));
+  if (remote_) {
+    auto f = run_remote(*remote_, feeds, fetches, targets);
+    return f.get();
+  }
+  std::shared_ptr<trace_buffer> trace;
+  if (options.trace)
+    trace = std::make_shared<trace_buffer>();
+  RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr, trace,
+                                                      options.step_id));
+  if (options.timeout.count() > 0) {
+    if (!step->wait_for(options.timeout))
+      step->fail(deadline_exceeded("the step did not finish within " +
+                                   std::to_string(options.timeout.count()) +
+                                   " ms (run_options::timeout)"));
+    step->wait();
+  } else {
+    step->wait();
+  }
+  if (trace && metadata) {
+    {
+      std::lock_guard lock(trace->mu);
+      metadata->nodes = trace->nodes;
+    }
+    metadata->output_bytes_per_device.clear();
+    for (auto& d : impl_->rt.devices) {
+      int64_t bytes = 0;
+      for (auto& n : metadata->nodes)
+        if (n.device == d.name)
+          bytes += n.output_bytes;
+      metadata->output_bytes_per_device.emplace_back(d.name, bytes);
+    }
+    fill_memory(*metadata, fetches);
+    if (impl_->options.costs) {
+      std::lock_guard costs_lock(shared_costs_mu);
+      learn_costs(*metadata, *impl_->options.costs);
+    }
+  }
+  if (step->aborted.load(std::memory_order_acquire)) {
+    std::lock_guard lock(step->error_mu);
+    return step->error;
+  }
+  return std::move(step->fetches);
+}
+
+void learn_costs(const run_metadata& metadata, cost_model& costs) {
+  for (auto& n : metadata.nodes) {
+    auto spec = device_spec::parse(n.device);
+    if (spec && spec->type)
+      costs.record(n.node, *spec->type, double(n.end_ns - n.start_ns) / 1e9);
+  }
+}
+
+std::string run_metadata::to_chrome_trace() const {
+  // Devices become threads (tracks) of one process, in order of first appearance.
+  std::vector<std::string> devices;
+  auto track = [&](const std::string& d) {
+    auto it = std::find(devices.begin(), devices.end(), d);
+    if (it != devices.end())
+      return int(it - devices.begin());
+    devices.push_back(d);
+    return int(devices.size() - 1);
+  };
+  auto quote = [](const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\')
+        out += '\\';
+      if (static_cast<unsigned char>(c) < 0x20)
+        continue;
+      out += c;
+    }
+    return out + "\"";
+  };
+  std::string events;
+  char buf[128];
+  for (auto& n : nodes) {
+    int tid = track(n.device);
+    std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
+                  tid, double(n.start_ns) / 1e3, double(n.end_ns - n.start_ns) / 1e3);
+    events += (events.empty() ? "" : ",\n") + std::string("{\"name\":") + quote(n.node) +
+              ",\"cat\":" + quote(n.op) + buf + ",\"args\":{\"op\":" + quote(n.op) +
+              ",\"output_bytes\":" + std::to_string(n.output_bytes) +
+              (n.frame.empty() ? std::string()
+                               : ",\"frame\":" + quote(n.frame) +
+                                     ",\"iteration\":" + std::to_string(n.iteration)) +
+              "}}";
+  }
+  // Live output bytes per device as counter tracks.
+  for (size_t d = 0; d < memory_timeline.size() && d < peak_bytes_per_device.size(); ++d)
+    for (auto& [t, bytes] : memory_timeline[d]) {
+      std::snprintf(buf, sizeof buf, ",\"ph\":\"C\",\"pid\":0,\"ts\":%.3f,\"args\":{\"bytes\":%lld}}",
+                    double(t) / 1e3, static_cast<long long>(bytes));
+      events += (events.empty() ? "" : ",\n") + std::string("{\"name\":") +
+                quote("memory " + peak_bytes_per_device[d].first) + buf;
+    }
+  for (size_t i = 0; i < devices.size(); ++i)
+    events += (events.empty() ? "" : ",\n") +
+              std::string("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":") +
+              std::to_string(i) + ",\"args\":{\"name\":" + quote(devices[i]) + "}}";
+  return "{\"traceEvents\":[\n" + events + "\n],\"displayTimeUnit\":\"ns\"}\n";
+}
+
+result<std::vector<tensor>> session::run(const named_feed_list& feeds,
+                                         const std::vector<std::string>& fetches,
+                                         const std::vector<std::string>& targets) {
+  // The graph is const here; outputs need a mutable pointer only to hand out handles.
+  auto& g = const_cast<graph&>(impl_->g);
+  feed_list f;
+  for (auto& [name, t] : feeds) {
+    auto e = g.find_endpoint(name);
+    if (!e)
+      return e.error().with_context("feed '" + name + "'");
+    f.emplace_back(output(&g, *e), t);
+  }
+  std::vector<output> outs;
+  for (auto& name : fetches) {
+    auto e = g.find_endpoint(name);
+    if (!e)
+      return e.error().with_context("fetch '" + name + "'");
+    outs.emplace_back(&g, *e);
+  }
+  std::vector<operation> ops;
+  for (auto& name : targets) {
+    auto id = g.find(name);
+    if (!id)
+      return not_found("target '" + name + "': no node named '" + name + "' in the graph");
+    ops.emplace_back(&g, *id);
+  }
+  return run(f, outs, ops);
+}
+
+void session::run_callback(const feed_list& feeds, const std::vector<output>& fetches,
+                           const std::vector<operation>& targets,
+                           std::function<void(result<std::vector<tensor>>)> done) {
+  run_callback(feeds, fetches, targets, run_options{}, std::move(done));
+}
+
+void session::run_callback(const feed_list& feeds, const std::vector<output>& fetches,
+                           const std::vector<operation>& targets, const run_options& options,
+                           std::function<void(result<std::vector<tensor>>)> done) {
+  if (status st = run_hooks(targets); !st.ok())
+    return done(st);
+  if (remote_) {
+    run_remote_callback(*remote_, feeds, fetches, targets, std::move(done));
+    return;
+  }
+  auto shared = std::make_shared<std::function<void(result<std::vector<tensor>>)>>(std::move(done));
+  auto started = impl_->start(feeds, fetches, targets, [shared](step_state& s) {
+    if (s.aborted.load(std::memory_order_acquire)) {
+      status error;
+      {
+        std::lock_guard lock(s.error_mu);
+        error = s.error;
+      }
+      (*shared)(std::move(error));
+    } else {
+      (*shared)(std::move(s.fetches));
+    }
+  }, nullptr, options.step_id);
+  if (!started)
+    (*shared)(started.error());
+}
+
+std::future<result<std::vector<tensor>>> session::run_async(const feed_list& feeds,
+                                                            const std::vector<output>& fetches,
+                                                            const std::vector<operation>& targets) {
+  auto promise = std::make_shared<std::promise<result<std::vector<tensor>>>>();
+  auto future = promise->get_future();
+  run_callback(feeds, fetches, targets,
+               [promise](result<std::vector<tensor>> r) { promise->set_value(std::move(r)); });
+  return future;
+}
+
+void session::close() {
+  for (auto& h : hooks_) // a hook's loop may run steps of this session: end it first
+    h->stop();
+  if (remote_)
+    close_remote(*remote_);
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->closed)
+      return;
+    impl_->closed = true;
+  }
+  {
+    std::unique_lock lock(impl_->active_mu);
+    impl_->active_cv.wait(lock, [&] { return impl_->active == 0; });
+  }
+  std::lock_guard lock(impl_->mu);
+  impl_->stop_instances();
+  std::lock_guard sessions_lock(impl_->rt.sessions_mu);
+  auto& open = impl_->rt.sessions;
+  open.erase(std::remove(open.begin(), open.end(), this), open.end());
+  impl_->rt.sessions_cv.notify_all();
+}
+
+runtime::impl& session::runtime_internals() const {
+  return impl_->rt;
+}
+
+bool session::closed() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->closed;
+}
+
+size_t session::num_instances() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->instances.size();
+}
+
+} // namespace runnel

@@ -1,0 +1,398 @@
+// The `runnel` command-line tool.
+//
+//   runnel ckpt inspect FILE [--values]   variables, dtypes, shapes, global step (+ summaries)
+//   runnel graph dump FILE                a saved GraphDef as text
+//
+// Errors go to stderr, with exit status 1 (bad input) or 2 (bad usage).
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runnel/apps/cli/cli_common.hpp"
+#include "runnel/apps/support/records_tools.hpp"
+#include "runnel/placement/cost_model.hpp"
+#include "runnel/placement/dot.hpp"
+#include "runnel/net/graph_def.hpp"
+#include "runnel/storage/checkpoint.hpp"
+#include "runnel/storage/example.hpp"
+#include "runnel/storage/record_file.hpp"
+#include "runnel/storage/record_index.hpp"
+
+using namespace runnel;
+using runnel::cli::fail;
+using runnel::cli::usage_error;
+using runnel::cli::wants_help;
+
+namespace {
+
+const char* main_usage =
+    "usage: runnel <command> [args]\n"
+    "commands:\n"
+    "  ckpt inspect FILE|DIR [--values] [--json]  a checkpoint's variables (value summaries)\n"
+    "  ckpt verify DIR                check that DIR/checkpoint names whole, readable files\n"
+    "  graph dump FILE                print a saved graph, one node per line\n"
+    "  graph dot FILE [--place P]     the graph for Graphviz, nodes colored by device\n"
+    "  graph import MODEL.pb          check a TensorFlow GraphDef (.pb/.pbtxt) and summarize it\n"
+    "  graph export GRAPH OUT.pb      write a graph as a TensorFlow GraphDef (.pb/.pbtxt)\n"
+    "  run MODEL --feed X=IN.npy --fetch Y [--out OUT.npy]   run a graph on NumPy arrays\n"
+    "  events cat FILE|LOGDIR [--json]   TensorBoard event files: scalars, tags, graphs\n"
+    "  keras import MODEL.h5 --out OUT.pb  a Keras model as a graph (inputs/outputs by layer)\n"
+    "  records count FILE...          count the records of TFRecord files\n"
+    "  records verify FILE...         check every record's CRCs; non-zero exit on corruption\n"
+    "  records cat FILE [--limit N] [--raw]   records as JSON lines (decoded Examples)\n"
+    "  records index FILE...          write FILE.index sidecars (counts and random access)\n"
+    "  records stats FILE...          per feature: type, length range, value range\n"
+    "  records convert --idx IMAGES LABELS OUT [--shards N] [--gzip]\n"
+    "  records convert --csv FILE OUT [--shards N] [--gzip]\n"
+    "                                 write sharded record files of Examples\n"
+    "Run `runnel <command> <subcommand> --help` for details. --verbose anywhere prints\n"
+    "informational lines on stderr (the GPUs found, ...); so does RUNNEL_VERBOSE=1.\n";
+
+const char* ckpt_usage =
+    "usage: runnel ckpt inspect FILE|DIR [--values] [--json]\n"
+    "       runnel ckpt verify DIR\n"
+    "Lists the variables of an HDF5 checkpoint (written by Runnel, or any HDF5 weights file):\n"
+    "name, dtype and shape, and the file's global step. With --values, also min, max, mean,\n"
+    "standard deviation and the first values of each. DIR: the latest checkpoint its `checkpoint`\n"
+    "state file names. Datasets of types Runnel cannot read are listed as such. --json: one\n"
+    "object with the variables' names, dtypes and shapes.\n"
+    "verify: the state file DIR/checkpoint must name a latest checkpoint, and it and every other\n"
+    "file it lists must exist and read whole (each in a child process: a crash inside libhdf5 on a\n"
+    "damaged file is a failure, not a crash of this command). Exit 0: all good; 1: the problems\n"
+    "are listed.\n";
+
+const char* graph_usage =
+    "usage: runnel graph dump FILE [--json]\n"
+    "       runnel graph import MODEL.pb|MODEL.pbtxt [--out FILE.graph]\n"
+    "       runnel graph export GRAPH OUT.pb|OUT.pbtxt\n"
+    "       runnel graph dot FILE [--place first|cost] [--devices N] [--explain]\n"
+    "FILE and GRAPH are any graph file: a Runnel graph file (save_graph) or a TensorFlow\n"
+    "GraphDef (.pb binary or .pbtxt text, as keras import and graph export write).\n"
+    "dump prints a graph, one node per line:\n"
+    "  name = Op(inputs, ^control_inputs) {attrs} -> output dtypes and shapes @device\n"
+    "dot prints it for Graphviz (dot -Tsvg), nodes colored by device: the devices the nodes\n"
+    "request, or with --place the devices a placer picks over N virtual CPUs (default 2);\n"
+    "--explain prints the cost-model placer's reasons on stderr.\n";
+
+std::string summary(const tensor& t) {
+  if (t.type() == dtype::string) {
+    std::string s = "values:";
+    for (int64_t i = 0; i < std::min<int64_t>(t.num_elements(), 3); ++i)
+      s += " \"" + t.flat<std::string>()[size_t(i)] + "\"";
+    return s;
+  }
+  int64_t n = t.num_elements();
+  if (n == 0)
+    return "empty";
+  double lo = INFINITY, hi = -INFINITY, sum = 0, sq = 0;
+  int64_t nan = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = element_as_double(t, i);
+    if (std::isnan(v)) {
+      ++nan;
+      continue;
+    }
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+    sq += v * v;
+  }
+  double count = double(n - nan), mean = count ? sum / count : 0;
+  double sd = count ? std::sqrt(std::max(0.0, sq / count - mean * mean)) : 0;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "min %.6g  max %.6g  mean %.6g  std %.6g%s  first %s", lo, hi,
+                mean, sd, nan ? ("  nan " + std::to_string(nan)).c_str() : "",
+                t.reshaped(shape{n}).value().values_to_string(4).c_str());
+  return buf;
+}
+
+int ckpt_verify(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(ckpt_usage, stdout);
+    return 0;
+  }
+  if (args.size() != 1)
+    return usage_error("ckpt verify needs one DIR", ckpt_usage);
+  const std::string& dir = args[0];
+  auto st = read_checkpoint_state(dir);
+  if (!st)
+    return fail(st.error());
+  std::vector<std::string> files = st->all;
+  if (std::find(files.begin(), files.end(), st->latest) == files.end())
+    files.push_back(st->latest);
+  int bad = 0;
+  for (auto& f : files) {
+    std::string path = dir + "/" + f;
+    status s = ::access(path.c_str(), R_OK) == 0 ? verify_checkpoint_isolated(path)
+                                                 : not_found(path + " is listed but missing");
+    std::printf("%s %s%s\n", s.ok() ? "ok " : "BAD", path.c_str(),
+                f == st->latest ? " (latest)" : "");
+    if (!s.ok()) {
+      std::printf("    %s\n", s.message().c_str());
+      ++bad;
+    }
+  }
+  return bad ? 1 : 0;
+}
+
+int ckpt_inspect(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(ckpt_usage, stdout);
+    return 0;
+  }
+  std::string file;
+  bool values = false, json = false;
+  for (auto& a : args) {
+    if (a == "--values")
+      values = true;
+    else if (a == "--json")
+      json = true;
+    else if (!a.empty() && a[0] == '-')
+      return usage_error("unknown option " + a, ckpt_usage);
+    else if (file.empty())
+      file = a;
+    else
+      return usage_error("unexpected argument " + a, ckpt_usage);
+  }
+  if (file.empty())
+    return usage_error("ckpt inspect needs a FILE or DIR", ckpt_usage);
+  // A folder: the latest checkpoint its `checkpoint` state file names.
+  if (std::filesystem::is_directory(file)) {
+    auto st = read_checkpoint_state(file);
+    if (!st)
+      return fail(st.error());
+    file = (std::filesystem::path(file) / st->latest).string();
+  }
+  auto entries = list_checkpoint(file);
+  if (!entries)
+    return fail(entries.error());
+  auto step = read_checkpoint_global_step(file);
+  if (!step)
+    return fail(step.error());
+  int64_t total = 0;
+  if (json) {
+    nlohmann::ordered_json j;
+    j["checkpoint"] = file;
+    j["global_step"] = *step ? nlohmann::ordered_json(**step) : nlohmann::ordered_json();
+    auto vars = nlohmann::ordered_json::array();
+    for (auto& e : *entries) {
+      nlohmann::ordered_json v;
+      v["name"] = e.name;
+      v["dtype"] = e.unsupported.empty() ? std::string(name(e.type)) : "unsupported";
+      v["shape"] = e.dims.dims();
+      if (!e.unsupported.empty())
+        v["unsupported"] = e.unsupported;
+      total += std::max<int64_t>(e.dims.num_elements(), 0);
+      vars.push_back(std::move(v));
+    }
+    j["variables"] = std::move(vars);
+    j["total_values"] = total;
+    std::printf("%s\n",
+                j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("checkpoint: %s\n", file.c_str());
+  std::printf("global_step: %s\n", *step ? std::to_string(**step).c_str() : "(none)");
+  std::printf("variables: %zu\n", entries->size());
+  size_t width = 4;
+  for (auto& e : *entries)
+    width = std::max(width, e.name.size());
+  for (auto& e : *entries) {
+    if (!e.unsupported.empty()) {
+      std::printf("  %-*s  %-8s %s  (%s)\n", int(width), e.name.c_str(), "?",
+                  e.dims.to_string().c_str(), e.unsupported.c_str());
+      continue;
+    }
+    std::printf("  %-*s  %-8s %s\n", int(width), e.name.c_str(), std::string(name(e.type)).c_str(),
+                e.dims.to_string().c_str());
+    total += std::max<int64_t>(e.dims.num_elements(), 0);
+    if (values) {
+      auto t = read_checkpoint_tensors(file, {e.name});
+      if (!t)
+        return fail(t.error());
+      std::printf("  %-*s  %s\n", int(width), "", summary(t->begin()->second).c_str());
+    }
+  }
+  std::printf("total: %lld values\n", static_cast<long long>(total));
+  return 0;
+}
+
+int graph_dump(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(graph_usage, stdout);
+    return 0;
+  }
+  std::vector<std::string> files;
+  bool json = false;
+  for (auto& a : args) {
+    if (a == "--json")
+      json = true;
+    else if (!a.empty() && a[0] == '-')
+      return usage_error("unknown option " + a, graph_usage);
+    else
+      files.push_back(a);
+  }
+  if (files.size() != 1)
+    return usage_error("graph dump needs exactly one FILE", graph_usage);
+  auto g = cli::load_any_graph(files[0]);
+  if (!g)
+    return fail(g.error());
+  if (!json) {
+    std::fputs(g->to_text().c_str(), stdout);
+    return 0;
+  }
+  // One object per node: name, op, inputs, device, attributes (rendered) and outputs.
+  for (auto& n : g->nodes()) {
+    auto d = n.to_def(*g);
+    nlohmann::ordered_json j;
+    j["name"] = n.name;
+    j["op"] = n.op;
+    j["inputs"] = d.inputs;
+    if (!n.device.empty())
+      j["device"] = n.device;
+    auto attrs = nlohmann::ordered_json::object();
+    for (auto& [k, v] : n.attrs)
+      attrs[k] = attr_to_string(v);
+    j["attrs"] = std::move(attrs);
+    auto outs = nlohmann::ordered_json::array();
+    for (int i = 0; i < n.num_outputs(); ++i)
+      outs.push_back({{"dtype", std::string(name(n.output_types[size_t(i)]))},
+                      {"shape", n.output_shapes[size_t(i)].has_known_rank()
+                                    ? nlohmann::ordered_json(n.output_shapes[size_t(i)].dims())
+                                    : nlohmann::ordered_json()}});
+    j["outputs"] = std::move(outs);
+    std::printf("%s\n",
+                j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+  }
+  return 0;
+}
+
+int graph_dot(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(graph_usage, stdout);
+    return 0;
+  }
+  std::string file, policy;
+  int64_t devices = 2;
+  bool explain = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--place" && i + 1 < args.size()) {
+      policy = args[++i];
+    } else if (args[i] == "--devices" && i + 1 < args.size()) {
+      devices = std::atoll(args[++i].c_str());
+    } else if (args[i] == "--explain") {
+      explain = true;
+    } else if (file.empty() && !args[i].empty() && args[i][0] != '-') {
+      file = args[i];
+    } else {
+      return usage_error("graph dot: unexpected argument '" + args[i] + "'", graph_usage);
+    }
+  }
+  if (file.empty())
+    return usage_error("graph dot needs a FILE", graph_usage);
+  if (!policy.empty() && policy != "first" && policy != "cost")
+    return usage_error("--place must be first or cost, got '" + policy + "'", graph_usage);
+  if (devices < 1 || devices > 64)
+    return usage_error("--devices must be between 1 and 64", graph_usage);
+  auto g = cli::load_any_graph(file);
+  if (!g)
+    return fail(g.error());
+  if (policy.empty()) {
+    std::fputs(to_dot(*g).c_str(), stdout);
+    return 0;
+  }
+  auto devs = local_cpu_devices(int(devices));
+  auto nodes = all_nodes(*g);
+  auto any = any_kernel;
+  std::vector<size_t> where;
+  if (policy == "cost") {
+    cost_model costs;
+    auto p = place_greedy(*g, nodes, devs, std::vector<device_params>(devs.size()), costs, any,
+                          {.allow_soft_placement = true});
+    if (!p)
+      return fail(p.error());
+    if (explain)
+      std::fputs(p->explain(*g, nodes, devs).c_str(), stderr);
+    where = p->device;
+  } else {
+    auto p = place_simple(*g, nodes, devs, any, {.allow_soft_placement = true});
+    if (!p)
+      return fail(p.error());
+    where = *p;
+  }
+  std::vector<std::string> names;
+  for (auto d : where)
+    names.push_back(devs[d].name);
+  std::fputs(to_dot(*g, &names).c_str(), stdout);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) { // --verbose anywhere: informational lines on stderr
+    if (std::string(argv[i]) == "--verbose")
+      runnel::set_verbose_logging(true);
+    else
+      args.emplace_back(argv[i]);
+  }
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(main_usage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args.size() >= 2 && args[0] == "ckpt" && args[1] == "verify")
+    return ckpt_verify({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "ckpt" && args[1] == "inspect")
+    return ckpt_inspect({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "graph" && args[1] == "dump")
+    return graph_dump({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "graph" && args[1] == "import")
+    return runnel::cli::graph_import({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "graph" && args[1] == "export")
+    return runnel::cli::graph_export({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "events" && args[1] == "cat")
+    return runnel::cli::events_cat({args.begin() + 2, args.end()});
+  if (args[0] == "events")
+    return wants_help(args) ? (std::fputs(runnel::cli::events_usage, stdout), 0)
+                            : usage_error("unknown events command", runnel::cli::events_usage);
+  if (args.size() >= 2 && args[0] == "keras" && args[1] == "import")
+    return runnel::cli::keras_import({args.begin() + 2, args.end()});
+  if (args[0] == "keras")
+    return wants_help(args) ? (std::fputs(runnel::cli::keras_usage, stdout), 0)
+                            : usage_error("unknown keras command", runnel::cli::keras_usage);
+  if (args[0] == "run")
+    return runnel::cli::run_model({args.begin() + 1, args.end()});
+  if (args.size() >= 2 && args[0] == "graph" && args[1] == "dot")
+    return graph_dot({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "records" && args[1] == "convert")
+    return runnel::cli::records_convert({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "records" && args[1] == "stats")
+    return runnel::cli::records_stats({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "records" && args[1] == "cat")
+    return runnel::cli::records_cat({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "records" &&
+      (args[1] == "count" || args[1] == "verify" || args[1] == "index"))
+    return runnel::cli::records(args[1], {args.begin() + 2, args.end()});
+  if (args[0] == "records")
+    return wants_help(args) ? (std::fputs(runnel::cli::records_usage, stdout), 0)
+                            : usage_error(args.size() < 2 ? "records needs a command"
+                                                          : "unknown records command '" +
+                                                                args[1] + "'",
+                                          runnel::cli::records_usage);
+  if (args[0] == "ckpt")
+    return args.size() >= 2 && wants_help(args) ? (std::fputs(ckpt_usage, stdout), 0)
+                                                : usage_error("unknown ckpt command", ckpt_usage);
+  if (args[0] == "graph")
+    return args.size() >= 2 && wants_help(args) ? (std::fputs(graph_usage, stdout), 0)
+                                                : usage_error("unknown graph command", graph_usage);
+  return usage_error("unknown command '" + args[0] + "'", main_usage);
+}

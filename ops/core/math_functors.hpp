@@ -1,0 +1,313 @@
+#pragma once
+// Element-wise math, written once for the CPU kernels (ops/cpu/elementwise.cpp) and the CUDA
+// ones (ops/cuda/elementwise.cu): each functor's `apply` computes one element and compiles as
+// host and device code, so the CPU tests check the arithmetic both devices run.
+//
+//   float y = op_add::apply(1.0f, 2.0f);                 // 3
+//   bool  z = op_greater::apply(int32_t(2), int32_t(1)); // true
+//   float h = to_float(bfloat16(0.5f));                  // 16-bit floats compute through float
+//
+// 16-bit floats (half, bfloat16) are never computed in directly: kernels widen each element to
+// float, apply the float functor and round back (`widen_apply`).
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "runnel/ops/core/dtype.hpp"
+
+#if defined(__CUDACC__)
+#define RUNNEL_HD __host__ __device__ inline
+#else
+#define RUNNEL_HD inline
+#endif
+
+namespace runnel {
+
+// --- 16-bit float conversions usable on both sides --------------------------------------------
+
+RUNNEL_HD float bits_as_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+RUNNEL_HD uint32_t float_as_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+/// bfloat16 bits to float: the bits are float32's upper half.
+RUNNEL_HD float bf16_bits_to_float(uint16_t b) {
+  return bits_as_float(uint32_t(b) << 16);
+}
+/// float to bfloat16 bits, rounding to nearest even; NaN stays a quiet NaN.
+RUNNEL_HD uint16_t float_to_bf16_bits(float f) {
+  uint32_t x = float_as_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((x >> 16) | 0x40u);
+  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+/// IEEE half bits to float (subnormals, infinities and NaN included).
+RUNNEL_HD float half_bits_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f)
+    return bits_as_float(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) // zero or subnormal: mant * 2^-24, exact in float
+    return bits_as_float(sign) + (sign ? -1.0f : 1.0f) * float(mant) * 5.9604644775390625e-8f;
+  return bits_as_float(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+/// float to IEEE half bits, rounding to nearest even; overflow gives infinity.
+RUNNEL_HD uint16_t float_to_half_bits(float f) {
+  uint32_t x = float_as_bits(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t exp = (x >> 23) & 0xffu;
+  uint32_t mant = x & 0x7fffffu;
+  if (exp == 0xff)
+    return uint16_t(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  int e = int(exp) - 112;
+  if (e >= 0x1f)
+    return uint16_t(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10)
+      return uint16_t(sign);
+    mant |= 0x800000u;
+    uint32_t shift = uint32_t(14 - e);
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (h & 1u)))
+      ++h;
+    return uint16_t(sign | h);
+  }
+  uint32_t h = sign | (uint32_t(e) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+    ++h; // may carry into the exponent, which is the right rounding
+  return uint16_t(h);
+}
+
+template <class T> constexpr bool is_half_float_v =
+    std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
+/// The type an element computes in: float for the 16-bit floats, itself otherwise.
+template <class T> using compute_t = std::conditional_t<is_half_float_v<T>, float, T>;
+
+template <class T> RUNNEL_HD compute_t<T> to_compute(T v) {
+  if constexpr (std::is_same_v<T, half>)
+    return half_bits_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return bf16_bits_to_float(v.bits);
+  else
+    return v;
+}
+template <class T> RUNNEL_HD T from_compute(compute_t<T> v) {
+  T out{};
+  if constexpr (std::is_same_v<T, half>)
+    out.bits = float_to_half_bits(v);
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    out.bits = float_to_bf16_bits(v);
+  else
+    out = v;
+  return out;
+}
+
+template <class T> RUNNEL_HD T int_pow(T base, T exp) {
+  T result = 1;
+  while (exp > 0) {
+    if (exp & 1)
+      result *= base;
+    base *= base;
+    exp >>= 1;
+  }
+  return result;
+}
+
+// --- Binary functors (TensorFlow's argument order for the gradient helpers) -------------------
+
+struct op_add {
+  template <class T> RUNNEL_HD static T apply(T a, T b) { return T(a + b); }
+};
+struct op_sub {
+  template <class T> RUNNEL_HD static T apply(T a, T b) { return T(a - b); }
+};
+struct op_mul {
+  template <class T> RUNNEL_HD static T apply(T a, T b) { return T(a * b); }
+};
+struct op_div {
+  template <class T> RUNNEL_HD static T apply(T a, T b) { return T(a / b); }
+};
+struct op_floor_div {
+  template <class T> RUNNEL_HD static T apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      T q = a / b;
+      return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
+    } else {
+      return std::floor(a / b);
+    }
+  }
+};
+struct op_mod { // Python semantics: the result has the divisor's sign (TensorFlow's FloorMod)
+  template <class T> RUNNEL_HD static T apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      T r = a % b;
+      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+    } else {
+      T r = std::fmod(a, b);
+      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+    }
+  }
+};
+struct op_maximum {
+  template <class T> RUNNEL_HD static T apply(T p, T q) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(p) || std::isnan(q))
+        return std::numeric_limits<T>::quiet_NaN();
+    return p > q ? p : q;
+  }
+};
+struct op_minimum {
+  template <class T> RUNNEL_HD static T apply(T p, T q) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(p) || std::isnan(q))
+        return std::numeric_limits<T>::quiet_NaN();
+    return p < q ? p : q;
+  }
+};
+struct op_pow {
+  template <class T> RUNNEL_HD static T apply(T p, T q) {
+    if constexpr (std::is_integral_v<T>)
+      return int_pow(p, q);
+    else
+      return T(std::pow(p, q));
+  }
+};
+struct op_squared_difference {
+  template <class T> RUNNEL_HD static T apply(T a, T b) { return T((a - b) * (a - b)); }
+};
+struct op_relu_grad { // (gradients, features)
+  template <class T> RUNNEL_HD static T apply(T g, T x) { return x > T(0) ? g : T(0); }
+};
+struct op_relu6_grad {
+  template <class T> RUNNEL_HD static T apply(T g, T x) {
+    return (x > T(0) && x < T(6)) ? g : T(0);
+  }
+};
+struct op_elu_grad { // (gradients, outputs)
+  template <class T> RUNNEL_HD static T apply(T g, T y) {
+    return y > T(0) ? g : T(g * (y + T(1)));
+  }
+};
+struct op_softplus_grad { // (gradients, features)
+  template <class T> RUNNEL_HD static T apply(T g, T x) { return T(g / (T(1) + std::exp(-x))); }
+};
+struct op_sigmoid_grad { // (y, dy)
+  template <class T> RUNNEL_HD static T apply(T y, T g) { return T(g * y * (T(1) - y)); }
+};
+struct op_tanh_grad {
+  template <class T> RUNNEL_HD static T apply(T y, T g) { return T(g * (T(1) - y * y)); }
+};
+struct op_sqrt_grad {
+  template <class T> RUNNEL_HD static T apply(T y, T g) { return T(g * T(0.5) / y); }
+};
+struct op_rsqrt_grad {
+  template <class T> RUNNEL_HD static T apply(T y, T g) { return T(g * T(-0.5) * y * y * y); }
+};
+struct op_reciprocal_grad {
+  template <class T> RUNNEL_HD static T apply(T y, T g) { return T(-g * y * y); }
+};
+struct op_greater {
+  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a > b; }
+};
+struct op_less {
+  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a < b; }
+};
+struct op_greater_equal {
+  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a >= b; }
+};
+struct op_less_equal {
+  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a <= b; }
+};
+struct op_equal {
+  template <class T> RUNNEL_HD static bool apply(const T& a, const T& b) { return a == b; }
+};
+struct op_not_equal {
+  template <class T> RUNNEL_HD static bool apply(const T& a, const T& b) { return !(a == b); }
+};
+struct op_logical_and {
+  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a && b; }
+};
+struct op_logical_or {
+  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a || b; }
+};
+
+// --- Unary functors (the GPU's element-wise kernels; the CPU runs Eigen's vectorised forms of
+// the same formulas and the tests compare the two) --------------------------------------------
+
+struct op_neg {
+  template <class T> RUNNEL_HD static T apply(T x) { return T(-x); }
+};
+struct op_exp {
+  template <class T> RUNNEL_HD static T apply(T x) { return std::exp(x); }
+};
+struct op_log {
+  template <class T> RUNNEL_HD static T apply(T x) { return std::log(x); }
+};
+struct op_sqrt {
+  template <class T> RUNNEL_HD static T apply(T x) { return std::sqrt(x); }
+};
+struct op_square {
+  template <class T> RUNNEL_HD static T apply(T x) { return T(x * x); }
+};
+struct op_tanh {
+  template <class T> RUNNEL_HD static T apply(T x) { return std::tanh(x); }
+};
+struct op_sigmoid {
+  template <class T> RUNNEL_HD static T apply(T x) { return T(T(1) / (T(1) + std::exp(-x))); }
+};
+struct op_relu {
+  template <class T> RUNNEL_HD static T apply(T x) { return x > T(0) ? x : T(0); }
+};
+struct op_abs {
+  template <class T> RUNNEL_HD static T apply(T x) { return x < T(0) ? T(-x) : x; }
+};
+struct op_rsqrt {
+  template <class T> RUNNEL_HD static T apply(T x) { return T(T(1) / std::sqrt(x)); }
+};
+struct op_reciprocal {
+  template <class T> RUNNEL_HD static T apply(T x) { return T(T(1) / x); }
+};
+struct op_floor {
+  template <class T> RUNNEL_HD static T apply(T x) { return std::floor(x); }
+};
+
+/// Applies a binary functor to 16-bit floats through float; other types directly.
+template <class Op, class T> RUNNEL_HD auto widen_apply(T a, T b) {
+  if constexpr (is_half_float_v<T>) {
+    auto r = Op::apply(to_compute(a), to_compute(b));
+    if constexpr (std::is_same_v<decltype(r), bool>)
+      return r;
+    else
+      return from_compute<T>(r);
+  } else {
+    return Op::apply(a, b);
+  }
+}
+/// The same for unary functors.
+template <class Op, class T> RUNNEL_HD T widen_apply(T a) {
+  if constexpr (is_half_float_v<T>)
+    return from_compute<T>(Op::apply(to_compute(a)));
+  else
+    return Op::apply(a);
+}
+
+} // namespace runnel

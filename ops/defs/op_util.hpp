@@ -1,0 +1,117 @@
+#pragma once
+// What the builtin op definitions of ops/defs/ share: dtype lists, the add() that throws on a
+// duplicate, and shape-inference helpers (constant inputs, axes, reductions, element-wise ops).
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runnel/ops/graph/op_def.hpp"
+
+namespace runnel::op_defs {
+
+// Compute ops take the 16-bit floats too (ops/cpu/reduced_precision.cpp); state, random and
+// linear-algebra ops keep 32- and 64-bit floats (master weights stay float32).
+inline const std::vector<dtype> real_types{dtype::f16, dtype::bf16, dtype::f32, dtype::f64};
+inline const std::vector<dtype> number_types{dtype::f16, dtype::bf16, dtype::f32,
+                                      dtype::f64, dtype::i32,  dtype::i64};
+inline const std::vector<dtype> wide_real_types{dtype::f32, dtype::f64};
+inline const std::vector<dtype> wide_number_types{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
+inline const std::vector<dtype> index_types{dtype::i32, dtype::i64};
+inline const std::vector<dtype> all_types{dtype::f16,     dtype::bf16,  dtype::f32, dtype::f64,
+                                   dtype::i8,      dtype::u8,    dtype::i32, dtype::i64,
+                                   dtype::boolean, dtype::string};
+inline const std::vector<dtype> castable_types{dtype::f16, dtype::bf16, dtype::f32,
+                                        dtype::f64, dtype::i8,   dtype::u8,
+                                        dtype::i32, dtype::i64,  dtype::boolean};
+
+inline void add(op_registry& reg, op_def def) {
+  throw_if_error(reg.add(std::move(def)));
+}
+
+/// Reads a constant integer vector input for shape inference; nullopt if not constant.
+inline std::optional<std::vector<int64_t>> const_ints(const inference_context& c, int i) {
+  auto* t = c.input_constant(i);
+  if (!t)
+    return std::nullopt;
+  auto v = to_int64_vector(*t);
+  if (!v)
+    return std::nullopt;
+  return *v;
+}
+
+inline status normalize_axis(int64_t& axis, int rank, const std::string& what) {
+  if (axis < -rank || axis >= std::max(rank, 1))
+    return invalid_argument(what + " " + std::to_string(axis) + " is out of range for rank " +
+                            std::to_string(rank));
+  if (axis < 0)
+    axis += rank;
+  return {};
+}
+
+inline status reduction_shape(inference_context& c) {
+  auto& in = c.input_shape(0);
+  bool keep = c.attr<bool>("keep_dims");
+  auto axes = const_ints(c, 1);
+  if (!in.has_known_rank())
+    return {};
+  if (!axes) {
+    if (keep)
+      c.set_output(0, shape::unknown_dims(in.rank()));
+    return {};
+  }
+  std::vector<bool> reduce(static_cast<size_t>(in.rank()), false);
+  for (auto a : *axes) {
+    RUNNEL_RETURN_IF_ERROR(normalize_axis(a, in.rank(), "reduction axis"));
+    reduce[size_t(a)] = true;
+  }
+  std::vector<int64_t> out;
+  for (int i = 0; i < in.rank(); ++i) {
+    if (!reduce[size_t(i)])
+      out.push_back(in[i]);
+    else if (keep)
+      out.push_back(1);
+  }
+  c.set_output(0, shape(out));
+  return {};
+}
+
+inline op_def binary(std::string name, const std::vector<dtype>& types) {
+  return op_def(std::move(name))
+      .input("x", "T")
+      .input("y", "T")
+      .output("z", "T")
+      .type_attr("T", types)
+      .shape_fn(broadcast_binary_shape);
+}
+
+inline op_def comparison(std::string name, const std::vector<dtype>& types) {
+  return op_def(std::move(name))
+      .input("x", "T")
+      .input("y", "T")
+      .output("z", dtype::boolean)
+      .type_attr("T", types)
+      .shape_fn(broadcast_binary_shape);
+}
+
+inline op_def unary(std::string name, const std::vector<dtype>& types) {
+  return op_def(std::move(name))
+      .input("x", "T")
+      .output("y", "T")
+      .type_attr("T", types)
+      .shape_fn(same_shape_as_input(0));
+}
+
+/// Output shape from a constant shape-vector input `i` (unknown dims where not constant).
+inline status shape_from_input(inference_context& c, int i) {
+  if (auto dims = const_ints(c, i)) {
+    for (auto d : *dims)
+      if (d < 0)
+        return c.input_error(i, "holds a negative dimension " + std::to_string(d));
+    c.set_output(0, shape(*dims));
+  } else if (c.input_shape(i).rank() == 1 && c.input_shape(i)[0] >= 0) {
+    c.set_output(0, shape::unknown_dims(int(c.input_shape(i)[0])));
+  }
+  return {};
+}
+} // namespace runnel::op_defs

@@ -1,0 +1,84 @@
+// Training op definitions: Floor and the optimizers' Apply* updates.
+#include "runnel/ops/defs/op_util.hpp"
+
+namespace runnel {
+
+using namespace op_defs;
+
+void register_training_ops(op_registry& reg) {
+  add(reg, unary("Floor", real_types));
+  auto apply_shape = [](int grad_input) {
+    return [grad_input](inference_context& c) -> status {
+      if (!c.input_shape(0).is_compatible_with(c.input_shape(grad_input)))
+        return invalid_argument("the variable has shape " + c.input_shape(0).to_string() +
+                                " but the gradient has shape " +
+                                c.input_shape(grad_input).to_string());
+      for (int i = 1; i < c.num_inputs(); ++i) {
+        bool is_ref = c.def().inputs[size_t(i)].is_ref;
+        if (i == grad_input)
+          continue;
+        if (is_ref) {
+          if (!c.input_shape(0).is_compatible_with(c.input_shape(i)))
+            return c.input_error(i, "(a slot) has shape " + c.input_shape(i).to_string() +
+                                        " but the variable has " + c.input_shape(0).to_string());
+        } else if (c.input_shape(i).has_known_rank() && c.input_shape(i).rank() != 0) {
+          return c.input_error(i, "must be a scalar, got shape " + c.input_shape(i).to_string());
+        }
+      }
+      c.set_output(0, c.input_shape(0));
+      return {};
+    };
+  };
+  auto apply = [](const char* name) {
+    return op_def(name).output("out", "T").type_attr("T", wide_real_types).set_stateful();
+  };
+  add(reg, apply("ApplyGradientDescent")
+               .input("var", "T", true)
+               .input("alpha", "T")
+               .input("delta", "T")
+               .attr("use_locking", attr_type::boolean, false)
+               .shape_fn(apply_shape(2)));
+  add(reg, apply("ApplyMomentum")
+               .input("var", "T", true)
+               .input("accum", "T", true)
+               .input("lr", "T")
+               .input("grad", "T")
+               .input("momentum", "T")
+               .attr("use_locking", attr_type::boolean, false)
+               .attr("use_nesterov", attr_type::boolean, false)
+               .shape_fn(apply_shape(3)));
+  add(reg, apply("ApplyAdagrad")
+               .input("var", "T", true)
+               .input("accum", "T", true)
+               .input("lr", "T")
+               .input("grad", "T")
+               .attr("use_locking", attr_type::boolean, false)
+               .shape_fn(apply_shape(3)));
+  add(reg, apply("ApplyRMSProp")
+               .input("var", "T", true)
+               .input("ms", "T", true)
+               .input("mom", "T", true)
+               .input("lr", "T")
+               .input("rho", "T")
+               .input("momentum", "T")
+               .input("epsilon", "T")
+               .input("grad", "T")
+               .attr("use_locking", attr_type::boolean, false)
+               .shape_fn(apply_shape(7)));
+  add(reg, apply("ApplyAdam")
+               .input("var", "T", true)
+               .input("m", "T", true)
+               .input("v", "T", true)
+               .input("beta1_power", "T")
+               .input("beta2_power", "T")
+               .input("lr", "T")
+               .input("beta1", "T")
+               .input("beta2", "T")
+               .input("epsilon", "T")
+               .input("grad", "T")
+               .attr("use_locking", attr_type::boolean, false)
+               .attr("use_nesterov", attr_type::boolean, false)
+               .shape_fn(apply_shape(9)));
+}
+
+} // namespace runnel

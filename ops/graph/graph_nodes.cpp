@@ -1,0 +1,293 @@
+// Adding nodes: checking a node against its op (inputs, attributes, shape inference), and the
+// control-flow frames its inputs come from (graph.cpp has the rest of the graph).
+#include "runnel/ops/graph/graph.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+namespace runnel {
+
+namespace {
+bool encloses(const flow_context* outer, const flow_context* inner) {
+  for (auto* c = inner; c; c = c->outer)
+    if (c == outer)
+      return true;
+  return outer == nullptr;
+}
+std::string where(const flow_context* c) {
+  return c ? c->describe() : "the top level of the graph";
+}
+} // namespace
+
+status graph::import_inputs(node& n) {
+  if (contexts_.empty())
+    return {};
+  for (auto& e : n.inputs) {
+    const flow_context* from = context(at(e.node).context);
+    if (from == context_)
+      continue;
+    if (!encloses(from, context_))
+      return invalid_argument(
+          "node '" + n.name + "' (op " + n.op + ") in " + where(context_) + " uses '" +
+          endpoint_name(e) + "', which is computed in " + where(from) +
+          ": a tensor made inside a while loop or a cond branch can be used only there, or "
+          "outside through the loop's or cond's outputs (TensorFlow: \"has inputs from "
+          "different frames\")");
+    // Import through every context between `from` and here, outermost first.
+    std::vector<flow_context*> chain;
+    for (auto* c = context_; c != from; c = c->outer)
+      chain.push_back(c);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      flow_context* c = *it;
+      auto saved_context = context_;
+      auto saved_deps = std::move(control_deps_);
+      control_deps_.clear();
+      context_ = c->outer;
+      importing_ = true;
+      auto imported = c->import(*this, e);
+      importing_ = false;
+      context_ = saved_context;
+      control_deps_ = std::move(saved_deps);
+      if (!imported)
+        return imported.error().with_context("node '" + n.name + "'");
+      e = *imported;
+    }
+  }
+  for (int c : n.control_inputs) {
+    const flow_context* from = context(at(c).context);
+    if (from != context_)
+      return invalid_argument("node '" + n.name + "' (op " + n.op + ") in " + where(context_) +
+                              " has a control input from '" + at(c).name + "' in " +
+                              where(from) +
+                              ": control dependencies cannot cross into or out of a while "
+                              "loop or cond branch (make the dependency outside it)");
+  }
+  return {};
+}
+
+flow_context& graph::add_flow_context(std::unique_ptr<flow_context> ctx) {
+  ctx->id = int(contexts_.size());
+  contexts_.push_back(std::move(ctx));
+  return *contexts_.back();
+}
+
+graph::scope_guard graph::plumbing() {
+  bool previous = importing_;
+  importing_ = true;
+  return scope_guard([this, previous] { importing_ = previous; });
+}
+
+graph::scope_guard graph::enter_context(flow_context* ctx) {
+  auto previous = context_;
+  auto previous_deps = control_deps_;
+  context_ = ctx;
+  control_deps_.clear(); // dependencies from outside cannot reach into the context
+  return scope_guard([this, previous, previous_deps] {
+    context_ = previous;
+    control_deps_ = previous_deps;
+  });
+}
+
+status graph::set_back_edge(int merge, int slot, endpoint next) {
+  if (merge < 0 || merge >= num_nodes() || next.node < 0 || next.node >= num_nodes())
+    return invalid_argument("set_back_edge: no such node");
+  node& m = nodes_[size_t(merge)];
+  const node& src = at(next.node);
+  if (m.op != "Merge" || src.op != "NextIteration")
+    return invalid_argument("a back edge must go from a NextIteration to a Merge, not from '" +
+                            src.name + "' (op " + src.op + ") to '" + m.name + "' (op " + m.op +
+                            ")");
+  if (slot < 0 || size_t(slot) >= m.inputs.size())
+    return invalid_argument("Merge '" + m.name + "' has no input " + std::to_string(slot));
+  if (src.output_types[size_t(next.index)] != m.output_types[0])
+    return invalid_argument("NextIteration '" + src.name + "' gives " +
+                            std::string(name(src.output_types[size_t(next.index)])) +
+                            " but Merge '" + m.name + "' carries " +
+                            std::string(name(m.output_types[0])));
+  m.inputs[size_t(slot)] = next;
+  return {};
+}
+
+std::vector<output> graph::build(std::string_view op, std::string_view name_hint,
+                                 const std::vector<endpoint>& inputs, attr_map attrs) {
+  int id = add_op(op, name_hint, inputs, std::move(attrs)).value();
+  std::vector<output> outs;
+  for (int i = 0; i < at(id).num_outputs(); ++i)
+    outs.emplace_back(this, endpoint{id, i});
+  return outs;
+}
+
+result<int> graph::finish_node(node n) {
+  auto context = "node '" + n.name + "' (op " + n.op + ")";
+  auto fail = [&](const status& s) { return s.with_context(context); };
+  auto def_r = ops_->lookup(n.op);
+  if (!def_r)
+    return fail(def_r.error());
+  const op_def& def = *def_r.value();
+  n.def = &def;
+
+  // Drop internal attributes the op does not declare; reject unknown public ones.
+  for (auto it = n.attrs.begin(); it != n.attrs.end();) {
+    if (!def.find_attr_def(it->first)) {
+      if (it->first.empty() || it->first[0] != '_')
+        return fail(invalid_argument("unknown attribute '" + it->first + "' for op " + n.op));
+    }
+    ++it;
+  }
+
+  // Match inputs to argument definitions, inferring type and number attributes.
+  size_t k = 0;
+  for (size_t a = 0; a < def.inputs.size(); ++a) {
+    auto& arg = def.inputs[a];
+    int64_t count = 1;
+    const std::vector<dtype>* list_types = nullptr;
+    if (!arg.type_list_attr.empty()) {
+      auto it = n.attrs.find(arg.type_list_attr);
+      if (it == n.attrs.end()) {
+        // Inferred from the inputs this list receives (later args are single tensors).
+        size_t after = def.inputs.size() - a - 1;
+        std::vector<dtype> types;
+        for (size_t j = k; j + after < n.inputs.size(); ++j)
+          types.push_back(at(n.inputs[j].node).output_types[size_t(n.inputs[j].index)]);
+        it = n.attrs.emplace(arg.type_list_attr, types).first;
+      }
+      list_types = std::get_if<std::vector<dtype>>(&it->second);
+      if (!list_types)
+        return fail(invalid_argument("attribute '" + arg.type_list_attr +
+                                     "' must be a list of types"));
+      count = int64_t(list_types->size());
+    } else if (!arg.number_attr.empty()) {
+      auto it = n.attrs.find(arg.number_attr);
+      if (it == n.attrs.end()) {
+        size_t after = def.inputs.size() - a - 1; // later args are single tensors
+        count = int64_t(n.inputs.size()) - int64_t(k) - int64_t(after);
+        if (count < 0)
+          count = 0;
+        n.attrs[arg.number_attr] = count;
+      } else if (auto* c = std::get_if<int64_t>(&it->second)) {
+        count = *c;
+      } else {
+        return fail(invalid_argument("attribute '" + arg.number_attr + "' must be an int"));
+      }
+    }
+    for (int64_t j = 0; j < count; ++j, ++k) {
+      if (k >= n.inputs.size())
+        return fail(invalid_argument("expects " +
+                                     std::string(def.inputs.size() == 1 ? "input " : "inputs ") +
+                                     "for argument '" + arg.name + "' but got only " +
+                                     std::to_string(n.inputs.size()) + " inputs"));
+      auto e = n.inputs[k];
+      auto& producer = at(e.node);
+      dtype t = producer.output_types[size_t(e.index)];
+      if (arg.is_ref && !producer.def->stateful)
+        return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
+                                     "') must be a variable, but comes from '" + producer.name +
+                                     "' (op " + producer.op + ")"));
+      if (list_types) {
+        dtype want = (*list_types)[size_t(j)];
+        if (t != want)
+          return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name + "[" +
+                                       std::to_string(j) + "]') must be " +
+                                       std::string(name(want)) + " (attribute " +
+                                       arg.type_list_attr + "), got " + std::string(name(t)) +
+                                       " from '" + endpoint_name(e) + "'"));
+        continue;
+      }
+      if (arg.fixed != dtype::invalid) {
+        if (t != arg.fixed)
+          return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
+                                       "') must be " + std::string(name(arg.fixed)) + ", got " +
+                                       std::string(name(t)) + " from '" + endpoint_name(e) + "'"));
+        continue;
+      }
+      auto it = n.attrs.find(arg.type_attr);
+      if (it == n.attrs.end()) {
+        n.attrs[arg.type_attr] = t;
+      } else if (auto* want = std::get_if<dtype>(&it->second); want && *want != t) {
+        return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
+                                     "') has dtype " + std::string(name(t)) + " from '" +
+                                     endpoint_name(e) + "', but " + arg.type_attr + " is " +
+                                     std::string(name(*want)) + " (all inputs of type " +
+                                     arg.type_attr + " must agree)"));
+      }
+    }
+  }
+  if (k != n.inputs.size())
+    return fail(invalid_argument("takes " + std::to_string(k) + " inputs, got " +
+                                 std::to_string(n.inputs.size())));
+
+  // Defaults, required attributes, attribute types and allowed dtypes.
+  for (auto& ad : def.attrs) {
+    auto it = n.attrs.find(ad.name);
+    if (it == n.attrs.end()) {
+      if (!ad.default_value)
+        return fail(invalid_argument("missing required attribute '" + ad.name + "' (" +
+                                     to_string(ad.type) + ")"));
+      it = n.attrs.emplace(ad.name, *ad.default_value).first;
+    }
+    if (ad.type == attr_type::real && std::holds_alternative<int64_t>(it->second))
+      it->second = double(std::get<int64_t>(it->second));
+    if (type_of(it->second) != ad.type)
+      return fail(invalid_argument("attribute '" + ad.name + "' must be " + to_string(ad.type) +
+                                   ", got " + to_string(type_of(it->second))));
+    if (ad.type == attr_type::type && !ad.allowed.empty()) {
+      dtype t = std::get<dtype>(it->second);
+      if (std::find(ad.allowed.begin(), ad.allowed.end(), t) == ad.allowed.end()) {
+        std::string allowed;
+        for (auto a : ad.allowed)
+          allowed += (allowed.empty() ? "" : ", ") + std::string(name(a));
+        return fail(invalid_argument("attribute '" + ad.name + "' is " + std::string(name(t)) +
+                                     ", which op " + n.op +
+                                     " does not support (allowed: " + allowed + ")"));
+      }
+    }
+  }
+
+  // Output dtypes.
+  for (auto& arg : def.outputs) {
+    if (!arg.type_list_attr.empty()) {
+      for (dtype t : get_attr<std::vector<dtype>>(n.attrs, arg.type_list_attr))
+        n.output_types.push_back(t);
+      continue;
+    }
+    int64_t count = arg.number_attr.empty() ? 1 : get_attr<int64_t>(n.attrs, arg.number_attr);
+    dtype t = arg.fixed != dtype::invalid ? arg.fixed : get_attr<dtype>(n.attrs, arg.type_attr);
+    for (int64_t j = 0; j < count; ++j)
+      n.output_types.push_back(t);
+  }
+
+  // Shapes.
+  std::vector<dtype> in_types;
+  std::vector<shape> in_shapes;
+  std::vector<const tensor*> in_consts;
+  for (auto e : n.inputs) {
+    auto& p = at(e.node);
+    in_types.push_back(p.output_types[size_t(e.index)]);
+    in_shapes.push_back(p.output_shapes[size_t(e.index)]);
+    const tensor* c = nullptr;
+    if (p.op == "Const")
+      c = &std::get<tensor>(p.attrs.at("value"));
+    in_consts.push_back(c);
+  }
+  inference_context ctx(n.name, def, n.attrs, std::move(in_types), std::move(in_shapes),
+                        std::move(in_consts), n.output_types.size());
+  if (def.infer_shapes) {
+    status s = def.infer_shapes(ctx);
+    if (!s.ok())
+      return fail(s);
+  }
+  n.output_shapes = ctx.output_shapes();
+
+  for (auto& c : n.colocation)
+    if (!find(c))
+      return fail(invalid_argument("colocated with '" + c + "', which does not exist"));
+
+  n.id = num_nodes();
+  by_name_[n.name] = n.id;
+  nodes_.push_back(std::move(n));
+  return nodes_.back().id;
+}
+
+
+} // namespace runnel

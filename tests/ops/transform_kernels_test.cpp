@@ -1,0 +1,213 @@
+#include <cmath>
+#include <random>
+
+#include "runnel/ops/grad/gradients.hpp"
+#include "runnel/tests/eval.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+
+TEST_CASE("stack, unstack, split and squeeze", "[ops]") {
+  graph g;
+  auto a = constant(g, {1.f, 2.f});
+  auto b = constant(g, {3.f, 4.f});
+  auto m = constant(g, vals<float>({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}));
+  auto parts = split(m, 2, 1);
+  auto rows = unstack(m, 2, 0);
+  auto r = eval({stack({a, b}), stack({a, b}, 1), parts[0], parts[1], rows[1],
+                 squeeze(constant(g, vals<float>({1, 2, 1}, {5, 6}))),
+                 squeeze(constant(g, vals<float>({1, 2, 1}, {5, 6})), {0})});
+  check_equal(r[0], vals<float>({2, 2}, {1, 2, 3, 4}));
+  check_equal(r[1], vals<float>({2, 2}, {1, 3, 2, 4}));
+  check_equal(r[2], vals<float>({2, 2}, {1, 2, 5, 6}));
+  check_equal(r[3], vals<float>({2, 2}, {3, 4, 7, 8}));
+  check_equal(r[4], tensor::vector<float>({5, 6, 7, 8}));
+  check_equal(r[5], tensor::vector<float>({5, 6}));
+  check_equal(r[6], vals<float>({2, 1}, {5, 6}));
+  CHECK_THROWS_AS(split(m, 3, 1), runnel::error);
+  CHECK_THROWS_AS(squeeze(m, {0}), runnel::error);
+}
+
+TEST_CASE("tile, pad, reverse and range", "[ops]") {
+  graph g;
+  auto m = constant(g, vals<int32_t>({2, 2}, {1, 2, 3, 4}));
+  auto r = eval({tile(m, {1, 2}), pad(m, {{1, 0}, {0, 1}}), reverse(m, {1}), reverse(m, {0, 1}),
+                 range(g, constant(g, 1), constant(g, 8), constant(g, 3))});
+  check_equal(r[0], vals<int32_t>({2, 4}, {1, 2, 1, 2, 3, 4, 3, 4}));
+  check_equal(r[1], vals<int32_t>({3, 3}, {0, 0, 0, 1, 2, 0, 3, 4, 0}));
+  check_equal(r[2], vals<int32_t>({2, 2}, {2, 1, 4, 3}));
+  check_equal(r[3], vals<int32_t>({2, 2}, {4, 3, 2, 1}));
+  check_equal(r[4], tensor::vector<int32_t>({1, 4, 7}));
+  auto bad = eval_error(range(g, constant(g, 5), constant(g, 1), constant(g, 1), "backwards"));
+  CHECK(bad.message().find("node 'backwards' (op Range): start 5") != std::string::npos);
+}
+
+TEST_CASE("random_shuffle permutes rows reproducibly", "[ops]") {
+  graph g;
+  g.set_seed(5);
+  std::vector<int32_t> v(100);
+  for (int i = 0; i < 100; ++i)
+    v[size_t(i)] = i;
+  auto s = random_shuffle(constant(g, tensor::vector<int32_t>(v)));
+  auto r = eval1(s);
+  auto sorted = r.copy();
+  std::sort(sorted.data<int32_t>(), sorted.data<int32_t>() + 100);
+  check_equal(sorted, tensor::vector<int32_t>(v));
+  CHECK_FALSE(equal(r, tensor::vector<int32_t>(v)));
+}
+
+TEST_CASE("log_softmax, l2_loss and in_top_k", "[ops]") {
+  graph g;
+  auto x = constant(g, vals<float>({2, 3}, {1, 2, 3, 0, 0, 0}));
+  auto r = eval({log_softmax(x), l2_loss(constant(g, {1.f, 2.f, 3.f})),
+                 in_top_k(x, constant(g, {2, 1}), 1), in_top_k(x, constant(g, {0, 1}), 2)});
+  float z = std::log(std::exp(1.f) + std::exp(2.f) + std::exp(3.f));
+  check_close(r[0], vals<float>({2, 3}, {1 - z, 2 - z, 3 - z, -std::log(3.f), -std::log(3.f),
+                                         -std::log(3.f)}));
+  check_equal(r[1], tensor::scalar<float>(7));
+  check_equal(r[2], tensor::vector<bool>({true, true})); // ties count as in the top k
+  check_equal(r[3], tensor::vector<bool>({false, true}));
+}
+
+TEST_CASE("batch_matmul, matrix_inverse and matrix_determinant", "[ops]") {
+  graph g;
+  auto a = constant(g, vals<double>({2, 2, 2}, {1, 2, 3, 4, 2, 0, 0, 2}));
+  auto b = constant(g, vals<double>({2, 2, 1}, {1, 1, 3, 4}));
+  auto r = eval({batch_matmul(a, b), batch_matmul(a, a, true, false), matrix_inverse(a),
+                 matrix_determinant(a)});
+  check_equal(r[0], vals<double>({2, 2, 1}, {3, 7, 6, 8}));
+  check_equal(r[1], vals<double>({2, 2, 2}, {10, 14, 14, 20, 4, 0, 0, 4}));
+  check_close(r[2], vals<double>({2, 2, 2}, {-2, 1, 1.5, -0.5, 0.5, 0, 0, 0.5}));
+  check_close(r[3], tensor::vector<double>({-2, 4}));
+  auto singular =
+      eval_error(matrix_inverse(constant(g, vals<double>({2, 2}, {1, 2, 2, 4})), false, "inv"));
+  CHECK(singular.message() == "node 'inv' (op MatrixInverse): matrix 0 is not invertible");
+}
+
+namespace {
+
+/// sum(f(x) * w) gradient vs central differences (f64), for ops whose inputs are one tensor.
+void check_grad1(const std::function<output(output)>& f, tensor x0) {
+  graph g;
+  auto x = placeholder(g, dtype::f64, x0.shape(), "x");
+  auto y = f(x);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> d(0.5, 1.5);
+  tensor w(dtype::f64, y.shape());
+  for (auto& v : w.flat<double>())
+    v = d(rng);
+  auto loss = sum(y * constant(g, w));
+  auto grad = gradients({loss}, {x})[0];
+  REQUIRE(grad.valid());
+  session s(test_runtime(), g);
+  auto sym = s.run({{x, x0}}, {grad}).value()[0];
+  for (int64_t i = 0; i < x0.num_elements(); ++i) {
+    auto at = [&](double h) {
+      auto moved = x0.copy();
+      moved.data<double>()[i] += h;
+      return *s.run({{x, moved}}, {loss}).value()[0].data<double>();
+    };
+    double numeric = (at(1e-6) - at(-1e-6)) / 2e-6;
+    INFO("op " << y.node().op << " element " << i);
+    CHECK(sym.data<double>()[i] == Approx(numeric).margin(1e-6).epsilon(1e-4));
+  }
+}
+
+tensor sample(shape s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(-1.0, 1.0);
+  tensor t(dtype::f64, s);
+  for (auto& v : t.flat<double>())
+    v = d(rng);
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("gradients of the array and matrix ops match finite differences", "[ops]") {
+  auto m = sample({2, 3}, 1);
+  check_grad1([](output x) { return stack({x, x * 2.0}, 1); }, m);
+  check_grad1([](output x) { return unstack(x, 2, 0)[1]; }, m);
+  check_grad1([](output x) { return split(x, 3, 1)[2] * 3.0 + split(x, 3, 1)[0]; }, m);
+  check_grad1([](output x) { return squeeze(expand_dims(x, 0)); }, m);
+  check_grad1([](output x) { return tile(x, {2, 2}); }, m);
+  check_grad1([](output x) { return pad(x, {{1, 2}, {0, 1}}); }, m);
+  check_grad1([](output x) { return reverse(x, {1}); }, m);
+  check_grad1([](output x) { return log_softmax(x); }, m);
+  check_grad1([](output x) { return l2_loss(x); }, m);
+  auto batch = sample({2, 2, 3}, 2);
+  check_grad1([](output x) { return batch_matmul(x, x, false, true); }, batch);
+  check_grad1([](output x) { return batch_matmul(x, x, true, false); }, batch);
+  auto square = sample({2, 3, 3}, 3);
+  for (int64_t i = 0; i < 2; ++i) // well-conditioned: add 3·I
+    for (int64_t j = 0; j < 3; ++j)
+      square.data<double>()[i * 9 + j * 4] += 3;
+  check_grad1([](output x) { return matrix_inverse(x); }, square);
+  check_grad1([](output x) { return matrix_determinant(x); }, square);
+}
+
+TEST_CASE("strided_slice follows NumPy/TensorFlow indexing", "[ops]") {
+  graph g;
+  std::vector<int32_t> v(24);
+  for (int i = 0; i < 24; ++i)
+    v[size_t(i)] = i;
+  auto x = constant(g, vals<int32_t>({2, 3, 4}, v));
+  std::vector<int32_t> ten(10);
+  for (int i = 0; i < 10; ++i)
+    ten[size_t(i)] = i;
+  auto t = constant(g, tensor::vector<int32_t>(ten));
+  auto r = eval({
+      strided_slice(x, {0, 1, 0}, {0, 0, 0}, {1, 1, 2}, 0b101, 0b111),   // x[:, 1:, ::2]
+      strided_slice(x, {1, 0}, {2, 0}, {1, -1}, 0b10, 0b10, 0, 0, 0b01), // x[1, ::-1]
+      strided_slice(x, {0, 1}, {0, 2}, {1, 1}, 0, 0, 0b01, 0, 0b10),     // x[..., 1]
+      strided_slice(x, {0, 0, -1}, {0, 0, 0}, {1, 1, 1}, 0b001, 0b001, 0, 0b010, 0b100),
+      strided_slice(t, {-5}, {100}, {3}), // t[-5:100:3]
+      strided_slice(t, {8}, {2}, {-2}),   // t[8:2:-2]
+  });
+  check_equal(r[0], vals<int32_t>({2, 2, 2}, {4, 6, 8, 10, 16, 18, 20, 22}));
+  check_equal(r[1], vals<int32_t>({3, 4}, {20, 21, 22, 23, 16, 17, 18, 19, 12, 13, 14, 15}));
+  check_equal(r[2], vals<int32_t>({2, 3}, {1, 5, 9, 13, 17, 21}));
+  check_equal(r[3], vals<int32_t>({2, 1, 4}, {8, 9, 10, 11, 20, 21, 22, 23}));
+  check_equal(r[4], tensor::vector<int32_t>({5, 8}));
+  check_equal(r[5], tensor::vector<int32_t>({8, 6, 4}));
+  CHECK(strided_slice(x, {0, 1, 0}, {0, 0, 0}, {1, 1, 2}, 0b101, 0b111).shape() ==
+        shape({2, 2, 2}));
+  CHECK_THROWS_AS(strided_slice(x, {0}, {1}, {0}), runnel::error);                // zero stride
+  CHECK_THROWS_AS(strided_slice(x, {5}, {6}, {1}, 0, 0, 0, 0, 1), runnel::error); // index 5 of 2
+}
+
+TEST_CASE("gradients of Slice and StridedSlice", "[ops]") {
+  auto m = sample({3, 4}, 9);
+  check_grad1([](output x) { return slice(x, {1, 1}, {2, -1}); }, m);
+  check_grad1([](output x) { return strided_slice(x, {0, 3}, {0, 0}, {2, -2}, 0b01, 0b11); }, m);
+  check_grad1([](output x) { return strided_slice(x, {1}, {2}, {1}, 0, 0, 0, 0, 1); }, m);
+}
+
+TEST_CASE("gradients of FloorMod, Fill, UnsortedSegmentSum and the labels of xent", "[ops]") {
+  auto m = sample({2, 3}, 11);
+  check_grad1([](output x) { return floor_mod(x, constant(x.owner(), 0.7)); }, m);
+  check_grad1([](output x) { return fill(constant(x.owner(), {2, 2}), sum(x)); }, m);
+  check_grad1(
+      [](output x) {
+        return unsorted_segment_sum(x, constant(x.owner(), {1, 0}), constant(x.owner(), 3));
+      },
+      m);
+  auto labels = sample({2, 3}, 12);
+  check_grad1(
+      [](output y) {
+        auto logits = constant(y.owner(), vals<double>({2, 3}, {1, 2, 3, 0, -1, 1}));
+        return softmax_cross_entropy_with_logits(logits, y).first;
+      },
+      labels);
+}
+
+TEST_CASE("Prod's gradient is right with zeros in the input, and GatherV2's along inner axes",
+          "[ops]") {
+  check_grad1([](output x) { return reduce_prod(x, {1}); },
+              vals<double>({3, 3}, {0.5, 2, -1, 0, 3, 2, 0, 0, 4})); // no, one and two zeros
+  check_grad1(
+      [](output x) {
+        return gather(x, constant(x.owner(), {2, 0, 2}), 1);
+      },
+      sample({2, 3, 2}, 13));
+}
