@@ -365,7 +365,10 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
         producer.send_to_gpu.assign(size_t(producer.num_outputs), {});
       }
       producer.send_keys[size_t(index)].push_back(key);
-      producer.send_to_gpu[size_t(index)].push_back(rt.devices[dst].type == device_type::gpu);
+      // Device to device only between real GPUs (a simulated GPU's memory is host memory, and
+      // it could not read a real GPU's).
+      auto cuda = [&](size_t d) { return rt.devices[d].gpu && rt.devices[d].gpu->kind() == "CUDA"; };
+      producer.send_to_gpu[size_t(index)].push_back(cuda(src) && cuda(dst));
     }
     auto recv = std::make_shared<node_setup>();
     recv->name = "_recv/" + base;
