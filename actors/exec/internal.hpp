@@ -333,6 +333,17 @@ std::shared_ptr<queue_resource> make_actor_queue(caf::actor_system& sys, std::st
 /// A dataset iterator served by its own actor (actors/data/dataset.cpp).
 std::shared_ptr<iterator_resource> make_actor_iterator(caf::actor_system& sys, std::string name);
 
+/// The runtime's open sessions. Sessions hold it too, so a session destroyed after its runtime
+/// still finds it (and finds itself gone from it).
+struct session_registry {
+  std::mutex mu;
+  std::vector<session*> open;
+  /// The session the runtime's destructor is closing (it must outlive that call: ~session
+  /// waits until it is not this), and what signals changes to both.
+  session* closing = nullptr;
+  std::condition_variable cv;
+};
+
 struct runtime::impl {
   runtime_options options;
   std::vector<gpu_properties> gpus;
@@ -349,13 +360,9 @@ struct runtime::impl {
   /// The CPU devices' throughput (runtime::cpu_params), measured once.
   std::once_flag cpu_params_once;
   device_params cpu_params;
-  /// Open sessions: the runtime closes them if it goes first.
-  std::mutex sessions_mu;
-  std::vector<session*> sessions;
-  /// The session the runtime's destructor is closing (it must outlive that call: ~session
-  /// waits until it is not this), and what signals changes to both.
-  session* closing = nullptr;
-  std::condition_variable sessions_cv;
+  /// Open sessions: the runtime closes them if it goes first. Shared with each session, whose
+  /// destructor may run after the runtime's.
+  std::shared_ptr<session_registry> sessions = std::make_shared<session_registry>();
 };
 
 /// The CPU devices' throughput: runtime_options::cpu_params, or measured on first use.

@@ -155,22 +155,22 @@ runtime::~runtime() {
   // Another thread may be destroying a session meanwhile (a cluster worker deregistering a
   // partition): the session is pinned while it is closed here (~session waits for that), and
   // the loop waits until whoever closes it has taken it off the list.
+  auto& reg = *impl_->sessions;
   for (;;) {
     session* s = nullptr;
     {
-      std::lock_guard lock(impl_->sessions_mu);
-      if (impl_->sessions.empty())
+      std::lock_guard lock(reg.mu);
+      if (reg.open.empty())
         break;
-      s = impl_->sessions.back();
-      impl_->closing = s;
+      s = reg.open.back();
+      reg.closing = s;
     }
     s->close(); // returns at once when another thread is already closing it
-    std::unique_lock lock(impl_->sessions_mu);
-    impl_->closing = nullptr;
-    impl_->sessions_cv.notify_all();
-    impl_->sessions_cv.wait(lock, [&] {
-      return std::find(impl_->sessions.begin(), impl_->sessions.end(), s) ==
-             impl_->sessions.end();
+    std::unique_lock lock(reg.mu);
+    reg.closing = nullptr;
+    reg.cv.notify_all();
+    reg.cv.wait(lock, [&] {
+      return std::find(reg.open.begin(), reg.open.end(), s) == reg.open.end();
     });
   }
   // GPU work still queued (kernels of aborted steps) runs and completes while its actors live.

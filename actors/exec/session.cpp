@@ -215,8 +215,8 @@ session::session(runtime& rt, const graph& g, session_options options)
       if (auto h = make(g))
         hooks_.push_back(std::move(h));
   }
-  std::lock_guard lock(impl_->rt.sessions_mu);
-  impl_->rt.sessions.push_back(this);
+  std::lock_guard lock(impl_->registry->mu);
+  impl_->registry->open.push_back(this);
 }
 
 status session::run_hooks(const std::vector<operation>& targets) {
@@ -234,8 +234,10 @@ session::session(runtime& rt, const graph& g, const std::string& target,
 session::~session() {
   close();
   // The runtime's destructor may be closing this session on its own thread: wait for it.
-  std::unique_lock lock(impl_->rt.sessions_mu);
-  impl_->rt.sessions_cv.wait(lock, [&] { return impl_->rt.closing != this; });
+  // The registry outlives the runtime: a session destroyed after its runtime waits on nothing.
+  auto& reg = *impl_->registry;
+  std::unique_lock lock(reg.mu);
+  reg.cv.wait(lock, [&] { return reg.closing != this; });
 }
 
 result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
@@ -437,10 +439,10 @@ void session::close() {
   }
   std::lock_guard lock(impl_->mu);
   impl_->stop_instances();
-  std::lock_guard sessions_lock(impl_->rt.sessions_mu);
-  auto& open = impl_->rt.sessions;
-  open.erase(std::remove(open.begin(), open.end(), this), open.end());
-  impl_->rt.sessions_cv.notify_all();
+  auto& reg = *impl_->registry;
+  std::lock_guard sessions_lock(reg.mu);
+  reg.open.erase(std::remove(reg.open.begin(), reg.open.end(), this), reg.open.end());
+  reg.cv.notify_all();
 }
 
 runtime::impl& session::runtime_internals() const {

@@ -38,7 +38,8 @@ struct signature_hash {
 extern std::mutex shared_costs_mu;
 
 struct session::impl {
-  runtime::impl& rt;
+  runtime::impl& rt; // valid while the session is open
+  std::shared_ptr<session_registry> registry;
   const graph& g;
   session_options options;
   std::mutex mu; // guards instances_ and closed
@@ -51,7 +52,8 @@ struct session::impl {
   /// The device of each node of `g` (placed when a build first sees the graph at its size).
   std::vector<size_t> device_of_node;
 
-  impl(runtime::impl& r, const graph& graph, session_options o) : rt(r), g(graph), options(o) {}
+  impl(runtime::impl& r, const graph& graph, session_options o)
+      : rt(r), registry(r.sessions), g(graph), options(o) {}
 
   /// Places the nodes added since the last placement (all of them the first time); nodes placed
   /// before keep their device, and new members of their colocation groups follow them.
