@@ -32,7 +32,7 @@ set(RUNNEL_INTERNAL_HEADERS
     net/endpoint_impl.hpp net/tensor_codec.hpp
     ops/core/eigen_access.hpp ops/layers/control_flow_internal.hpp ops/grad/gradients_internal.hpp
     ops/cpu/conv_dnnl.hpp ops/cpu/matmul_dnnl.hpp ops/cpu/kernels.hpp
-    ops/cuda/gpu_context.hpp ops/cuda/kernels.hpp ops/cuda/cuda_kernel.hpp
+    ops/cuda/gpu_context.hpp ops/cuda/cublas_api.hpp ops/cuda/kernels.hpp ops/cuda/cuda_kernel.hpp
     ops/defs/op_util.hpp ops/graph/builder_util.hpp
     actors/data/stages.hpp actors/cluster/master_impl.hpp
     storage/tf/tf_types.hpp storage/keras/keras_layers.hpp)
@@ -79,7 +79,7 @@ foreach(path ${CAF_IO_LIBRARY} ${CAF_CORE_LIBRARY} ${RUNNEL_HDF5_LIBRARIES} ${OP
   endif()
 endforeach()
 if(RUNNEL_HAVE_CUDA)
-  string(APPEND pc_deps " -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcublasLt -lcudnn -lcudart_static"
+  string(APPEND pc_deps " -L${CUDAToolkit_LIBRARY_DIR} -lcudnn -lcudart_static"
          " -lculibos -ldl -lrt")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/runnel.pc.in ${PROJECT_BINARY_DIR}/runnel.pc @ONLY)

@@ -52,8 +52,9 @@ status cuda_status(cudaError_t e, const std::string& what) {
 status cublas_status(cublasStatus_t e, const std::string& what) {
   if (e == CUBLAS_STATUS_SUCCESS)
     return {};
+  // A status comes from a handle, so cuBLAS is loaded by now.
   return internal_error(what + ": cuBLAS error " + std::to_string(int(e)) + " (" +
-                        cublasGetStatusString(e) + ")");
+                        cublas().status_string(e) + ")");
 }
 
 status cudnn_status(cudnnStatus_t e, const std::string& what) {
@@ -95,9 +96,12 @@ result<std::unique_ptr<gpu_context>> gpu_context::create(int device, size_t memo
   for (cudaStream_t* s : {&g->compute_, &g->h2d_, &g->d2h_, &g->d2d_})
     RUNNEL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking),
                                        where + ": creating a stream"));
-  RUNNEL_RETURN_IF_ERROR(cublas_status(cublasCreate(&g->cublas_), where + ": cublasCreate"));
-  RUNNEL_RETURN_IF_ERROR(
-      cublas_status(cublasSetStream(g->cublas_, g->compute_), where + ": cublasSetStream"));
+  auto api = load_cublas();
+  if (!api)
+    return api.error().with_context(where);
+  RUNNEL_RETURN_IF_ERROR(cublas_status((*api)->create(&g->cublas_), where + ": cublasCreate"));
+  RUNNEL_RETURN_IF_ERROR(cublas_status((*api)->set_stream(g->cublas_, g->compute_),
+                                       where + ": cublasSetStream"));
   RUNNEL_RETURN_IF_ERROR(cudnn_status(cudnnCreate(&g->cudnn_), where + ": cudnnCreate"));
   RUNNEL_RETURN_IF_ERROR(
       cudnn_status(cudnnSetStream(g->cudnn_, g->compute_), where + ": cudnnSetStream"));
@@ -129,7 +133,7 @@ gpu_context::~gpu_context() {
   if (cudnn_)
     cudnnDestroy(cudnn_);
   if (cublas_)
-    cublasDestroy(cublas_);
+    runnel::cublas().destroy(cublas_);
   for (cudaStream_t s : {compute_, h2d_, d2h_, d2d_})
     if (s)
       cudaStreamDestroy(s);

@@ -16,7 +16,7 @@
 // compute work. All kernels run on the one compute stream, so memory freed by one node's kernels
 // is safely reused by the next. Nothing blocks the host except to_host and synchronize.
 
-#include <cublas_v2.h>
+#include "runnel/ops/cuda/cublas_api.hpp"
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 

@@ -113,7 +113,7 @@ status check_cell(std::span<const tensor> in, int64_t* n, int64_t* input, int64_
 cublasStatus_t gemm(cublasHandle_t h, int64_t m, int64_t n, int64_t k, const float* a,
                     const float* b, float* c, float beta) {
   float one = 1;
-  return cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, int(n), a,
+  return cublas().sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, int(n), a,
                      int(k), &beta, c, int(n));
 }
 

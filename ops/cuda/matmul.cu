@@ -34,7 +34,7 @@ cublasStatus_t launch_gemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_
   bool f64 = t.compute == CUBLAS_COMPUTE_64F;
   const void* alpha = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
-  return cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n),
+  return cublas().gemm_ex(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n),
                       int(m), int(k), alpha, b, t.data, int(tb ? k : n), a, t.data, int(ta ? m : k),
                       beta, c, t.data, int(n), t.compute, CUBLAS_GEMM_DEFAULT);
 }

@@ -2,10 +2,14 @@
 // plain runs skip them; scripts/gpu-check runs them on a GPU machine. The [gpu_host] cases run
 // everywhere (CI included): they check what happens without a GPU.
 #include <cmath>
+#include <fstream>
 #include <functional>
 
 #include <algorithm>
 
+#include "runnel/actors/exec/runtime.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/ops/cuda/cublas_api.hpp"
 #include "runnel/ops/cuda/cuda_accelerator.hpp"
 #include "runnel/ops/gpu/accelerator.hpp"
 #include "runnel/tests/gpu/gpu_test_util.hpp"
@@ -20,6 +24,39 @@ TEST_CASE("without a GPU a context cannot be made, and says why", "[gpu_host]") 
   REQUIRE_FALSE(ctx.ok());
   CHECK(ctx.error().code() == error_code::unavailable);
   CHECK_THAT(ctx.error().to_string(), Catch::Contains("GPU " + std::to_string(found.gpus.size())));
+}
+
+namespace {
+bool mapped(const std::string& library) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find(library) != std::string::npos)
+      return true;
+  return false;
+}
+} // namespace
+
+TEST_CASE("cuBLAS is loaded when a GPU context needs it, not at start-up", "[gpu_host]") {
+  // Linking libcublas cost every Runnel process 0.5-1 s at start-up, GPU or not.
+  if (!cublas_loaded()) {
+    graph g;
+    auto y = constant(g, 2.f) * 3.0;
+    runtime rt;
+    session s(rt, g);
+    REQUIRE(s.run({}, {y}).ok());
+    CHECK_FALSE(mapped("libcublas"));
+  }
+  auto api = load_cublas();
+  REQUIRE(api.ok()); // the toolkit is installed wherever this is built
+  CHECK(mapped("libcublas"));
+  CHECK_THAT((*api)->path, Catch::Contains("libcublas.so." + std::to_string(CUBLAS_VER_MAJOR)));
+  for (bool resolved : {(*api)->create != nullptr, (*api)->destroy != nullptr,
+                        (*api)->set_stream != nullptr, (*api)->sgemm != nullptr,
+                        (*api)->gemm_ex != nullptr, (*api)->status_string != nullptr})
+    CHECK(resolved);
+  CHECK(std::string((*api)->status_string(CUBLAS_STATUS_NOT_INITIALIZED)).size() > 0);
+  CHECK(load_cublas().value() == *api); // once per process
 }
 
 TEST_CASE("the CUDA kernel table and the GPU op list name the same ops", "[gpu_host]") {
