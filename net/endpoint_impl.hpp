@@ -114,15 +114,21 @@ struct endpoint::impl {
   std::function<void()> stop_task;
 
   /// False once the loop has stopped (the task is dropped: it must hold only plain data).
+  /// The loop is woken only by the first task into an empty mailbox: it takes the whole mailbox
+  /// at once, so later tasks ride on that wake-up (one eventfd write per batch, not per task).
   bool post(std::function<void()> task) {
+    bool first;
     {
       std::lock_guard lock(mailbox_mu);
       if (stopping)
         return false;
+      first = mailbox.empty();
       mailbox.push_back(std::move(task));
     }
-    uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
+    if (first) {
+      uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
+    }
     return true;
   }
 

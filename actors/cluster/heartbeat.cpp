@@ -7,7 +7,7 @@ namespace runnel {
 using clock_type = std::chrono::steady_clock;
 
 struct heartbeat_monitor::watch {
-  task_list tasks;
+  std::shared_ptr<const task_list> tasks;
   std::function<void(status)> fail;
   clock_type::time_point started;
   bool failed = false; ///< guarded by the monitor's lock
@@ -33,8 +33,8 @@ heartbeat_monitor::~heartbeat_monitor() {
   thread_.join();
 }
 
-std::shared_ptr<heartbeat_monitor::watch> heartbeat_monitor::start(task_list tasks,
-                                                                   std::function<void(status)> fail) {
+std::shared_ptr<heartbeat_monitor::watch>
+heartbeat_monitor::start(std::shared_ptr<const task_list> tasks, std::function<void(status)> fail) {
   auto w = std::make_shared<watch>();
   w->tasks = std::move(tasks);
   w->fail = std::move(fail);
@@ -62,7 +62,7 @@ void heartbeat_monitor::loop() {
     lock.unlock();
     std::vector<std::pair<std::shared_ptr<watch>, std::string>> to_fail;
     for (auto& w : live)
-      for (auto& entry : w->tasks) {
+      for (auto& entry : *w->tasks) {
         const auto& name = entry.first;
         auto& worker = entry.second;
         clock_type::time_point since;

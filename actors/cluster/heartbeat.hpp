@@ -34,8 +34,10 @@ public:
   heartbeat_monitor& operator=(const heartbeat_monitor&) = delete;
 
   /// Watches one step over `tasks` (name, worker) until the returned handle is dropped; `fail`
-  /// runs at most once, from the monitor's thread, when a task stops answering.
-  std::shared_ptr<watch> start(task_list tasks, std::function<void(status)> fail);
+  /// runs at most once, from the monitor's thread, when a task stops answering. The list is
+  /// shared (a registration builds it once, not every step).
+  std::shared_ptr<watch> start(std::shared_ptr<const task_list> tasks,
+                               std::function<void(status)> fail);
   std::chrono::milliseconds timeout() const { return timeout_; }
 
 private:

@@ -166,6 +166,10 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
         p.worker->deregister_graph(p.handle);
     return failed;
   }
+  auto tasks = std::make_shared<heartbeat_monitor::task_list>();
+  for (auto& part : reg->parts)
+    tasks->emplace_back(part.task.name(), part.worker);
+  reg->heartbeat_tasks = std::move(tasks);
   return reg;
 }
 
@@ -194,13 +198,10 @@ void master::impl::start_step(std::shared_ptr<master_session> s,
   int64_t id = new_step_id();
   auto self = shared_from_this();
   if (heartbeats) {
-    heartbeat_monitor::task_list tasks;
-    for (auto& part : reg->parts)
-      tasks.emplace_back(part.task.name(), part.worker);
     // A task that stops answering fails the step now; its run_graph answer, if it ever comes,
     // is ignored.
     st->heartbeat = heartbeats->start(
-        std::move(tasks), [self, w = std::weak_ptr<step>(st), reg, id](status why) {
+        reg->heartbeat_tasks, [self, w = std::weak_ptr<step>(st), reg, id](status why) {
           auto st = w.lock();
           if (!st)
             return;
