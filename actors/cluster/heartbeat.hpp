@@ -6,7 +6,8 @@
 // heartbeat: its connections drop at once.
 //
 //   heartbeat_monitor hb(std::chrono::seconds(30));
-//   auto w = hb.watch({{"/job:worker/task:1", worker1}, ...}, [](status why) { fail the step });
+//   auto tasks = std::make_shared<heartbeat_monitor::task_list>(...); // once per registration
+//   auto w = hb.start(tasks, [](status why) { fail the step });
 //   ...                         // the step runs; drop `w` when it ends
 
 #include <chrono>

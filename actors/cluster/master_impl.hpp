@@ -66,8 +66,7 @@ struct task_part {
 struct registration {
   std::vector<task_part> parts;
   /// The parts' tasks for heartbeats, built once (steps share it).
-  std::shared_ptr<const std::vector<std::pair<std::string, std::shared_ptr<net::remote_worker>>>>
-      heartbeat_tasks;
+  std::shared_ptr<const heartbeat_monitor::task_list> heartbeat_tasks;
 };
 
 struct master_session {

@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,11 +12,10 @@ namespace {
 
 std::atomic<const cublas_api*> loaded{nullptr};
 
-template <class F> bool resolve(void* lib, const char* name, F& f, std::string& missing) {
+template <class F> void resolve(void* lib, const char* name, F& f, std::string& missing) {
   f = reinterpret_cast<F>(::dlsym(lib, name));
   if (!f)
     missing += std::string(missing.empty() ? "" : ", ") + name;
-  return f != nullptr;
 }
 
 result<const cublas_api*> load() {
@@ -64,13 +62,12 @@ result<const cublas_api*> load() {
 } // namespace
 
 result<const cublas_api*> load_cublas() {
-  static std::once_flag once;
-  static result<const cublas_api*> outcome = unavailable("cuBLAS was never loaded");
-  std::call_once(once, [] {
-    outcome = load();
-    if (outcome)
-      loaded = *outcome;
-  });
+  static const result<const cublas_api*> outcome = [] {
+    auto r = load();
+    if (r)
+      loaded = *r;
+    return r;
+  }();
   return outcome;
 }
 
