@@ -26,7 +26,23 @@ dnnl_matmul::dnnl_matmul(dnnl_matmul&&) noexcept = default;
 dnnl_matmul& dnnl_matmul::operator=(dnnl_matmul&&) noexcept = default;
 
 bool dnnl_matmul::available() {
-  return true;
+  // oneDNN has bfloat16 matmul kernels only on CPUs with AVX-512 (natively with AVX-512 BF16);
+  // elsewhere (an AVX2-only EPYC, say) it cannot make the primitive, and bfloat16 MatMul goes
+  // through the float32 kernel instead. Asked once, with a small problem.
+  static const bool usable = [] {
+    try {
+      using namespace dnnl;
+      engine cpu(engine::kind::cpu, 0);
+      auto bf16 = memory::data_type::bf16;
+      memory::desc a({4, 4}, bf16, memory::dims{4, 1}), b({4, 4}, bf16, memory::dims{4, 1}),
+          c({4, 4}, bf16, memory::dims{4, 1});
+      matmul::primitive_desc pd(matmul::desc(a, b, c), cpu);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return usable;
 }
 
 status dnnl_matmul::run_bf16(int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,

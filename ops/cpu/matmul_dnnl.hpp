@@ -1,7 +1,8 @@
 #pragma once
 // MatMul in bfloat16 through oneDNN when the build has it (RUNNEL_HAVE_DNNL): on CPUs with
 // AVX-512 BF16 its brgemm kernels run twice float32's FLOP/s (docs/gpu.md has the figures).
-// Without oneDNN, bfloat16 MatMul goes through the float32 kernel (ops/cpu/reduced_precision.cpp).
+// Without oneDNN, or on a CPU without AVX-512 where oneDNN has no bfloat16 matmul, bfloat16
+// MatMul goes through the float32 kernel (ops/cpu/reduced_precision.cpp).
 // oneDNN types stay in matmul_dnnl.cpp.
 #include <cstdint>
 #include <memory>
@@ -22,6 +23,7 @@ public:
   ~dnnl_matmul();
   dnnl_matmul(dnnl_matmul&&) noexcept;
   dnnl_matmul& operator=(dnnl_matmul&&) noexcept;
+  /// Whether oneDNN is built in and can run bfloat16 matmul on this CPU (AVX-512).
   static bool available();
   status run_bf16(int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,
                   const uint16_t* a, int64_t lda, const uint16_t* b, uint16_t* c,
