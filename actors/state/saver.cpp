@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "runnel/placement/device_name.hpp"
 #include "runnel/storage/checkpoint.hpp"
 
 namespace runnel {
@@ -60,9 +61,20 @@ saver::saver(graph& g, std::vector<output> variables, saver_options options) : o
     e.name = variable_resource_name(n);
     e.ref = v;
     shape declared = n.output_shapes[0];
-    auto col = g.colocate_with(v);
-    // The fed value goes where the variable is: a restore moves each value once.
-    e.feed = placeholder(g, n.output_types[0], declared, "restore_value");
+    // The fed value goes to the variable's task, on its CPU: a restore moves each value once
+    // (to a GPU variable through a host-to-device copy). Not colocated with the variable: a
+    // Placeholder has no GPU kernel, and every node colocated with a variable must run where
+    // it does, so that would pin GPU variables, and their updates, to the CPU.
+    std::string feed_device;
+    if (auto spec = device_spec::parse(n.device); spec && (spec->job || spec->task)) {
+      spec->type = "CPU";
+      spec->id = 0;
+      feed_device = spec->to_string();
+    }
+    {
+      auto on = g.device(feed_device);
+      e.feed = placeholder(g, n.output_types[0], declared, "restore_value");
+    }
     graph_variable gv{v, v, {}};
     e.assign = operation(assign(gv, e.feed, "restore"));
     entries_.push_back(std::move(e));

@@ -1,7 +1,9 @@
 // What a runtime does about GPUs on any machine: discovery, soft placement, and the guard that
 // keeps host code off device memory. (Kernels on a real GPU: tests/gpu/, tag [.gpu].)
+#include <filesystem>
 #include <map>
 
+#include "runnel/actors/state/saver.hpp"
 #include "runnel/ops/layers/control_flow.hpp"
 #include "runnel/ops/gpu/gpu_info.hpp"
 #include "runnel/ops/train/optimizers.hpp"
@@ -256,4 +258,41 @@ TEST_CASE("graphs with loops and conditionals stay on CPUs, saying so when a GPU
   REQUIRE(ok.ok());
   CHECK(ok.value()[0].data<float>()[0] == 6.f);
   CHECK(ok.value()[0].host_readable());
+}
+
+TEST_CASE("a saver leaves GPU variables and their updates on the GPU, and restores them there",
+          "[actors][gpu_host]") {
+  // The saver's restore placeholders once shared the variables' colocation group; a Placeholder
+  // has no GPU kernel, so every variable and its ApplyAdam ran on the CPU, with the weights
+  // crossing to the GPU each step.
+  auto dir = std::filesystem::temp_directory_path() / "runnel_saver_gpu_placement";
+  std::filesystem::remove_all(dir);
+  graph g;
+  auto x = constant(g, vals<float>({2, 2}, {1, 2, 3, 4}));
+  auto w = variable(g, constant(g, vals<float>({2, 2}, {0.5f, -1, 2, 0.25f})), "sw");
+  auto loss = sum(square(matmul(x, w.value)));
+  adam_optimizer adam(0.01);
+  auto train = adam.minimize(loss);
+  saver sv(g);
+  runtime rt({.simulated_gpus = 1});
+  session s(rt, g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  auto where = devices_of(s, {}, {loss});
+  CHECK(on_gpu(where.at("sw")));
+  run_metadata md;
+  REQUIRE(s.run({}, {}, {train}, {.trace = true}, &md).ok());
+  int applies = 0;
+  for (auto& n : md.nodes)
+    if (n.op == "ApplyAdam") {
+      CHECK(on_gpu(n.device));
+      ++applies;
+    }
+  CHECK(applies == 1);
+  auto trained = s.run({}, {w.value}).value()[0];
+  auto path = sv.save(s, (dir / "model").string());
+  REQUIRE(path.ok());
+  REQUIRE(s.run({}, {}, {train}).ok());
+  REQUIRE(sv.restore(s, path.value()).ok());
+  check_equal(s.run({}, {w.value}).value()[0], trained);
+  std::filesystem::remove_all(dir);
 }
