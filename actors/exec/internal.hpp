@@ -284,7 +284,7 @@ private:
 /// The accelerator of CUDA device `cuda_device` as /device:GPU:`index` (an error in a build
 /// without the CUDA kernels) (actors/exec/gpu_device.cpp).
 result<std::unique_ptr<accelerator>> make_gpu_accelerator(int index, int cuda_device,
-                                                          size_t memory_limit);
+                                                          size_t memory_limit, bool stream_ordered);
 
 struct local_device {
   std::string name;

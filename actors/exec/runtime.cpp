@@ -1,5 +1,6 @@
 #include <cblas.h>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -74,8 +75,15 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
     throw error(invalid_argument("runtime_options: " + visible_error));
   std::vector<std::unique_ptr<accelerator>> accelerators;
   std::string gpu_failures;
+  // One GPU: its nodes complete when enqueued (the stream orders them; the session waits for
+  // the GPU at the end of each step). Several: when run, as a consumer on another GPU's stream
+  // must not read a value early. RUNNEL_GPU_SYNC_EACH_OP=1 waits for each node's kernel, so a
+  // kernel that fails while running is named (docs/gpu.md).
+  const char* sync_each = std::getenv("RUNNEL_GPU_SYNC_EACH_OP");
+  bool stream_ordered = d.gpus.size() == 1 && !(sync_each && std::string(sync_each) == "1");
   for (auto& g : d.gpus) {
-    auto acc = make_gpu_accelerator(int(accelerators.size()), g.id, d.options.gpu_memory_limit);
+    auto acc = make_gpu_accelerator(int(accelerators.size()), g.id, d.options.gpu_memory_limit,
+                                    stream_ordered);
     if (acc.ok())
       accelerators.push_back(std::move(acc).value());
     else

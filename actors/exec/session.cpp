@@ -267,6 +267,13 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
   } else {
     step->wait();
   }
+  // GPU nodes complete when their kernels are enqueued (one GPU, stream-ordered): wait for the
+  // GPUs, so a step's work has run when it returns and a kernel that failed running fails it.
+  for (auto& d : impl_->rt.devices)
+    if (d.gpu)
+      if (status st = d.gpu->synchronize(); !st.ok())
+        step->fail(st.with_context("a GPU kernel of this step failed while running (run with "
+                                   "RUNNEL_GPU_SYNC_EACH_OP=1 to name its node)"));
   if (trace && metadata) {
     {
       std::lock_guard lock(trace->mu);

@@ -96,8 +96,8 @@ private:
 
 class cuda_accelerator : public accelerator, public cuda_device {
 public:
-  cuda_accelerator(int index, std::unique_ptr<gpu_context> ctx)
-      : index_(index), ctx_(std::move(ctx)) {}
+  cuda_accelerator(int index, std::unique_ptr<gpu_context> ctx, bool stream_ordered)
+      : index_(index), ctx_(std::move(ctx)), stream_ordered_(stream_ordered) {}
   ~cuda_accelerator() override { (void)ctx_->synchronize(); }
 
   int id() const override { return index_; }
@@ -107,6 +107,22 @@ public:
   void complete_after(cudaStream_t stream, std::function<void(status)> done) override {
     poller_.after(stream, std::move(done));
   }
+
+  void finish(std::shared_ptr<std::vector<tensor>> staged,
+              std::function<void(status)> done) override {
+    if (stream_ordered_) {
+      // Freed now, reused only by work ordered after this on the compute stream, or by copies
+      // that wait for it (gpu_context::to_device).
+      staged->clear();
+      return done({});
+    }
+    poller_.after(ctx_->compute(), [staged = std::move(staged), done = std::move(done)](status st) {
+      staged->clear();
+      done(st);
+    });
+  }
+
+  status synchronize() override { return ctx_->synchronize(); }
 
   result<std::unique_ptr<kernel>> make_kernel(const kernel_construction& c) override {
     auto& table = cuda_kernels();
@@ -181,6 +197,7 @@ public:
 private:
   int index_;
   std::unique_ptr<gpu_context> ctx_;
+  bool stream_ordered_;
   event_poller poller_;
 };
 
@@ -193,14 +210,16 @@ status stage_inputs(gpu_context& gpu, std::span<const tensor> inputs,
   for (size_t i = 0; i < inputs.size(); ++i) {
     const tensor& t = inputs[i];
     slot_memory where = i < slots.size() ? slots[i] : slot_memory::device;
-    if (!t.valid() || where == slot_memory::any || (where == slot_memory::host && t.host_readable())) {
+    bool other_gpu = t.valid() && t.memory() == memory_space::device && t.device_id() != gpu.device();
+    if (!t.valid() || (where == slot_memory::any && !other_gpu) ||
+        (where == slot_memory::host && t.host_readable())) {
       staged.push_back(t);
     } else if (where == slot_memory::host) { // produced on a GPU: read it back (small)
       RUNNEL_ASSIGN_OR_RETURN(tensor h, gpu.to_host(t));
       staged.push_back(std::move(h));
     } else if (t.memory() == memory_space::device && t.device_id() == gpu.device()) {
       staged.push_back(t);
-    } else if (t.memory() == memory_space::device) { // another GPU's: copied over directly
+    } else if (other_gpu) { // another GPU's: copied over directly
       RUNNEL_ASSIGN_OR_RETURN(tensor here, gpu.copy_on_device(t));
       staged.push_back(std::move(here));
     } else {
@@ -226,12 +245,7 @@ void cuda_kernel::compute_async(kernel_context& ctx, std::function<void(status)>
   }
   if (!st.ok())
     return done(st);
-  // The node is done when the compute stream reaches this point; its inputs stay referenced
-  // until then, so their memory is not reused under the kernel.
-  gpu_.complete_after(g.compute(), [staged, done = std::move(done)](status st) {
-    staged->clear();
-    done(st);
-  });
+  gpu_.finish(std::move(staged), std::move(done));
 }
 
 result<window_attrs> read_window_attrs(const kernel_construction& c, bool has_ksize) {
@@ -274,9 +288,11 @@ std::vector<std::string> cuda_kernel_op_names() {
 }
 
 result<std::unique_ptr<accelerator>> make_cuda_accelerator(int index, int cuda_device,
-                                                           size_t memory_limit) {
+                                                           size_t memory_limit,
+                                                           bool stream_ordered) {
   RUNNEL_ASSIGN_OR_RETURN(auto ctx, gpu_context::create(cuda_device, memory_limit));
-  return std::unique_ptr<accelerator>(std::make_unique<cuda_accelerator>(index, std::move(ctx)));
+  return std::unique_ptr<accelerator>(
+      std::make_unique<cuda_accelerator>(index, std::move(ctx), stream_ordered));
 }
 
 } // namespace runnel

@@ -1,7 +1,8 @@
 #pragma once
 // The runtime's CUDA kernels (private to ops/cuda). A node's kernel enqueues its work on the
-// GPU's compute stream and completes when the stream gets past it (an event the accelerator's
-// poller watches), so the node's actor never blocks.
+// GPU's compute stream and completes at once when the runtime has one GPU (the stream orders
+// what follows), else when the stream gets past it (an event the accelerator's poller
+// watches); either way the node's actor never blocks (cuda_device::finish).
 //
 // Every op with a CUDA kernel has one factory in one table, by op name (cuda_kernels(), filled
 // by each family's add_*_cuda_kernels in cuda_kernels_*.cpp). ops/gpu/gpu_kernels.cpp lists the
@@ -33,6 +34,13 @@ public:
   virtual gpu_context& context() = 0;
   /// Calls `done` (from the poller's thread) once `stream` has run what is enqueued on it now.
   virtual void complete_after(cudaStream_t stream, std::function<void(status)> done) = 0;
+  /// Completes a node whose work is enqueued on the compute stream, `staged` being what it read.
+  /// Stream-ordered (a runtime's only GPU): at once, as TensorFlow's GPU kernels do; what runs
+  /// after it on this GPU is ordered by the stream, and copies off the GPU wait for the stream.
+  /// Otherwise (several GPUs: a consumer on another GPU's stream must not read it early, or
+  /// RUNNEL_GPU_SYNC_EACH_OP=1 to find a failing kernel): once the stream has run it.
+  virtual void finish(std::shared_ptr<std::vector<tensor>> staged,
+                      std::function<void(status)> done) = 0;
 };
 
 /// Where a kernel reads an input: in this GPU's memory (the default), on the host (shapes, axes,

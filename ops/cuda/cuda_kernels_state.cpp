@@ -2,8 +2,10 @@
 // updates that change them in place there: Assign, AssignAdd, AssignSub, the optimizers'
 // Apply* and SparseApply*, ScatterAdd/Sub/Update. As on the CPU, an update runs at its
 // variable's actor, one at a time; it enqueues its kernel on the compute stream and the node
-// completes when the stream has run it. A buffer a reader still holds is copied on the device
+// completes as other GPU nodes do (cuda_device::finish). A buffer a reader still holds is copied on the device
 // first (copy-on-write, as make_writable does on the host).
+#include <algorithm>
+
 #include "runnel/ops/cuda/cuda_kernel.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
 #include "runnel/ops/kernel/variable.hpp"
@@ -95,10 +97,7 @@ public:
           if (!st.ok())
             return done(st);
           *out = std::move(value);
-          d_.complete_after(d_.context().compute(), [staged, done = std::move(done)](status st) {
-            staged->clear();
-            done(st);
-          });
+          d_.finish(staged, std::move(done));
         });
   }
 
@@ -202,11 +201,17 @@ void add_state_cuda_kernels(cuda_kernel_table& t) {
   for (const apply_op& a : applies)
     t.emplace(a.op, [&a](const kernel_construction& c, cuda_device& d) -> result<std::unique_ptr<kernel>> {
       bool nesterov = c.node.attrs.count("use_nesterov") ? c.attr<bool>("use_nesterov") : false;
-      std::vector<slot_memory> slots;
-      if (a.indices >= 0) { // the indices are read on the host; scalars anywhere
-        slots.assign(size_t(a.indices) + 1, slot_memory::device);
+      // The indices are read on the host; the scalars (learning rate, decays, ...) wherever
+      // they are: a host value is passed to the kernel as an argument, not copied to the GPU
+      // each step.
+      int last = std::max(a.grad, a.indices);
+      for (int i : a.scalars)
+        last = std::max(last, i);
+      std::vector<slot_memory> slots(size_t(last) + 1, slot_memory::device);
+      for (int i : a.scalars)
+        slots[size_t(i)] = slot_memory::any;
+      if (a.indices >= 0)
         slots[size_t(a.indices)] = slot_memory::host;
-      }
       std::vector<std::string> names;
       for (int i = 0; i < a.refs; ++i) {
         RUNNEL_ASSIGN_OR_RETURN(auto v, input_variable(c, i));

@@ -62,6 +62,10 @@ public:
   /// Returns once all work enqueued so far has run and its completions have been called (the
   /// runtime calls it before its actors stop, so no completion outlives its kernel).
   virtual void wait_idle() = 0;
+  /// Waits for the work enqueued so far. A kernel that failed while running, after its node
+  /// had completed (stream-ordered GPUs complete nodes when enqueued), is reported here: a
+  /// session calls it at the end of each step that ran on this GPU, as TensorFlow's does.
+  virtual status synchronize() { return {}; }
 };
 
 /// One op with GPU kernels: its name, the type attribute its dtypes are read from, and them.
