@@ -6,7 +6,8 @@
 //
 // A plan per problem (shapes, strides, padding, dtype, math) is made once per GPU context and
 // cached: cuDNN's descriptors and, per direction, the fastest algorithm cuDNN measured on the
-// first call (cudnnFind*, TensorFlow's autotuning) whose workspace fits in 256 MiB.
+// first call (cudnnFind*, run twice: TensorFlow's autotuning) whose workspace fits in 256 MiB.
+#include <atomic>
 #include <mutex>
 
 #include "runnel/ops/cuda/dispatch.hpp"
@@ -139,6 +140,7 @@ struct conv_plan {
   cudnnConvolutionBwdFilterAlgo_t filter{};
   size_t fwd_ws = 0, data_ws = 0, filter_ws = 0;
   status fwd_st, data_st, filter_st;
+  std::atomic<bool> fwd_chosen{false};
   ~conv_plan() {
     if (x)
       cudnnDestroyTensorDescriptor(x);
@@ -296,14 +298,22 @@ status conv2d_cuda(gpu_context& gpu, const tensor& input, const tensor& filter,
       tensor ws = search_workspace(gpu, node);
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int returned = 0;
-      plan->fwd_st = cudnn_status(
-          cudnnFindConvolutionForwardAlgorithmEx(
-              gpu.cudnn(), plan->x, x.raw_data(), plan->w, krsc.raw_data(), plan->conv, plan->y,
-              out->raw_data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws.raw_data(),
-              ws.valid() ? ws.bytes() : 0),
-          where + ": choosing an algorithm");
+      // Twice: the first search also loads each algorithm's kernels (CUDA loads modules
+      // lazily), which can make the fastest look slowest; the second one's times are kept.
+      auto find = [&] {
+        return cudnn_status(
+            cudnnFindConvolutionForwardAlgorithmEx(
+                gpu.cudnn(), plan->x, x.raw_data(), plan->w, krsc.raw_data(), plan->conv, plan->y,
+                out->raw_data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws.raw_data(),
+                ws.valid() ? ws.bytes() : 0),
+            where + ": choosing an algorithm");
+      };
+      plan->fwd_st = find();
+      if (plan->fwd_st.ok())
+        plan->fwd_st = find();
       if (plan->fwd_st.ok())
         plan->fwd_st = pick(perf, returned, &plan->fwd, &plan->fwd_ws, where);
+      plan->fwd_chosen = plan->fwd_st.ok();
     });
     RUNNEL_RETURN_IF_ERROR(plan->fwd_st);
     status st;
@@ -316,6 +326,18 @@ status conv2d_cuda(gpu_context& gpu, const tensor& input, const tensor& filter,
                                                 out->raw_data()),
                         where);
   });
+}
+
+result<std::pair<int, size_t>> conv2d_cuda_forward_algorithm(gpu_context& gpu, const shape& input,
+                                                             const shape& filter, dtype t,
+                                                             const gpu_conv2d_options& o) {
+  std::string where = "conv2d_cuda_forward_algorithm";
+  RUNNEL_ASSIGN_OR_RETURN(auto p, make_problem(input, filter, o.stride_h, o.stride_w, o.padding, t,
+                                               o.allow_tf32, where));
+  RUNNEL_ASSIGN_OR_RETURN(auto plan, plan_for(gpu, p, where));
+  if (!plan->fwd_chosen)
+    return not_found(where + ": no forward convolution of these shapes has run on this GPU yet");
+  return std::make_pair(int(plan->fwd), plan->fwd_ws);
 }
 
 status conv2d_backprop_input_cuda(gpu_context& gpu, const tensor& input_sizes, const tensor& filter,
@@ -347,12 +369,17 @@ status conv2d_backprop_input_cuda(gpu_context& gpu, const tensor& input_sizes, c
       tensor ws = search_workspace(gpu, node);
       cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
       int returned = 0;
-      plan->data_st = cudnn_status(
-          cudnnFindConvolutionBackwardDataAlgorithmEx(
-              gpu.cudnn(), plan->w, krsc.raw_data(), plan->y, out_backprop.raw_data(), plan->conv,
-              plan->x, dx.raw_data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf,
-              ws.raw_data(), ws.valid() ? ws.bytes() : 0),
-          where + ": choosing an algorithm");
+      auto find = [&] { // twice, as the forward search
+        return cudnn_status(
+            cudnnFindConvolutionBackwardDataAlgorithmEx(
+                gpu.cudnn(), plan->w, krsc.raw_data(), plan->y, out_backprop.raw_data(), plan->conv,
+                plan->x, dx.raw_data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf,
+                ws.raw_data(), ws.valid() ? ws.bytes() : 0),
+            where + ": choosing an algorithm");
+      };
+      plan->data_st = find();
+      if (plan->data_st.ok())
+        plan->data_st = find();
       if (plan->data_st.ok())
         plan->data_st = pick(perf, returned, &plan->data, &plan->data_ws, where);
     });
@@ -399,12 +426,17 @@ status conv2d_backprop_filter_cuda(gpu_context& gpu, const tensor& input, const 
       tensor ws = search_workspace(gpu, node);
       cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
       int returned = 0;
-      plan->filter_st = cudnn_status(
-          cudnnFindConvolutionBackwardFilterAlgorithmEx(
-              gpu.cudnn(), plan->x, x.raw_data(), plan->y, out_backprop.raw_data(), plan->conv,
-              plan->w, dw.raw_data(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf,
-              ws.raw_data(), ws.valid() ? ws.bytes() : 0),
-          where + ": choosing an algorithm");
+      auto find = [&] { // twice, as the forward search
+        return cudnn_status(
+            cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                gpu.cudnn(), plan->x, x.raw_data(), plan->y, out_backprop.raw_data(), plan->conv,
+                plan->w, dw.raw_data(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf,
+                ws.raw_data(), ws.valid() ? ws.bytes() : 0),
+            where + ": choosing an algorithm");
+      };
+      plan->filter_st = find();
+      if (plan->filter_st.ok())
+        plan->filter_st = find();
       if (plan->filter_st.ok())
         plan->filter_st = pick(perf, returned, &plan->filter, &plan->filter_ws, where);
     });

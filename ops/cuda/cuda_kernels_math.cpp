@@ -1,4 +1,8 @@
 // CUDA kernels of the math family: element-wise ops, Cast, AddN, Select, reductions, MatMul.
+#include <atomic>
+#include <memory>
+#include <random>
+
 #include "runnel/ops/cuda/cuda_kernel.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
 
@@ -50,6 +54,28 @@ void add_math_cuda_kernels(cuda_kernel_table& t) {
                                                                          tensor* out) {
       return cast_cuda(g, in[0], to, out, name);
     });
+  });
+  t.emplace("RandomUniform", [](const kernel_construction& c, cuda_device& d) {
+    // Seeds as on the CPU: both zero draws a fresh sequence; else the same one every time.
+    auto seed = uint64_t(c.attr<int64_t>("seed")), seed2 = uint64_t(c.attr<int64_t>("seed2"));
+    uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ (seed2 + 0xD1B54A32D192ED03ull);
+    if (seed == 0 && seed2 == 0) {
+      std::random_device rd;
+      key = (uint64_t(rd()) << 32) | rd();
+    }
+    auto runs = std::make_shared<std::atomic<uint64_t>>(0);
+    return one_output(
+        d,
+        [type = c.attr<dtype>("dtype"), key, runs, name = c.node.name](gpu_context& g, inputs in,
+                                                                      tensor* out) -> status {
+          RUNNEL_ASSIGN_OR_RETURN(auto dims, to_int64_vector(in[0]));
+          for (int64_t v : dims)
+            if (v < 0)
+              return invalid_argument("node '" + name + "' (op RandomUniform): shape " +
+                                      shape(dims).to_string() + " has a negative size");
+          return random_uniform_cuda(g, type, shape(dims), key, runs->fetch_add(1), out, name);
+        },
+        {slot_memory::host}); // the shape is read on the host
   });
   t.emplace("AddN", [](const kernel_construction& c, cuda_device& d) {
     return one_output(d, [name = c.node.name](gpu_context& g, inputs in, tensor* out) {

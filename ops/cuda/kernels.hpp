@@ -5,6 +5,7 @@
 // it mirrors and names `node` in its errors. The [.gpu] tests compare every entry with the CPU
 // kernel (tests/gpu/gpu_kernels_test.cpp).
 #include <span>
+#include <utility>
 #include <string>
 
 #include "runnel/ops/cuda/gpu_context.hpp"
@@ -31,6 +32,10 @@ status cast_cuda(gpu_context& gpu, const tensor& x, dtype to, tensor* out, const
 /// A new tensor of `t` and `s` with every element `value` (ZerosLike, OnesLike, Fill).
 status fill_cuda(gpu_context& gpu, dtype t, const shape& s, double value, tensor* out,
                  const std::string& node);
+/// RandomUniform: `t` (f32, f64) values in [0, 1) of shape `s`, the `run`-th draw of the
+/// sequence `key` names (counter-based: any element computed on its own).
+status random_uniform_cuda(gpu_context& gpu, dtype t, const shape& s, uint64_t key, uint64_t run,
+                           tensor* out, const std::string& node);
 /// Select: `cond` (bool, in device memory) of t's shape, a vector over its first dimension, or a
 /// scalar picks elements of `t` (true) or `e` (false).
 status select_cuda(gpu_context& gpu, const tensor& cond, const tensor& t, const tensor& e,
@@ -74,6 +79,11 @@ struct gpu_conv2d_options {
 /// Conv2D forward through cuDNN: input NHWC, filter HWIO (f16, bf16, f32).
 status conv2d_cuda(gpu_context& gpu, const tensor& input, const tensor& filter,
                    const gpu_conv2d_options& o, tensor* out, const std::string& node);
+/// The forward algorithm (cudnnConvolutionFwdAlgo_t) and workspace bytes cuDNN's search chose
+/// for this problem on `gpu`, for benchmarks; not_found before such a convolution has run.
+result<std::pair<int, size_t>> conv2d_cuda_forward_algorithm(gpu_context& gpu, const shape& input,
+                                                             const shape& filter, dtype t,
+                                                             const gpu_conv2d_options& o);
 /// Conv2D's input gradient: `input_sizes` (4 int32/int64 in host memory) is the input's shape.
 status conv2d_backprop_input_cuda(gpu_context& gpu, const tensor& input_sizes, const tensor& filter,
                                   const tensor& out_backprop, const gpu_conv2d_options& o,

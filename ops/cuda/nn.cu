@@ -1,6 +1,8 @@
 // NN kernels on the GPU: BiasAdd and its gradient, Softmax and the sparse softmax
 // cross-entropy. Rows of a softmax are one block each (block reductions in shared memory);
 // 16-bit floats compute through float.
+#include <algorithm>
+
 #include "runnel/ops/cuda/dispatch.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
 #include "runnel/ops/core/math_functors.hpp"
@@ -12,18 +14,46 @@ constexpr int row_threads = 256;
 
 // ---- kernels ----
 
-template <class T> __global__ void bias_grad_kernel(const T* g, T* out, int64_t rows, int64_t cols) {
-  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols;
-       c += int64_t(blockDim.x) * gridDim.x) {
-    compute_t<T> acc = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      acc += to_compute(g[r * cols + c]);
-    out[c] = from_compute<T>(acc);
+/// Accumulation in float, or double for double.
+template <class T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// BiasAddGrad sums a [rows, cols] matrix over its rows. A block is 32 columns by 8 row lanes
+// (a warp reads 32 neighbouring columns of a row: coalesced) over one chunk of the rows; the
+// lanes meet in shared memory and the block writes one partial sum per column. Chunks spread
+// tall matrices (a conv layer's [batch*h*w, channels]) over the whole GPU; a second kernel adds
+// the chunks' partials in a fixed order, so the result does not vary from run to run.
+constexpr int bias_cols = 32, bias_lanes = 8;
+
+template <class T>
+__global__ void bias_grad_partial_kernel(const T* g, acc_t<T>* partial, int64_t rows, int64_t cols,
+                                         int64_t rows_per_chunk) {
+  __shared__ acc_t<T> lanes[bias_lanes][bias_cols + 1];
+  int64_t c = int64_t(blockIdx.x) * bias_cols + threadIdx.x;
+  int64_t r0 = int64_t(blockIdx.y) * rows_per_chunk;
+  int64_t r1 = min(r0 + rows_per_chunk, rows);
+  acc_t<T> acc = 0;
+  if (c < cols)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += bias_lanes)
+      acc += acc_t<T>(to_compute(g[r * cols + c]));
+  lanes[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int l = 1; l < bias_lanes; ++l)
+      acc += lanes[l][threadIdx.x];
+    partial[int64_t(blockIdx.y) * cols + c] = acc;
   }
 }
 
-/// Accumulation in float, or double for double.
-template <class T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <class T>
+__global__ void bias_grad_finish_kernel(const acc_t<T>* partial, T* out, int64_t chunks, int64_t cols) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols;
+       c += int64_t(blockDim.x) * gridDim.x) {
+    acc_t<T> acc = 0;
+    for (int64_t k = 0; k < chunks; ++k)
+      acc += partial[k * cols + c];
+    out[c] = from_compute<T>(compute_t<T>(acc));
+  }
+}
 
 /// Reduces `v` over the block (max or sum); every thread gets the result.
 template <bool Max, class A> __device__ A block_reduce(A v, A* shared) {
@@ -79,12 +109,28 @@ __global__ void softmax_rows_kernel(const T* x, const Label* labels, T* probs, T
 
 // ---- launchers ----
 
+/// How BiasAddGrad splits its rows: chunks of at least 256 rows, about 8 blocks per SM's worth
+/// (1056 blocks on 132 SMs) in all, at most 4096 chunks.
+int64_t bias_grad_chunks(int64_t rows, int64_t cols) {
+  int64_t col_blocks = (cols + bias_cols - 1) / bias_cols;
+  int64_t want = std::max<int64_t>(1, 1024 / col_blocks);
+  return std::max<int64_t>(1, std::min({want, (rows + 255) / 256, int64_t(4096)}));
+}
+
 template <class T>
-cudaError_t launch_bias_grad(cudaStream_t s, const T* g, T* out, int64_t rows, int64_t cols) {
+cudaError_t launch_bias_grad(cudaStream_t s, const T* g, acc_t<T>* partial, T* out, int64_t rows,
+                             int64_t cols, int64_t chunks) {
   if (cols == 0)
     return cudaSuccess;
+  int64_t col_blocks = (cols + bias_cols - 1) / bias_cols;
+  if (col_blocks > int64_t(INT32_MAX))
+    return cudaErrorInvalidValue;
+  int64_t per_chunk = (rows + chunks - 1) / chunks;
+  bias_grad_partial_kernel<T><<<dim3(unsigned(col_blocks), unsigned(chunks)),
+                                dim3(bias_cols, bias_lanes), 0, s>>>(g, partial, rows, cols,
+                                                                     std::max<int64_t>(per_chunk, 1));
   int blocks = int(std::min<int64_t>((cols + 255) / 256, 4096));
-  bias_grad_kernel<T><<<blocks, 256, 0, s>>>(g, out, rows, cols);
+  bias_grad_finish_kernel<T><<<blocks, 256, 0, s>>>(partial, out, chunks, cols);
   return cudaGetLastError();
 }
 
@@ -128,8 +174,18 @@ status bias_add_grad_cuda(gpu_context& gpu, const tensor& grad, tensor* out,
     return invalid_argument(where + ": needs rank >= 1, got " + grad.shape().to_string());
   int64_t cols = grad.dim(grad.rank() - 1), rows = cols ? grad.num_elements() / cols : 0;
   RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(grad.type(), shape{cols}, node));
-  return dispatch_gpu_float(grad.type(), where, [&]<class T>() {
-    return cuda_status(launch_bias_grad<T>(gpu.compute(), grad.data<T>(), out->data<T>(), rows, cols),
+  if (cols == 0)
+    return {};
+  int64_t chunks = bias_grad_chunks(rows, cols);
+  return dispatch_gpu_float(grad.type(), where, [&]<class T>() -> status {
+    // The partial sums live until the stream has run the kernels (freed now, reused only by
+    // work ordered after them).
+    RUNNEL_ASSIGN_OR_RETURN(
+        tensor partial,
+        gpu.allocate(std::is_same_v<T, double> ? dtype::f64 : dtype::f32, shape{chunks, cols}, node));
+    return cuda_status(launch_bias_grad<T>(gpu.compute(), grad.data<T>(),
+                                           static_cast<acc_t<T>*>(partial.raw_data()),
+                                           out->data<T>(), rows, cols, chunks),
                        where);
   });
 }

@@ -13,24 +13,29 @@ namespace {
 
 /// The geometry of one pooling: input [n, h, w, c], output [n, oh, ow, c], windows kh x kw at
 /// strides sh x sw, starting pt rows above and pl columns left of the input.
-struct pool_geometry {
-  int64_t n, h, w, c, oh, ow, kh, kw, sh, sw, pt, pl;
+/// Index arithmetic in I: int32_t when every flat index fits (the kernels are dominated by
+/// their divisions, which 64-bit integers make several times slower), else int64_t.
+template <class I> struct pool_geom {
+  I n, h, w, c, oh, ow, kh, kw, sh, sw, pt, pl;
+  template <class J> pool_geom<J> as() const {
+    return {J(n), J(h), J(w), J(c), J(oh), J(ow), J(kh), J(kw), J(sh), J(sw), J(pt), J(pl)};
+  }
 };
+using pool_geometry = pool_geom<int64_t>;
 
-__device__ inline int64_t ceil_div_floor0(int64_t a, int64_t b) { // max(0, ceil(a / b)), b > 0
+template <class I> __device__ inline I ceil_div_floor0(I a, I b) { // max(0, ceil(a / b)), b > 0
   return a <= 0 ? 0 : (a + b - 1) / b;
 }
 
 /// The first largest element of output window (b, oy, ox) in channel ch: its flat input index.
-template <class T>
-__device__ int64_t window_argmax(const T* x, const pool_geometry& g, int64_t b, int64_t oy,
-                                 int64_t ox, int64_t ch) {
-  int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
-  int64_t best = -1;
+template <class T, class I>
+__device__ I window_argmax(const T* x, const pool_geom<I>& g, I b, I oy, I ox, I ch) {
+  I y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+  I best = -1;
   float best_v = -INFINITY;
-  for (int64_t yy = max(y0, int64_t(0)); yy < min(y0 + g.kh, g.h); ++yy)
-    for (int64_t xx = max(x0, int64_t(0)); xx < min(x0 + g.kw, g.w); ++xx) {
-      int64_t idx = ((b * g.h + yy) * g.w + xx) * g.c + ch;
+  for (I yy = max(y0, I(0)); yy < min(y0 + g.kh, g.h); ++yy)
+    for (I xx = max(x0, I(0)); xx < min(x0 + g.kw, g.w); ++xx) {
+      I idx = ((b * g.h + yy) * g.w + xx) * g.c + ch;
       float v = float(to_compute(x[idx]));
       if (best < 0 || v > best_v) {
         best = idx;
@@ -43,18 +48,18 @@ __device__ int64_t window_argmax(const T* x, const pool_geometry& g, int64_t b, 
 // ---- kernels ----
 
 /// Max (Max = true) or average pooling, a thread per output element.
-template <class T, bool Max>
-__global__ void pool_kernel(const T* x, T* y, pool_geometry g) {
-  int64_t total = g.n * g.oh * g.ow * g.c;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(blockDim.x) * gridDim.x) {
-    int64_t ch = idx % g.c, ox = (idx / g.c) % g.ow, oy = (idx / (g.c * g.ow)) % g.oh,
+template <class T, bool Max, class I>
+__global__ void pool_kernel(const T* x, T* y, pool_geom<I> g) {
+  I total = g.n * g.oh * g.ow * g.c;
+  for (I idx = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); idx < total;
+       idx += I(blockDim.x) * I(gridDim.x)) {
+    I ch = idx % g.c, ox = (idx / g.c) % g.ow, oy = (idx / (g.c * g.ow)) % g.oh,
             b = idx / (g.c * g.ow * g.oh);
-    int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+    I y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
     float acc = Max ? -INFINITY : 0.f;
-    int64_t count = 0;
-    for (int64_t yy = max(y0, int64_t(0)); yy < min(y0 + g.kh, g.h); ++yy)
-      for (int64_t xx = max(x0, int64_t(0)); xx < min(x0 + g.kw, g.w); ++xx) {
+    I count = 0;
+    for (I yy = max(y0, I(0)); yy < min(y0 + g.kh, g.h); ++yy)
+      for (I xx = max(x0, I(0)); xx < min(x0 + g.kw, g.w); ++xx) {
         float v = float(to_compute(x[((b * g.h + yy) * g.w + xx) * g.c + ch]));
         if constexpr (Max)
           acc = v > acc || v != v ? v : acc;
@@ -71,27 +76,27 @@ __global__ void pool_kernel(const T* x, T* y, pool_geometry g) {
 /// The gradient of max (Max = true) or average pooling, a thread per input element: the sum of
 /// dy over the windows holding it (max: those whose first largest element it is; average: each
 /// window's share, dy / its element count).
-template <class T, bool Max>
-__global__ void pool_grad_kernel(const T* x, const T* dy, T* dx, pool_geometry g) {
-  int64_t total = g.n * g.h * g.w * g.c;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(blockDim.x) * gridDim.x) {
-    int64_t ch = idx % g.c, xx = (idx / g.c) % g.w, yy = (idx / (g.c * g.w)) % g.h,
+template <class T, bool Max, class I>
+__global__ void pool_grad_kernel(const T* x, const T* dy, T* dx, pool_geom<I> g) {
+  I total = g.n * g.h * g.w * g.c;
+  for (I idx = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); idx < total;
+       idx += I(blockDim.x) * I(gridDim.x)) {
+    I ch = idx % g.c, xx = (idx / g.c) % g.w, yy = (idx / (g.c * g.w)) % g.h,
             b = idx / (g.c * g.w * g.h);
     // Windows oy with oy*sh - pt <= yy < oy*sh - pt + kh, likewise for columns.
-    int64_t oy0 = ceil_div_floor0(yy + g.pt - g.kh + 1, g.sh), oy1 = min((yy + g.pt) / g.sh, g.oh - 1);
-    int64_t ox0 = ceil_div_floor0(xx + g.pl - g.kw + 1, g.sw), ox1 = min((xx + g.pl) / g.sw, g.ow - 1);
+    I oy0 = ceil_div_floor0(yy + g.pt - g.kh + 1, g.sh), oy1 = min((yy + g.pt) / g.sh, g.oh - 1);
+    I ox0 = ceil_div_floor0(xx + g.pl - g.kw + 1, g.sw), ox1 = min((xx + g.pl) / g.sw, g.ow - 1);
     float acc = 0;
-    for (int64_t oy = oy0; oy <= oy1; ++oy)
-      for (int64_t ox = ox0; ox <= ox1; ++ox) {
-        int64_t o = ((b * g.oh + oy) * g.ow + ox) * g.c + ch;
+    for (I oy = oy0; oy <= oy1; ++oy)
+      for (I ox = ox0; ox <= ox1; ++ox) {
+        I o = ((b * g.oh + oy) * g.ow + ox) * g.c + ch;
         if constexpr (Max) {
           if (window_argmax(x, g, b, oy, ox, ch) == idx)
             acc += float(to_compute(dy[o]));
         } else {
-          int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
-          int64_t rows = min(y0 + g.kh, g.h) - max(y0, int64_t(0));
-          int64_t cols = min(x0 + g.kw, g.w) - max(x0, int64_t(0));
+          I y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+          I rows = min(y0 + g.kh, g.h) - max(y0, I(0));
+          I cols = min(x0 + g.kw, g.w) - max(x0, I(0));
           acc += float(to_compute(dy[o])) / float(rows * cols);
         }
       }
@@ -105,12 +110,23 @@ int blocks_for(int64_t n) {
   return int(std::min<int64_t>((n + 255) / 256, 65535 * 4));
 }
 
+/// Whether every index of the pooling (input, output, with a grid's stride past the end) fits
+/// in int32_t.
+bool fits_int32(const pool_geometry& g) {
+  int64_t limit = int64_t(INT32_MAX) - int64_t(65535 * 4) * 256;
+  return g.n * g.h * g.w * g.c < limit && g.n * g.oh * g.ow * g.c < limit &&
+         g.h + g.kh + g.pt < limit && g.w + g.kw + g.pl < limit;
+}
+
 template <class T, bool Max>
 cudaError_t launch_pool(cudaStream_t s, const T* x, T* y, const pool_geometry& g) {
   int64_t total = g.n * g.oh * g.ow * g.c;
   if (total == 0)
     return cudaSuccess;
-  pool_kernel<T, Max><<<blocks_for(total), 256, 0, s>>>(x, y, g);
+  if (fits_int32(g))
+    pool_kernel<T, Max, int32_t><<<blocks_for(total), 256, 0, s>>>(x, y, g.as<int32_t>());
+  else
+    pool_kernel<T, Max, int64_t><<<blocks_for(total), 256, 0, s>>>(x, y, g);
   return cudaGetLastError();
 }
 
@@ -119,7 +135,10 @@ cudaError_t launch_pool_grad(cudaStream_t s, const T* x, const T* dy, T* dx, con
   int64_t total = g.n * g.h * g.w * g.c;
   if (total == 0)
     return cudaSuccess;
-  pool_grad_kernel<T, Max><<<blocks_for(total), 256, 0, s>>>(x, dy, dx, g);
+  if (fits_int32(g))
+    pool_grad_kernel<T, Max, int32_t><<<blocks_for(total), 256, 0, s>>>(x, dy, dx, g.as<int32_t>());
+  else
+    pool_grad_kernel<T, Max, int64_t><<<blocks_for(total), 256, 0, s>>>(x, dy, dx, g);
   return cudaGetLastError();
 }
 

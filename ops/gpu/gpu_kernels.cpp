@@ -21,6 +21,8 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
                     "MatMul", "Sum", "Mean", "Max", "Min"})
       v.push_back({op, "T", floats});
     v.push_back({"Cast", "DstT", numbers});
+    // random: the GPU's own counter-based stream (ops/cuda/random.cu), not the CPU's numbers
+    v.push_back({"RandomUniform", "dtype", reals});
     // nn
     for (auto op : {"BiasAdd", "BiasAddGrad", "Softmax", "SparseSoftmaxCrossEntropyWithLogits"})
       v.push_back({op, "T", floats});
