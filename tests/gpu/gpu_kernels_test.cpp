@@ -38,11 +38,12 @@ bool mapped(const std::string& library) {
 } // namespace
 
 TEST_CASE("cuBLAS is loaded when a GPU context needs it, not at start-up", "[gpu_host]") {
-  // Linking libcublas cost every Runnel process 0.5-1 s at start-up, GPU or not.
+  // Linking libcublas cost every Runnel process 0.5-1 s at start-up, GPU or not. A runtime that
+  // uses no GPU never loads it (one with a GPU does, when it makes the GPU's context).
   if (!cublas_loaded()) {
     graph g;
     auto y = constant(g, 2.f) * 3.0;
-    runtime rt;
+    runtime rt(runtime_options{.visible_gpus = std::vector<int>{}});
     session s(rt, g);
     REQUIRE(s.run({}, {y}).ok());
     CHECK_FALSE(mapped("libcublas"));
@@ -242,9 +243,19 @@ TEST_CASE("GPU NN kernels match the CPU", "[.gpu]") {
     tensor out;
     REQUIRE(bias_add_cuda(gpu(), on_gpu(value), on_gpu(bias), &out, "bias_add").ok());
     check_matches(back(out), eval1(bias_add(constant(g, value), constant(g, bias))), tolerance(t));
-    REQUIRE(bias_add_grad_cuda(gpu(), on_gpu(value), &out, "bias_add_grad").ok());
-    auto want = eval1(cast(sum(cast(constant(g, value), dtype::f64), {0}), t));
-    check_matches(back(out), want, tolerance(t) * 4, 1e-2);
+    // BiasAddGrad: one chunk of rows, many chunks (a conv layer's gradient, 4-D), few rows,
+    // columns past a block's 32, no rows.
+    for (shape s : {shape{300, 37}, shape{4, 28, 28, 32}, shape{20000, 3}, shape{5, 70},
+                    shape{0, 4}}) {
+      INFO("BiasAddGrad of " << s.to_string());
+      auto grad = random_host(t, s, 12);
+      REQUIRE(bias_add_grad_cuda(gpu(), on_gpu(grad), &out, "bias_add_grad").ok());
+      std::vector<int64_t> axes;
+      for (int64_t a = 0; a + 1 < s.rank(); ++a)
+        axes.push_back(a);
+      auto want = eval1(cast(sum(cast(constant(g, grad), dtype::f64), axes), t));
+      check_matches(back(out), want, tolerance(t) * 4, 1e-2);
+    }
     for (int64_t cols : {10, 1000, 5000}) { // fewer and more columns than a block's threads
       auto logits = random_host(t, {64, cols}, 11, -8, 8);
       REQUIRE(softmax_cuda(gpu(), on_gpu(logits), &out, "softmax").ok());

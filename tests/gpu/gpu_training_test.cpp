@@ -3,6 +3,8 @@
 // memory there (VariableV2, Assign and the updates have GPU kernels), so these check the
 // optimizers' Apply* and SparseApply* kernels, gathers, segment sums and scatters, the fused
 // LSTM block and its gradient, checkpoints of GPU variables and device-to-device transfers.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -10,6 +12,7 @@
 #include "runnel/ops/layers/embedding.hpp"
 #include "runnel/ops/grad/gradients.hpp"
 #include "runnel/ops/layers/lstm_block.hpp"
+#include "runnel/ops/gpu/gpu_info.hpp"
 #include "runnel/tests/gpu/gpu_test_util.hpp"
 
 using namespace runnel;
@@ -17,20 +20,25 @@ using namespace runnel::testing;
 
 namespace {
 
+runtime_options cpu_only() {
+  return runtime_options{.visible_gpus = std::vector<int>{}};
+}
+
 runtime& cpu_runtime() {
-  static runtime* rt = new runtime(runtime_options{.visible_gpus = std::vector<int>{}});
+  static runtime* rt = new runtime(cpu_only());
   return *rt;
 }
 
-/// Where each node ran in a traced step.
-std::map<std::string, std::string> placement_of(session& s, const feed_list& feeds,
-                                                const std::vector<operation>& targets) {
+/// Where each node ran in a traced step: node name -> {op, device}. (Check ops by type: the
+/// transfers the placer adds carry their consumer's name, "_recv/.../ApplyAdam_ctrl_to_0".)
+std::map<std::string, std::pair<std::string, std::string>>
+placement_of(session& s, const feed_list& feeds, const std::vector<operation>& targets) {
   run_metadata md;
   auto r = s.run(feeds, {}, targets, {.trace = true}, &md);
   REQUIRE(r.ok());
-  std::map<std::string, std::string> out;
+  std::map<std::string, std::pair<std::string, std::string>> out;
   for (auto& n : md.nodes)
-    out[n.node] = n.device;
+    out[n.node] = {n.op, n.device};
   return out;
 }
 
@@ -38,16 +46,18 @@ bool on_gpu(const std::string& device) {
   return device.find("device:gpu:") != std::string::npos;
 }
 
-/// Runs `steps` of `targets` with `feeds(step)` on both runtimes, then fetches `fetches`.
+/// Runs `steps` of `targets` with `feeds(step)` on both runtimes, then fetches `fetches` (fed
+/// `feeds(steps)`, for fetches that read a placeholder).
 std::pair<std::vector<tensor>, std::vector<tensor>> run_both(
     graph& g, const std::function<feed_list(int)>& feeds, const std::vector<operation>& targets,
     const std::vector<output>& fetches, int steps) {
   std::vector<tensor> results[2];
-  runtime gpu_rt; // fresh: variables are per runtime
+  // Fresh runtimes: variables are per runtime, and one named like an earlier test's but of
+  // another dtype would refuse its initial value.
+  runtime cpu_rt(cpu_only()), gpu_rt;
   REQUIRE_FALSE(gpu_rt.gpus().empty());
-  runtime* rts[2] = {&cpu_runtime(), &gpu_rt};
+  runtime* rts[2] = {&cpu_rt, &gpu_rt};
   for (int k = 0; k < 2; ++k) {
-    // The CPU runtime is shared between tests: its variables are re-initialised here.
     session s(*rts[k], g);
     REQUIRE(s.run({global_variables_initializer(g)}).ok());
     for (int i = 0; i < steps; ++i) {
@@ -55,7 +65,7 @@ std::pair<std::vector<tensor>, std::vector<tensor>> run_both(
       INFO((r.ok() ? std::string() : r.error().to_string()));
       REQUIRE(r.ok());
     }
-    auto r = s.run({}, fetches);
+    auto r = s.run(feeds(steps), fetches);
     INFO((r.ok() ? std::string() : r.error().to_string()));
     REQUIRE(r.ok());
     results[k] = std::move(r).value();
@@ -95,9 +105,14 @@ TEST_CASE("every optimizer updates GPU-resident variables as the CPU does", "[.g
         session s(gpu_rt, g);
         REQUIRE(s.run({global_variables_initializer(g)}).ok());
         auto where = placement_of(s, feeds(0), {train});
-        for (auto& [node, device] : where)
-          if (node.find("Apply") != std::string::npos)
-            CHECK(on_gpu(device));
+        int applies = 0;
+        for (auto& [node, at] : where)
+          if (at.first.rfind("Apply", 0) == 0) {
+            INFO(node << " (" << at.first << ") ran on " << at.second);
+            CHECK(on_gpu(at.second));
+            ++applies;
+          }
+        CHECK(applies == 1);
       }
       auto [cpu, gpu] = run_both(g, feeds, {train}, {w.value, step.value}, 5);
       check_close(gpu[0], cpu[0], t == dtype::f32 ? 2e-5 : 1e-12, 1e-6);
@@ -202,8 +217,8 @@ TEST_CASE("the fused LSTM block and its gradient on the GPU match the CPU", "[.g
       }
       auto where = placement_of(gpu_s, {}, {operation(out.h)});
       bool fused_on_gpu = false;
-      for (auto& [node, device] : where)
-        fused_on_gpu |= node.find("LSTMBlockCell") != std::string::npos && on_gpu(device);
+      for (auto& [node, at] : where)
+        fused_on_gpu |= at.first == "LSTMBlockCell" && on_gpu(at.second);
       CHECK(fused_on_gpu);
     }
 }
@@ -218,6 +233,7 @@ TEST_CASE("a checkpoint of GPU variables restores them, on the GPU and on a CPU"
   auto train = opt.apply_gradients({{grad, w.ref}});
   saver sv(g);
   tensor trained;
+  std::string path; // save writes prefix.h5 and says so
   {
     runtime gpu_rt;
     session s(gpu_rt, g);
@@ -225,12 +241,18 @@ TEST_CASE("a checkpoint of GPU variables restores them, on the GPU and on a CPU"
     for (int i = 0; i < 3; ++i)
       REQUIRE(s.run({}, {}, {train}).ok());
     trained = s.run({}, {w.value}).value()[0];
-    REQUIRE(sv.save(s, (dir / "model").string()).ok());
+    auto saved = sv.save(s, (dir / "model").string());
+    INFO((saved.ok() ? std::string() : saved.error().to_string()));
+    REQUIRE(saved.ok());
+    path = saved.value();
   }
   for (bool gpu : {true, false}) {
-    runtime rt(gpu ? runtime_options{} : runtime_options{.visible_gpus = std::vector<int>{}});
+    INFO((gpu ? "restored on the GPU" : "restored on a CPU"));
+    runtime rt(gpu ? runtime_options{} : cpu_only());
     session s(rt, g);
-    REQUIRE(sv.restore(s, (dir / "model").string()).ok());
+    auto restored = sv.restore(s, path);
+    INFO(restored.to_string());
+    REQUIRE(restored.ok());
     check_equal(s.run({}, {w.value}).value()[0], trained);
     REQUIRE(s.run({}, {}, {train}).ok()); // the slots came back too
   }
@@ -239,9 +261,11 @@ TEST_CASE("a checkpoint of GPU variables restores them, on the GPU and on a CPU"
 
 TEST_CASE("values cross between two GPUs of a process device to device, not through the host",
           "[.gpu][transfer]") {
-  // Two GPU devices on the one physical GPU (visible_gpus {0, 0}): the edge between them is a
-  // real device-to-device copy, as between two cards.
-  runtime rt({.visible_gpus = std::vector<int>{0, 0}});
+  // Two cards: the edge between them is a device-to-device copy. One card shown as two GPU
+  // devices (visible_gpus {0, 0}): both read the same memory, so the value is used where it is.
+  // Either way nothing goes through the host but the fetch of b.
+  bool two_cards = discover_gpus().gpus.size() >= 2;
+  runtime rt({.visible_gpus = two_cards ? std::vector<int>{0, 1} : std::vector<int>{0, 0}});
   REQUIRE(rt.gpus().size() == 2);
   graph g;
   auto x = placeholder(g, dtype::f32, {256, 256}, "x");
@@ -256,12 +280,69 @@ TEST_CASE("values cross between two GPUs of a process device to device, not thro
   }
   auto xv = random_host(dtype::f32, {256, 256}, 50, -0.1, 0.1);
   session s(rt, g);
-  auto got = s.run({{x, xv}}, {b}).value()[0];
   session cpu(cpu_runtime(), g, {.allow_soft_placement = true});
-  check_close(got, cpu.run({{x, xv}}, {b}).value()[0], 1e-5, 1e-6);
-  // GPU 0 sent its result straight to GPU 1: only the fetch of b left a device.
+  auto want = cpu.run({{x, xv}}, {b}).value()[0];
+  for (int i = 0; i < 3; ++i) { // the second GPU's stream must see the first's finished value
+    auto got = s.run({{x, xv}}, {b}).value()[0];
+    check_close(got, want, 1e-5, 1e-6);
+  }
   auto m0 = rt.gpu_transfers(0).value(), m1 = rt.gpu_transfers(1).value();
+  int64_t bytes = 256 * 256 * 4;
+  INFO("GPU 0: " << m0.host_to_device << " B in, " << m0.device_to_host << " B out, "
+                 << m0.device_to_device << " B on device; GPU 1: " << m1.host_to_device
+                 << " B in, " << m1.device_to_host << " B out, " << m1.device_to_device
+                 << " B on device");
+  CHECK(m0.host_to_device >= 3 * bytes); // x, fed each step
   CHECK(m0.device_to_host == 0);
-  CHECK(m1.device_to_device >= int64_t(256 * 256 * 4));
-  CHECK(m1.device_to_host == int64_t(256 * 256 * 4));
+  CHECK(m1.host_to_device == 0);
+  CHECK(m1.device_to_host == 3 * bytes); // the fetches of b
+  if (two_cards)
+    CHECK(m1.device_to_device >= 3 * bytes);
+}
+
+TEST_CASE("RandomUniform on the GPU draws uniform numbers, the same sequence for the same seeds",
+          "[.gpu][random]") {
+  for (dtype t : {dtype::f32, dtype::f64}) {
+    INFO(name(t));
+    graph g;
+    g.set_seed(11);
+    auto u = random_uniform(g, {1000, 100}, t, 5, "u");
+    auto draws = [&](int runs) {
+      runtime rt;
+      session s(rt, g);
+      int randoms = 0; // the node is "u/RandomUniform": found by its op
+      for (auto& [node, at] : placement_of(s, {}, {operation(u)}))
+        if (at.first == "RandomUniform") {
+          CHECK(on_gpu(at.second));
+          ++randoms;
+        }
+      CHECK(randoms == 1);
+      std::vector<std::vector<double>> out;
+      for (int i = 0; i < runs; ++i) {
+        auto r = s.run({}, {u});
+        REQUIRE(r.ok());
+        tensor v = r.value()[0];
+        std::vector<double> d;
+        for (int64_t k = 0; k < v.num_elements(); ++k)
+          d.push_back(t == dtype::f32 ? double(v.data<float>()[k]) : v.data<double>()[k]);
+        out.push_back(std::move(d));
+      }
+      return out;
+    };
+    auto a = draws(2), b = draws(2);
+    CHECK(a == b);           // the same seeds: the same sequence in another runtime
+    CHECK(a[0] != a[1]);     // each run draws anew
+    double sum = 0, sq = 0, lo = 1, hi = 0;
+    for (double v : a[0]) {
+      sum += v;
+      sq += v * v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    double n = double(a[0].size()), mean = sum / n, var = sq / n - mean * mean;
+    CHECK(lo >= 0);
+    CHECK(hi < 1);
+    CHECK(std::abs(mean - 0.5) < 0.005);      // 100,000 draws: the mean's sd is 0.0009
+    CHECK(std::abs(var - 1.0 / 12) < 0.002);
+  }
 }
