@@ -9,11 +9,14 @@
 // Inputs are random (zeros run faster on some GPUs and hide unwritten outputs). Kernel timings
 // are CUDA events around 20 calls after a warm-up, median of 5 rounds.
 //   gpu_bench [--torch-mlp-ms X] [--torch-cnn-ms Y] [--torch "version line"] [--only NAME]
+//             [--trace-dir DIR]   (a Chrome trace of one training step per model and mode)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <tuple>
@@ -116,14 +119,53 @@ void conv_line(gpu_context& gpu, const char* label, dtype t) {
   cudnnDestroyFilterDescriptor(fd);
   cudnnDestroyConvolutionDescriptor(cd);
   double gflops = 2.0 * n * h * w * c * k * 9 / (ours * 1e-3) / 1e9;
-  std::printf("bench %s: %.0f GFLOP/s, %.1f us (%.2fx cudnnConvolutionForward, algo %d, %.1f us) "
-              "target >= 0.9x\n",
-              label, gflops, ours * 1e3, direct / ours, int(perf[0].algo), direct * 1e3);
+  auto chosen = conv2d_cuda_forward_algorithm(gpu, x.shape(), f.shape(), t, {});
+  std::printf("bench %s: %.0f GFLOP/s, %.1f us, algo %d (%.2fx cudnnConvolutionForward, algo %d, "
+              "%.1f us) target >= 0.9x\n",
+              label, gflops, ours * 1e3, chosen.ok() ? chosen->first : -1, direct / ours,
+              int(perf[0].algo), direct * 1e3);
+  std::printf("gpu_bench: %s: cuDNN's search found", label);
+  for (int i = 0; i < returned; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS)
+      std::printf(" algo %d %.1f us (%zu B)", int(perf[i].algo), double(perf[i].time) * 1e3,
+                  perf[i].memory);
+  std::printf("\n");
+}
+
+/// One traced step's nodes summed by op and device: where a step's time goes.
+void trace_summary(const char* label, const run_metadata& md, const std::string& trace_dir) {
+  std::map<std::string, std::pair<int, double>> by_op; // "op on device" -> nodes, µs
+  int64_t end = 0;
+  for (auto& n : md.nodes) {
+    bool gpu = n.device.find("gpu:") != std::string::npos;
+    auto& e = by_op[n.op + (gpu ? " (gpu)" : " (cpu)")];
+    e.first++;
+    e.second += double(n.end_ns - n.start_ns) / 1e3;
+    end = std::max(end, n.end_ns);
+  }
+  std::vector<std::pair<double, std::string>> top;
+  for (auto& [op, e] : by_op)
+    top.push_back({e.second, op + " x" + std::to_string(e.first)});
+  std::sort(top.rbegin(), top.rend());
+  std::printf("gpu_bench: %s traced: %zu nodes, %.3f ms; busiest:", label, md.nodes.size(),
+              double(end) / 1e6);
+  for (size_t i = 0; i < top.size() && i < 10; ++i)
+    std::printf(" %s %.0f us;", top[i].second.c_str(), top[i].first);
+  std::printf("\n");
+  if (!trace_dir.empty()) {
+    std::string path = trace_dir + "/" + label + ".json";
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      std::string json = md.to_chrome_trace();
+      std::fwrite(json.data(), 1, json.size(), f);
+      std::fclose(f);
+    }
+  }
 }
 
 /// Milliseconds per training step of a Fashion-MNIST model through a session (median of 5
-/// rounds of `steps`), the batch fed from host memory each step.
-double train_step_ms(runtime& rt, const std::string& kind, int steps) {
+/// rounds of `steps`), the batch fed from host memory each step; then one traced step.
+double train_step_ms(runtime& rt, const std::string& kind, int steps, const char* label,
+                     const std::string& trace_dir) {
   auto m = apps::build({.kind = kind, .opt_name = "adam", .lr = 0.001});
   session s(rt, m->g);
   throw_if_error(s.run({global_variables_initializer(m->g)}));
@@ -161,11 +203,18 @@ double train_step_ms(runtime& rt, const std::string& kind, int steps) {
         steps);
   }
   std::sort(rounds.begin(), rounds.end());
+  std::vector<std::pair<output, tensor>> feeds{{m->x, images[0]}, {m->y, labels[0]}};
+  if (m->training.valid())
+    feeds.push_back({m->training, tensor::scalar(true)});
+  run_metadata md;
+  throw_if_error(s.run(feeds, {}, {m->train}, {.trace = true}, &md).error());
+  trace_summary(label, md, trace_dir);
   return rounds[2];
 }
 
-void step_line(runtime& rt, const char* label, const std::string& kind, double torch_ms) {
-  double ours = train_step_ms(rt, kind, 100);
+void step_line(runtime& rt, const char* label, const std::string& kind, double torch_ms,
+               const std::string& trace_dir) {
+  double ours = train_step_ms(rt, kind, 100, label, trace_dir);
   if (torch_ms > 0)
     std::printf("bench %s: %.3f ms/step (%.2fx PyTorch's step time, %.3f ms) target <= 1.0x\n",
                 label, ours, ours / torch_ms, torch_ms);
@@ -209,7 +258,7 @@ int main(int argc, char** argv) {
 
 int run(int argc, char** argv) {
   double torch_mlp = 0, torch_cnn = 0;
-  std::string only;
+  std::string only, trace_dir;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--torch-mlp-ms")
@@ -220,6 +269,8 @@ int run(int argc, char** argv) {
       std::printf("gpu_bench: peer %s\n", argv[i + 1]);
     else if (a == "--only")
       only = argv[i + 1];
+    else if (a == "--trace-dir")
+      trace_dir = argv[i + 1];
     else {
       std::fprintf(stderr, "gpu_bench: unknown argument %s\n", argv[i]);
       return 2;
@@ -251,12 +302,25 @@ int run(int argc, char** argv) {
                                      std::tuple{"gpu_cnn_step", "cnn", torch_cnn}}) {
       if (!wanted(label))
         continue;
-      runtime rt;
-      if (rt.gpus().empty()) {
-        std::fprintf(stderr, "gpu_bench: the runtime has no GPU: %s\n", rt.no_gpu_reason().c_str());
-        return 2;
+      {
+        runtime rt;
+        if (rt.gpus().empty()) {
+          std::fprintf(stderr, "gpu_bench: the runtime has no GPU: %s\n",
+                       rt.no_gpu_reason().c_str());
+          return 2;
+        }
+        step_line(rt, label, kind, peer, trace_dir);
       }
-      step_line(rt, label, kind, peer);
+      // The same step with each GPU node waiting for its kernel (RUNNEL_GPU_SYNC_EACH_OP=1, how
+      // every node completed before): what completing nodes when enqueued saves.
+      setenv("RUNNEL_GPU_SYNC_EACH_OP", "1", 1);
+      {
+        runtime rt;
+        std::string sync_label = std::string(label) + "_sync_each_op";
+        double ms = train_step_ms(rt, kind, 100, sync_label.c_str(), trace_dir);
+        std::printf("gpu_bench: %s with RUNNEL_GPU_SYNC_EACH_OP=1: %.3f ms/step\n", label, ms);
+      }
+      unsetenv("RUNNEL_GPU_SYNC_EACH_OP");
     }
   }
   return 0;
