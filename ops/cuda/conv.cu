@@ -213,6 +213,13 @@ status pick(const Perf* perf, int returned, Algo* algo, size_t* ws, const std::s
   return internal_error(where + ": cuDNN found no algorithm that runs this convolution");
 }
 
+/// Runs a cudnnFind* search twice and keeps the second's result: the first also loads each
+/// algorithm's kernels (CUDA loads modules lazily), which can make the fastest look slowest.
+template <class Find> status search_twice(Find find) {
+  status st = find();
+  return st.ok() ? find() : st;
+}
+
 tensor workspace_for(gpu_context& gpu, size_t bytes, const std::string& node, status* st) {
   if (bytes == 0)
     return {};
@@ -298,19 +305,14 @@ status conv2d_cuda(gpu_context& gpu, const tensor& input, const tensor& filter,
       tensor ws = search_workspace(gpu, node);
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int returned = 0;
-      // Twice: the first search also loads each algorithm's kernels (CUDA loads modules
-      // lazily), which can make the fastest look slowest; the second one's times are kept.
-      auto find = [&] {
+      plan->fwd_st = search_twice([&] {
         return cudnn_status(
             cudnnFindConvolutionForwardAlgorithmEx(
                 gpu.cudnn(), plan->x, x.raw_data(), plan->w, krsc.raw_data(), plan->conv, plan->y,
                 out->raw_data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws.raw_data(),
                 ws.valid() ? ws.bytes() : 0),
             where + ": choosing an algorithm");
-      };
-      plan->fwd_st = find();
-      if (plan->fwd_st.ok())
-        plan->fwd_st = find();
+      });
       if (plan->fwd_st.ok())
         plan->fwd_st = pick(perf, returned, &plan->fwd, &plan->fwd_ws, where);
       plan->fwd_chosen = plan->fwd_st.ok();
@@ -369,17 +371,14 @@ status conv2d_backprop_input_cuda(gpu_context& gpu, const tensor& input_sizes, c
       tensor ws = search_workspace(gpu, node);
       cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
       int returned = 0;
-      auto find = [&] { // twice, as the forward search
+      plan->data_st = search_twice([&] {
         return cudnn_status(
             cudnnFindConvolutionBackwardDataAlgorithmEx(
                 gpu.cudnn(), plan->w, krsc.raw_data(), plan->y, out_backprop.raw_data(), plan->conv,
                 plan->x, dx.raw_data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf,
                 ws.raw_data(), ws.valid() ? ws.bytes() : 0),
             where + ": choosing an algorithm");
-      };
-      plan->data_st = find();
-      if (plan->data_st.ok())
-        plan->data_st = find();
+      });
       if (plan->data_st.ok())
         plan->data_st = pick(perf, returned, &plan->data, &plan->data_ws, where);
     });
@@ -426,17 +425,14 @@ status conv2d_backprop_filter_cuda(gpu_context& gpu, const tensor& input, const 
       tensor ws = search_workspace(gpu, node);
       cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
       int returned = 0;
-      auto find = [&] { // twice, as the forward search
+      plan->filter_st = search_twice([&] {
         return cudnn_status(
             cudnnFindConvolutionBackwardFilterAlgorithmEx(
                 gpu.cudnn(), plan->x, x.raw_data(), plan->y, out_backprop.raw_data(), plan->conv,
                 plan->w, dw.raw_data(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf,
                 ws.raw_data(), ws.valid() ? ws.bytes() : 0),
             where + ": choosing an algorithm");
-      };
-      plan->filter_st = find();
-      if (plan->filter_st.ok())
-        plan->filter_st = find();
+      });
       if (plan->filter_st.ok())
         plan->filter_st = pick(perf, returned, &plan->filter, &plan->filter_ws, where);
     });

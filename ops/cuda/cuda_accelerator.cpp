@@ -104,10 +104,6 @@ public:
   std::string kind() const override { return "CUDA"; }
   bfc_stats memory_stats() const override { return ctx_->allocator().stats(); }
   gpu_context& context() override { return *ctx_; }
-  void complete_after(cudaStream_t stream, std::function<void(status)> done) override {
-    poller_.after(stream, std::move(done));
-  }
-
   void finish(std::shared_ptr<std::vector<tensor>> staged,
               std::function<void(status)> done) override {
     if (stream_ordered_) {

@@ -32,8 +32,6 @@ class cuda_device {
 public:
   virtual ~cuda_device() = default;
   virtual gpu_context& context() = 0;
-  /// Calls `done` (from the poller's thread) once `stream` has run what is enqueued on it now.
-  virtual void complete_after(cudaStream_t stream, std::function<void(status)> done) = 0;
   /// Completes a node whose work is enqueued on the compute stream, `staged` being what it read.
   /// Stream-ordered (a runtime's only GPU): at once, as TensorFlow's GPU kernels do; what runs
   /// after it on this GPU is ordered by the stream, and copies off the GPU wait for the stream.

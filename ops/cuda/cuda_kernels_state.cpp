@@ -2,8 +2,8 @@
 // updates that change them in place there: Assign, AssignAdd, AssignSub, the optimizers'
 // Apply* and SparseApply*, ScatterAdd/Sub/Update. As on the CPU, an update runs at its
 // variable's actor, one at a time; it enqueues its kernel on the compute stream and the node
-// completes as other GPU nodes do (cuda_device::finish). A buffer a reader still holds is copied on the device
-// first (copy-on-write, as make_writable does on the host).
+// completes as other GPU nodes do (cuda_device::finish). A buffer a reader still holds is
+// copied on the device first (copy-on-write, as make_writable does on the host).
 #include <algorithm>
 
 #include "runnel/ops/cuda/cuda_kernel.hpp"
