@@ -36,14 +36,34 @@ struct Status {
   message @1 :Text;
 }
 
+# A traced call's record (run_options::trace): the nodes it ran, with times on the steady clock
+# of the process that ran them (ns since that clock's epoch), and when that process got the call
+# and answered it on the same clock, so the caller can align them to its own (docs/cluster.md).
+struct NodeTrace {
+  node @0 :Text;
+  op @1 :Text;
+  device @2 :Text;
+  startNs @3 :Int64;
+  endNs @4 :Int64;
+  outputBytes @5 :Int64;
+}
+
+struct CallTrace {
+  nodes @0 :List(NodeTrace);
+  receivedNs @1 :Int64;
+  repliedNs @2 :Int64;
+}
+
 interface Worker {
   getStatus @0 () -> (status :WorkerStatus);
   # A partition: a GraphDef (net/graph.capnp, file bytes) whose nodes all name devices of this
   # task. The handle names it in later calls.
   registerGraph @1 (graph :Data) -> (error :Status, handle :Text);
   # Runs every node of a registered partition for one step, with the master's step id.
-  runGraph @2 (handle :Text, stepId :Int64, feeds :List(NamedTensor), fetches :List(Text))
-      -> (error :Status, tensors :List(NamedTensor));
+  # With `trace`, the reply's trace holds the partition's node times.
+  runGraph @2 (handle :Text, stepId :Int64, feeds :List(NamedTensor), fetches :List(Text),
+               trace :Bool)
+      -> (error :Status, tensors :List(NamedTensor), trace :CallTrace);
   # Cancels what a step still waits for here (Recvs) and drops what it left.
   cleanupStep @3 (stepId :Int64) -> ();
   deregisterGraph @4 (handle :Text) -> ();
@@ -53,8 +73,10 @@ interface Master {
   createSession @0 (graph :Data, costModel :Bool) -> (error :Status, handle :Text);
   # Replaces the session's graph with a larger one (nodes appended, earlier ones unchanged).
   extendSession @1 (handle :Text, graph :Data) -> (error :Status);
-  run @2 (handle :Text, feeds :List(NamedTensor), fetches :List(Text), targets :List(Text))
-      -> (error :Status, tensors :List(Tensor));
+  # With `trace`, the reply's trace holds every task's node times on the master's clock.
+  run @2 (handle :Text, feeds :List(NamedTensor), fetches :List(Text), targets :List(Text),
+          trace :Bool)
+      -> (error :Status, tensors :List(Tensor), trace :CallTrace);
   closeSession @3 (handle :Text) -> ();
 }
 

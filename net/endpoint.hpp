@@ -42,6 +42,36 @@ namespace runnel::net {
 template <class T> using callback = std::function<void(result<T>)>;
 using named_tensors = std::vector<std::pair<std::string, tensor>>;
 
+/// One node's run in a traced call (run_options::trace), on the steady clock of the process that
+/// ran it (ns since that clock's epoch).
+struct traced_node {
+  std::string node, op, device;
+  int64_t start_ns = 0, end_ns = 0, output_bytes = 0;
+};
+
+/// What a traced call reports besides its value: the nodes it ran, and when the serving process
+/// got the call and answered it, on that process's steady clock; the caller aligns the two
+/// clocks from these and its own send and receive times (align_trace).
+struct call_trace {
+  std::vector<traced_node> nodes;
+  int64_t received_ns = 0, replied_ns = 0;
+};
+
+template <class T> struct traced {
+  T value;
+  call_trace trace;
+};
+
+/// This process's steady clock, in ns since its epoch (what traces carry).
+int64_t steady_ns();
+
+/// Moves `from`'s nodes into `into`, shifted from the serving process's clock to the caller's:
+/// the offset between the two is estimated as NTP does, from the call's send and receive times on
+/// the caller's clock (`sent_ns`, `got_ns`) and the served stamps in `from`, assuming the request
+/// and the reply took equally long; its error is at most half the round trip less the time
+/// served.
+void align_trace(call_trace& from, int64_t sent_ns, int64_t got_ns, std::vector<traced_node>& into);
+
 struct device_info {
   std::string name;
   std::string type = "CPU";
@@ -65,6 +95,10 @@ public:
   virtual void register_graph(std::string graph_bytes, callback<std::string> done) = 0;
   virtual void run_graph(const std::string& handle, int64_t step_id, named_tensors feeds,
                          std::vector<std::string> fetches, callback<named_tensors> done) = 0;
+  /// As run_graph, recording the partition's node times (default: untraced, no nodes).
+  virtual void run_graph_traced(const std::string& handle, int64_t step_id, named_tensors feeds,
+                                std::vector<std::string> fetches,
+                                callback<traced<named_tensors>> done);
   virtual void cleanup_step(int64_t step_id) = 0;
   virtual void deregister_graph(const std::string& handle) = 0;
 };
@@ -80,6 +114,10 @@ public:
   virtual void run(const std::string& handle, named_tensors feeds,
                    std::vector<std::string> fetches, std::vector<std::string> targets,
                    callback<std::vector<tensor>> done) = 0;
+  /// As run, recording every task's node times on this master's clock (default: untraced).
+  virtual void run_traced(const std::string& handle, named_tensors feeds,
+                          std::vector<std::string> fetches, std::vector<std::string> targets,
+                          callback<traced<std::vector<tensor>>> done);
   virtual void close_session(const std::string& handle) = 0;
 };
 
@@ -94,6 +132,10 @@ public:
   virtual void register_graph(std::string graph_bytes, callback<std::string> done) = 0;
   virtual void run_graph(const std::string& handle, int64_t step_id, named_tensors feeds,
                          std::vector<std::string> fetches, callback<named_tensors> done) = 0;
+  /// As run_graph, with the worker's node times (default: untraced, no nodes).
+  virtual void run_graph_traced(const std::string& handle, int64_t step_id, named_tensors feeds,
+                                std::vector<std::string> fetches,
+                                callback<traced<named_tensors>> done);
   virtual void cleanup_step(int64_t step_id) = 0;
   virtual void deregister_graph(const std::string& handle) = 0;
 };

@@ -55,6 +55,8 @@ void write_named(capnp::List<wire::NamedTensor>::Builder list, const named_tenso
 result<named_tensors> read_named(capnp::List<wire::NamedTensor>::Reader list);
 std::vector<std::string> read_texts(capnp::List<capnp::Text>::Reader list);
 worker_status read_worker_status(wire::WorkerStatus::Reader r);
+void write_trace(wire::CallTrace::Builder b, const call_trace& t);
+call_trace read_trace(wire::CallTrace::Reader r);
 
 /// Calls `done` exactly once: with the result, or with `cancelled` if the call is dropped first
 /// (the endpoint shut down): the last owner's release answers for it.

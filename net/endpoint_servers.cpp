@@ -48,7 +48,9 @@ public:
   }
 
   kj::Promise<void> runGraph(RunGraphContext context) override {
+    int64_t received = steady_ns();
     auto p = context.getParams();
+    bool trace = p.getTrace();
     std::string handle = to_std(p.getHandle());
     int64_t step = p.getStepId();
     auto feeds = read_named(p.getFeeds());
@@ -58,6 +60,22 @@ public:
       write_status(context.getResults().initError(), feeds.error());
       return kj::READY_NOW;
     }
+    if (trace)
+      return await<traced<named_tensors>>(
+          [&](callback<traced<named_tensors>> done) {
+            ep_.options.worker->run_graph_traced(handle, step, std::move(feeds).value(),
+                                                 std::move(fetches), std::move(done));
+          },
+          [context, received](result<traced<named_tensors>>& r) mutable {
+            auto res = context.getResults();
+            write_status(res.initError(), r.error());
+            if (!r)
+              return;
+            write_named(res.initTensors(uint(r->value.size())), r->value);
+            r->trace.received_ns = received;
+            r->trace.replied_ns = steady_ns();
+            write_trace(res.initTrace(), r->trace);
+          });
     return await<named_tensors>(
         [&](callback<named_tensors> done) {
           ep_.options.worker->run_graph(handle, step, std::move(feeds).value(),
@@ -172,7 +190,9 @@ public:
   }
 
   kj::Promise<void> run(RunContext context) override {
+    int64_t received = steady_ns();
     auto p = context.getParams();
+    bool trace = p.getTrace();
     std::string handle = to_std(p.getHandle());
     auto feeds = read_named(p.getFeeds());
     auto fetches = read_texts(p.getFetches());
@@ -181,6 +201,26 @@ public:
     if (!feeds) {
       write_status(context.getResults().initError(), feeds.error());
       return kj::READY_NOW;
+    }
+    if (trace) {
+      auto start = [&](callback<traced<std::vector<tensor>>> done) {
+        ep_.options.master->run_traced(handle, std::move(feeds).value(), std::move(fetches),
+                                       std::move(targets), std::move(done));
+      };
+      return worker_server::await_reply<traced<std::vector<tensor>>>(
+          ep_, calls_, start,
+          [context, received](result<traced<std::vector<tensor>>>& r) mutable {
+            auto res = context.getResults();
+            write_status(res.initError(), r.error());
+            if (!r)
+              return;
+            auto list = res.initTensors(uint(r->value.size()));
+            for (size_t i = 0; i < r->value.size(); ++i)
+              write_tensor(list[uint(i)], r->value[i]);
+            r->trace.received_ns = received;
+            r->trace.replied_ns = steady_ns();
+            write_trace(res.initTrace(), r->trace);
+          });
     }
     auto start = [&](callback<std::vector<tensor>> done) {
       ep_.options.master->run(handle, std::move(feeds).value(), std::move(fetches),

@@ -70,19 +70,52 @@ public:
 
   void run_graph(const std::string& handle, int64_t step_id, named_tensors feeds,
                  std::vector<std::string> fetches, callback<named_tensors> done) override {
-    call<named_tensors>(std::move(done), [handle, step_id, feeds = std::move(feeds),
-                                          fetches = std::move(fetches)](auto& c, auto cb) {
-      auto req = c.worker.runGraphRequest();
-      req.setHandle(handle);
-      req.setStepId(step_id);
-      write_named(req.initFeeds(uint(feeds.size())), feeds);
-      auto f = req.initFetches(uint(fetches.size()));
-      for (size_t i = 0; i < fetches.size(); ++i)
-        f.set(uint(i), fetches[i]);
-      return req.send().then([cb](auto response) mutable {
-        answer(cb, response, [&] { return read_named(response.getTensors()); });
-      });
-    });
+    run_graph_call(handle, step_id, std::move(feeds), std::move(fetches), false,
+                   [done = std::move(done)](result<traced<named_tensors>> r) {
+                     if (!r)
+                       done(r.error());
+                     else
+                       done(std::move(r->value));
+                   });
+  }
+
+  void run_graph_traced(const std::string& handle, int64_t step_id, named_tensors feeds,
+                        std::vector<std::string> fetches,
+                        callback<traced<named_tensors>> done) override {
+    run_graph_call(handle, step_id, std::move(feeds), std::move(fetches), true, std::move(done));
+  }
+
+  void run_graph_call(const std::string& handle, int64_t step_id, named_tensors feeds,
+                      std::vector<std::string> fetches, bool trace,
+                      callback<traced<named_tensors>> done) {
+    call<traced<named_tensors>>(
+        std::move(done), [handle, step_id, feeds = std::move(feeds), fetches = std::move(fetches),
+                          trace](auto& c, auto cb) {
+          auto req = c.worker.runGraphRequest();
+          req.setHandle(handle);
+          req.setStepId(step_id);
+          req.setTrace(trace);
+          write_named(req.initFeeds(uint(feeds.size())), feeds);
+          auto f = req.initFetches(uint(fetches.size()));
+          for (size_t i = 0; i < fetches.size(); ++i)
+            f.set(uint(i), fetches[i]);
+          return req.send().then([cb, trace](auto response) mutable {
+            auto s = read_status(response.getError());
+            if (!s.ok()) {
+              (*cb)(s);
+              return;
+            }
+            auto tensors = read_named(response.getTensors());
+            if (!tensors) {
+              (*cb)(tensors.error());
+              return;
+            }
+            traced<named_tensors> out{std::move(tensors).value(), {}};
+            if (trace && response.hasTrace())
+              out.trace = read_trace(response.getTrace());
+            (*cb)(std::move(out));
+          });
+        });
   }
 
   void cleanup_step(int64_t step_id) override {
@@ -136,11 +169,31 @@ public:
 
   void run(const std::string& handle, named_tensors feeds, std::vector<std::string> fetches,
            std::vector<std::string> targets, callback<std::vector<tensor>> done) override {
-    call<std::vector<tensor>>(
+    run_call(handle, std::move(feeds), std::move(fetches), std::move(targets), false,
+             [done = std::move(done)](result<traced<std::vector<tensor>>> r) {
+               if (!r)
+                 done(r.error());
+               else
+                 done(std::move(r->value));
+             });
+  }
+
+  void run_traced(const std::string& handle, named_tensors feeds,
+                  std::vector<std::string> fetches, std::vector<std::string> targets,
+                  callback<traced<std::vector<tensor>>> done) override {
+    run_call(handle, std::move(feeds), std::move(fetches), std::move(targets), true,
+             std::move(done));
+  }
+
+  void run_call(const std::string& handle, named_tensors feeds, std::vector<std::string> fetches,
+                std::vector<std::string> targets, bool trace,
+                callback<traced<std::vector<tensor>>> done) {
+    call<traced<std::vector<tensor>>>(
         std::move(done), [handle, feeds = std::move(feeds), fetches = std::move(fetches),
-                          targets = std::move(targets)](auto& c, auto cb) {
+                          targets = std::move(targets), trace](auto& c, auto cb) {
           auto req = c.master.runRequest();
           req.setHandle(handle);
+          req.setTrace(trace);
           write_named(req.initFeeds(uint(feeds.size())), feeds);
           auto f = req.initFetches(uint(fetches.size()));
           for (size_t i = 0; i < fetches.size(); ++i)
@@ -148,21 +201,23 @@ public:
           auto t = req.initTargets(uint(targets.size()));
           for (size_t i = 0; i < targets.size(); ++i)
             t.set(uint(i), targets[i]);
-          return req.send().then([cb](auto response) mutable {
+          return req.send().then([cb, trace](auto response) mutable {
             auto s = read_status(response.getError());
             if (!s.ok()) {
               (*cb)(s);
               return;
             }
-            std::vector<tensor> out;
+            traced<std::vector<tensor>> out;
             for (auto tr : response.getTensors()) {
               auto v = read_tensor(tr);
               if (!v) {
-                (*cb)(v.error().with_context("fetched tensor " + std::to_string(out.size())));
+                (*cb)(v.error().with_context("fetched tensor " + std::to_string(out.value.size())));
                 return;
               }
-              out.push_back(std::move(v).value());
+              out.value.push_back(std::move(v).value());
             }
+            if (trace && response.hasTrace())
+              out.trace = read_trace(response.getTrace());
             (*cb)(std::move(out));
           });
         });

@@ -105,6 +105,24 @@ public:
 
   void run_graph(const std::string& handle, int64_t step_id, net::named_tensors feeds,
                  std::vector<std::string> fetches, net::callback<net::named_tensors> done) override {
+    run_partition(handle, step_id, std::move(feeds), std::move(fetches), false,
+                  [done = std::move(done)](result<net::traced<net::named_tensors>> r) {
+                    if (!r)
+                      done(r.error());
+                    else
+                      done(std::move(r->value));
+                  });
+  }
+
+  void run_graph_traced(const std::string& handle, int64_t step_id, net::named_tensors feeds,
+                        std::vector<std::string> fetches,
+                        net::callback<net::traced<net::named_tensors>> done) override {
+    run_partition(handle, step_id, std::move(feeds), std::move(fetches), true, std::move(done));
+  }
+
+  void run_partition(const std::string& handle, int64_t step_id, net::named_tensors feeds,
+                     std::vector<std::string> fetches, bool trace,
+                     net::callback<net::traced<net::named_tensors>> done) {
     std::shared_ptr<partition> part;
     {
       std::lock_guard lock(mu_);
@@ -150,19 +168,24 @@ public:
           std::erase_if(filtered, [id](const operation& x) { return x.node_id() == id; });
         }
     rt_.internals().rendezvous.begin_step(step_id);
-    part->s->run_callback(f, outs, *targets, run_options{.step_id = step_id},
-                          [part, fetches = std::move(fetches), done = std::move(done),
-                           task = task_, counts = counts](result<std::vector<tensor>> r) {
-                            (r ? counts->ok : counts->failed)++;
-                            if (!r) {
-                              done(r.error());
-                              return;
-                            }
-                            net::named_tensors out;
-                            for (size_t i = 0; i < fetches.size(); ++i)
-                              out.emplace_back(fetches[i], std::move(r.value()[i]));
-                            done(std::move(out));
-                          });
+    part->s->run_callback_traced(
+        f, outs, *targets, run_options{.trace = trace, .step_id = step_id},
+        [part, fetches = std::move(fetches), done = std::move(done), task = task_,
+         counts = counts](result<std::vector<tensor>> r, run_metadata md) {
+          (r ? counts->ok : counts->failed)++;
+          if (!r) {
+            done(r.error());
+            return;
+          }
+          net::traced<net::named_tensors> out;
+          for (size_t i = 0; i < fetches.size(); ++i)
+            out.value.emplace_back(fetches[i], std::move(r.value()[i]));
+          for (auto& n : md.nodes) // on this process's steady clock
+            out.trace.nodes.push_back({std::move(n.node), std::move(n.op), std::move(n.device),
+                                       md.origin_ns + n.start_ns, md.origin_ns + n.end_ns,
+                                       n.output_bytes});
+          done(std::move(out));
+        });
   }
 
   // The partition may not have reached its Recvs yet: they must fail when they come.
@@ -213,9 +236,11 @@ struct cluster_node::impl {
   std::unique_ptr<master> master_service;
   std::unique_ptr<net::endpoint> ep;
   std::shared_ptr<net::remote_worker> local_worker;
-  std::unique_ptr<net::metrics_server> metrics; // declared last: stops first
+  std::unique_ptr<net::metrics_server> metrics;
+  std::shared_ptr<void> local_master; // declared last: stops first
 
   ~impl() {
+    local_master.reset(); // no session of this process starts a call on the master now
     metrics.reset();
     if (rt)
       rt->internals().routes->set_remote(nullptr);
@@ -309,6 +334,17 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
     o.log("info", "metrics on http://" + o.metrics + "/metrics (port " +
                       std::to_string(i->metrics->port()) + ")");
   }
+  // Sessions in this process that name this node call its master directly.
+  std::vector<std::string> addresses{*address};
+  if (listen != *address)
+    addresses.push_back(listen);
+  if (auto split = cluster_spec::split_address(listen);
+      split && (split->first == "0.0.0.0" || split->first == "127.0.0.1" ||
+                split->first == "localhost" || split->first == "::" || split->first.empty()))
+    for (const char* host : {"127.0.0.1:", "localhost:"})
+      addresses.push_back(host + std::to_string(i->ep->port()));
+  i->local_master = register_local_master(
+      addresses, local_master_credentials(o.auth_token, !o.tls_cert.empty()), *i->master_service);
   std::string reach = i->ep->loopback_only()
                           ? "loopback only"
                           : (o.auth_token.empty() ? "reachable from other hosts, NO auth token "
@@ -338,6 +374,9 @@ uint64_t cluster_node::bytes_sent() const {
 }
 uint64_t cluster_node::bytes_received() const {
   return impl_->ep->stats().bytes_received.load();
+}
+uint64_t cluster_node::connections_accepted() const {
+  return impl_->ep->stats().connections_accepted.load();
 }
 uint64_t cluster_node::incarnation() const {
   return impl_->incarnation;

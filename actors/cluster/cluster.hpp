@@ -70,6 +70,9 @@ public:
   /// Bytes and frames through this node's endpoint so far.
   uint64_t bytes_sent() const;
   uint64_t bytes_received() const;
+  /// Connections accepted so far (sessions of this process that call its master directly make
+  /// none).
+  uint64_t connections_accepted() const;
   const node_options& options() const;
 
   struct impl;

@@ -124,6 +124,25 @@ void master::extend_session(const std::string& handle, std::string graph_bytes,
 void master::run(const std::string& handle, net::named_tensors feeds,
                  std::vector<std::string> fetches, std::vector<std::string> targets,
                  net::callback<std::vector<tensor>> done) {
+  run_step(handle, std::move(feeds), std::move(fetches), std::move(targets), false,
+           [done = std::move(done)](result<net::traced<std::vector<tensor>>> r) {
+             if (!r)
+               done(r.error());
+             else
+               done(std::move(r->value));
+           });
+}
+
+void master::run_traced(const std::string& handle, net::named_tensors feeds,
+                        std::vector<std::string> fetches, std::vector<std::string> targets,
+                        net::callback<net::traced<std::vector<tensor>>> done) {
+  run_step(handle, std::move(feeds), std::move(fetches), std::move(targets), true,
+           std::move(done));
+}
+
+void master::run_step(const std::string& handle, net::named_tensors feeds,
+                      std::vector<std::string> fetches, std::vector<std::string> targets,
+                      bool trace, net::callback<net::traced<std::vector<tensor>>> done) {
   std::shared_ptr<master_session> s;
   {
     std::lock_guard lock(impl_->mu);
@@ -155,12 +174,12 @@ void master::run(const std::string& handle, net::named_tensors feeds,
   auto i = impl_;
   size_t num_fetches = fetches.size();
   if (reg) {
-    i->start_step(s, reg, std::move(feeds), num_fetches, std::move(done));
+    i->start_step(s, reg, std::move(feeds), num_fetches, trace, std::move(done));
     return;
   }
   // First run of this signature: registering waits on the tasks, so a helper thread does it.
   i->spawn([i, s, key, feeds = std::move(feeds), fetches = std::move(fetches),
-            targets = std::move(targets), done = std::move(done), num_fetches]() mutable {
+            targets = std::move(targets), done = std::move(done), num_fetches, trace]() mutable {
     result<std::shared_ptr<registration>> reg = internal_error("unset");
     {
       std::lock_guard build_lock(s->build_mu);
@@ -183,7 +202,7 @@ void master::run(const std::string& handle, net::named_tensors feeds,
       done(reg.error());
       return;
     }
-    i->start_step(s, *reg, std::move(feeds), num_fetches, std::move(done));
+    i->start_step(s, *reg, std::move(feeds), num_fetches, trace, std::move(done));
   });
 }
 

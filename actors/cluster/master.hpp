@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runnel/net/cluster_spec.hpp"
 #include "runnel/net/endpoint.hpp"
@@ -42,12 +43,35 @@ public:
                       std::function<void(status)> done) override;
   void run(const std::string& handle, net::named_tensors feeds, std::vector<std::string> fetches,
            std::vector<std::string> targets, net::callback<std::vector<tensor>> done) override;
+  /// As run; the reply's trace has every task's nodes, and each runGraph call, on this clock.
+  void run_traced(const std::string& handle, net::named_tensors feeds,
+                  std::vector<std::string> fetches, std::vector<std::string> targets,
+                  net::callback<net::traced<std::vector<tensor>>> done) override;
   void close_session(const std::string& handle) override;
 
   struct impl;
 
 private:
+  void run_step(const std::string& handle, net::named_tensors feeds,
+                std::vector<std::string> fetches, std::vector<std::string> targets, bool trace,
+                net::callback<net::traced<std::vector<tensor>>> done);
   std::shared_ptr<impl> impl_;
 };
+
+/// Registers `m` as serving `addresses` ("host:port") in this process until the returned handle
+/// is released (which waits for a call being started on it): sessions whose target names one
+/// of them, presenting the same `credentials` (local_master_credentials), call it directly, not
+/// over the network (local_master.cpp).
+std::shared_ptr<void> register_local_master(const std::vector<std::string>& addresses,
+                                            const std::string& credentials,
+                                            net::master_service& m);
+/// The master serving `address` in this process for these credentials, or null.
+std::shared_ptr<net::remote_master> find_local_master(const std::string& address,
+                                                     const std::string& credentials);
+/// What a session presents and a node requires, compared for a local call: the auth token and
+/// whether TLS is on.
+inline std::string local_master_credentials(const std::string& auth_token, bool tls) {
+  return (tls ? "tls:" : "tcp:") + auth_token;
+}
 
 } // namespace runnel

@@ -36,6 +36,11 @@ public:
                  std::vector<std::string> fetches, net::callback<net::named_tensors> done) override {
     w_.run_graph(handle, step_id, std::move(feeds), std::move(fetches), std::move(done));
   }
+  void run_graph_traced(const std::string& handle, int64_t step_id, net::named_tensors feeds,
+                        std::vector<std::string> fetches,
+                        net::callback<net::traced<net::named_tensors>> done) override {
+    w_.run_graph_traced(handle, step_id, std::move(feeds), std::move(fetches), std::move(done));
+  }
   void cleanup_step(int64_t step_id) override { w_.cleanup_step(step_id); }
   void deregister_graph(const std::string& handle) override { w_.deregister_graph(handle); }
 
@@ -264,8 +269,8 @@ struct master::impl : std::enable_shared_from_this<master::impl> {
   /// Runs one step of a registered signature; `done` gets the fetches or the first error
   /// (master_steps.cpp).
   void start_step(std::shared_ptr<master_session> s, std::shared_ptr<registration> reg,
-                  net::named_tensors feeds, size_t num_fetches,
-                  net::callback<std::vector<tensor>> done);
+                  net::named_tensors feeds, size_t num_fetches, bool trace,
+                  net::callback<net::traced<std::vector<tensor>>> done);
 };
 
 } // namespace runnel

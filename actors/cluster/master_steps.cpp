@@ -175,8 +175,8 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
 
 void master::impl::start_step(std::shared_ptr<master_session> s,
                               std::shared_ptr<registration> reg,
-                net::named_tensors feeds, size_t num_fetches,
-                net::callback<std::vector<tensor>> done) {
+                              net::named_tensors feeds, size_t num_fetches, bool trace,
+                              net::callback<net::traced<std::vector<tensor>>> done) {
   struct step {
     std::mutex mu;
     size_t remaining = 0;
@@ -184,7 +184,8 @@ void master::impl::start_step(std::shared_ptr<master_session> s,
     bool cleaned = false;
     bool reported = false; ///< `done` ran (or a heartbeat failed the step first)
     std::vector<tensor> fetches;
-    net::callback<std::vector<tensor>> done;
+    std::vector<net::traced_node> nodes; ///< traced steps: every task's, on this clock
+    net::callback<net::traced<std::vector<tensor>>> done;
     std::shared_ptr<heartbeat_monitor::watch> heartbeat;
   };
   auto st = std::make_shared<step>();
@@ -192,7 +193,7 @@ void master::impl::start_step(std::shared_ptr<master_session> s,
   st->fetches.resize(num_fetches);
   st->done = std::move(done);
   if (reg->parts.empty()) {
-    st->done(std::move(st->fetches));
+    st->done(net::traced<std::vector<tensor>>{std::move(st->fetches), {}});
     return;
   }
   int64_t id = new_step_id();
@@ -205,7 +206,7 @@ void master::impl::start_step(std::shared_ptr<master_session> s,
           auto st = w.lock();
           if (!st)
             return;
-          net::callback<std::vector<tensor>> done;
+          net::callback<net::traced<std::vector<tensor>>> done;
           {
             std::lock_guard lock(st->mu);
             if (st->reported)
@@ -224,13 +225,20 @@ void master::impl::start_step(std::shared_ptr<master_session> s,
     net::named_tensors part_feeds;
     for (size_t i = 0; i < part.feed_index.size(); ++i)
       part_feeds.emplace_back(part.feed_names[i], feeds[part.feed_index[i]].second);
-    part.worker->run_graph(
-        part.handle, id, std::move(part_feeds), part.fetch_names,
-        [self, s, reg, st, p, id](result<net::named_tensors> r) {
+    int64_t sent = trace ? net::steady_ns() : 0;
+    auto on_reply = [self, s, reg, st, p, id, sent,
+                     trace](result<net::traced<net::named_tensors>> r) {
           auto& part = reg->parts[p];
           bool cleanup = false, finished = false;
+          int64_t got = trace ? net::steady_ns() : 0;
           {
             std::lock_guard lock(st->mu);
+            if (r && trace) {
+              // The call itself, on a track of the master's, then the task's nodes on this clock.
+              st->nodes.push_back({"runGraph " + part.task.name(), "_RunGraph",
+                                   "master: runGraph calls", sent, got, 0});
+              net::align_trace(r->trace, sent, got, st->nodes);
+            }
             if (!r) {
               if (st->first.ok())
                 st->first = r.error().with_context("task " + part.task.name());
@@ -239,8 +247,8 @@ void master::impl::start_step(std::shared_ptr<master_session> s,
                 cleanup = true;
               }
             } else {
-              for (size_t i = 0; i < part.fetch_index.size() && i < r->size(); ++i)
-                st->fetches[part.fetch_index[i]] = std::move((*r)[i].second);
+              for (size_t i = 0; i < part.fetch_index.size() && i < r->value.size(); ++i)
+                st->fetches[part.fetch_index[i]] = std::move(r->value[i].second);
             }
             finished = --st->remaining == 0 && !st->reported;
             if (finished) {
@@ -276,9 +284,21 @@ void master::impl::start_step(std::shared_ptr<master_session> s,
             if (!st->first.ok())
               st->done(st->first);
             else
-              st->done(std::move(st->fetches));
+              st->done(net::traced<std::vector<tensor>>{std::move(st->fetches),
+                                                        {std::move(st->nodes), 0, 0}});
           }
-        });
+        };
+    if (trace)
+      part.worker->run_graph_traced(part.handle, id, std::move(part_feeds), part.fetch_names,
+                                    std::move(on_reply));
+    else
+      part.worker->run_graph(part.handle, id, std::move(part_feeds), part.fetch_names,
+                             [on_reply = std::move(on_reply)](result<net::named_tensors> r) {
+                               if (!r)
+                                 on_reply(r.error());
+                               else
+                                 on_reply(net::traced<net::named_tensors>{std::move(r).value(), {}});
+                             });
   }
 }
 

@@ -1,7 +1,9 @@
 // Sessions on a cluster: the graph goes to a node's master, runs go by tensor and node names.
+#include <algorithm>
 #include <future>
 #include <mutex>
 
+#include "runnel/actors/cluster/master.hpp"
 #include "runnel/actors/exec/internal.hpp"
 #include "runnel/net/endpoint.hpp"
 #include "runnel/net/graph_def.hpp"
@@ -75,6 +77,20 @@ struct session::remote {
   void run(const feed_list& feeds, const std::vector<output>& fetches,
            const std::vector<operation>& targets,
            std::function<void(result<std::vector<tensor>>)> done) {
+    run_step(feeds, fetches, targets, false,
+             [done = std::move(done)](result<net::traced<std::vector<tensor>>> r) {
+               if (!r)
+                 done(r.error());
+               else
+                 done(std::move(r->value));
+             });
+  }
+
+  /// With `trace`, the reply carries every task's nodes on the master's clock, which the caller
+  /// aligns to this process's (run_remote_traced).
+  void run_step(const feed_list& feeds, const std::vector<output>& fetches,
+                const std::vector<operation>& targets, bool trace,
+                net::callback<net::traced<std::vector<tensor>>> done) {
     status s = sync_graph();
     if (!s.ok()) {
       done(s);
@@ -98,8 +114,29 @@ struct session::remote {
       std::lock_guard lock(mu);
       h = handle;
     }
-    master->run(h, std::move(named), std::move(fetch_names), std::move(target_names),
-                std::move(done));
+    if (!trace) {
+      master->run(h, std::move(named), std::move(fetch_names), std::move(target_names),
+                  [done = std::move(done)](result<std::vector<tensor>> r) {
+                    if (!r)
+                      done(r.error());
+                    else
+                      done(net::traced<std::vector<tensor>>{std::move(r).value(), {}});
+                  });
+      return;
+    }
+    int64_t sent = net::steady_ns();
+    master->run_traced(h, std::move(named), std::move(fetch_names), std::move(target_names),
+                       [done = std::move(done), sent](result<net::traced<std::vector<tensor>>> r) {
+                         if (r) {
+                           int64_t got = net::steady_ns();
+                           std::vector<net::traced_node> nodes{
+                               {"run", "_Run", "client: run calls", sent, got, 0}};
+                           net::align_trace(r->trace, sent, got, nodes);
+                           r->trace.nodes = std::move(nodes);
+                           r->trace.received_ns = sent; // what the nodes count from
+                         }
+                         done(std::move(r));
+                       });
   }
 };
 
@@ -115,6 +152,14 @@ std::shared_ptr<session::remote> make_remote_session(const graph& g, const std::
   std::string address = target.substr(scheme.size());
   if (auto split = cluster_spec::split_address(address); !split) {
     r->broken = split.error().with_context("session target '" + target + "'");
+    return r;
+  }
+  // A node of this process serves the target: its master is called directly.
+  if (auto local = options.in_process_master
+                       ? find_local_master(address, local_master_credentials(
+                                                        options.auth_token, !options.tls_cert.empty()))
+                       : nullptr) {
+    r->master = std::move(local);
     return r;
   }
   net::endpoint_options eo;
@@ -152,6 +197,39 @@ std::future<result<std::vector<tensor>>> run_remote(session::remote& r, const fe
     return late.get_future();
   }
   return f;
+}
+
+result<std::vector<tensor>> run_remote_traced(session::remote& r, const feed_list& feeds,
+                                              const std::vector<output>& fetches,
+                                              const std::vector<operation>& targets,
+                                              run_metadata& metadata) {
+  auto p = std::make_shared<std::promise<result<net::traced<std::vector<tensor>>>>>();
+  auto f = p->get_future();
+  r.run_step(feeds, fetches, targets, true,
+             [p](result<net::traced<std::vector<tensor>>> v) { p->set_value(std::move(v)); });
+  if (r.options.remote_timeout.count() > 0 &&
+      f.wait_for(r.options.remote_timeout) != std::future_status::ready)
+    return deadline_exceeded("the cluster at " + r.target + " did not finish the step within " +
+                             std::to_string(r.options.remote_timeout.count()) + " ms");
+  auto v = f.get();
+  if (!v)
+    return v.error();
+  // Times from the run's send on this process's clock; bytes per device from the nodes.
+  metadata = run_metadata{};
+  metadata.origin_ns = v->trace.received_ns;
+  for (auto& n : v->trace.nodes) {
+    node_trace t{n.node, n.op, n.device, n.start_ns - metadata.origin_ns,
+                 n.end_ns - metadata.origin_ns, n.output_bytes};
+    auto it = std::find_if(metadata.output_bytes_per_device.begin(),
+                           metadata.output_bytes_per_device.end(),
+                           [&](auto& d) { return d.first == n.device; });
+    if (it == metadata.output_bytes_per_device.end())
+      metadata.output_bytes_per_device.emplace_back(n.device, n.output_bytes);
+    else
+      it->second += n.output_bytes;
+    metadata.nodes.push_back(std::move(t));
+  }
+  return std::move(v->value);
 }
 
 void close_remote(session::remote& r) {

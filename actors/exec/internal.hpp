@@ -379,6 +379,11 @@ std::future<result<std::vector<tensor>>> run_remote(session::remote& r, const fe
 void run_remote_callback(session::remote& r, const feed_list& feeds,
                          const std::vector<output>& fetches, const std::vector<operation>& targets,
                          std::function<void(result<std::vector<tensor>>)> done);
+/// A traced run on a cluster: every task's nodes in `metadata`, on this process's clock.
+result<std::vector<tensor>> run_remote_traced(session::remote& r, const feed_list& feeds,
+                                              const std::vector<output>& fetches,
+                                              const std::vector<operation>& targets,
+                                              run_metadata& metadata);
 void close_remote(session::remote& r);
 
 /// The scheduler settings every Runnel actor system uses (work stealing, tuned polling).

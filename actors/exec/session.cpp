@@ -250,6 +250,8 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
                                          const run_options& options, run_metadata* metadata) {
   RUNNEL_RETURN_IF_ERROR(run_hooks(targets));
   if (remote_) {
+    if (options.trace && metadata)
+      return run_remote_traced(*remote_, feeds, fetches, targets, *metadata);
     auto f = run_remote(*remote_, feeds, fetches, targets);
     return f.get();
   }
@@ -279,6 +281,9 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
       std::lock_guard lock(trace->mu);
       metadata->nodes = trace->nodes;
     }
+    metadata->origin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              trace->origin.time_since_epoch())
+                              .count();
     metadata->output_bytes_per_device.clear();
     for (auto& d : impl_->rt.devices) {
       int64_t bytes = 0;
@@ -417,6 +422,43 @@ void session::run_callback(const feed_list& feeds, const std::vector<output>& fe
   }, nullptr, options.step_id);
   if (!started)
     (*shared)(started.error());
+}
+
+void session::run_callback_traced(
+    const feed_list& feeds, const std::vector<output>& fetches,
+    const std::vector<operation>& targets, const run_options& options,
+    std::function<void(result<std::vector<tensor>>, run_metadata)> done) {
+  if (!options.trace || remote_)
+    return run_callback(feeds, fetches, targets, options,
+                        [done = std::move(done)](result<std::vector<tensor>> r) {
+                          done(std::move(r), run_metadata{});
+                        });
+  if (status st = run_hooks(targets); !st.ok())
+    return done(st, run_metadata{});
+  auto trace = std::make_shared<trace_buffer>();
+  auto shared = std::make_shared<decltype(done)>(std::move(done));
+  auto started = impl_->start(feeds, fetches, targets, [shared, trace](step_state& s) {
+    run_metadata md;
+    {
+      std::lock_guard lock(trace->mu);
+      md.nodes = trace->nodes;
+    }
+    md.origin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       trace->origin.time_since_epoch())
+                       .count();
+    if (s.aborted.load(std::memory_order_acquire)) {
+      status error;
+      {
+        std::lock_guard lock(s.error_mu);
+        error = s.error;
+      }
+      (*shared)(std::move(error), std::move(md));
+    } else {
+      (*shared)(std::move(s.fetches), std::move(md));
+    }
+  }, trace, options.step_id);
+  if (!started)
+    (*shared)(started.error(), run_metadata{});
 }
 
 std::future<result<std::vector<tensor>>> session::run_async(const feed_list& feeds,

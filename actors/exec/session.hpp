@@ -53,6 +53,10 @@ struct session_options {
   /// Remote sessions over TLS (a cluster whose nodes run with --tls-*): PEM files of this
   /// client's certificate and key, and the cluster's CA. All three or none.
   std::string tls_cert, tls_key, tls_ca;
+  /// Remote sessions whose target is a node of this process (same address and credentials) call
+  /// its master directly, without a connection; false: over the network, as from another process
+  /// (docs/cluster.md, "How a step runs").
+  bool in_process_master = true;
 };
 
 struct run_options {
@@ -79,6 +83,9 @@ struct node_trace {
 /// What a traced run reports.
 struct run_metadata {
   std::vector<node_trace> nodes; ///< in the order they finished
+  /// When the step started on this process's steady clock (ns since its epoch): what the nodes'
+  /// times count from. A step on a cluster counts from the client's send of the run.
+  int64_t origin_ns = 0;
   /// Bytes of the outputs each device produced during the step (an upper bound on the step's
   /// peak memory there: buffers freed during the step are not subtracted).
   std::vector<std::pair<std::string, int64_t>> output_bytes_per_device;
@@ -127,7 +134,8 @@ public:
   session(runtime& rt, const graph& g, session_options options = {});
   /// A session on a cluster: `target` is "runnel://host:port", a node whose master runs the
   /// graph over the cluster (actors/cluster/cluster.hpp). The same API as a local session; the graph is
-  /// sent on the first run, and again when it has grown. Traces are not recorded remotely.
+  /// sent on the first run, and again when it has grown. A traced run (run_options::trace) records
+  /// every task's nodes, on this process's clock (docs/cluster.md, "Traces").
   session(runtime& rt, const graph& g, const std::string& target, session_options options = {});
   ~session();
   session(const session&) = delete;
@@ -163,6 +171,11 @@ public:
   void run_callback(const feed_list& feeds, const std::vector<output>& fetches,
                     const std::vector<operation>& targets, const run_options& options,
                     std::function<void(result<std::vector<tensor>>)> done);
+  /// As run_callback; with `options.trace`, `done` gets the step's node times too (the nodes and
+  /// origin of run_metadata). Local sessions only.
+  void run_callback_traced(const feed_list& feeds, const std::vector<output>& fetches,
+                           const std::vector<operation>& targets, const run_options& options,
+                           std::function<void(result<std::vector<tensor>>, run_metadata)> done);
 
   /// Waits for steps in flight, then stops every node actor. Later runs fail with `cancelled`.
   void close();

@@ -1,5 +1,6 @@
 // Cluster nodes inside one test process (several runtimes, real loopback connections): remote
 // sessions, partitions across tasks, errors. tests/cluster/ runs real processes.
+#include <set>
 #include <thread>
 
 #include "runnel/actors/cluster/cluster.hpp"
@@ -483,4 +484,102 @@ TEST_CASE("a worker's GPU takes its part of a remote step, with transfers both w
   check_equal(r.value()[0], l[0]);
   check_equal(r.value()[1], l[1]);
   CHECK(worker->rt().gpu_memory(0).value().num_allocs > 0); // it did run on the GPU
+}
+
+TEST_CASE("a traced remote step records every task's nodes on the client's clock",
+          "[actors][cluster]") {
+  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
+  auto ps = cluster_node::start(quiet(spec, "ps", 0)).value();
+  auto worker = cluster_node::start(quiet(spec, "worker", 0)).value();
+  graph g;
+  auto x = placeholder(g, dtype::f32, {2, 3}, "x");
+  graph_variable w;
+  {
+    auto d = g.device("/job:ps/task:0");
+    w = variable(g, constant(g, tensor::from_values<float>(shape{3, 2}, {1, 2, 3, 4, 5, 6})), "w");
+  }
+  output y;
+  {
+    auto d = g.device("/job:worker/task:0");
+    y = tanh(matmul(x, w.value), "y");
+  }
+  // The client calls the master in its own process directly, or over the network as another
+  // process would: the trace aligns a clock per call either way.
+  session_options so;
+  SECTION("in process") { so.in_process_master = true; }
+  SECTION("over the network") { so.in_process_master = false; }
+  session s(client_runtime(), g, "runnel://" + spec.address("worker", 0).value(), so);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  auto xv = tensor::from_values<float>(shape{2, 3}, {1, 0, -1, 0.5f, 2, 3});
+  run_metadata md;
+  auto r = s.run({{x, xv}}, {y}, {}, run_options{.trace = true}, &md);
+  INFO(r.error().to_string());
+  REQUIRE(r.ok());
+  auto plain = s.run({{x, xv}}, {y}).value();
+  check_equal(r.value()[0], plain[0]);
+
+  // The client's call spans the step; the master's calls to each task and each task's nodes lie
+  // inside it: the clocks are aligned as NTP does, which keeps a served call inside its caller's.
+  const node_trace* run = nullptr;
+  std::set<std::string> devices, calls;
+  for (auto& n : md.nodes) {
+    devices.insert(n.device);
+    if (n.op == "_Run")
+      run = &n;
+    if (n.op == "_RunGraph")
+      calls.insert(n.node);
+  }
+  REQUIRE(run != nullptr);
+  CHECK(run->start_ns == 0);
+  CHECK(md.origin_ns > 0);
+  for (auto& n : md.nodes) {
+    INFO(n.node << " on " << n.device << ": " << n.start_ns << ".." << n.end_ns);
+    CHECK(n.start_ns >= 0);
+    CHECK(n.start_ns <= n.end_ns);
+    CHECK(n.end_ns <= run->end_ns);
+  }
+  CHECK(calls == std::set<std::string>{"runGraph /job:ps/replica:0/task:0",
+                                       "runGraph /job:worker/replica:0/task:0"});
+  CHECK(devices.count("/job:ps/replica:0/task:0/device:cpu:0") == 1);
+  CHECK(devices.count("/job:worker/replica:0/task:0/device:cpu:0") == 1);
+  bool matmul_on_worker = false, send_on_ps = false;
+  for (auto& n : md.nodes) {
+    matmul_on_worker |= n.op == "MatMul" && n.device.find("/job:worker/") == 0;
+    send_on_ps |= n.op == "_Send" && n.device.find("/job:ps/") == 0;
+  }
+  CHECK(matmul_on_worker);
+  CHECK(send_on_ps);
+  // One Chrome trace, a track per task's device and for the calls.
+  std::string chrome = md.to_chrome_trace();
+  CHECK(chrome.find("\"/job:ps/replica:0/task:0/device:cpu:0\"") != std::string::npos);
+  CHECK(chrome.find("\"/job:worker/replica:0/task:0/device:cpu:0\"") != std::string::npos);
+  CHECK(chrome.find("\"master: runGraph calls\"") != std::string::npos);
+}
+
+TEST_CASE("a session in a node's own process calls its master directly, until the node stops",
+          "[actors][cluster]") {
+  auto spec = local_cluster({"worker=1"}, free_ports(1));
+  auto node = cluster_node::start(quiet(spec, "worker", 0)).value();
+  graph g;
+  auto x = placeholder(g, dtype::f32, {}, "x");
+  auto y = x + 1.0;
+  std::string target = "runnel://" + spec.address("worker", 0).value();
+  session direct(client_runtime(), g, target);
+  REQUIRE(direct.run({{x, tensor::scalar<float>(1)}}, {y}).ok());
+  // Nothing crossed the node's endpoint: no connection.
+  CHECK(node->connections_accepted() == 0);
+  session networked(client_runtime(), g, target, session_options{.in_process_master = false});
+  auto r = networked.run({{x, tensor::scalar<float>(2)}}, {y});
+  REQUIRE(r.ok());
+  CHECK(r.value()[0].data<float>()[0] == 3.f);
+  CHECK(node->connections_accepted() > 0);
+  // Other credentials go over the network and are refused there, as from another process.
+  session wrong(client_runtime(), g, target, session_options{.auth_token = "not the token"});
+  CHECK(!wrong.run({{x, tensor::scalar<float>(1)}}, {y}).ok());
+  // A stopped node fails the direct session's next run, naming the address; nothing hangs.
+  node.reset();
+  auto after = direct.run({{x, tensor::scalar<float>(1)}}, {y});
+  REQUIRE(!after.ok());
+  CHECK(after.error().code() == error_code::unavailable);
+  CHECK(after.error().message().find(spec.address("worker", 0).value()) != std::string::npos);
 }

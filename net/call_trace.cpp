@@ -1,0 +1,97 @@
+// Traced calls across processes: node times on the serving process's steady clock, carried in
+// replies (CallTrace) and aligned to the caller's clock (docs/cluster.md, "Traces").
+#include <chrono>
+
+#include "runnel/net/endpoint_impl.hpp"
+
+namespace runnel::net {
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void align_trace(call_trace& from, int64_t sent_ns, int64_t got_ns,
+                 std::vector<traced_node>& into) {
+  // NTP's estimate: the server's clock runs `offset` ahead of ours, the request took as long as
+  // the reply. Without stamps (an untraced server) the nodes are taken as they are.
+  int64_t offset = 0;
+  if (from.received_ns != 0 || from.replied_ns != 0)
+    offset = ((from.received_ns - sent_ns) + (from.replied_ns - got_ns)) / 2;
+  for (auto& n : from.nodes) {
+    n.start_ns -= offset;
+    n.end_ns -= offset;
+    into.push_back(std::move(n));
+  }
+  from.nodes.clear();
+}
+
+void worker_service::run_graph_traced(const std::string& handle, int64_t step_id,
+                                      named_tensors feeds, std::vector<std::string> fetches,
+                                      callback<traced<named_tensors>> done) {
+  run_graph(handle, step_id, std::move(feeds), std::move(fetches),
+            [done = std::move(done)](result<named_tensors> r) {
+              if (!r)
+                done(r.error());
+              else
+                done(traced<named_tensors>{std::move(r).value(), {}});
+            });
+}
+
+void remote_worker::run_graph_traced(const std::string& handle, int64_t step_id,
+                                     named_tensors feeds, std::vector<std::string> fetches,
+                                     callback<traced<named_tensors>> done) {
+  run_graph(handle, step_id, std::move(feeds), std::move(fetches),
+            [done = std::move(done)](result<named_tensors> r) {
+              if (!r)
+                done(r.error());
+              else
+                done(traced<named_tensors>{std::move(r).value(), {}});
+            });
+}
+
+void master_service::run_traced(const std::string& handle, named_tensors feeds,
+                                std::vector<std::string> fetches,
+                                std::vector<std::string> targets,
+                                callback<traced<std::vector<tensor>>> done) {
+  run(handle, std::move(feeds), std::move(fetches), std::move(targets),
+      [done = std::move(done)](result<std::vector<tensor>> r) {
+        if (!r)
+          done(r.error());
+        else
+          done(traced<std::vector<tensor>>{std::move(r).value(), {}});
+      });
+}
+
+namespace detail {
+
+void write_trace(wire::CallTrace::Builder b, const call_trace& t) {
+  b.setReceivedNs(t.received_ns);
+  b.setRepliedNs(t.replied_ns);
+  auto nodes = b.initNodes(uint(t.nodes.size()));
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    auto n = nodes[uint(i)];
+    auto& s = t.nodes[i];
+    n.setNode(s.node);
+    n.setOp(s.op);
+    n.setDevice(s.device);
+    n.setStartNs(s.start_ns);
+    n.setEndNs(s.end_ns);
+    n.setOutputBytes(s.output_bytes);
+  }
+}
+
+call_trace read_trace(wire::CallTrace::Reader r) {
+  call_trace t;
+  t.received_ns = r.getReceivedNs();
+  t.replied_ns = r.getRepliedNs();
+  for (auto n : r.getNodes())
+    t.nodes.push_back({to_std(n.getNode()), to_std(n.getOp()), to_std(n.getDevice()),
+                       n.getStartNs(), n.getEndNs(), n.getOutputBytes()});
+  return t;
+}
+
+} // namespace detail
+
+} // namespace runnel::net
