@@ -5,7 +5,10 @@
 //   ps_training          Fashion-MNIST's MLP (784-512-10, Adam, batches of 100) with its parameters
 //                        on a ps process and this process as the worker, against a local session;
 //                        then ps_training_bound: its step time against max(the local step, the
-//                        step's bytes on the wire / the data plane's bandwidth measured here)
+//                        step's bytes on the wire / the data plane's bandwidth measured here), and
+//                        ps_training_prefetch: the same with 2 steps in flight (each pulls its
+//                        parameters while the other finishes); --trace-dir DIR writes one
+//                        distributed step's Chrome trace
 //   remote_step          a trivial step through a runnel-node (client -> master -> worker -> back),
 //                        median µs, beside a raw TCP round trip of a few bytes
 //   sparse_ps_update     an embedding of 1M x 64 float32 split over 2 ps processes, 1,000 distinct
@@ -25,6 +28,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <map>
 #include <mutex>
@@ -33,11 +37,13 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_info.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/actors/cluster/cluster.hpp"
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/ops/train/optimizers.hpp"
 #include "runnel/ops/train/replica.hpp"
+#include "runnel/ops/train/sync_replicas.hpp"
 #include "runnel/net/endpoint.hpp"
 #include "runnel/ops/graph/builder.hpp"
 #include "runnel/ops/layers/embedding.hpp"
@@ -289,7 +295,10 @@ struct mlp {
   graph g;
   output x, y, loss;
   operation train, init;
-  explicit mlp(bool distributed) {
+  std::unique_ptr<adam_optimizer> adam;
+  std::unique_ptr<sync_replicas_optimizer> sync;
+  /// `sync`: synchronous replicas (one worker aggregating its own gradients each step).
+  explicit mlp(bool distributed, bool synchronous = false) {
     std::optional<graph::scope_guard> d;
     if (distributed)
       d.emplace(g.device(replica_device_setter(1, "/job:worker/task:0")));
@@ -303,15 +312,47 @@ struct mlp {
     auto h = relu(bias_add(matmul(x, w1.value), b1.value));
     auto logits = bias_add(matmul(h, w2.value), b2.value);
     loss = mean(sparse_softmax_cross_entropy_with_logits(logits, y).first);
-    train = adam_optimizer(0.001).minimize(loss);
+    adam = std::make_unique<adam_optimizer>(0.001);
+    if (synchronous) {
+      auto step = variable(g, constant(g, int64_t(0)), "global_step", false);
+      sync = std::make_unique<sync_replicas_optimizer>(
+          *adam, sync_replicas_options{.replicas_to_aggregate = 1, .total_num_replicas = 1});
+      train = sync->minimize(loss, step);
+    } else {
+      train = adam->minimize(loss);
+    }
     init = global_variables_initializer(g);
   }
 };
 
+pid_t ps_pid = 0; // the ps process of ps_training, while it runs
+
+/// CPU seconds (user + system) a process used so far (0: this one).
+double cpu_seconds(pid_t pid) {
+  std::string path = pid ? "/proc/" + std::to_string(pid) + "/stat" : "/proc/self/stat";
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f)
+    return 0;
+  char buf[4096];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')') + 2;
+  unsigned long long utime = 0, stime = 0;
+  int field = 3;
+  while (field < 14) { // utime and stime are fields 14 and 15
+    p = std::strchr(p, ' ') + 1;
+    ++field;
+  }
+  std::sscanf(p, "%llu %llu", &utime, &stime);
+  return double(utime + stime) / double(sysconf(_SC_CLK_TCK));
+}
+
 /// Examples per second over `steps` training steps (after a warm-up); with `node`, also the
-/// bytes its endpoint moved per step (both directions) into `bytes_per_step`.
+/// bytes its endpoint moved per step (both directions) into `bytes_per_step`; with `cpu_ms`, the
+/// CPU time per step of this process and of the ps process (spinning threads included).
 double examples_per_s(session& s, mlp& m, int steps, cluster_node* node = nullptr,
-                      double* bytes_per_step = nullptr) {
+                      double* bytes_per_step = nullptr, double* cpu_ms = nullptr) {
   tensor xv(dtype::f32, shape{100, 784}), yv(dtype::i32, shape{100});
   for (int64_t i = 0; i < xv.num_elements(); ++i)
     xv.data<float>()[i] = float((i * 37) % 255) / 255.f;
@@ -323,15 +364,47 @@ double examples_per_s(session& s, mlp& m, int steps, cluster_node* node = nullpt
     throw_if_error(s.run(feeds, {m.loss}, {m.train}).error());
   double best = 0;
   uint64_t before = node ? node->bytes_sent() + node->bytes_received() : 0;
+  double cpu0 = cpu_seconds(0), ps0 = ps_pid ? cpu_seconds(ps_pid) : 0;
   for (int rep = 0; rep < 3; ++rep) {
     double t0 = now();
     for (int i = 0; i < steps; ++i)
       throw_if_error(s.run(feeds, {m.loss}, {m.train}).error());
     best = std::max(best, 100.0 * steps / (now() - t0));
   }
+  if (cpu_ms) {
+    cpu_ms[0] = (cpu_seconds(0) - cpu0) / (3 * steps) * 1e3;
+    cpu_ms[1] = ps_pid ? (cpu_seconds(ps_pid) - ps0) / (3 * steps) * 1e3 : 0.0;
+  }
   if (node && bytes_per_step)
     *bytes_per_step =
         double(node->bytes_sent() + node->bytes_received() - before) / double(3 * steps);
+  return best;
+}
+
+/// As examples_per_s, with `depth` steps in flight (run_async): the next steps' parameters are
+/// pulled while the oldest finishes.
+double examples_per_s_pipelined(session& s, mlp& m, int steps, int depth) {
+  tensor xv(dtype::f32, shape{100, 784}), yv(dtype::i32, shape{100});
+  for (int64_t i = 0; i < xv.num_elements(); ++i)
+    xv.data<float>()[i] = float((i * 37) % 255) / 255.f;
+  for (int i = 0; i < 100; ++i)
+    yv.data<int32_t>()[i] = i % 10;
+  feed_list feeds{{m.x, xv}, {m.y, yv}};
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::deque<std::future<result<std::vector<tensor>>>> inflight;
+    double t0 = now();
+    for (int i = 0; i < steps; ++i) {
+      if (int(inflight.size()) == depth) {
+        throw_if_error(inflight.front().get().error());
+        inflight.pop_front();
+      }
+      inflight.push_back(s.run_async(feeds, {m.loss}, {m.train}));
+    }
+    for (auto& f : inflight)
+      throw_if_error(f.get().error());
+    best = std::max(best, 100.0 * steps / (now() - t0));
+  }
   return best;
 }
 
@@ -382,12 +455,14 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
             "--task", "0", static_cast<char*>(nullptr));
     _exit(127);
   }
-  double local_rate, remote_rate, bytes_per_step = 0;
+  ps_pid = child;
+  double local_rate, remote_rate, pipelined_rate, bytes_per_step = 0;
+  double local_cpu[2], remote_cpu[2];
   {
     auto* rt = new runtime; // never destroyed: see tests/eval.hpp
     mlp m(false);
     session s(*rt, m.g);
-    local_rate = examples_per_s(s, m, 100);
+    local_rate = examples_per_s(s, m, 100, nullptr, nullptr, local_cpu);
   }
   {
     auto node = cluster_node::start({.cluster = cluster_spec::parse(cluster).value(),
@@ -397,10 +472,18 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
                     .value();
     mlp m(true);
     session s(node->rt(), m.g, "runnel://127.0.0.1:" + std::to_string(worker_port));
-    remote_rate = examples_per_s(s, m, 100, node.get(), &bytes_per_step);
+    remote_rate = examples_per_s(s, m, 100, node.get(), &bytes_per_step, remote_cpu);
+    pipelined_rate = examples_per_s_pipelined(s, m, 100, 2);
     if (!trace_dir.empty())
       write_step_trace(s, m, trace_dir + "/ps_training_step.json");
     s.close();
+    if (!trace_dir.empty()) { // and a synchronous step of the same model
+      mlp ms(true, true);
+      session ss(node->rt(), ms.g, "runnel://127.0.0.1:" + std::to_string(worker_port));
+      examples_per_s(ss, ms, 10);
+      write_step_trace(ss, ms, trace_dir + "/ps_training_sync_step.json");
+      ss.close();
+    }
   }
   ::kill(child, SIGTERM);
   ::waitpid(child, nullptr, 0);
@@ -417,6 +500,14 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
               "%.2f ms, %.2f MB per step / %.2f GB/s data plane = %.2f ms); target 1.3x)\n",
               ours_ms, ours_ms / bound_ms, bound_ms, local_ms, bytes_per_step / 1e6,
               bandwidth / 1e9, wire_ms);
+  std::printf("bench ps_training_prefetch: %.0f examples/s with 2 steps in flight, each pulling "
+              "its parameters while the other finishes (%.2fx the local session; staleness <= 1 "
+              "step of this worker's own)\n",
+              pipelined_rate, pipelined_rate / local_rate);
+  std::printf("cluster_bench: CPU per step (threads that spin included): local %.2f ms; 1 ps + 1 "
+              "worker %.2f ms (worker %.2f, ps %.2f), on %u cores\n",
+              local_cpu[0], remote_cpu[0] + remote_cpu[1], remote_cpu[0], remote_cpu[1],
+              std::thread::hardware_concurrency());
 }
 
 void sparse_ps_update(const std::string& node_binary) {
@@ -503,6 +594,7 @@ int main(int argc, char** argv) {
       node_binary = a;
   }
   auto wanted = [&](const char* name) { return only.empty() || only == name; };
+  std::printf("cluster_bench: %s\n", runnel::bench::cpu_description().c_str());
   ::signal(SIGPIPE, SIG_IGN);
   if (wanted("remote_tensor_64mib")) {
     double raw = raw_tcp(tensor_bytes, reps);
