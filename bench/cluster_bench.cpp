@@ -10,7 +10,8 @@
 //                        parameters while the other finishes); --trace-dir DIR writes one
 //                        distributed step's Chrome trace
 //   remote_step          a trivial step through a runnel-node (client -> master -> worker -> back),
-//                        median µs, beside a raw TCP round trip of a few bytes
+//                        median µs, beside a raw TCP round trip of a few bytes; remote_step_busy
+//                        the same with one core kept busy (an idle VM's cores wake slowly)
 //   sparse_ps_update     an embedding of 1M x 64 float32 split over 2 ps processes, 1,000 distinct
 //                        rows looked up and updated (SGD) per step by this process as the worker:
 //                        bytes on the wire per step against the touched rows moved once each way
@@ -250,7 +251,20 @@ double raw_round_trip(int rounds) {
   return times[times.size() / 2];
 }
 
-double remote_step(const std::string& node_binary, int rounds) {
+/// Writes `md` as a Chrome trace to `path`.
+void write_trace(const run_metadata& md, const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "cluster_bench: cannot write %s\n", path.c_str());
+    return;
+  }
+  std::string json = md.to_chrome_trace();
+  std::fwrite(json.data(), 1, json.size(), f);
+  std::fclose(f);
+}
+
+/// With `trace_path`, also writes the trace of the median of 21 traced steps.
+double remote_step(const std::string& node_binary, int rounds, const std::string& trace_path = {}) {
   int port;
   {
     int a = listen_any(port);
@@ -283,6 +297,35 @@ double remote_step(const std::string& node_binary, int rounds) {
     double t0 = now();
     throw_if_error(s.run(feeds, {y}).error());
     times.push_back(now() - t0);
+  }
+  // The control plane alone: a getStatus call, answered on the node's event loop (no master,
+  // no executor), through an endpoint of this process.
+  {
+    auto ep = net::endpoint::start({}).value();
+    auto w = ep->worker(address);
+    std::vector<double> rpc;
+    for (int r = 0; r < rounds; ++r) {
+      std::promise<void> got;
+      double t0 = now();
+      w->status([&](result<net::worker_status>) { got.set_value(); });
+      got.get_future().wait();
+      if (r >= 100)
+        rpc.push_back(now() - t0);
+    }
+    std::sort(rpc.begin(), rpc.end());
+    std::printf("cluster_bench:   a getStatus RPC to the same node: %.3g us median\n",
+                rpc[rpc.size() / 2] * 1e6);
+  }
+  if (!trace_path.empty()) {
+    std::vector<std::pair<int64_t, run_metadata>> traced(21);
+    for (auto& [span, md] : traced) {
+      throw_if_error(s.run(feeds, {y}, {}, run_options{.trace = true}, &md).error());
+      for (auto& n : md.nodes)
+        span = std::max(span, n.end_ns);
+    }
+    std::sort(traced.begin(), traced.end(),
+              [](auto& a, auto& b) { return a.first < b.first; });
+    write_trace(traced[traced.size() / 2].second, trace_path);
   }
   s.close();
   ::kill(child, SIGTERM);
@@ -417,14 +460,7 @@ void write_step_trace(session& s, mlp& m, const std::string& path) {
   run_metadata md;
   throw_if_error(
       s.run({{m.x, xv}, {m.y, yv}}, {m.loss}, {m.train}, run_options{.trace = true}, &md).error());
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) {
-    std::fprintf(stderr, "cluster_bench: cannot write %s\n", path.c_str());
-    return;
-  }
-  std::string json = md.to_chrome_trace();
-  std::fwrite(json.data(), 1, json.size(), f);
-  std::fclose(f);
+  write_trace(md, path);
   std::map<std::string, std::pair<int64_t, int64_t>> busy; // device -> (busy ns, last end)
   int64_t span = 0;
   for (auto& n : md.nodes) {
@@ -582,7 +618,7 @@ void sparse_ps_update(const std::string& node_binary) {
 int main(int argc, char** argv) {
   runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   // Arguments: [--only NAME] [--trace-dir DIR] [NODE_BINARY]; NAME is one benchmark (e.g.
-  // remote_step); DIR gets a Chrome trace of one distributed ps_training step.
+  // remote_step); DIR gets Chrome traces of distributed ps_training steps and of a remote step.
   std::string node_binary = RUNNEL_NODE_BINARY, only, trace_dir;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -619,6 +655,24 @@ int main(int argc, char** argv) {
     std::printf("bench remote_step: %.3g us median (%.2fx a raw TCP round trip of %.3g us; target "
                 "4x)\n",
                 step * 1e6, step / rtt, rtt * 1e6);
+    std::fflush(stdout);
+    // Again with one core kept busy by a spinning process: an idle VM's cores wake slowly
+    // (~50 us), which makes the raw round trip slow and the ratio flattering; busy, the round
+    // trip is a few context switches and every hand-off of the step shows.
+    pid_t spinner = ::fork();
+    if (spinner == 0) {
+      volatile uint64_t spins = 0;
+      for (;;)
+        spins = spins + 1;
+    }
+    double busy_rtt = raw_round_trip(2000);
+    double busy_step = remote_step(node_binary, 2000,
+                                   trace_dir.empty() ? "" : trace_dir + "/remote_step_busy.json");
+    ::kill(spinner, SIGKILL);
+    ::waitpid(spinner, nullptr, 0);
+    std::printf("bench remote_step_busy: %.3g us median (%.2fx a raw TCP round trip of %.3g us, "
+                "both with one core kept busy; target 4x)\n",
+                busy_step * 1e6, busy_step / busy_rtt, busy_rtt * 1e6);
   }
   return 0;
 }
