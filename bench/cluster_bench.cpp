@@ -16,17 +16,12 @@
 //                        rows looked up and updated (SGD) per step by this process as the worker:
 //                        bytes on the wire per step against the touched rows moved once each way
 // Each prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -38,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster_limits.hpp"
 #include "cpu_info.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/actors/cluster/cluster.hpp"
@@ -50,206 +46,10 @@
 #include "runnel/ops/layers/embedding.hpp"
 
 using namespace runnel;
+using namespace runnel::bench;
 
 namespace {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-constexpr size_t tensor_bytes = size_t(64) << 20;
-constexpr int reps = 8;
-
-// ---- raw TCP: the limit ------------------------------------------------------------------------
-
-int listen_any(int& port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::listen(fd, 4);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  port = ntohs(a.sin_port);
-  return fd;
-}
-
-int connect_to(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(uint16_t(port));
-  while (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
-
-bool read_all(int fd, char* p, size_t n) {
-  while (n > 0) {
-    ssize_t r = ::read(fd, p, n);
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
-bool write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t r = ::write(fd, p, n);
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
-/// Best seconds to move `bytes` to a child process and get a 1-byte ack, raw TCP.
-double raw_tcp(size_t bytes, int rounds) {
-  int port;
-  int lfd = listen_any(port);
-  pid_t child = ::fork();
-  if (child == 0) {
-    int fd = connect_to(port);
-    std::vector<char> buf(bytes);
-    for (int r = 0; r < rounds; ++r) {
-      if (!read_all(fd, buf.data(), bytes))
-        _exit(1);
-      char ack = 1;
-      write_all(fd, &ack, 1);
-    }
-    _exit(0);
-  }
-  int fd = ::accept(lfd, nullptr, nullptr);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  std::vector<char> data(bytes, 7);
-  double best = 1e9;
-  for (int r = 0; r < rounds; ++r) {
-    double t0 = now();
-    write_all(fd, data.data(), bytes);
-    char ack;
-    read_all(fd, &ack, 1);
-    best = std::min(best, now() - t0);
-  }
-  ::close(fd);
-  ::close(lfd);
-  ::waitpid(child, nullptr, 0);
-  return best;
-}
-
-// ---- the data plane ------------------------------------------------------------------------------
-
-/// Best seconds to send a 64 MiB tensor to a child process's endpoint and get its ack (a tiny
-/// tensor sent back on the child's own data connection).
-double data_plane(int rounds) {
-  // Ports first, processes second: fork before any thread exists.
-  int parent_port, child_port;
-  {
-    int a = listen_any(parent_port), b = listen_any(child_port);
-    ::close(a);
-    ::close(b);
-  }
-  std::string parent_addr = "127.0.0.1:" + std::to_string(parent_port);
-  std::string child_addr = "127.0.0.1:" + std::to_string(child_port);
-  pid_t child = ::fork();
-  if (child == 0) {
-    std::mutex mu;
-    std::condition_variable cv;
-    int got = 0;
-    net::endpoint_options o;
-    o.listen = child_addr;
-    o.on_tensor = [&](int64_t, std::string, tensor t) {
-      std::lock_guard lock(mu);
-      got += t.bytes() == tensor_bytes;
-      cv.notify_all();
-    };
-    auto ep = net::endpoint::start(o).value();
-    for (int r = 0; r < rounds; ++r) {
-      {
-        std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return got > r; });
-      }
-      ep->send_tensor(parent_addr, r, "ack", tensor::scalar<float>(1), {}, [](status) {});
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    _exit(0);
-  }
-  std::mutex mu;
-  std::condition_variable cv;
-  int acks = 0;
-  net::endpoint_options o;
-  o.listen = parent_addr;
-  o.on_tensor = [&](int64_t, std::string, tensor) {
-    std::lock_guard lock(mu);
-    ++acks;
-    cv.notify_all();
-  };
-  auto ep = net::endpoint::start(o).value();
-  tensor t(dtype::f32, shape{int64_t(tensor_bytes / 4)});
-  std::memset(t.raw_data(), 1, t.bytes());
-  double best = 1e9;
-  for (int r = 0; r < rounds; ++r) {
-    double t0 = now();
-    std::promise<status> sent;
-    // The child may still be starting: retry the first send until it connects.
-    for (;;) {
-      std::promise<status> p;
-      auto f = p.get_future();
-      ep->send_tensor(child_addr, r, "t", t, {}, [&p](status s) { p.set_value(s); });
-      if (f.get().ok())
-        break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      t0 = now();
-    }
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return acks > r; });
-    best = std::min(best, now() - t0);
-  }
-  ep.reset();
-  ::waitpid(child, nullptr, 0);
-  return best;
-}
-
 // ---- remote steps through runnel-node ------------------------------------------------------------
-
-double raw_round_trip(int rounds) {
-  int port;
-  int lfd = listen_any(port);
-  pid_t child = ::fork();
-  if (child == 0) {
-    int fd = connect_to(port);
-    char b[8];
-    for (int r = 0; r < rounds; ++r) {
-      if (!read_all(fd, b, 8))
-        _exit(1);
-      write_all(fd, b, 8);
-    }
-    _exit(0);
-  }
-  int fd = ::accept(lfd, nullptr, nullptr);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  std::vector<double> times;
-  char b[8] = {};
-  for (int r = 0; r < rounds; ++r) {
-    double t0 = now();
-    write_all(fd, b, 8);
-    read_all(fd, b, 8);
-    times.push_back(now() - t0);
-  }
-  ::close(fd);
-  ::close(lfd);
-  ::waitpid(child, nullptr, 0);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 /// Writes `md` as a Chrome trace to `path`.
 void write_trace(const run_metadata& md, const std::string& path) {
@@ -369,28 +169,6 @@ struct mlp {
 };
 
 pid_t ps_pid = 0; // the ps process of ps_training, while it runs
-
-/// CPU seconds (user + system) a process used so far (0: this one).
-double cpu_seconds(pid_t pid) {
-  std::string path = pid ? "/proc/" + std::to_string(pid) + "/stat" : "/proc/self/stat";
-  FILE* f = std::fopen(path.c_str(), "r");
-  if (!f)
-    return 0;
-  char buf[4096];
-  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = 0;
-  const char* p = std::strrchr(buf, ')') + 2;
-  unsigned long long utime = 0, stime = 0;
-  int field = 3;
-  while (field < 14) { // utime and stime are fields 14 and 15
-    p = std::strchr(p, ' ') + 1;
-    ++field;
-  }
-  std::sscanf(p, "%llu %llu", &utime, &stime);
-  return double(utime + stime) / double(sysconf(_SC_CLK_TCK));
-}
-
 /// Examples per second over `steps` training steps (after a warm-up); with `node`, also the
 /// bytes its endpoint moved per step (both directions) into `bytes_per_step`; with `cpu_ms`, the
 /// CPU time per step of this process and of the ps process (spinning threads included).
