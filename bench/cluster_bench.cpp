@@ -169,17 +169,23 @@ struct mlp {
 };
 
 pid_t ps_pid = 0; // the ps process of ps_training, while it runs
-/// Examples per second over `steps` training steps (after a warm-up); with `node`, also the
-/// bytes its endpoint moved per step (both directions) into `bytes_per_step`; with `cpu_ms`, the
-/// CPU time per step of this process and of the ps process (spinning threads included).
-double examples_per_s(session& s, mlp& m, int steps, cluster_node* node = nullptr,
-                      double* bytes_per_step = nullptr, double* cpu_ms = nullptr) {
+
+/// A fixed batch of 100 images and labels for `m`.
+feed_list batch_of(mlp& m) {
   tensor xv(dtype::f32, shape{100, 784}), yv(dtype::i32, shape{100});
   for (int64_t i = 0; i < xv.num_elements(); ++i)
     xv.data<float>()[i] = float((i * 37) % 255) / 255.f;
   for (int i = 0; i < 100; ++i)
     yv.data<int32_t>()[i] = i % 10;
-  feed_list feeds{{m.x, xv}, {m.y, yv}};
+  return {{m.x, xv}, {m.y, yv}};
+}
+
+/// Examples per second over `steps` training steps (after a warm-up); with `node`, also the
+/// bytes its endpoint moved per step (both directions) into `bytes_per_step`; with `cpu_ms`, the
+/// CPU time per step of this process and of the ps process (spinning threads included).
+double examples_per_s(session& s, mlp& m, int steps, cluster_node* node = nullptr,
+                      double* bytes_per_step = nullptr, double* cpu_ms = nullptr) {
+  feed_list feeds = batch_of(m);
   throw_if_error(s.run({m.init}));
   for (int i = 0; i < 20; ++i)
     throw_if_error(s.run(feeds, {m.loss}, {m.train}).error());
@@ -205,12 +211,7 @@ double examples_per_s(session& s, mlp& m, int steps, cluster_node* node = nullpt
 /// As examples_per_s, with `depth` steps in flight (run_async): the next steps' parameters are
 /// pulled while the oldest finishes.
 double examples_per_s_pipelined(session& s, mlp& m, int steps, int depth) {
-  tensor xv(dtype::f32, shape{100, 784}), yv(dtype::i32, shape{100});
-  for (int64_t i = 0; i < xv.num_elements(); ++i)
-    xv.data<float>()[i] = float((i * 37) % 255) / 255.f;
-  for (int i = 0; i < 100; ++i)
-    yv.data<int32_t>()[i] = i % 10;
-  feed_list feeds{{m.x, xv}, {m.y, yv}};
+  feed_list feeds = batch_of(m);
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     std::deque<std::future<result<std::vector<tensor>>>> inflight;
@@ -232,12 +233,9 @@ double examples_per_s_pipelined(session& s, mlp& m, int steps, int depth) {
 /// Writes one traced step of `m` on `s` as a Chrome trace to `path`, and prints where the
 /// step's time went per track.
 void write_step_trace(session& s, mlp& m, const std::string& path) {
-  tensor xv(dtype::f32, shape{100, 784}), yv(dtype::i32, shape{100});
-  std::memset(xv.raw_data(), 0, xv.bytes());
-  std::memset(yv.raw_data(), 0, yv.bytes());
   run_metadata md;
   throw_if_error(
-      s.run({{m.x, xv}, {m.y, yv}}, {m.loss}, {m.train}, run_options{.trace = true}, &md).error());
+      s.run(batch_of(m), {m.loss}, {m.train}, run_options{.trace = true}, &md).error());
   write_trace(md, path);
   std::map<std::string, std::pair<int64_t, int64_t>> busy; // device -> (busy ns, last end)
   int64_t span = 0;

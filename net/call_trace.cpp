@@ -31,24 +31,14 @@ void worker_service::run_graph_traced(const std::string& handle, int64_t step_id
                                       named_tensors feeds, std::vector<std::string> fetches,
                                       callback<traced<named_tensors>> done) {
   run_graph(handle, step_id, std::move(feeds), std::move(fetches),
-            [done = std::move(done)](result<named_tensors> r) {
-              if (!r)
-                done(r.error());
-              else
-                done(traced<named_tensors>{std::move(r).value(), {}});
-            });
+            with_empty_trace<named_tensors>(std::move(done)));
 }
 
 void remote_worker::run_graph_traced(const std::string& handle, int64_t step_id,
                                      named_tensors feeds, std::vector<std::string> fetches,
                                      callback<traced<named_tensors>> done) {
   run_graph(handle, step_id, std::move(feeds), std::move(fetches),
-            [done = std::move(done)](result<named_tensors> r) {
-              if (!r)
-                done(r.error());
-              else
-                done(traced<named_tensors>{std::move(r).value(), {}});
-            });
+            with_empty_trace<named_tensors>(std::move(done)));
 }
 
 void master_service::run_traced(const std::string& handle, named_tensors feeds,
@@ -56,12 +46,7 @@ void master_service::run_traced(const std::string& handle, named_tensors feeds,
                                 std::vector<std::string> targets,
                                 callback<traced<std::vector<tensor>>> done) {
   run(handle, std::move(feeds), std::move(fetches), std::move(targets),
-      [done = std::move(done)](result<std::vector<tensor>> r) {
-        if (!r)
-          done(r.error());
-        else
-          done(traced<std::vector<tensor>>{std::move(r).value(), {}});
-      });
+      with_empty_trace<std::vector<tensor>>(std::move(done)));
 }
 
 namespace detail {

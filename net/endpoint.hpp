@@ -62,6 +62,26 @@ template <class T> struct traced {
   call_trace trace;
 };
 
+/// A traced call's `done`, for a reply without a trace (no nodes).
+template <class T> std::function<void(result<T>)> with_empty_trace(callback<traced<T>> done) {
+  return [done = std::move(done)](result<T> r) {
+    if (!r)
+      done(r.error());
+    else
+      done(traced<T>{std::move(r).value(), {}});
+  };
+}
+
+/// An untraced call's `done`, for a reply with a trace (dropped).
+template <class T> std::function<void(result<traced<T>>)> without_trace(callback<T> done) {
+  return [done = std::move(done)](result<traced<T>> r) {
+    if (!r)
+      done(r.error());
+    else
+      done(std::move(r->value));
+  };
+}
+
 /// This process's steady clock, in ns since its epoch (what traces carry).
 int64_t steady_ns();
 

@@ -71,12 +71,7 @@ public:
   void run_graph(const std::string& handle, int64_t step_id, named_tensors feeds,
                  std::vector<std::string> fetches, callback<named_tensors> done) override {
     run_graph_call(handle, step_id, std::move(feeds), std::move(fetches), false,
-                   [done = std::move(done)](result<traced<named_tensors>> r) {
-                     if (!r)
-                       done(r.error());
-                     else
-                       done(std::move(r->value));
-                   });
+                   without_trace<named_tensors>(std::move(done)));
   }
 
   void run_graph_traced(const std::string& handle, int64_t step_id, named_tensors feeds,
@@ -170,12 +165,7 @@ public:
   void run(const std::string& handle, named_tensors feeds, std::vector<std::string> fetches,
            std::vector<std::string> targets, callback<std::vector<tensor>> done) override {
     run_call(handle, std::move(feeds), std::move(fetches), std::move(targets), false,
-             [done = std::move(done)](result<traced<std::vector<tensor>>> r) {
-               if (!r)
-                 done(r.error());
-               else
-                 done(std::move(r->value));
-             });
+             without_trace<std::vector<tensor>>(std::move(done)));
   }
 
   void run_traced(const std::string& handle, named_tensors feeds,

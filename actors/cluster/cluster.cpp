@@ -106,12 +106,7 @@ public:
   void run_graph(const std::string& handle, int64_t step_id, net::named_tensors feeds,
                  std::vector<std::string> fetches, net::callback<net::named_tensors> done) override {
     run_partition(handle, step_id, std::move(feeds), std::move(fetches), false,
-                  [done = std::move(done)](result<net::traced<net::named_tensors>> r) {
-                    if (!r)
-                      done(r.error());
-                    else
-                      done(std::move(r->value));
-                  });
+                  net::without_trace<net::named_tensors>(std::move(done)));
   }
 
   void run_graph_traced(const std::string& handle, int64_t step_id, net::named_tensors feeds,

@@ -125,12 +125,7 @@ void master::run(const std::string& handle, net::named_tensors feeds,
                  std::vector<std::string> fetches, std::vector<std::string> targets,
                  net::callback<std::vector<tensor>> done) {
   run_step(handle, std::move(feeds), std::move(fetches), std::move(targets), false,
-           [done = std::move(done)](result<net::traced<std::vector<tensor>>> r) {
-             if (!r)
-               done(r.error());
-             else
-               done(std::move(r->value));
-           });
+           net::without_trace<std::vector<tensor>>(std::move(done)));
 }
 
 void master::run_traced(const std::string& handle, net::named_tensors feeds,

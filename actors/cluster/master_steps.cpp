@@ -293,12 +293,7 @@ void master::impl::start_step(std::shared_ptr<master_session> s,
                                     std::move(on_reply));
     else
       part.worker->run_graph(part.handle, id, std::move(part_feeds), part.fetch_names,
-                             [on_reply = std::move(on_reply)](result<net::named_tensors> r) {
-                               if (!r)
-                                 on_reply(r.error());
-                               else
-                                 on_reply(net::traced<net::named_tensors>{std::move(r).value(), {}});
-                             });
+                             net::with_empty_trace<net::named_tensors>(std::move(on_reply)));
   }
 }
 

@@ -77,13 +77,7 @@ struct session::remote {
   void run(const feed_list& feeds, const std::vector<output>& fetches,
            const std::vector<operation>& targets,
            std::function<void(result<std::vector<tensor>>)> done) {
-    run_step(feeds, fetches, targets, false,
-             [done = std::move(done)](result<net::traced<std::vector<tensor>>> r) {
-               if (!r)
-                 done(r.error());
-               else
-                 done(std::move(r->value));
-             });
+    run_step(feeds, fetches, targets, false, net::without_trace<std::vector<tensor>>(std::move(done)));
   }
 
   /// With `trace`, the reply carries every task's nodes on the master's clock, which the caller
@@ -116,12 +110,7 @@ struct session::remote {
     }
     if (!trace) {
       master->run(h, std::move(named), std::move(fetch_names), std::move(target_names),
-                  [done = std::move(done)](result<std::vector<tensor>> r) {
-                    if (!r)
-                      done(r.error());
-                    else
-                      done(net::traced<std::vector<tensor>>{std::move(r).value(), {}});
-                  });
+                  net::with_empty_trace<std::vector<tensor>>(std::move(done)));
       return;
     }
     int64_t sent = net::steady_ns();
