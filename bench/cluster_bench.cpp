@@ -35,6 +35,7 @@
 
 #include "cluster_limits.hpp"
 #include "cpu_info.hpp"
+#include "runnel/ops/core/atomic_file.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/actors/cluster/cluster.hpp"
 #include "runnel/actors/exec/session.hpp"
@@ -53,14 +54,8 @@ namespace {
 
 /// Writes `md` as a Chrome trace to `path`.
 void write_trace(const run_metadata& md, const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) {
-    std::fprintf(stderr, "cluster_bench: cannot write %s\n", path.c_str());
-    return;
-  }
-  std::string json = md.to_chrome_trace();
-  std::fwrite(json.data(), 1, json.size(), f);
-  std::fclose(f);
+  if (status s = write_file_atomically(path, md.to_chrome_trace()); !s.ok())
+    std::fprintf(stderr, "cluster_bench: %s\n", s.to_string().c_str());
 }
 
 /// With `trace_path`, also writes the trace of the median of 21 traced steps.

@@ -240,6 +240,20 @@ session::~session() {
   reg.cv.wait(lock, [&] { return reg.closing != this; });
 }
 
+namespace {
+
+/// A traced step's node times and their origin, into `md`.
+void take_trace(trace_buffer& trace, run_metadata& md) {
+  {
+    std::lock_guard lock(trace.mu);
+    md.nodes = trace.nodes;
+  }
+  md.origin_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(trace.origin.time_since_epoch()).count();
+}
+
+} // namespace
+
 result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
                                          const std::vector<operation>& targets) {
   return run(feeds, fetches, targets, run_options{}, nullptr);
@@ -277,13 +291,7 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
         step->fail(st.with_context("a GPU kernel of this step failed while running (run with "
                                    "RUNNEL_GPU_SYNC_EACH_OP=1 to name its node)"));
   if (trace && metadata) {
-    {
-      std::lock_guard lock(trace->mu);
-      metadata->nodes = trace->nodes;
-    }
-    metadata->origin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              trace->origin.time_since_epoch())
-                              .count();
+    take_trace(*trace, *metadata);
     metadata->output_bytes_per_device.clear();
     for (auto& d : impl_->rt.devices) {
       int64_t bytes = 0;
@@ -401,51 +409,33 @@ void session::run_callback(const feed_list& feeds, const std::vector<output>& fe
 void session::run_callback(const feed_list& feeds, const std::vector<output>& fetches,
                            const std::vector<operation>& targets, const run_options& options,
                            std::function<void(result<std::vector<tensor>>)> done) {
-  if (status st = run_hooks(targets); !st.ok())
-    return done(st);
-  if (remote_) {
-    run_remote_callback(*remote_, feeds, fetches, targets, std::move(done));
-    return;
-  }
-  auto shared = std::make_shared<std::function<void(result<std::vector<tensor>>)>>(std::move(done));
-  auto started = impl_->start(feeds, fetches, targets, [shared](step_state& s) {
-    if (s.aborted.load(std::memory_order_acquire)) {
-      status error;
-      {
-        std::lock_guard lock(s.error_mu);
-        error = s.error;
-      }
-      (*shared)(std::move(error));
-    } else {
-      (*shared)(std::move(s.fetches));
-    }
-  }, nullptr, options.step_id);
-  if (!started)
-    (*shared)(started.error());
+  run_callback_traced(feeds, fetches, targets, options,
+                      [done = std::move(done)](result<std::vector<tensor>> r, run_metadata) {
+                        done(std::move(r));
+                      });
 }
 
 void session::run_callback_traced(
     const feed_list& feeds, const std::vector<output>& fetches,
     const std::vector<operation>& targets, const run_options& options,
     std::function<void(result<std::vector<tensor>>, run_metadata)> done) {
-  if (!options.trace || remote_)
-    return run_callback(feeds, fetches, targets, options,
+  if (status st = run_hooks(targets); !st.ok())
+    return done(st, run_metadata{});
+  if (remote_) {
+    run_remote_callback(*remote_, feeds, fetches, targets,
                         [done = std::move(done)](result<std::vector<tensor>> r) {
                           done(std::move(r), run_metadata{});
                         });
-  if (status st = run_hooks(targets); !st.ok())
-    return done(st, run_metadata{});
-  auto trace = std::make_shared<trace_buffer>();
+    return;
+  }
+  std::shared_ptr<trace_buffer> trace;
+  if (options.trace)
+    trace = std::make_shared<trace_buffer>();
   auto shared = std::make_shared<decltype(done)>(std::move(done));
   auto started = impl_->start(feeds, fetches, targets, [shared, trace](step_state& s) {
     run_metadata md;
-    {
-      std::lock_guard lock(trace->mu);
-      md.nodes = trace->nodes;
-    }
-    md.origin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       trace->origin.time_since_epoch())
-                       .count();
+    if (trace)
+      take_trace(*trace, md);
     if (s.aborted.load(std::memory_order_acquire)) {
       status error;
       {
