@@ -5,6 +5,7 @@
 //                   (target >= 1.3 on CPUs with AVX-512 BF16); mlp_wide_step_bf16 the same for
 //                   a 784-2048-10 MLP with batch 512, where the matrix products dominate
 //   conv2d_3x3_fwd  Conv2D [32,32,32,64] 3x3 64->64 vs PyTorch/oneDNN channels-last
+//   conv2d_3x3_bwd  its input and filter backprops vs PyTorch's (aten::convolution_backward)
 //   ckpt_save       saving 100 MB of variables vs write+fsync of the same bytes
 //   ckpt_restore    restoring them vs reading the same bytes back
 #include <fcntl.h>
@@ -84,6 +85,26 @@ void bm_conv2d(benchmark::State& state) {
   throw_if_error(s.run({}, {y}).error());
   timed_loop(state, "conv2d", [&] {
     auto r = s.run({}, {y});
+    benchmark::DoNotOptimize(r);
+  });
+}
+
+/// Conv2D's two backprops for the forward pass above (the input's and the filter's gradients of
+/// one training step), fetched together.
+void bm_conv2d_backward(benchmark::State& state) {
+  graph g;
+  auto x = constant(g, filled_tensor({32, 32, 32, 64}, 1.f));
+  auto f = constant(g, filled_tensor({3, 3, 64, 64}, 0.1f));
+  auto dy = constant(g, filled_tensor({32, 32, 32, 64}, 1.f));
+  attr_map attrs{{"strides", std::vector<int64_t>{1, 1, 1, 1}}, {"padding", std::string("SAME")}};
+  auto x_sizes = constant(g, tensor::vector<int32_t>({32, 32, 32, 64}));
+  auto f_sizes = constant(g, tensor::vector<int32_t>({3, 3, 64, 64}));
+  auto dx = g.build("Conv2DBackpropInput", "dx", {x_sizes.ep(), f.ep(), dy.ep()}, attrs)[0];
+  auto df = g.build("Conv2DBackpropFilter", "df", {x.ep(), f_sizes.ep(), dy.ep()}, attrs)[0];
+  session s(rt(), g);
+  throw_if_error(s.run({}, {dx, df}).error());
+  timed_loop(state, "conv2d_backward", [&] {
+    auto r = s.run({}, {dx, df});
     benchmark::DoNotOptimize(r);
   });
 }
@@ -181,6 +202,11 @@ double run_peer(const std::string& command, const std::string& key) {
 
 BENCHMARK(bm_mlp_step)->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1})->Unit(benchmark::kMillisecond)->MinTime(1.0)->Repetitions(3)->UseRealTime();
 BENCHMARK(bm_conv2d)->Unit(benchmark::kMillisecond)->MinTime(1.0)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_conv2d_backward)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0)
+    ->Repetitions(3)
+    ->UseRealTime();
 BENCHMARK(bm_disk)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)
@@ -260,6 +286,21 @@ int main(int argc, char** argv) {
                            // Throughput ratio: torch time / ours (target >= 0.5).
                            line = format_line("conv2d_3x3_fwd", flops / ours / 1e6, "GFLOP/s",
                                               torch / ours, "pytorch_onednn_channels_last");
+                           return true;
+                         }});
+  summaries().push_back({"conv2d_backward", [](std::string& line) {
+                           if (!have({"conv2d_backward"}))
+                             return false;
+                           double ours = timings()["conv2d_backward"] * 1e3;
+                           double torch =
+                               run_peer(std::string("/usr/bin/python3 ") + RUNNEL_SOURCE_DIR +
+                                            "/bench/peers/conv2d_torch.py 2 bwd",
+                                        "ms_per_bwd");
+                           double flops = 2 * 2.0 * 32 * 32 * 32 * 64 * 64 * 9; // two products
+                           line = format_line("conv2d_3x3_bwd", flops / ours / 1e6, "GFLOP/s",
+                                              torch > 0 ? torch / ours : 0,
+                                              torch > 0 ? "pytorch_onednn_channels_last; target 0.9"
+                                                        : "pytorch (python3-torch not installed)");
                            return true;
                          }});
   for (auto [name, disk] :

@@ -119,10 +119,11 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
   int budget = d.options.device_threads;
   if (budget == 0)
     budget = n > 1 ? std::max(1, cores / n) : 0;
-  if (budget > 0)
-    // Each kernel gets the parallelism of its device's budget, through the device's thread pool;
-    // OpenBLAS must not add threads of its own behind the budgets' back. Process-wide.
-    set_blas_threads(1);
+  // One thread pool per device: kernels parallelise through it (BLAS over blocks of rows, oneDNN
+  // over blocks of the batch, one thread each), so OpenBLAS must not add threads of its own: on
+  // our 2-core machines its spinning threads fought the pool and the actors for the cores
+  // (docs/performance.md, "One thread pool"). Process-wide.
+  set_blas_threads(1);
   d.routes = std::make_unique<process_rendezvous>(
       d.rendezvous,
       "/job:" + d.options.job + "/replica:0/task:" + std::to_string(d.options.task) + "/");
@@ -247,8 +248,7 @@ device_params measure_cpu_params(int threads) {
                 0.f, c.data(), n);
     best = std::min(best, seconds(t0, clock::now()));
   }
-  // OpenBLAS used its own threads unless budgets pinned it to one; scale a one-thread rate by the
-  // device's budget.
+  // OpenBLAS runs one thread per call under a runtime: scale that rate by the device's threads.
   double rate = 2.0 * n * n * n / std::max(best, 1e-9);
   p.flops_per_s = blas_threads() == 1 ? rate * std::max(1, threads) : rate;
   std::vector<char> src(size_t(16) << 20, 1), dst(src.size());

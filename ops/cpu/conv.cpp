@@ -1,5 +1,6 @@
-// Convolution and pooling, NHWC: Conv2D (im2col + BLAS), its two backprops, MaxPool, AvgPool
-// and their gradients.
+// Convolution and pooling, NHWC: Conv2D and its two backprops (oneDNN over blocks of the batch
+// where the build has it, im2col + BLAS otherwise and as the reference), MaxPool, AvgPool and
+// their gradients.
 #include <cblas.h>
 
 #include <algorithm>
@@ -101,10 +102,94 @@ bool is_pointwise(const geometry& g) {
   return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
 }
 
+cpu_device* pool_of(kernel_context& ctx) {
+  return ctx.has_cpu() ? &ctx.cpu() : nullptr;
+}
+
+/// One pass of a kernel through oneDNN: the batch split into a block per worker of the device's
+/// pool (the caller included), each block a one-threaded oneDNN primitive of its own. Geometries
+/// oneDNN has only a reference kernel for stay on the im2col path.
+class dnnl_blocks {
+public:
+  dnnl_blocks(conv_pass pass, bool wanted) : pass_(pass), wanted_(wanted && dnnl_conv::available()) {}
+
+  bool takes(const geometry& g) {
+    if (!wanted_ || is_pointwise(g))
+      return false;
+    std::vector<int64_t> key{g.n, g.h, g.w, g.c, g.kh, g.kw, g.o, g.sh, g.sw, g.ph, g.pw};
+    if (key != checked_) {
+      if (convs_.empty())
+        convs_.emplace_back(pass_);
+      auto name = convs_[0].implementation(shape_of(g, g.n));
+      fast_ = name.ok() && name.value().find("ref") == std::string::npos;
+      checked_ = key;
+    }
+    return fast_;
+  }
+
+  /// forward: (input, filter) -> output; backward_input: (dy, filter) -> dx; backward_filter:
+  /// (input, dy) -> dfilter.
+  status run(kernel_context& ctx, const geometry& g, const float* a, const float* b, float* out) {
+    int64_t workers = ctx.has_cpu() ? ctx.cpu().num_threads() + 1 : 1;
+    int64_t blocks = std::min(g.n, workers), per = (g.n + blocks - 1) / blocks;
+    blocks = (g.n + per - 1) / per;
+    while (int64_t(convs_.size()) < blocks)
+      convs_.emplace_back(pass_);
+    int64_t in_size = g.h * g.w * g.c, out_size = g.oh * g.ow * g.o, f_size = g.patch() * g.o;
+    // The filter's gradient: block 0 writes it, the others partial sums added after.
+    tensor partial;
+    if (pass_ == conv_pass::backward_filter && blocks > 1)
+      partial = tensor(dtype::f32, shape{(blocks - 1) * f_size});
+    std::vector<status> results(static_cast<size_t>(blocks));
+    auto block = [&](int64_t i) {
+      int64_t r0 = i * per, r1 = std::min(g.n, r0 + per);
+      auto s = shape_of(g, r1 - r0);
+      auto& conv = convs_[size_t(i)];
+      if (pass_ == conv_pass::forward)
+        return conv.run(s, a + r0 * in_size, b, out + r0 * out_size);
+      if (pass_ == conv_pass::backward_input)
+        return conv.run(s, a + r0 * out_size, b, out + r0 * in_size);
+      return conv.run(s, a + r0 * in_size, b + r0 * out_size,
+                      i == 0 ? out : partial.data<float>() + (i - 1) * f_size);
+    };
+    if (blocks == 1)
+      return block(0);
+    ctx.cpu().parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        results[size_t(i)] = block(i);
+    });
+    for (auto& st : results)
+      RUNNEL_RETURN_IF_ERROR(st);
+    for (int64_t i = 1; i < blocks && pass_ == conv_pass::backward_filter; ++i) {
+      const float* p = partial.data<float>() + (i - 1) * f_size;
+      for (int64_t j = 0; j < f_size; ++j)
+        out[j] += p[j];
+    }
+    return {};
+  }
+
+private:
+  static conv_shape shape_of(const geometry& g, int64_t n) {
+    return {n, g.h, g.w, g.c, g.kh, g.kw, g.o, g.sh, g.sw, g.oh, g.ow, g.ph, g.pw};
+  }
+
+  conv_pass pass_;
+  bool wanted_;
+  std::vector<dnnl_conv> convs_;
+  std::vector<int64_t> checked_;
+  bool fast_ = false;
+};
+
+/// Whether a kernel built for node `c` uses the im2col + BLAS reference (internal attribute
+/// `_reference`, so tests can hold oneDNN to it).
+bool wants_reference(const kernel_construction& c) {
+  return c.node.attrs.count("_reference") > 0;
+}
+
 class conv2d_kernel : public kernel {
 public:
-  explicit conv2d_kernel(const kernel_construction& c, bool use_dnnl = true)
-      : a_(c), use_dnnl_(use_dnnl && dnnl_conv::available()) {}
+  explicit conv2d_kernel(const kernel_construction& c)
+      : a_(c), dnnl_(conv_pass::forward, !wants_reference(c)) {}
   status compute(kernel_context& ctx) override {
     const tensor& in = ctx.input(0);
     const tensor& f = ctx.input(1);
@@ -114,13 +199,11 @@ public:
     int64_t k = g.patch(), rows = g.oh * g.ow;
     if (out.num_elements() == 0)
       return {};
-    if (use_dnnl_ && !is_pointwise(g))
-      return dnnl_.run({g.n, g.h, g.w, g.c, g.kh, g.kw, g.o, g.sh, g.sw, g.oh, g.ow, g.ph, g.pw},
-                       in.data<float>(), f.data<float>(), out.data<float>());
+    if (dnnl_.takes(g))
+      return dnnl_.run(ctx, g, in.data<float>(), f.data<float>(), out.data<float>());
     if (is_pointwise(g)) { // a 1x1 convolution is one matrix product over all pixels
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.n * rows), int(g.o), int(k), 1.f,
-                  in.data<float>(), int(k), f.data<float>(), int(g.o), 0.f, out.data<float>(),
-                  int(g.o));
+      parallel_sgemm(pool_of(ctx), false, false, g.n * rows, g.o, k, 1.f, in.data<float>(), k,
+                     f.data<float>(), g.o, 0.f, out.data<float>(), g.o);
       return {};
     }
     // Several images per GEMM keep BLAS efficient without a patch buffer for the whole batch.
@@ -136,22 +219,21 @@ public:
         for (int64_t i = s; i < e; ++i)
           im2col(g, in.data<float>() + (b + i) * g.h * g.w * g.c, cols + i * rows * k);
       });
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m * rows), int(g.o), int(k), 1.f,
-                  cols, int(k), f.data<float>(), int(g.o), 0.f, out.data<float>() + b * rows * g.o,
-                  int(g.o));
+      parallel_sgemm(pool_of(ctx), false, false, m * rows, g.o, k, 1.f, cols, k, f.data<float>(),
+                     g.o, 0.f, out.data<float>() + b * rows * g.o, g.o);
     }
     return {};
   }
 
 private:
   conv_attrs a_;
-  bool use_dnnl_;
-  dnnl_conv dnnl_;
+  dnnl_blocks dnnl_;
 };
 
 class conv2d_backprop_input_kernel : public kernel {
 public:
-  explicit conv2d_backprop_input_kernel(const kernel_construction& c) : a_(c) {}
+  explicit conv2d_backprop_input_kernel(const kernel_construction& c)
+      : a_(c), dnnl_(conv_pass::backward_input, !wants_reference(c)) {}
   status compute(kernel_context& ctx) override {
     RUNNEL_ASSIGN_OR_RETURN(auto sizes, to_int64_vector(ctx.input(0)));
     const tensor& f = ctx.input(1);
@@ -163,29 +245,40 @@ public:
       return invalid_argument("out_backprop has shape " + dy.shape().to_string() + ", expected " +
                               shape{g.n, g.oh, g.ow, g.o}.to_string());
     tensor& dx = ctx.allocate_output(0, dtype::f32, shape(sizes));
-    std::fill_n(dx.data<float>(), dx.num_elements(), 0.f);
     int64_t k = g.patch(), rows = g.oh * g.ow;
+    if (dx.num_elements() > 0 && dy.num_elements() > 0 && dnnl_.takes(g))
+      return dnnl_.run(ctx, g, dy.data<float>(), f.data<float>(), dx.data<float>());
+    std::fill_n(dx.data<float>(), dx.num_elements(), 0.f);
     if (dx.num_elements() == 0 || dy.num_elements() == 0)
       return {};
-    tensor cols_buffer(dtype::f32, shape{rows * k});
-    float* cols = cols_buffer.data<float>();
-    for (int64_t b = 0; b < g.n; ++b) {
-      // d patches = dy · filterᵀ, then scatter the patches back.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(k), int(g.o), 1.f,
-                  dy.data<float>() + b * rows * g.o, int(g.o), f.data<float>(), int(g.o), 0.f, cols,
-                  int(k));
-      col2im(g, cols, dx.data<float>() + b * g.h * g.w * g.c);
-    }
+    // Images are independent: the pool takes them in chunks, a patch buffer per chunk.
+    auto images = [&](int64_t b0, int64_t b1) {
+      tensor cols_buffer(dtype::f32, shape{rows * k});
+      float* cols = cols_buffer.data<float>();
+      for (int64_t b = b0; b < b1; ++b) {
+        // d patches = dy · filterᵀ, then scatter the patches back.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(k), int(g.o), 1.f,
+                    dy.data<float>() + b * rows * g.o, int(g.o), f.data<float>(), int(g.o), 0.f,
+                    cols, int(k));
+        col2im(g, cols, dx.data<float>() + b * g.h * g.w * g.c);
+      }
+    };
+    if (ctx.has_cpu() && blas_threads() == 1)
+      ctx.cpu().parallel_for(g.n, 1, images);
+    else
+      images(0, g.n);
     return {};
   }
 
 private:
   conv_attrs a_;
+  dnnl_blocks dnnl_;
 };
 
 class conv2d_backprop_filter_kernel : public kernel {
 public:
-  explicit conv2d_backprop_filter_kernel(const kernel_construction& c) : a_(c) {}
+  explicit conv2d_backprop_filter_kernel(const kernel_construction& c)
+      : a_(c), dnnl_(conv_pass::backward_filter, !wants_reference(c)) {}
   status compute(kernel_context& ctx) override {
     const tensor& in = ctx.input(0);
     RUNNEL_ASSIGN_OR_RETURN(auto sizes, to_int64_vector(ctx.input(1)));
@@ -198,8 +291,10 @@ public:
       return invalid_argument("out_backprop has shape " + dy.shape().to_string() + ", expected " +
                               shape{g.n, g.oh, g.ow, g.o}.to_string());
     tensor& df = ctx.allocate_output(0, dtype::f32, shape(sizes));
-    std::fill_n(df.data<float>(), df.num_elements(), 0.f);
     int64_t k = g.patch(), rows = g.oh * g.ow;
+    if (df.num_elements() > 0 && rows > 0 && g.n > 0 && dnnl_.takes(g))
+      return dnnl_.run(ctx, g, in.data<float>(), dy.data<float>(), df.data<float>());
+    std::fill_n(df.data<float>(), df.num_elements(), 0.f);
     if (df.num_elements() == 0 || rows == 0)
       return {};
     tensor cols_buffer(dtype::f32, shape{rows * k});
@@ -216,6 +311,7 @@ public:
 
 private:
   conv_attrs a_;
+  dnnl_blocks dnnl_;
 };
 
 struct pool_attrs {
@@ -369,12 +465,7 @@ private:
 void register_conv_kernels(kernel_registry& reg) {
   auto cpu = device_type::cpu;
   const std::vector<dtype> f32{dtype::f32};
-  // The internal attribute `_reference` selects the im2col + BLAS path even where oneDNN is
-  // available, so tests can hold oneDNN to the reference.
-  reg.add("Conv2D", cpu, f32, [](const kernel_construction& c) {
-    bool reference = c.node.attrs.count("_reference") > 0;
-    return result<std::unique_ptr<kernel>>(std::make_unique<conv2d_kernel>(c, !reference));
-  });
+  reg.add("Conv2D", cpu, f32, make_kernel<conv2d_kernel>);
   reg.add("Conv2DBackpropInput", cpu, f32, make_kernel<conv2d_backprop_input_kernel>);
   reg.add("Conv2DBackpropFilter", cpu, f32, make_kernel<conv2d_backprop_filter_kernel>);
   reg.add("MaxPool", cpu, f32, make_kernel<max_pool_kernel>);

@@ -41,6 +41,26 @@ int blas_threads() {
   return openblas_get_num_threads();
 }
 
+void parallel_sgemm(cpu_device* pool, bool transpose_a, bool transpose_b, int64_t m, int64_t n,
+                    int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                    int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0)
+    return;
+  auto ta = transpose_a ? CblasTrans : CblasNoTrans, tb = transpose_b ? CblasTrans : CblasNoTrans;
+  // Rows [r0, r1) of C; op(A)'s row i starts at A + i*lda, or at column i when A is transposed.
+  auto rows = [&](int64_t r0, int64_t r1) {
+    cblas_sgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(n), blasint(k), alpha,
+                a + (transpose_a ? r0 : r0 * lda), blasint(lda), b, blasint(ldb), beta,
+                c + r0 * ldc, blasint(ldc));
+  };
+  if (!pool || pool->num_threads() == 0 || blas_threads() != 1)
+    return rows(0, m);
+  // Blocks of at least 16 rows (OpenBLAS's kernels work on panels of several rows) and about
+  // 1 MFLOP each: smaller ones cost more in hand-offs than they gain.
+  int64_t grain = std::max<int64_t>(16, (int64_t(1) << 19) / std::max<int64_t>(1, n * k));
+  pool->parallel_for(m, grain, rows);
+}
+
 std::string blas_core() {
   const char* name = openblas_get_corename();
   return name ? name : "";

@@ -1,8 +1,6 @@
 // LSTMBlockCell and LSTMBlockCellGrad on the CPU (float32): the gates through one OpenBLAS
-// product per half of w (x's rows, then h_prev's, accumulating: no concatenated copy), then one
-// pass over [batch, cell] for the element-wise part. ops/layers/lstm_block.hpp has the formulas.
-#include <cblas.h>
-
+// product per half of w (x's rows, then h_prev's, accumulating: no concatenated copy; rows split
+// over the device's pool), then one pass over [batch, cell] for the element-wise part. ops/layers/lstm_block.hpp has the formulas.
 #include <algorithm>
 #include <cmath>
 
@@ -62,13 +60,12 @@ public:
     for (int64_t r = 0; r < n; ++r)
       std::copy(b, b + 4 * c, gates.data() + r * 4 * c);
     if (n > 0 && c > 0) {
+      cpu_device* pool = ctx.has_cpu() ? &ctx.cpu() : nullptr;
       if (d.input > 0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(n), blasint(4 * c),
-                    blasint(d.input), 1.f, x, blasint(d.input), w, blasint(4 * c), 1.f,
-                    gates.data(), blasint(4 * c));
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(n), blasint(4 * c),
-                  blasint(c), 1.f, h_prev, blasint(c), w + d.input * 4 * c, blasint(4 * c), 1.f,
-                  gates.data(), blasint(4 * c));
+        parallel_sgemm(pool, false, false, n, 4 * c, d.input, 1.f, x, d.input, w, 4 * c, 1.f,
+                       gates.data(), 4 * c);
+      parallel_sgemm(pool, false, false, n, 4 * c, c, 1.f, h_prev, c, w + d.input * 4 * c, 4 * c,
+                     1.f, gates.data(), 4 * c);
     }
     for (int64_t r = 0; r < n; ++r) {
       const float* gr = gates.data() + r * 4 * c;

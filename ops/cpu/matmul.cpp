@@ -1,4 +1,5 @@
-// MatMul through OpenBLAS (cblas_sgemm / cblas_dgemm), row-major; bfloat16 through oneDNN.
+// MatMul through OpenBLAS (cblas_sgemm / cblas_dgemm), row-major, one BLAS thread per block of
+// rows on the device's pool; bfloat16 through oneDNN.
 #include <cblas.h>
 
 #include "runnel/ops/cpu/kernels.hpp"
@@ -30,27 +31,23 @@ public:
       std::memset(out.raw_data(), 0, out.bytes());
       return {};
     }
-    // Rows [r0, r1) of the product. op(A)'s row i starts at A + i*lda, or at column i of A when
-    // A is transposed.
-    auto rows = [&](int64_t r0, int64_t r1) {
-      int64_t a_off = transpose_a_ ? r0 : r0 * lda;
-      if (a.type() == dtype::f32)
-        cblas_sgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(n), blasint(k), 1.0f,
-                    a.data<float>() + a_off, lda, b.data<float>(), ldb, 0.0f,
-                    out.data<float>() + r0 * n, blasint(n));
-      else
-        cblas_dgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(n), blasint(k), 1.0,
-                    a.data<double>() + a_off, lda, b.data<double>(), ldb, 0.0,
-                    out.data<double>() + r0 * n, blasint(n));
-    };
-    // With OpenBLAS single-threaded (devices with exclusive budgets), the device's pool splits
-    // the rows: blocks of at least 32 rows and about 2 MFLOP each.
-    if (ctx.has_cpu() && ctx.cpu().num_threads() > 0 && blas_threads() == 1) {
-      int64_t grain = std::max<int64_t>(32, (int64_t(1) << 20) / std::max<int64_t>(1, n * k));
-      ctx.cpu().parallel_for(m, grain, rows);
-    } else {
-      rows(0, m);
+    cpu_device* pool = ctx.has_cpu() ? &ctx.cpu() : nullptr;
+    if (a.type() == dtype::f32) {
+      parallel_sgemm(pool, transpose_a_, transpose_b_, m, n, k, 1.f, a.data<float>(), lda,
+                     b.data<float>(), ldb, 0.f, out.data<float>(), n);
+      return {};
     }
+    // float64: rows [r0, r1) of the product, split like parallel_sgemm's.
+    auto rows = [&](int64_t r0, int64_t r1) {
+      cblas_dgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(n), blasint(k), 1.0,
+                  a.data<double>() + (transpose_a_ ? r0 : r0 * lda), lda, b.data<double>(), ldb,
+                  0.0, out.data<double>() + r0 * n, blasint(n));
+    };
+    if (pool && pool->num_threads() > 0 && blas_threads() == 1)
+      pool->parallel_for(m, std::max<int64_t>(16, (int64_t(1) << 19) / std::max<int64_t>(1, n * k)),
+                         rows);
+    else
+      rows(0, m);
     return {};
   }
 

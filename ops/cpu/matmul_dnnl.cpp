@@ -18,6 +18,8 @@ struct dnnl_matmul::impl {
   std::vector<int64_t> key;
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul prim;
+  // A scratchpad per primitive: oneDNN's shared one is not safe with blocks running at once.
+  dnnl::memory scratchpad;
 };
 
 dnnl_matmul::dnnl_matmul() : impl_(std::make_unique<impl>()) {}
@@ -60,14 +62,20 @@ status dnnl_matmul::run_bf16(int64_t m, int64_t n, int64_t k, bool transpose_a, 
       memory::desc a_md({m, k}, bf16, transpose_a ? memory::dims{1, lda} : memory::dims{lda, 1});
       memory::desc b_md({k, n}, bf16, transpose_b ? memory::dims{1, k} : memory::dims{n, 1});
       memory::desc c_md({m, n}, bf16, memory::dims{n, 1});
-      d.pd = matmul::primitive_desc(matmul::desc(a_md, b_md, c_md), d.engine);
+      primitive_attr attr;
+      attr.set_scratchpad_mode(scratchpad_mode::user);
+      d.pd = matmul::primitive_desc(matmul::desc(a_md, b_md, c_md), attr, d.engine);
       d.prim = matmul(d.pd);
+      d.scratchpad = memory(d.pd.scratchpad_desc(), d.engine);
       d.key = key;
     }
     memory a_mem(d.pd.src_desc(), d.engine, const_cast<uint16_t*>(a));
     memory b_mem(d.pd.weights_desc(), d.engine, const_cast<uint16_t*>(b));
     memory c_mem(d.pd.dst_desc(), d.engine, c);
-    d.prim.execute(d.stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    d.prim.execute(d.stream, {{DNNL_ARG_SRC, a_mem},
+                              {DNNL_ARG_WEIGHTS, b_mem},
+                              {DNNL_ARG_DST, c_mem},
+                              {DNNL_ARG_SCRATCHPAD, d.scratchpad}});
     d.stream.wait();
   } catch (const dnnl::error& e) {
     d.key.clear();

@@ -121,3 +121,42 @@ TEST_CASE("Conv2D's fast path matches the im2col + BLAS reference", "[ops]") {
     check_close(r[0], r[1], 1e-4, 1e-4);
   }
 }
+
+TEST_CASE("Conv2D's backprops through oneDNN match the im2col + BLAS reference", "[ops]") {
+  graph g;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  auto random = [&](shape s) {
+    tensor t(dtype::f32, s);
+    for (auto& v : t.flat<float>())
+      v = d(rng);
+    return t;
+  };
+  // Batches of 5 split unevenly over the pool's blocks; the last case is the text CNN's window
+  // over whole word vectors (one input channel).
+  for (auto [stride, padding, kh, kw, h, w, c] :
+       {std::tuple{1, "SAME", 3, 3, 9, 7, 5}, std::tuple{2, "VALID", 3, 3, 9, 7, 5},
+        std::tuple{2, "SAME", 5, 5, 9, 7, 5}, std::tuple{1, "VALID", 4, 16, 20, 16, 1}}) {
+    int o = 6;
+    tensor xv = random({5, h, w, c}), fv = random({kh, kw, c, o});
+    attr_map attrs{{"strides", std::vector<int64_t>{1, stride, stride, 1}},
+                   {"padding", std::string(padding)}};
+    auto x = constant(g, xv), f = constant(g, fv);
+    auto y = g.build("Conv2D", "", {x.ep(), f.ep()}, attrs)[0];
+    auto dy = constant(g, random(eval1(y).shape()));
+    auto x_sizes = constant(g, vals<int32_t>({4}, {5, h, w, c}));
+    auto f_sizes = constant(g, vals<int32_t>({4}, {kh, kw, c, o}));
+    std::vector<output> outs;
+    for (bool reference : {false, true}) {
+      attr_map a = attrs;
+      if (reference)
+        a["_reference"] = true;
+      outs.push_back(g.build("Conv2DBackpropInput", "", {x_sizes.ep(), f.ep(), dy.ep()}, a)[0]);
+      outs.push_back(g.build("Conv2DBackpropFilter", "", {x.ep(), f_sizes.ep(), dy.ep()}, a)[0]);
+    }
+    auto r = eval(outs);
+    INFO("stride " << stride << " padding " << padding << " window " << kh << "x" << kw);
+    check_close(r[0], r[2], 1e-4, 1e-4);
+    check_close(r[1], r[3], 1e-4, 1e-4);
+  }
+}
