@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "runnel/ops/cpu/conv_dnnl.hpp"
+#include "runnel/ops/cpu/conv_rows.hpp"
 #include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
@@ -102,16 +103,39 @@ bool is_pointwise(const geometry& g) {
   return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
 }
 
+conv_shape shape_of(const geometry& g, int64_t n) {
+  return {n, g.h, g.w, g.c, g.kh, g.kw, g.o, g.sh, g.sw, g.oh, g.ow, g.ph, g.pw};
+}
+
 cpu_device* pool_of(kernel_context& ctx) {
   return ctx.has_cpu() ? &ctx.cpu() : nullptr;
 }
 
-/// One pass of a kernel through oneDNN: the batch split into a block per worker of the device's
-/// pool (the caller included), each block a one-threaded oneDNN primitive of its own. Geometries
-/// oneDNN has only a reference kernel for stay on the im2col path.
+/// One pass of a kernel through its fast paths: whole-width windows as row-shifted products
+/// (conv_rows.hpp), else oneDNN with the batch split into a block per worker of the device's pool
+/// (the caller included), each block a one-threaded oneDNN primitive of its own. Geometries
+/// oneDNN has only a reference kernel for stay on the im2col path, as does every geometry when
+/// the node asks for the reference.
 class dnnl_blocks {
 public:
-  dnnl_blocks(conv_pass pass, bool wanted) : pass_(pass), wanted_(wanted && dnnl_conv::available()) {}
+  dnnl_blocks(conv_pass pass, bool reference)
+      : pass_(pass), reference_(reference), wanted_(!reference && dnnl_conv::available()) {}
+
+  /// Runs the pass as row products when `g` is a whole-width convolution; false otherwise.
+  bool ran_as_rows(kernel_context& ctx, const geometry& g, const float* a, const float* b,
+                   float* out) {
+    auto s = shape_of(g, g.n);
+    if (reference_ || !conv_is_row_product(s))
+      return false;
+    cpu_device* pool = ctx.has_cpu() ? &ctx.cpu() : nullptr;
+    if (pass_ == conv_pass::forward)
+      conv_rows_forward(pool, s, a, b, out);
+    else if (pass_ == conv_pass::backward_input)
+      conv_rows_backward_input(pool, s, a, b, out);
+    else
+      conv_rows_backward_filter(pool, s, a, b, out);
+    return true;
+  }
 
   bool takes(const geometry& g) {
     if (!wanted_ || is_pointwise(g))
@@ -169,12 +193,8 @@ public:
   }
 
 private:
-  static conv_shape shape_of(const geometry& g, int64_t n) {
-    return {n, g.h, g.w, g.c, g.kh, g.kw, g.o, g.sh, g.sw, g.oh, g.ow, g.ph, g.pw};
-  }
-
   conv_pass pass_;
-  bool wanted_;
+  bool reference_, wanted_;
   std::vector<dnnl_conv> convs_;
   std::vector<int64_t> checked_;
   bool fast_ = false;
@@ -189,7 +209,7 @@ bool wants_reference(const kernel_construction& c) {
 class conv2d_kernel : public kernel {
 public:
   explicit conv2d_kernel(const kernel_construction& c)
-      : a_(c), dnnl_(conv_pass::forward, !wants_reference(c)) {}
+      : a_(c), dnnl_(conv_pass::forward, wants_reference(c)) {}
   status compute(kernel_context& ctx) override {
     const tensor& in = ctx.input(0);
     const tensor& f = ctx.input(1);
@@ -198,6 +218,8 @@ public:
     tensor& out = ctx.allocate_output(0, dtype::f32, shape{g.n, g.oh, g.ow, g.o});
     int64_t k = g.patch(), rows = g.oh * g.ow;
     if (out.num_elements() == 0)
+      return {};
+    if (dnnl_.ran_as_rows(ctx, g, in.data<float>(), f.data<float>(), out.data<float>()))
       return {};
     if (dnnl_.takes(g))
       return dnnl_.run(ctx, g, in.data<float>(), f.data<float>(), out.data<float>());
@@ -233,7 +255,7 @@ private:
 class conv2d_backprop_input_kernel : public kernel {
 public:
   explicit conv2d_backprop_input_kernel(const kernel_construction& c)
-      : a_(c), dnnl_(conv_pass::backward_input, !wants_reference(c)) {}
+      : a_(c), dnnl_(conv_pass::backward_input, wants_reference(c)) {}
   status compute(kernel_context& ctx) override {
     RUNNEL_ASSIGN_OR_RETURN(auto sizes, to_int64_vector(ctx.input(0)));
     const tensor& f = ctx.input(1);
@@ -246,8 +268,12 @@ public:
                               shape{g.n, g.oh, g.ow, g.o}.to_string());
     tensor& dx = ctx.allocate_output(0, dtype::f32, shape(sizes));
     int64_t k = g.patch(), rows = g.oh * g.ow;
-    if (dx.num_elements() > 0 && dy.num_elements() > 0 && dnnl_.takes(g))
-      return dnnl_.run(ctx, g, dy.data<float>(), f.data<float>(), dx.data<float>());
+    if (dx.num_elements() > 0 && dy.num_elements() > 0) {
+      if (dnnl_.ran_as_rows(ctx, g, dy.data<float>(), f.data<float>(), dx.data<float>()))
+        return {};
+      if (dnnl_.takes(g))
+        return dnnl_.run(ctx, g, dy.data<float>(), f.data<float>(), dx.data<float>());
+    }
     std::fill_n(dx.data<float>(), dx.num_elements(), 0.f);
     if (dx.num_elements() == 0 || dy.num_elements() == 0)
       return {};
@@ -278,7 +304,7 @@ private:
 class conv2d_backprop_filter_kernel : public kernel {
 public:
   explicit conv2d_backprop_filter_kernel(const kernel_construction& c)
-      : a_(c), dnnl_(conv_pass::backward_filter, !wants_reference(c)) {}
+      : a_(c), dnnl_(conv_pass::backward_filter, wants_reference(c)) {}
   status compute(kernel_context& ctx) override {
     const tensor& in = ctx.input(0);
     RUNNEL_ASSIGN_OR_RETURN(auto sizes, to_int64_vector(ctx.input(1)));
@@ -292,8 +318,12 @@ public:
                               shape{g.n, g.oh, g.ow, g.o}.to_string());
     tensor& df = ctx.allocate_output(0, dtype::f32, shape(sizes));
     int64_t k = g.patch(), rows = g.oh * g.ow;
-    if (df.num_elements() > 0 && rows > 0 && g.n > 0 && dnnl_.takes(g))
-      return dnnl_.run(ctx, g, in.data<float>(), dy.data<float>(), df.data<float>());
+    if (df.num_elements() > 0 && rows > 0 && g.n > 0) {
+      if (dnnl_.ran_as_rows(ctx, g, in.data<float>(), dy.data<float>(), df.data<float>()))
+        return {};
+      if (dnnl_.takes(g))
+        return dnnl_.run(ctx, g, in.data<float>(), dy.data<float>(), df.data<float>());
+    }
     std::fill_n(df.data<float>(), df.num_elements(), 0.f);
     if (df.num_elements() == 0 || rows == 0)
       return {};

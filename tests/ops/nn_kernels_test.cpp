@@ -122,7 +122,7 @@ TEST_CASE("Conv2D's fast path matches the im2col + BLAS reference", "[ops]") {
   }
 }
 
-TEST_CASE("Conv2D's backprops through oneDNN match the im2col + BLAS reference", "[ops]") {
+TEST_CASE("Conv2D's fast paths and backprops match the im2col + BLAS reference", "[ops]") {
   graph g;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> d(-1.f, 1.f);
@@ -132,11 +132,12 @@ TEST_CASE("Conv2D's backprops through oneDNN match the im2col + BLAS reference",
       v = d(rng);
     return t;
   };
-  // Batches of 5 split unevenly over the pool's blocks; the last case is the text CNN's window
-  // over whole word vectors (one input channel).
+  // Batches of 5 split unevenly over the pool's blocks; the last three cases are windows over
+  // whole rows (the text CNN's over whole word vectors, one input channel), products of rows.
   for (auto [stride, padding, kh, kw, h, w, c] :
        {std::tuple{1, "SAME", 3, 3, 9, 7, 5}, std::tuple{2, "VALID", 3, 3, 9, 7, 5},
-        std::tuple{2, "SAME", 5, 5, 9, 7, 5}, std::tuple{1, "VALID", 4, 16, 20, 16, 1}}) {
+        std::tuple{2, "SAME", 5, 5, 9, 7, 5}, std::tuple{1, "VALID", 4, 16, 20, 16, 1},
+        std::tuple{1, "VALID", 1, 7, 9, 7, 5}, std::tuple{1, "VALID", 9, 7, 9, 7, 3}}) {
     int o = 6;
     tensor xv = random({5, h, w, c}), fv = random({kh, kw, c, o});
     attr_map attrs{{"strides", std::vector<int64_t>{1, stride, stride, 1}},
@@ -153,10 +154,11 @@ TEST_CASE("Conv2D's backprops through oneDNN match the im2col + BLAS reference",
         a["_reference"] = true;
       outs.push_back(g.build("Conv2DBackpropInput", "", {x_sizes.ep(), f.ep(), dy.ep()}, a)[0]);
       outs.push_back(g.build("Conv2DBackpropFilter", "", {x.ep(), f_sizes.ep(), dy.ep()}, a)[0]);
+      outs.push_back(g.build("Conv2D", "", {x.ep(), f.ep()}, a)[0]);
     }
     auto r = eval(outs);
     INFO("stride " << stride << " padding " << padding << " window " << kh << "x" << kw);
-    check_close(r[0], r[2], 1e-4, 1e-4);
-    check_close(r[1], r[3], 1e-4, 1e-4);
+    for (size_t i = 0; i < 3; ++i)
+      check_close(r[i], r[i + 3], 1e-4, 1e-4);
   }
 }
