@@ -4,6 +4,11 @@
 //                            1,000 × 128 variable updated densely: step-time ratio (target
 //                            <= 2, i.e. independent of the table's size), with gradient descent
 //                            and with Adagrad (a slot the size of the table)
+//   lstm_lm_step             a training step (forward, backward, SGD) of a 2-layer LSTM language
+//                            model (vocabulary 10k, hidden 512, batch 32, 35 steps unrolled, fused
+//                            LSTM blocks, full softmax) against PyTorch's nn.LSTM on the same
+//                            shapes (bench/peers/lstm_lm_torch.py): ratio of median step times
+//                            (target <= 1)
 // Prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`. Run with
 // `env -u OPENBLAS_CORETYPE` (our sandbox's setting halves OpenBLAS).
 #include <algorithm>
@@ -18,7 +23,9 @@
 
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/actors/exec/session.hpp"
+#include "runnel/bench/peer.hpp"
 #include "runnel/ops/layers/embedding.hpp"
+#include "runnel/ops/layers/rnn.hpp"
 #include "runnel/ops/train/optimizers.hpp"
 
 using namespace runnel;
@@ -102,6 +109,67 @@ void embedding_sparse_update() {
   }
 }
 
+/// Median seconds of `steps` training steps of the LSTM language model, after 3 warm-up steps.
+double lstm_lm_step(runtime& rt, bool fused, int steps) {
+  const int64_t vocab = 10'000, hidden = 512, batch = 32, time_steps = 35;
+  graph g;
+  auto ids = placeholder(g, dtype::i32, shape{time_steps, batch}, "ids");
+  auto targets = placeholder(g, dtype::i32, shape{time_steps * batch}, "targets");
+  std::string tag = fused ? "lm_fused_" : "lm_";
+  auto table = variable(g, (random_uniform(g, shape{vocab, hidden}, dtype::f32, 1) - 0.5) * 0.1,
+                        tag + "embedding");
+  lstm_cell first(g, hidden, hidden, {.name = tag + "layer0", .seed = 2, .fused = fused});
+  lstm_cell second(g, hidden, hidden, {.name = tag + "layer1", .seed = 3, .fused = fused});
+  multi_rnn_cell cells({&first, &second});
+  auto rnn = static_rnn(cells, embedding_lookup(table.value, ids),
+                        cells.zero_state(constant(g, int32_t(batch))));
+  auto w = variable(g, (random_uniform(g, shape{hidden, vocab}, dtype::f32, 4) - 0.5) * 0.1,
+                    tag + "softmax_w");
+  auto b = variable(g, zeros(g, dtype::f32, shape{vocab}), tag + "softmax_b");
+  auto logits = bias_add(matmul(reshape(rnn.outputs, {time_steps * batch, hidden}), w.value), b.value);
+  auto loss = mean(sparse_softmax_cross_entropy_with_logits(logits, targets).first);
+  auto train = gradient_descent_optimizer(0.1).minimize(loss);
+  session s(rt, g);
+  throw_if_error(s.run({global_variables_initializer(g)}));
+  std::mt19937 rng(9);
+  std::vector<int32_t> id_values(size_t(time_steps * batch)), target_values(id_values.size());
+  for (size_t i = 0; i < id_values.size(); ++i) {
+    id_values[i] = int32_t(rng() % vocab);
+    target_values[i] = int32_t(rng() % vocab);
+  }
+  feed_list feeds{{ids, tensor(dtype::i32, shape{time_steps, batch})},
+                  {targets, tensor::vector<int32_t>(target_values)}};
+  std::memcpy(feeds[0].second.raw_data(), id_values.data(), id_values.size() * sizeof(int32_t));
+  std::vector<double> times;
+  for (int i = 0; i < 3 + steps; ++i) {
+    double t0 = now();
+    throw_if_error(s.run(feeds, {}, {train}).error());
+    if (i >= 3)
+      times.push_back(now() - t0);
+  }
+  return median(times);
+}
+
+void lstm_lm() {
+  runtime rt;
+  const int steps = 10;
+  double fused = lstm_lm_step(rt, true, steps);
+  double unfused = lstm_lm_step(rt, false, steps);
+  double torch = bench::run_peer("/usr/bin/python3 " RUNNEL_SOURCE_DIR
+                                 "/bench/peers/lstm_lm_torch.py 2 " + std::to_string(steps),
+                                 "lstm_lm_torch_step:");
+  std::printf("lstm_lm_step: fused blocks %.1f ms, unfused cells %.1f ms, PyTorch nn.LSTM %.1f ms "
+              "(medians of %d steps, 2 threads each)\n",
+              fused * 1e3, unfused * 1e3, torch, steps);
+  if (torch > 0)
+    std::printf("bench lstm_lm_step: %.1f ms/step (%.2fx PyTorch nn.LSTM's step time; target <= "
+                "1)\n",
+                fused * 1e3, fused * 1e3 / torch);
+  else
+    std::printf("bench lstm_lm_step: %.1f ms/step (PyTorch not installed: no ratio)\n",
+                fused * 1e3);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -110,5 +178,7 @@ int main(int argc, char** argv) {
   auto want = [&](const char* name) { return !only || std::strcmp(only, name) == 0; };
   if (want("embedding_sparse_update"))
     embedding_sparse_update();
+  if (want("lstm_lm_step"))
+    lstm_lm();
   return 0;
 }

@@ -20,6 +20,7 @@
 #include "runnel/actors/state/saver.hpp"
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/bench/bench_util.hpp"
+#include "runnel/bench/peer.hpp"
 #include "runnel/ops/train/mixed_precision.hpp"
 #include "runnel/ops/train/optimizers.hpp"
 
@@ -182,20 +183,6 @@ void bm_disk(benchmark::State& state) {
       ::close(fd);
     }
   });
-}
-
-/// Runs a peer program and returns the number after `key`, or a negative value.
-double run_peer(const std::string& command, const std::string& key) {
-  FILE* p = ::popen((command + " 2>/dev/null").c_str(), "r");
-  if (!p)
-    return -1;
-  char line[256];
-  double v = -1;
-  while (std::fgets(line, sizeof line, p))
-    if (std::strncmp(line, key.c_str(), key.size()) == 0)
-      v = std::atof(line + key.size());
-  ::pclose(p);
-  return v;
 }
 
 } // namespace
