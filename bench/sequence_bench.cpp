@@ -5,8 +5,8 @@
 //                            <= 2, i.e. independent of the table's size), with gradient descent
 //                            and with Adagrad (a slot the size of the table)
 //   lstm_lm_step             a training step (forward, backward, SGD) of a 2-layer LSTM language
-//                            model (vocabulary 10k, hidden 512, batch 32, 35 steps unrolled, fused
-//                            LSTM blocks, full softmax) against PyTorch's nn.LSTM on the same
+//                            model (vocabulary 10k, hidden 512, batch 32, 35 steps, a BlockLSTM
+//                            per layer, full softmax) against PyTorch's nn.LSTM on the same
 //                            shapes (bench/peers/lstm_lm_torch.py): ratio of median step times
 //                            (target <= 1)
 // Prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`. Run with
@@ -109,20 +109,30 @@ void embedding_sparse_update() {
   }
 }
 
+/// How the LSTM language model's layers are built.
+enum class lm_layers {
+  cells,  ///< static_rnn of lstm_cells built from a dozen ops per step
+  fused,  ///< static_rnn of fused cells: one LSTMBlockCell per layer and step
+  blocks, ///< dynamic_rnn of fused cells: one BlockLSTM per layer over the whole sequence
+};
+
 /// Median seconds of `steps` training steps of the LSTM language model, after 3 warm-up steps.
-double lstm_lm_step(runtime& rt, bool fused, int steps) {
+double lstm_lm_step(runtime& rt, lm_layers layers, int steps) {
   const int64_t vocab = 10'000, hidden = 512, batch = 32, time_steps = 35;
   graph g;
   auto ids = placeholder(g, dtype::i32, shape{time_steps, batch}, "ids");
   auto targets = placeholder(g, dtype::i32, shape{time_steps * batch}, "targets");
-  std::string tag = fused ? "lm_fused_" : "lm_";
+  bool fused = layers != lm_layers::cells;
+  std::string tag = std::string("lm") + std::to_string(int(layers)) + "_";
   auto table = variable(g, (random_uniform(g, shape{vocab, hidden}, dtype::f32, 1) - 0.5) * 0.1,
                         tag + "embedding");
   lstm_cell first(g, hidden, hidden, {.name = tag + "layer0", .seed = 2, .fused = fused});
   lstm_cell second(g, hidden, hidden, {.name = tag + "layer1", .seed = 3, .fused = fused});
   multi_rnn_cell cells({&first, &second});
-  auto rnn = static_rnn(cells, embedding_lookup(table.value, ids),
-                        cells.zero_state(constant(g, int32_t(batch))));
+  auto inputs = embedding_lookup(table.value, ids);
+  auto zero = cells.zero_state(constant(g, int32_t(batch)));
+  auto rnn = layers == lm_layers::blocks ? dynamic_rnn(cells, inputs, zero)
+                                         : static_rnn(cells, inputs, zero);
   auto w = variable(g, (random_uniform(g, shape{hidden, vocab}, dtype::f32, 4) - 0.5) * 0.1,
                     tag + "softmax_w");
   auto b = variable(g, zeros(g, dtype::f32, shape{vocab}), tag + "softmax_b");
@@ -153,21 +163,23 @@ double lstm_lm_step(runtime& rt, bool fused, int steps) {
 void lstm_lm() {
   runtime rt;
   const int steps = 10;
-  double fused = lstm_lm_step(rt, true, steps);
-  double unfused = lstm_lm_step(rt, false, steps);
+  double blocks = lstm_lm_step(rt, lm_layers::blocks, steps);
+  double fused = lstm_lm_step(rt, lm_layers::fused, steps);
+  double unfused = lstm_lm_step(rt, lm_layers::cells, steps);
   double torch = bench::run_peer("/usr/bin/python3 " RUNNEL_SOURCE_DIR
                                  "/bench/peers/lstm_lm_torch.py 2 " + std::to_string(steps),
                                  "lstm_lm_torch_step:");
-  std::printf("lstm_lm_step: fused blocks %.1f ms, unfused cells %.1f ms, PyTorch nn.LSTM %.1f ms "
+  std::printf("lstm_lm_step: BlockLSTM per layer (dynamic_rnn) %.1f ms, LSTMBlockCell per layer and "
+              "step (static_rnn) %.1f ms, unfused cells %.1f ms, PyTorch nn.LSTM %.1f ms "
               "(medians of %d steps, 2 threads each)\n",
-              fused * 1e3, unfused * 1e3, torch, steps);
+              blocks * 1e3, fused * 1e3, unfused * 1e3, torch, steps);
   if (torch > 0)
     std::printf("bench lstm_lm_step: %.1f ms/step (%.2fx PyTorch nn.LSTM's step time; target <= "
                 "1)\n",
-                fused * 1e3, fused * 1e3 / torch);
+                blocks * 1e3, blocks * 1e3 / torch);
   else
     std::printf("bench lstm_lm_step: %.1f ms/step (PyTorch not installed: no ratio)\n",
-                fused * 1e3);
+                blocks * 1e3);
 }
 
 } // namespace

@@ -52,6 +52,7 @@ void register_candidate_sampling_kernels(kernel_registry& reg);
 void register_word2vec_kernels(kernel_registry& reg);
 void register_batch_norm_kernels(kernel_registry& reg);
 void register_lstm_block_kernels(kernel_registry& reg);
+void register_block_lstm_kernels(kernel_registry& reg);
 /// float16 and bfloat16 kernels for every compute op that has a float32 kernel and no 16-bit
 /// one: inputs widened to float32, the float32 kernel, outputs rounded back. Runs last.
 void register_reduced_precision_kernels(kernel_registry& reg);

@@ -1,5 +1,5 @@
 // LSTMBlockCell's gradient: LSTMBlockCellGrad for the gates, then the products for x, h_prev and
-// w (ops/layers/lstm_block.hpp).
+// w (ops/layers/lstm_block.hpp); BlockLSTM's: BlockLSTMGrad, which does it all.
 #include "runnel/ops/grad/gradients.hpp"
 #include "runnel/ops/layers/lstm_block.hpp"
 
@@ -31,6 +31,22 @@ void register_lstm_block_gradients(gradient_registry& reg) {
     return {x_grad, outs[0], h_grad, w_grad, outs[2], outs[3], outs[4], b_grad};
   });
   reg.add_non_differentiable("LSTMBlockCellGrad");
+  // BlockLSTM: one BlockLSTMGrad computes every input's gradient (the step count has none).
+  reg.add("BlockLSTM", [](const gradient_context& c) -> std::vector<output> {
+    std::vector<endpoint> in;
+    for (int i = 0; i < 9; ++i)
+      in.push_back(c.input(i).ep());
+    for (int o = 0; o < 7; ++o)
+      in.push_back(c.out(o).ep());
+    in.push_back(c.grad(1).ep()); // cs's and h's, as in TensorFlow
+    in.push_back(c.grad(6).ep());
+    auto outs = c.g.build("BlockLSTMGrad", "BlockLSTMGrad", in,
+                          {{"use_peephole", c.n.attrs.at("use_peephole")}});
+    std::vector<output> grads{output()};
+    grads.insert(grads.end(), outs.begin(), outs.end());
+    return grads;
+  });
+  reg.add_non_differentiable("BlockLSTMGrad");
 }
 
 } // namespace runnel

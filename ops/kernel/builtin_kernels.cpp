@@ -25,6 +25,7 @@ void register_builtin_kernels(kernel_registry& reg) {
   register_word2vec_kernels(reg);
   register_batch_norm_kernels(reg);
   register_lstm_block_kernels(reg);
+  register_block_lstm_kernels(reg);
   register_reduced_precision_kernels(reg); // last: it wraps the float32 kernels above
 }
 

@@ -12,6 +12,11 @@
 //   auto step = lstm_block_cell(x, c, h, w, b, {.forget_bias = 1.0});
 //   // step.cs, step.h: the new state; gradients() flows through LSTMBlockCellGrad
 //
+// BlockLSTM runs the cell over a whole time-major sequence in one op (TensorFlow's BlockLSTM):
+//
+//   auto seq = block_lstm(steps /* int64 scalar */, x /* [time, batch, input] */, c0, h0, w, b);
+//   // seq.h, seq.cs, ...: [time, batch, cell]; zeros at steps >= `steps`
+//
 // The gradient treats the clipping as the identity, as TensorFlow's does.
 #include <string>
 
@@ -26,7 +31,7 @@ struct lstm_block_options {
   std::string name = "LSTMBlockCell";
 };
 
-/// The op's seven outputs, each [batch, cell].
+/// The op's seven outputs, each [batch, cell] (BlockLSTM: [time, batch, cell]).
 struct lstm_block_outputs {
   output i, cs, f, o, ci, co, h;
 };
@@ -36,5 +41,11 @@ struct lstm_block_outputs {
 lstm_block_outputs lstm_block_cell(output x, output cs_prev, output h_prev, output w, output b,
                                    const lstm_block_options& o = {}, output wci = {},
                                    output wcf = {}, output wco = {});
+
+/// The cell over the first `seq_len_max` (an int64 scalar) steps of x [time, batch, input], from
+/// the state cs_prev, h_prev [batch, cell]; w, b and the peepholes as lstm_block_cell's.
+lstm_block_outputs block_lstm(output seq_len_max, output x, output cs_prev, output h_prev,
+                              output w, output b, const lstm_block_options& o = {},
+                              output wci = {}, output wcf = {}, output wco = {});
 
 } // namespace runnel

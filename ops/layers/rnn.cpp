@@ -71,6 +71,23 @@ lstm_cell::lstm_cell(graph& g, int64_t input_size, int64_t units, rnn_cell_optio
   bias = variable(g, zeros(g, options.type, shape{4 * units}), "bias");
 }
 
+bool rnn_cell::run_sequence(output, const std::vector<output>&, output&, std::vector<output>&) {
+  return false;
+}
+
+bool lstm_cell::run_sequence(output inputs, const std::vector<output>& state, output& outputs,
+                             std::vector<output>& final_state) {
+  if (!fused_)
+    return false;
+  auto steps = cast(strided_slice(shape_of(inputs), {0}, {1}, {1}, 0, 0, 0, 0, 1), dtype::i64);
+  auto r = block_lstm(steps, inputs, state.at(0), state.at(1), kernel.value, bias.value,
+                      {.forget_bias = forget_bias_, .cell_clip = -1, .name = "block_lstm"});
+  auto last = [&](output x) { return strided_slice(x, {-1}, {0}, {1}, 0, 0, 0, 0, 1); };
+  outputs = r.h;
+  final_state = {last(r.cs), last(r.h)};
+  return true;
+}
+
 std::pair<output, std::vector<output>> lstm_cell::step(output x,
                                                       const std::vector<output>& state) {
   if (fused_) {
@@ -136,6 +153,32 @@ std::pair<output, std::vector<output>> multi_rnn_cell::step(output x,
   return {x, next};
 }
 
+bool multi_rnn_cell::can_run_sequence() const {
+  for (auto* c : cells_)
+    if (!c->can_run_sequence())
+      return false;
+  return true;
+}
+
+bool multi_rnn_cell::run_sequence(output inputs, const std::vector<output>& state,
+                                  output& outputs, std::vector<output>& final_state) {
+  if (!can_run_sequence())
+    return false;
+  std::vector<output> last;
+  size_t at = 0;
+  for (size_t i = 0; i < cells_.size(); ++i) {
+    size_t n = cells_[i]->state_sizes().size();
+    std::vector<output> own(state.begin() + long(at), state.begin() + long(at + n)), next;
+    auto scope = g_->name_scope("cell_" + std::to_string(i));
+    cells_[i]->run_sequence(inputs, own, inputs, next);
+    last.insert(last.end(), next.begin(), next.end());
+    at += n;
+  }
+  outputs = inputs;
+  final_state = std::move(last);
+  return true;
+}
+
 output reverse_sequence(output x, output lengths, std::string_view name) {
   graph& g = x.owner();
   if (lengths.type() != dtype::i32)
@@ -189,6 +232,11 @@ rnn_result dynamic_rnn(rnn_cell& cell, output inputs, std::vector<output> initia
   check_inputs(cell, inputs, initial_state, "dynamic_rnn");
   graph& g = inputs.owner();
   auto scope = g.name_scope(options.name);
+  if (!sequence_length.valid()) {
+    rnn_result whole;
+    if (cell.run_sequence(inputs, initial_state, whole.outputs, whole.final_state))
+      return whole;
+  }
   dtype t = inputs.type();
   auto steps = reshape(strided_slice(shape_of(inputs), {0}, {1}, {1}), std::vector<int64_t>{});
   shape step_shape = inputs.shape().has_known_rank()

@@ -31,6 +31,12 @@ public:
                                                       const std::vector<output>& state) = 0;
   /// Zeros for every state tensor, for `batch` (an int32 scalar) examples.
   std::vector<output> zero_state(output batch) const;
+  /// Whether the cell has ops that take a whole sequence (a fused lstm_cell: BlockLSTM).
+  virtual bool can_run_sequence() const { return false; }
+  /// With them, the cell over all of time-major `inputs` ([time, batch, input]): sets `outputs`
+  /// ([time, batch, output]) and `final_state`; false, building nothing, without them.
+  virtual bool run_sequence(output inputs, const std::vector<output>& state, output& outputs,
+                            std::vector<output>& final_state);
 
   graph* graph_ptr() const { return g_; }
   dtype type() const { return type_; }
@@ -72,6 +78,10 @@ public:
   std::vector<int64_t> state_sizes() const override { return {units_, units_}; }
   int64_t output_size() const override { return units_; }
   std::pair<output, std::vector<output>> step(output x, const std::vector<output>& state) override;
+  /// Fused: one BlockLSTM over the sequence.
+  bool can_run_sequence() const override { return fused_; }
+  bool run_sequence(output inputs, const std::vector<output>& state, output& outputs,
+                    std::vector<output>& final_state) override;
   graph_variable kernel, bias;
 
 private:
@@ -102,6 +112,10 @@ public:
   std::vector<int64_t> state_sizes() const override;
   int64_t output_size() const override { return cells_.back()->output_size(); }
   std::pair<output, std::vector<output>> step(output x, const std::vector<output>& state) override;
+  /// Layer by layer when every cell can run the whole sequence.
+  bool can_run_sequence() const override;
+  bool run_sequence(output inputs, const std::vector<output>& state, output& outputs,
+                    std::vector<output>& final_state) override;
 
 private:
   std::vector<rnn_cell*> cells_;
@@ -119,7 +133,9 @@ struct dynamic_rnn_options {
 
 /// Runs `cell` over time-major `inputs` ([time, batch, input]) in a while_loop. With
 /// `sequence_length` (int32 [batch]), steps at or past an example's length output zeros and
-/// keep its state, so `final_state` is each example's state at its length.
+/// keep its state, so `final_state` is each example's state at its length. Without it, a cell
+/// that can run the whole sequence in one op (a fused lstm_cell, stacks of them) does so instead
+/// of the loop: no per-step control is needed (TensorFlow's LSTMBlockFusedCell).
 rnn_result dynamic_rnn(rnn_cell& cell, output inputs, std::vector<output> initial_state,
                        output sequence_length = {}, dynamic_rnn_options options = {});
 

@@ -1,0 +1,85 @@
+#pragma once
+// The arithmetic of one LSTM step (ops/layers/lstm_block.hpp has the formulas), shared by the
+// LSTMBlockCell kernels and BlockLSTM's, which loops it over a sequence.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "runnel/ops/cpu/cpu_device.hpp"
+
+namespace runnel::lstm_math {
+
+inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+
+/// The cell's attributes and peephole weights (each [cell]; read only with `peephole`).
+struct params {
+  float forget_bias, cell_clip;
+  bool peephole;
+  const float *wci, *wcf, *wco;
+};
+
+/// gates [n, 4c] = b + x · w[:input] + h_prev · w[input:]: one product per half of w (no
+/// concatenated copy), rows split over `pool`.
+inline void gates(cpu_device* pool, int64_t n, int64_t input, int64_t c, const float* x,
+                  const float* h_prev, const float* w, const float* b, float* out) {
+  for (int64_t r = 0; r < n; ++r)
+    std::copy(b, b + 4 * c, out + r * 4 * c);
+  if (n == 0 || c == 0)
+    return;
+  if (input > 0)
+    parallel_sgemm(pool, false, false, n, 4 * c, input, 1.f, x, input, w, 4 * c, 1.f, out, 4 * c);
+  parallel_sgemm(pool, false, false, n, 4 * c, c, 1.f, h_prev, c, w + input * 4 * c, 4 * c, 1.f,
+                 out, 4 * c);
+}
+
+/// The element-wise part of a step: out = {i, cs, f, o, ci, co, h}, each [n, c].
+inline void forward(const params& p, int64_t n, int64_t c, const float* gates,
+                    const float* cs_prev, float* const out[7]) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float* gr = gates + r * 4 * c;
+    for (int64_t j = 0; j < c; ++j) {
+      int64_t at = r * c + j;
+      float csp = cs_prev[at];
+      float i = sigmoid(gr[j] + (p.peephole ? csp * p.wci[j] : 0.f));
+      float ci = std::tanh(gr[c + j]);
+      float f = sigmoid(gr[2 * c + j] + p.forget_bias + (p.peephole ? csp * p.wcf[j] : 0.f));
+      float cs = ci * i + csp * f;
+      if (p.cell_clip > 0)
+        cs = std::clamp(cs, -p.cell_clip, p.cell_clip);
+      float o = sigmoid(gr[3 * c + j] + (p.peephole ? cs * p.wco[j] : 0.f));
+      float co = std::tanh(cs);
+      out[0][at] = i, out[1][at] = cs, out[2][at] = f, out[3][at] = o;
+      out[4][at] = ci, out[5][at] = co, out[6][at] = co * o;
+    }
+  }
+}
+
+/// The element-wise part of a step's gradient from the step's activations act = {i, cs, f, o,
+/// ci, co} and the gradients reaching its cs and h: the gates' gradient dicfo [n, 4c] and
+/// cs_prev's; the peepholes' gradients are added to wc_grad (each [c]).
+inline void backward(const params& p, int64_t n, int64_t c, const float* const act[6],
+                     const float* cs_prev, const float* cs_grad, const float* h_grad, float* dicfo,
+                     float* cs_prev_grad, float* const wc_grad[3]) {
+  const float *i = act[0], *cs = act[1], *f = act[2], *o = act[3], *ci = act[4], *co = act[5];
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < c; ++j) {
+      int64_t at = r * c + j;
+      float d_o = o[at] * (1 - o[at]) * h_grad[at] * co[at];
+      float dcs = (1 - co[at] * co[at]) * h_grad[at] * o[at] + cs_grad[at];
+      if (p.peephole)
+        dcs += d_o * p.wco[j];
+      float dci = (1 - ci[at] * ci[at]) * dcs * i[at];
+      float df = f[at] * (1 - f[at]) * dcs * cs_prev[at];
+      float di = i[at] * (1 - i[at]) * dcs * ci[at];
+      float* g = dicfo + r * 4 * c;
+      g[j] = di, g[c + j] = dci, g[2 * c + j] = df, g[3 * c + j] = d_o;
+      cs_prev_grad[at] = dcs * f[at] + (p.peephole ? di * p.wci[j] + df * p.wcf[j] : 0.f);
+      if (p.peephole) {
+        wc_grad[0][j] += di * cs_prev[at];
+        wc_grad[1][j] += df * cs_prev[at];
+        wc_grad[2][j] += d_o * cs[at];
+      }
+    }
+}
+
+} // namespace runnel::lstm_math
