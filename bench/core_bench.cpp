@@ -17,7 +17,9 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
+#include "cpu_info.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/ops/cpu/matmul_dnnl.hpp"
 #include "runnel/actors/exec/internal.hpp"
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/bench/bench_util.hpp"
@@ -295,6 +297,10 @@ BENCHMARK(bm_add)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->
 
 int main(int argc, char** argv) {
   runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
+  // Figures compare only within a run, and our machines of one kind differ: say which CPU this
+  // is, and which kernels OpenBLAS uses on it.
+  std::printf("core_bench: %s; OpenBLAS kernels %s\n", runnel::bench::cpu_description().c_str(),
+              runnel::blas_core().c_str());
   std::printf("openblas: core %s, %d threads\n", openblas_get_corename(),
               openblas_get_num_threads());
   for (int n : {256, 1024, 2048})
@@ -317,7 +323,10 @@ int main(int argc, char** argv) {
                                               "GFLOP/s",
                                               timings()["matmul_2048"] /
                                                   timings()["matmul_bf16_2048"],
-                                              "matmul_f32_2048");
+                                              runnel::dnnl_matmul::available()
+                                                  ? "matmul_f32_2048; oneDNN bfloat16 kernels"
+                                                  : "matmul_f32_2048; no bfloat16 kernels on "
+                                                    "this CPU: widened through float32");
                            return true;
                          }});
   summaries().push_back({"node_overhead", [](std::string& line) {

@@ -8,7 +8,8 @@
 
 namespace runnel::bench {
 
-/// "AMD EPYC, 2 cores, AVX2" from /proc/cpuinfo (the model, the cores, the widest vector ISA).
+/// "AMD EPYC, 2 cores, AVX2" from /proc/cpuinfo (the model, the cores, the widest vector ISA:
+/// AMX, AVX-512 BF16, AVX-512, AVX2 or SSE).
 inline std::string cpu_description() {
   std::string model = "unknown CPU", flags;
   if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
@@ -28,8 +29,9 @@ inline std::string cpu_description() {
     std::fclose(f);
   }
   auto has = [&](const char* flag) { return flags.find(" " + std::string(flag) + " ") != std::string::npos; };
-  std::string isa = has("avx512_bf16") ? "AVX-512 BF16"
-                    : has("avx512f")   ? "AVX-512"
+  std::string isa = has("amx_bf16")      ? "AMX, AVX-512 BF16"
+                    : has("avx512_bf16") ? "AVX-512 BF16"
+                    : has("avx512f")     ? "AVX-512"
                     : has("avx2")      ? "AVX2"
                                        : "SSE";
   return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, " + isa;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_info.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/bench/peer.hpp"
@@ -186,6 +187,10 @@ void lstm_lm() {
 
 int main(int argc, char** argv) {
   runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
+  // Figures compare only within a run, and our machines of one kind differ: say which CPU this
+  // is, and which kernels OpenBLAS uses on it.
+  std::printf("sequence_bench: %s; OpenBLAS kernels %s\n", runnel::bench::cpu_description().c_str(),
+              runnel::blas_core().c_str());
   const char* only = argc > 1 ? argv[1] : nullptr;
   auto want = [&](const char* name) { return !only || std::strcmp(only, name) == 0; };
   if (want("embedding_sparse_update"))

@@ -16,7 +16,9 @@
 #include <filesystem>
 #include <thread>
 
+#include "cpu_info.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/ops/cpu/matmul_dnnl.hpp"
 #include "runnel/actors/state/saver.hpp"
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/bench/bench_util.hpp"
@@ -219,6 +221,10 @@ BENCHMARK(bm_ckpt_restore)
 
 int main(int argc, char** argv) {
   runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
+  // Figures compare only within a run, and our machines of one kind differ: say which CPU this
+  // is, and which kernels OpenBLAS uses on it.
+  std::printf("training_bench: %s; OpenBLAS kernels %s\n", runnel::bench::cpu_description().c_str(),
+              runnel::blas_core().c_str());
   std::string self = argv[0];
   std::string peers = self.substr(0, self.rfind('/') + 1) + "peers/";
   summaries().push_back({"mlp_step", [peers](std::string& line) {
@@ -246,7 +252,10 @@ int main(int argc, char** argv) {
                            double ours = timings()["mlp_step_bf16"] * 1e3;
                            line = format_line("mlp_step_bf16", ours, "ms/step",
                                               timings()["mlp_step"] / timings()["mlp_step_bf16"],
-                                              "mlp_step (float32)");
+                                              dnnl_matmul::available()
+                                                  ? "mlp_step (float32); oneDNN bfloat16 kernels"
+                                                  : "mlp_step (float32); no bfloat16 kernels on "
+                                                    "this CPU: widened through float32");
                            if (have({"mlp_wide_step", "mlp_wide_step_bf16"}))
                              line += "\n" + format_line("mlp_wide_step_bf16",
                                                         timings()["mlp_wide_step_bf16"] * 1e3,

@@ -47,18 +47,32 @@ void parallel_sgemm(cpu_device* pool, bool transpose_a, bool transpose_b, int64_
   if (m <= 0 || n <= 0)
     return;
   auto ta = transpose_a ? CblasTrans : CblasNoTrans, tb = transpose_b ? CblasTrans : CblasNoTrans;
-  // Rows [r0, r1) of C; op(A)'s row i starts at A + i*lda, or at column i when A is transposed.
-  auto rows = [&](int64_t r0, int64_t r1) {
-    cblas_sgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(n), blasint(k), alpha,
-                a + (transpose_a ? r0 : r0 * lda), blasint(lda), b, blasint(ldb), beta,
-                c + r0 * ldc, blasint(ldc));
+  // The block C[r0:r1, c0:c1]: op(A)'s row i starts at A + i*lda (column i when transposed),
+  // op(B)'s column j at B + j (row j when transposed).
+  auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    cblas_sgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(c1 - c0), blasint(k), alpha,
+                a + (transpose_a ? r0 : r0 * lda), blasint(lda),
+                b + (transpose_b ? c0 * ldb : c0), blasint(ldb), beta, c + r0 * ldc + c0,
+                blasint(ldc));
   };
-  if (!pool || pool->num_threads() == 0 || blas_threads() != 1)
-    return rows(0, m);
-  // Blocks of at least 16 rows (OpenBLAS's kernels work on panels of several rows) and about
-  // 1 MFLOP each: smaller ones cost more in hand-offs than they gain.
-  int64_t grain = std::max<int64_t>(16, (int64_t(1) << 19) / std::max<int64_t>(1, n * k));
-  pool->parallel_for(m, grain, rows);
+  int workers = pool ? pool->num_threads() + 1 : 1;
+  // Products under ~2 MFLOP cost more in hand-offs than they gain; OpenBLAS with threads of
+  // its own (no runtime set it to one) splits them itself.
+  if (workers <= 1 || blas_threads() != 1 || 2 * m * n * k < (int64_t(1) << 21))
+    return block(0, m, 0, n);
+  // Each block packs its own part of one operand and the whole other: split the longer side of
+  // C, so that the operand packed again by every block is the smaller one (a batch of 100 rows
+  // through a 784 x 512 layer splits its 512 columns, not its 100 rows). Two blocks per worker
+  // at most: a late or descheduled worker then delays a part, and the packing is not repeated
+  // more than needed.
+  auto split = [&](int64_t len, int64_t min_block, auto run) {
+    int64_t grain = std::max(min_block, (len + 2 * workers - 1) / (2 * workers));
+    pool->parallel_for(len, grain, run);
+  };
+  if (n > m)
+    split(n, 64, [&](int64_t c0, int64_t c1) { block(0, m, c0, c1); });
+  else
+    split(m, 16, [&](int64_t r0, int64_t r1) { block(r0, r1, 0, n); });
 }
 
 std::string blas_core() {

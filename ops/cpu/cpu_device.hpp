@@ -37,9 +37,9 @@ int set_blas_threads(int threads);
 /// OpenBLAS's thread count now.
 int blas_threads();
 
-/// C[m,n] = alpha·op(A)·op(B) + beta·C in float32, row-major, with the rows of C split over
-/// `pool` (null: the calling thread) when OpenBLAS runs one thread per call, as it does under a
-/// runtime: the device's pool is then the only threads its kernels use.
+/// C[m,n] = alpha·op(A)·op(B) + beta·C in float32, row-major, with C split into blocks of rows
+/// or of columns over `pool` (null: the calling thread) when OpenBLAS runs one thread per call,
+/// as it does under a runtime: the device's pool is then the only threads its kernels use.
 void parallel_sgemm(cpu_device* pool, bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                     int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                     int64_t ldb, float beta, float* c, int64_t ldc);

@@ -139,6 +139,34 @@ void add_nn_cuda_kernels(cuda_kernel_table& t) {
           return {};
         }));
   });
+  t.emplace("BlockLSTM", [](const kernel_construction& c, cuda_device& d) {
+    gpu_lstm_options o{.forget_bias = float(c.attr<double>("forget_bias")),
+                       .cell_clip = float(c.attr<double>("cell_clip")),
+                       .use_peephole = c.attr<bool>("use_peephole")};
+    return result<std::unique_ptr<kernel>>(std::make_unique<cuda_kernel>(
+        d,
+        [o, name = c.node.name](gpu_context& g, inputs in, kernel_context& ctx) -> status {
+          std::vector<tensor> out(7);
+          RUNNEL_RETURN_IF_ERROR(block_lstm_cuda(g, in, o, out, name));
+          for (int k = 0; k < 7; ++k)
+            ctx.set_output(k, std::move(out[size_t(k)]));
+          return {};
+        },
+        std::vector<slot_memory>{slot_memory::host})); // seq_len_max on the host
+  });
+  t.emplace("BlockLSTMGrad", [](const kernel_construction& c, cuda_device& d) {
+    return result<std::unique_ptr<kernel>>(std::make_unique<cuda_kernel>(
+        d,
+        [peephole = c.attr<bool>("use_peephole"), name = c.node.name](
+            gpu_context& g, inputs in, kernel_context& ctx) -> status {
+          std::vector<tensor> out(8);
+          RUNNEL_RETURN_IF_ERROR(block_lstm_grad_cuda(g, in, peephole, out, name));
+          for (int k = 0; k < 8; ++k)
+            ctx.set_output(k, std::move(out[size_t(k)]));
+          return {};
+        },
+        std::vector<slot_memory>{slot_memory::host}));
+  });
 }
 
 } // namespace runnel

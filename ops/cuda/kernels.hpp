@@ -149,5 +149,13 @@ status lstm_block_cell_cuda(gpu_context& gpu, std::span<const tensor> in, const 
 /// cs_prev_grad, dicfo [batch, 4·cell] and the three peephole gradients (zeros without them).
 status lstm_block_cell_grad_cuda(gpu_context& gpu, std::span<const tensor> in, bool use_peephole,
                                  std::span<tensor> out, const std::string& node);
+/// BlockLSTM: seq_len_max (int64, on the host), x [time, batch, input], then the cell's inputs;
+/// outputs i, cs, f, o, ci, co, h, each [time, batch, cell].
+status block_lstm_cuda(gpu_context& gpu, std::span<const tensor> in, const gpu_lstm_options& o,
+                       std::span<tensor> out, const std::string& node);
+/// BlockLSTMGrad: BlockLSTM's 9 inputs, its 7 outputs, cs_grad and h_grad; outputs the 8
+/// gradients (x, cs_prev, h_prev, w, wci, wcf, wco, b).
+status block_lstm_grad_cuda(gpu_context& gpu, std::span<const tensor> in, bool use_peephole,
+                            std::span<tensor> out, const std::string& node);
 
 } // namespace runnel

@@ -29,7 +29,7 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
     for (auto op : {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "AvgPool",
                     "MaxPoolGrad", "AvgPoolGrad"})
       v.push_back({op, "T", cudnn});
-    for (auto op : {"LSTMBlockCell", "LSTMBlockCellGrad"})
+    for (auto op : {"LSTMBlockCell", "LSTMBlockCellGrad", "BlockLSTM", "BlockLSTMGrad"})
       v.push_back({op, "T", {dtype::f32}});
     // array: ops that only read shapes or pass buffers along run for any dtype, leaving GPU
     // values in place; shapes come out in host memory.

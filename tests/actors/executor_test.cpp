@@ -4,6 +4,7 @@
 #include <future>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "runnel/actors/exec/device_executor.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
@@ -77,49 +78,52 @@ std::vector<double> reference_matmul(const tensor& a, const tensor& b, bool ta, 
 
 } // namespace
 
-TEST_CASE("matmuls on devices with budgets of two threads split rows and compute exactly",
+TEST_CASE("matmuls on devices with budgets of two threads split rows or columns and compute "
+          "exactly",
           "[actors]") {
   // Two threads per device: the executor's thread plus one in the device's pool, so MatMul
-  // splits its rows over the pool (OpenBLAS runs single-threaded beside budgets).
+  // splits the product over the pool (OpenBLAS runs single-threaded under every runtime): by
+  // rows when it has more rows than columns, by columns otherwise.
   static runtime* rt = new runtime(runtime_options{.cpu_devices = 2, .device_threads = 2});
   CHECK(rt->device_threads() == 2);
   CHECK(blas_threads() == 1);
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      CAPTURE(ta, tb);
-      int64_t m = 301, k = 97, n = 130; // rows not a multiple of the blocks
-      tensor av = ta ? random_matrix(k, m, 1) : random_matrix(m, k, 1);
-      tensor bv = tb ? random_matrix(n, k, 2) : random_matrix(k, n, 2);
-      graph g;
-      auto a = placeholder(g, dtype::f32, av.shape(), "a");
-      auto b = placeholder(g, dtype::f32, bv.shape(), "b");
-      output on0, on1;
-      {
-        auto d = g.device("/cpu:0");
-        on0 = matmul(a, b, {ta, tb});
-      }
-      {
-        auto d = g.device("/cpu:1");
-        on1 = matmul(a, b, {ta, tb});
-      }
-      session s(*rt, g);
-      // Many steps in flight: the offloaded kernels of different steps overlap.
-      std::vector<std::future<result<std::vector<tensor>>>> futures;
-      for (int i = 0; i < 8; ++i)
-        futures.push_back(s.run_async({{a, av}, {b, bv}}, {on0, on1}));
-      auto want = reference_matmul(av, bv, ta, tb);
-      for (auto& f : futures) {
-        auto r = f.get();
-        REQUIRE(r.ok());
-        for (auto& t : r.value()) {
-          REQUIRE(t.shape() == shape{m, n});
-          double worst = 0;
-          for (int64_t i = 0; i < m * n; ++i)
-            worst = std::max(worst, std::abs(double(t.data<float>()[i]) - want[size_t(i)]));
-          CHECK(worst < 1e-4);
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{301, 97, 130},
+                         std::tuple<int64_t, int64_t, int64_t>{40, 97, 701}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        CAPTURE(m, n, ta, tb); // sizes not a multiple of the blocks
+        tensor av = ta ? random_matrix(k, m, 1) : random_matrix(m, k, 1);
+        tensor bv = tb ? random_matrix(n, k, 2) : random_matrix(k, n, 2);
+        graph g;
+        auto a = placeholder(g, dtype::f32, av.shape(), "a");
+        auto b = placeholder(g, dtype::f32, bv.shape(), "b");
+        output on0, on1;
+        {
+          auto d = g.device("/cpu:0");
+          on0 = matmul(a, b, {ta, tb});
+        }
+        {
+          auto d = g.device("/cpu:1");
+          on1 = matmul(a, b, {ta, tb});
+        }
+        session s(*rt, g);
+        // Many steps in flight: the offloaded kernels of different steps overlap.
+        std::vector<std::future<result<std::vector<tensor>>>> futures;
+        for (int i = 0; i < 8; ++i)
+          futures.push_back(s.run_async({{a, av}, {b, bv}}, {on0, on1}));
+        auto want = reference_matmul(av, bv, ta, tb);
+        for (auto& f : futures) {
+          auto r = f.get();
+          REQUIRE(r.ok());
+          for (auto& t : r.value()) {
+            REQUIRE(t.shape() == shape{m, n});
+            double worst = 0;
+            for (int64_t i = 0; i < m * n; ++i)
+              worst = std::max(worst, std::abs(double(t.data<float>()[i]) - want[size_t(i)]));
+            CHECK(worst < 1e-4);
+          }
         }
       }
-    }
 }
 
 TEST_CASE("an offloaded kernel's error fails the step, names the node, and the session goes on",

@@ -223,6 +223,48 @@ TEST_CASE("the fused LSTM block and its gradient on the GPU match the CPU", "[.g
     }
 }
 
+TEST_CASE("BlockLSTM and its gradient on the GPU match the CPU", "[.gpu][lstm]") {
+  for (bool peephole : {false, true})
+    for (double clip : {-1.0, 0.5}) {
+      INFO("peephole " << peephole << " clip " << clip);
+      graph g;
+      int64_t time = 7, live = 5, batch = 6, input = 9, cell = 33;
+      auto x = constant(g, random_host(dtype::f32, {time, batch, input}, 40, -1, 1));
+      auto c = constant(g, random_host(dtype::f32, {batch, cell}, 41, -1, 1));
+      auto h = constant(g, random_host(dtype::f32, {batch, cell}, 42, -1, 1));
+      auto w = constant(g, random_host(dtype::f32, {input + cell, 4 * cell}, 43, -0.3, 0.3));
+      auto b = constant(g, random_host(dtype::f32, {4 * cell}, 44, -0.5, 0.5));
+      auto wci = constant(g, random_host(dtype::f32, {cell}, 45, -0.5, 0.5));
+      auto wcf = constant(g, random_host(dtype::f32, {cell}, 46, -0.5, 0.5));
+      auto wco = constant(g, random_host(dtype::f32, {cell}, 47, -0.5, 0.5));
+      auto out = block_lstm(constant(g, live), x, c, h, w, b,
+                            {.forget_bias = 1.0, .cell_clip = clip, .use_peephole = peephole},
+                            wci, wcf, wco);
+      auto dh = constant(g, random_host(dtype::f32, {time, batch, cell}, 48));
+      auto dc = constant(g, random_host(dtype::f32, {time, batch, cell}, 49));
+      std::vector<output> wrt{x, c, h, w, b};
+      if (peephole)
+        wrt.insert(wrt.end(), {wci, wcf, wco});
+      auto grads = gradients({out.h, out.cs}, wrt, {dh, dc});
+      std::vector<output> fetches{out.i, out.cs, out.f, out.o, out.ci, out.co, out.h};
+      fetches.insert(fetches.end(), grads.begin(), grads.end());
+      session cpu_s(cpu_runtime(), g);
+      runtime gpu_rt;
+      session gpu_s(gpu_rt, g);
+      auto want = cpu_s.run({}, fetches).value();
+      auto got = gpu_s.run({}, fetches).value();
+      for (size_t i = 0; i < want.size(); ++i) {
+        INFO("fetch " << i);
+        check_close(got[i], want[i], 1e-4, 1e-5);
+      }
+      auto where = placement_of(gpu_s, {}, {operation(out.h)});
+      bool block_on_gpu = false;
+      for (auto& [node, at] : where)
+        block_on_gpu |= at.first == "BlockLSTM" && on_gpu(at.second);
+      CHECK(block_on_gpu);
+    }
+}
+
 TEST_CASE("a checkpoint of GPU variables restores them, on the GPU and on a CPU", "[.gpu][train]") {
   auto dir = std::filesystem::temp_directory_path() / "runnel_gpu_ckpt";
   std::filesystem::remove_all(dir);
