@@ -359,17 +359,30 @@ struct pool_attrs {
   }
 };
 
-/// Calls fn(out_index, first_input_index_list...) per output element: visits each window.
-template <class F> void for_each_window(const geometry& g, F fn) {
-  for (int64_t b = 0; b < g.n; ++b)
-    for (int64_t y = 0; y < g.oh; ++y)
-      for (int64_t x = 0; x < g.ow; ++x) {
-        int64_t y0 = y * g.sh - g.ph, x0 = x * g.sw - g.pw;
-        int64_t y1 = std::min(y0 + g.kh, g.h), x1 = std::min(x0 + g.kw, g.w);
-        y0 = std::max<int64_t>(y0, 0);
-        x0 = std::max<int64_t>(x0, 0);
-        fn(b, ((b * g.oh + y) * g.ow + x) * g.c, y0, y1, x0, x1);
-      }
+/// One pooling window: its image, its output's offset, its rows [y0, y1) and columns [x0, x1)
+/// clipped to the input.
+struct window {
+  int64_t b, oi, y0, y1, x0, x1;
+};
+
+/// Calls fn(window) per output pixel, the images split over the device's pool: a window reads
+/// and (backwards) writes its own image only, so images are independent.
+template <class F> void for_each_window(kernel_context& ctx, const geometry& g, F fn) {
+  auto images = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      for (int64_t y = 0; y < g.oh; ++y)
+        for (int64_t x = 0; x < g.ow; ++x) {
+          int64_t y0 = y * g.sh - g.ph, x0 = x * g.sw - g.pw;
+          int64_t y1 = std::min(y0 + g.kh, g.h), x1 = std::min(x0 + g.kw, g.w);
+          fn(window{b, ((b * g.oh + y) * g.ow + x) * g.c, std::max<int64_t>(y0, 0), y1,
+                    std::max<int64_t>(x0, 0), x1});
+        }
+  };
+  int64_t per_image = std::max<int64_t>(1, g.h * g.w * g.c);
+  if (ctx.has_cpu())
+    ctx.cpu().parallel_for(g.n, std::max<int64_t>(1, 65536 / per_image), images);
+  else
+    images(0, g.n);
 }
 
 class max_pool_kernel : public kernel {
@@ -381,7 +394,8 @@ public:
     tensor& out = ctx.allocate_output(0, dtype::f32, shape{g.n, g.oh, g.ow, g.c});
     const float* x = in.data<float>();
     float* o = out.data<float>();
-    for_each_window(g, [&](int64_t b, int64_t oi, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+    for_each_window(ctx, g, [&](const window& w) {
+      auto [b, oi, y0, y1, x0, x1] = w;
       float* dst = o + oi;
       std::fill_n(dst, g.c, -std::numeric_limits<float>::infinity());
       for (int64_t yy = y0; yy < y1; ++yy)
@@ -411,7 +425,8 @@ public:
     tensor& dx = ctx.allocate_output(0, dtype::f32, in.shape());
     std::fill_n(dx.data<float>(), dx.num_elements(), 0.f);
     const float* x = in.data<float>();
-    for_each_window(g, [&](int64_t b, int64_t oi, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+    for_each_window(ctx, g, [&](const window& w) {
+      auto [b, oi, y0, y1, x0, x1] = w;
       for (int64_t ch = 0; ch < g.c; ++ch) {
         int64_t best = -1;
         float best_v = -std::numeric_limits<float>::infinity();
@@ -442,7 +457,8 @@ public:
     RUNNEL_ASSIGN_OR_RETURN(auto g, a_.of(in.shape()));
     tensor& out = ctx.allocate_output(0, dtype::f32, shape{g.n, g.oh, g.ow, g.c});
     const float* x = in.data<float>();
-    for_each_window(g, [&](int64_t b, int64_t oi, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+    for_each_window(ctx, g, [&](const window& w) {
+      auto [b, oi, y0, y1, x0, x1] = w;
       float* dst = out.data<float>() + oi;
       std::fill_n(dst, g.c, 0.f);
       for (int64_t yy = y0; yy < y1; ++yy)
@@ -474,7 +490,8 @@ public:
                               shape{g.n, g.oh, g.ow, g.c}.to_string());
     tensor& dx = ctx.allocate_output(0, dtype::f32, shape(sizes));
     std::fill_n(dx.data<float>(), dx.num_elements(), 0.f);
-    for_each_window(g, [&](int64_t b, int64_t oi, int64_t y0, int64_t y1, int64_t x0, int64_t x1) {
+    for_each_window(ctx, g, [&](const window& w) {
+      auto [b, oi, y0, y1, x0, x1] = w;
       float count = float((y1 - y0) * (x1 - x0));
       for (int64_t yy = y0; yy < y1; ++yy)
         for (int64_t xx = x0; xx < x1; ++xx) {
