@@ -181,6 +181,28 @@ TEST_CASE("gathers, segment sums and scatters on the GPU match the CPU", "[.gpu]
   CHECK_THAT(bad.error().to_string(), Catch::Contains("indices[1] = 6"));
 }
 
+namespace {
+
+/// The fetches (a fused LSTM op's outputs and gradients) on a GPU runtime against the CPU's, and
+/// `op` placed on the GPU.
+void check_lstm_on_gpu(graph& g, const std::vector<output>& fetches, output h, const char* op) {
+  session cpu_s(cpu_runtime(), g);
+  runtime gpu_rt;
+  session gpu_s(gpu_rt, g);
+  auto want = cpu_s.run({}, fetches).value();
+  auto got = gpu_s.run({}, fetches).value();
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("fetch " << i);
+    check_close(got[i], want[i], 1e-4, 1e-5);
+  }
+  bool on_the_gpu = false;
+  for (auto& [node, at] : placement_of(gpu_s, {}, {operation(h)}))
+    on_the_gpu |= at.first == op && on_gpu(at.second);
+  CHECK(on_the_gpu);
+}
+
+} // namespace
+
 TEST_CASE("the fused LSTM block and its gradient on the GPU match the CPU", "[.gpu][lstm]") {
   for (bool peephole : {false, true})
     for (double clip : {-1.0, 0.5}) {
@@ -206,20 +228,7 @@ TEST_CASE("the fused LSTM block and its gradient on the GPU match the CPU", "[.g
       auto grads = gradients({out.h, out.cs}, wrt, {dh, dc});
       std::vector<output> fetches{out.i, out.cs, out.f, out.o, out.ci, out.co, out.h};
       fetches.insert(fetches.end(), grads.begin(), grads.end());
-      session cpu_s(cpu_runtime(), g);
-      runtime gpu_rt;
-      session gpu_s(gpu_rt, g);
-      auto want = cpu_s.run({}, fetches).value();
-      auto got = gpu_s.run({}, fetches).value();
-      for (size_t i = 0; i < want.size(); ++i) {
-        INFO("fetch " << i);
-        check_close(got[i], want[i], 1e-4, 1e-5);
-      }
-      auto where = placement_of(gpu_s, {}, {operation(out.h)});
-      bool fused_on_gpu = false;
-      for (auto& [node, at] : where)
-        fused_on_gpu |= at.first == "LSTMBlockCell" && on_gpu(at.second);
-      CHECK(fused_on_gpu);
+      check_lstm_on_gpu(g, fetches, out.h, "LSTMBlockCell");
     }
 }
 
@@ -248,20 +257,7 @@ TEST_CASE("BlockLSTM and its gradient on the GPU match the CPU", "[.gpu][lstm]")
       auto grads = gradients({out.h, out.cs}, wrt, {dh, dc});
       std::vector<output> fetches{out.i, out.cs, out.f, out.o, out.ci, out.co, out.h};
       fetches.insert(fetches.end(), grads.begin(), grads.end());
-      session cpu_s(cpu_runtime(), g);
-      runtime gpu_rt;
-      session gpu_s(gpu_rt, g);
-      auto want = cpu_s.run({}, fetches).value();
-      auto got = gpu_s.run({}, fetches).value();
-      for (size_t i = 0; i < want.size(); ++i) {
-        INFO("fetch " << i);
-        check_close(got[i], want[i], 1e-4, 1e-5);
-      }
-      auto where = placement_of(gpu_s, {}, {operation(out.h)});
-      bool block_on_gpu = false;
-      for (auto& [node, at] : where)
-        block_on_gpu |= at.first == "BlockLSTM" && on_gpu(at.second);
-      CHECK(block_on_gpu);
+      check_lstm_on_gpu(g, fetches, out.h, "BlockLSTM");
     }
 }
 

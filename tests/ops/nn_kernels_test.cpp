@@ -7,6 +7,19 @@
 using namespace runnel;
 using namespace runnel::testing;
 
+namespace {
+
+/// A float32 tensor of shape `s`, uniform in [-1, 1).
+tensor uniform_tensor(std::mt19937& rng, const shape& s) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  tensor t(dtype::f32, s);
+  for (auto& v : t.flat<float>())
+    v = d(rng);
+  return t;
+}
+
+} // namespace
+
 TEST_CASE("BiasAdd adds along the last dimension", "[ops]") {
   graph g;
   auto v = constant(g, vals<float>({2, 3}, {1, 2, 3, 4, 5, 6}));
@@ -100,13 +113,7 @@ TEST_CASE("MaxPool and AvgPool, including padded windows", "[ops]") {
 TEST_CASE("Conv2D's fast path matches the im2col + BLAS reference", "[ops]") {
   graph g;
   std::mt19937 rng(5);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  auto random = [&](shape s) {
-    tensor t(dtype::f32, s);
-    for (auto& v : t.flat<float>())
-      v = d(rng);
-    return t;
-  };
+  auto random = [&](shape s) { return uniform_tensor(rng, s); };
   for (auto [stride, padding, k] : {std::tuple{1, "SAME", 3}, std::tuple{2, "VALID", 3},
                                     std::tuple{2, "SAME", 5}, std::tuple{1, "VALID", 1}}) {
     auto x = constant(g, random({2, 9, 7, 5}));
@@ -125,13 +132,7 @@ TEST_CASE("Conv2D's fast path matches the im2col + BLAS reference", "[ops]") {
 TEST_CASE("Conv2D's fast paths and backprops match the im2col + BLAS reference", "[ops]") {
   graph g;
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  auto random = [&](shape s) {
-    tensor t(dtype::f32, s);
-    for (auto& v : t.flat<float>())
-      v = d(rng);
-    return t;
-  };
+  auto random = [&](shape s) { return uniform_tensor(rng, s); };
   // Batches of 5 split unevenly over the pool's blocks; the last three cases are windows over
   // whole rows (the text CNN's over whole word vectors, one input channel), products of rows.
   for (auto [stride, padding, kh, kw, h, w, c] :
