@@ -56,9 +56,11 @@ void over_rows(kernel_context& ctx, int64_t rows, int64_t cell,
 
 class block_lstm_kernel : public kernel {
 public:
-  explicit block_lstm_kernel(const kernel_construction& c)
-      : p_{float(c.attr<double>("forget_bias")), float(c.attr<double>("cell_clip")),
-           c.attr<bool>("use_peephole"), nullptr, nullptr, nullptr} {}
+  explicit block_lstm_kernel(const kernel_construction& c) {
+    p_.forget_bias = float(c.attr<double>("forget_bias"));
+    p_.cell_clip = float(c.attr<double>("cell_clip"));
+    p_.peephole = c.attr<bool>("use_peephole");
+  }
 
   status compute(kernel_context& ctx) override {
     RUNNEL_ASSIGN_OR_RETURN(auto d, block_dims_of(ctx));
@@ -101,7 +103,7 @@ public:
   }
 
 private:
-  lstm_math::params p_;
+  lstm_math::params p_{};
 };
 
 class block_lstm_grad_kernel : public kernel {

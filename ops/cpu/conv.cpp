@@ -116,9 +116,9 @@ cpu_device* pool_of(kernel_context& ctx) {
 /// (the caller included), each block a one-threaded oneDNN primitive of its own. Geometries
 /// oneDNN has only a reference kernel for stay on the im2col path, as does every geometry when
 /// the node asks for the reference.
-class dnnl_blocks {
+class fast_paths {
 public:
-  dnnl_blocks(conv_pass pass, bool reference)
+  fast_paths(conv_pass pass, bool reference)
       : pass_(pass), reference_(reference), wanted_(!reference && dnnl_conv::available()) {}
 
   /// Runs the pass as row products when `g` is a whole-width convolution; false otherwise.
@@ -127,16 +127,17 @@ public:
     auto s = shape_of(g, g.n);
     if (reference_ || !conv_is_row_product(s))
       return false;
-    cpu_device* pool = ctx.has_cpu() ? &ctx.cpu() : nullptr;
     if (pass_ == conv_pass::forward)
-      conv_rows_forward(pool, s, a, b, out);
+      conv_rows_forward(pool_of(ctx), s, a, b, out);
     else if (pass_ == conv_pass::backward_input)
-      conv_rows_backward_input(pool, s, a, b, out);
+      conv_rows_backward_input(pool_of(ctx), s, a, b, out);
     else
-      conv_rows_backward_filter(pool, s, a, b, out);
+      conv_rows_backward_filter(pool_of(ctx), s, a, b, out);
     return true;
   }
 
+  /// Whether oneDNN runs `g`: not a 1x1 product (one GEMM), not one oneDNN has only its
+  /// reference kernel for (slower than im2col).
   bool takes(const geometry& g) {
     if (!wanted_ || is_pointwise(g))
       return false;
@@ -145,10 +146,10 @@ public:
       if (convs_.empty())
         convs_.emplace_back(pass_);
       auto name = convs_[0].implementation(shape_of(g, g.n));
-      fast_ = name.ok() && name.value().find("ref") == std::string::npos;
+      dnnl_fast_ = name.ok() && name.value().find("ref") == std::string::npos;
       checked_ = key;
     }
-    return fast_;
+    return dnnl_fast_;
   }
 
   /// forward: (input, filter) -> output; backward_input: (dy, filter) -> dx; backward_filter:
@@ -197,7 +198,7 @@ private:
   bool reference_, wanted_;
   std::vector<dnnl_conv> convs_;
   std::vector<int64_t> checked_;
-  bool fast_ = false;
+  bool dnnl_fast_ = false; // oneDNN has more than a reference kernel for `checked_`
 };
 
 /// Whether a kernel built for node `c` uses the im2col + BLAS reference (internal attribute
@@ -209,7 +210,7 @@ bool wants_reference(const kernel_construction& c) {
 class conv2d_kernel : public kernel {
 public:
   explicit conv2d_kernel(const kernel_construction& c)
-      : a_(c), dnnl_(conv_pass::forward, wants_reference(c)) {}
+      : a_(c), fast_(conv_pass::forward, wants_reference(c)) {}
   status compute(kernel_context& ctx) override {
     const tensor& in = ctx.input(0);
     const tensor& f = ctx.input(1);
@@ -219,10 +220,10 @@ public:
     int64_t k = g.patch(), rows = g.oh * g.ow;
     if (out.num_elements() == 0)
       return {};
-    if (dnnl_.ran_as_rows(ctx, g, in.data<float>(), f.data<float>(), out.data<float>()))
+    if (fast_.ran_as_rows(ctx, g, in.data<float>(), f.data<float>(), out.data<float>()))
       return {};
-    if (dnnl_.takes(g))
-      return dnnl_.run(ctx, g, in.data<float>(), f.data<float>(), out.data<float>());
+    if (fast_.takes(g))
+      return fast_.run(ctx, g, in.data<float>(), f.data<float>(), out.data<float>());
     if (is_pointwise(g)) { // a 1x1 convolution is one matrix product over all pixels
       parallel_sgemm(pool_of(ctx), false, false, g.n * rows, g.o, k, 1.f, in.data<float>(), k,
                      f.data<float>(), g.o, 0.f, out.data<float>(), g.o);
@@ -249,13 +250,13 @@ public:
 
 private:
   conv_attrs a_;
-  dnnl_blocks dnnl_;
+  fast_paths fast_;
 };
 
 class conv2d_backprop_input_kernel : public kernel {
 public:
   explicit conv2d_backprop_input_kernel(const kernel_construction& c)
-      : a_(c), dnnl_(conv_pass::backward_input, wants_reference(c)) {}
+      : a_(c), fast_(conv_pass::backward_input, wants_reference(c)) {}
   status compute(kernel_context& ctx) override {
     RUNNEL_ASSIGN_OR_RETURN(auto sizes, to_int64_vector(ctx.input(0)));
     const tensor& f = ctx.input(1);
@@ -269,10 +270,10 @@ public:
     tensor& dx = ctx.allocate_output(0, dtype::f32, shape(sizes));
     int64_t k = g.patch(), rows = g.oh * g.ow;
     if (dx.num_elements() > 0 && dy.num_elements() > 0) {
-      if (dnnl_.ran_as_rows(ctx, g, dy.data<float>(), f.data<float>(), dx.data<float>()))
+      if (fast_.ran_as_rows(ctx, g, dy.data<float>(), f.data<float>(), dx.data<float>()))
         return {};
-      if (dnnl_.takes(g))
-        return dnnl_.run(ctx, g, dy.data<float>(), f.data<float>(), dx.data<float>());
+      if (fast_.takes(g))
+        return fast_.run(ctx, g, dy.data<float>(), f.data<float>(), dx.data<float>());
     }
     std::fill_n(dx.data<float>(), dx.num_elements(), 0.f);
     if (dx.num_elements() == 0 || dy.num_elements() == 0)
@@ -298,13 +299,13 @@ public:
 
 private:
   conv_attrs a_;
-  dnnl_blocks dnnl_;
+  fast_paths fast_;
 };
 
 class conv2d_backprop_filter_kernel : public kernel {
 public:
   explicit conv2d_backprop_filter_kernel(const kernel_construction& c)
-      : a_(c), dnnl_(conv_pass::backward_filter, wants_reference(c)) {}
+      : a_(c), fast_(conv_pass::backward_filter, wants_reference(c)) {}
   status compute(kernel_context& ctx) override {
     const tensor& in = ctx.input(0);
     RUNNEL_ASSIGN_OR_RETURN(auto sizes, to_int64_vector(ctx.input(1)));
@@ -319,10 +320,10 @@ public:
     tensor& df = ctx.allocate_output(0, dtype::f32, shape(sizes));
     int64_t k = g.patch(), rows = g.oh * g.ow;
     if (df.num_elements() > 0 && rows > 0 && g.n > 0) {
-      if (dnnl_.ran_as_rows(ctx, g, in.data<float>(), dy.data<float>(), df.data<float>()))
+      if (fast_.ran_as_rows(ctx, g, in.data<float>(), dy.data<float>(), df.data<float>()))
         return {};
-      if (dnnl_.takes(g))
-        return dnnl_.run(ctx, g, in.data<float>(), dy.data<float>(), df.data<float>());
+      if (fast_.takes(g))
+        return fast_.run(ctx, g, in.data<float>(), dy.data<float>(), df.data<float>());
     }
     std::fill_n(df.data<float>(), df.num_elements(), 0.f);
     if (df.num_elements() == 0 || rows == 0)
@@ -341,7 +342,7 @@ public:
 
 private:
   conv_attrs a_;
-  dnnl_blocks dnnl_;
+  fast_paths fast_;
 };
 
 struct pool_attrs {

@@ -26,7 +26,8 @@ int64_t grain_for(int64_t flops_per_row, int64_t min_rows) {
   return std::max<int64_t>(min_rows, (int64_t(1) << 20) / std::max<int64_t>(1, flops_per_row));
 }
 
-void run(cpu_device* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void run(cpu_device* pool, int64_t n, int64_t grain,
+         const std::function<void(int64_t, int64_t)>& fn) {
   if (pool && pool->num_threads() > 0 && blas_threads() == 1)
     pool->parallel_for(n, grain, fn);
   else
@@ -36,8 +37,8 @@ void run(cpu_device* pool, int64_t n, int64_t grain, const std::function<void(in
 } // namespace
 
 bool conv_is_row_product(const conv_shape& s) {
-  return s.kw == s.w && s.pw == 0 && s.ow == 1 && s.sh == 1 && s.ph == 0 && s.oh == s.h - s.kh + 1 &&
-         s.n > 0 && s.oh > 0 && s.o > 0;
+  return s.kw == s.w && s.pw == 0 && s.ow == 1 && s.sh == 1 && s.ph == 0 &&
+         s.oh == s.h - s.kh + 1 && s.n > 0 && s.oh > 0 && s.o > 0;
 }
 
 void conv_rows_forward(cpu_device* pool, const conv_shape& s, const float* input,

@@ -9,7 +9,9 @@
 
 namespace runnel::lstm_math {
 
-inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+inline float sigmoid(float x) {
+  return 1.f / (1.f + std::exp(-x));
+}
 
 /// The cell's attributes and peephole weights (each [cell]; read only with `peephole`).
 struct params {
@@ -33,8 +35,8 @@ inline void gates(cpu_device* pool, int64_t n, int64_t input, int64_t c, const f
 }
 
 /// The element-wise part of a step: out = {i, cs, f, o, ci, co, h}, each [n, c].
-inline void forward(const params& p, int64_t n, int64_t c, const float* gates,
-                    const float* cs_prev, float* const out[7]) {
+inline void forward(const params& p, int64_t n, int64_t c, const float* gates, const float* cs_prev,
+                    float* const out[7]) {
   for (int64_t r = 0; r < n; ++r) {
     const float* gr = gates + r * 4 * c;
     for (int64_t j = 0; j < c; ++j) {

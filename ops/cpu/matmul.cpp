@@ -1,5 +1,5 @@
 // MatMul through OpenBLAS (cblas_sgemm / cblas_dgemm), row-major, one BLAS thread per block of
-// rows on the device's pool; bfloat16 through oneDNN.
+// the product on the device's pool (parallel_sgemm); bfloat16 through oneDNN.
 #include <cblas.h>
 
 #include "runnel/ops/cpu/kernels.hpp"
@@ -37,7 +37,7 @@ public:
                      b.data<float>(), ldb, 0.f, out.data<float>(), n);
       return {};
     }
-    // float64: rows [r0, r1) of the product, split like parallel_sgemm's.
+    // float64: blocks of rows [r0, r1) over the pool.
     auto rows = [&](int64_t r0, int64_t r1) {
       cblas_dgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(n), blasint(k), 1.0,
                   a.data<double>() + (transpose_a_ ? r0 : r0 * lda), lda, b.data<double>(), ldb,

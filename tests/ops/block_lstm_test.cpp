@@ -71,8 +71,8 @@ TEST_CASE("BlockLSTM matches LSTMBlockCell unrolled: outputs, zeros past seq_len
   }
   // A wrong step count is refused, naming the op.
   auto bad = block_lstm(constant(g, int64_t(-1)), x, c0, h0, w, b, o, wci, wcf, wco);
-  CHECK_THAT(eval_error(bad.h).message(), Catch::Contains("BlockLSTM") &&
-                                              Catch::Contains("seq_len_max"));
+  CHECK_THAT(eval_error(bad.h).message(),
+             Catch::Contains("BlockLSTM") && Catch::Contains("seq_len_max"));
 }
 
 TEST_CASE("dynamic_rnn runs stacked fused LSTM cells as BlockLSTMs, equal to the unfused loop",
