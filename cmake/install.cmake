@@ -32,7 +32,7 @@ set(RUNNEL_INTERNAL_HEADERS
     net/endpoint_impl.hpp net/tensor_codec.hpp
     ops/core/eigen_access.hpp ops/layers/control_flow_internal.hpp ops/grad/gradients_internal.hpp
     ops/cpu/conv_dnnl.hpp ops/cpu/conv_rows.hpp ops/cpu/lstm_math.hpp ops/cpu/matmul_dnnl.hpp
-    ops/cpu/kernels.hpp
+    ops/cpu/kernels.hpp ops/optimize/rewrite.hpp
     ops/cuda/gpu_context.hpp ops/cuda/cublas_api.hpp ops/cuda/kernels.hpp ops/cuda/cuda_kernel.hpp
     ops/defs/op_util.hpp ops/graph/builder_util.hpp
     actors/data/stages.hpp actors/cluster/master_impl.hpp

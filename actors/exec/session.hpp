@@ -26,6 +26,7 @@
 
 #include "runnel/actors/exec/runtime.hpp"
 #include "runnel/ops/graph/graph.hpp"
+#include "runnel/ops/optimize/graph_optimizer.hpp"
 
 namespace runnel {
 
@@ -57,6 +58,10 @@ struct session_options {
   /// its master directly, without a connection; false: over the network, as from another process
   /// (docs/cluster.md, "How a step runs").
   bool in_process_master = true;
+  /// The graph optimization passes run on each signature's nodes before they are instantiated
+  /// (ops/optimize/graph_optimizer.hpp); the environment variable RUNNEL_GRAPH_OPTIMIZER
+  /// ("off", or "no-cse,...") overrides them. Graphs with loops or conditionals are not rewritten.
+  graph_optimizer_options optimizer;
 };
 
 struct run_options {

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "runnel/actors/exec/session_impl.hpp"
+#include "runnel/ops/optimize/graph_optimizer.hpp"
 #include "runnel/placement/cost_model.hpp"
 #include "runnel/placement/partition.hpp"
 #include "runnel/placement/placer.hpp"
@@ -146,6 +147,39 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
                               p.output_shapes[0].to_string());
     }
 
+  RUNNEL_RETURN_IF_ERROR(place_graph());
+  if (optimizer.any() && !has_control_flow(g, needed)) {
+    graph_optimizer_context context{.kernels = &runtime_kernels(),
+                                    .cpu = rt.devices.front().cpu.get()};
+    context.device_of_node.reserve(device_of_node.size());
+    for (size_t d : device_of_node)
+      context.device_of_node.push_back(rt.devices[d].name);
+    RUNNEL_ASSIGN_OR_RETURN(
+        auto og, optimize_graph(g, needed, {feeds, fetches, targets}, optimizer, context));
+    std::vector<size_t> where;
+    for (int o : og.origin)
+      where.push_back(device_of_node[size_t(o)]);
+    auto& sig = og.signature;
+    // Pruned again: a fed tensor's stand-in Placeholder is no node of the instance.
+    std::vector<int> og_roots(sig.targets.begin(), sig.targets.end());
+    for (auto e : sig.fetches)
+      if (std::find(sig.feeds.begin(), sig.feeds.end(), e) == sig.feeds.end())
+        og_roots.push_back(e.node);
+    RUNNEL_ASSIGN_OR_RETURN(auto inst,
+                            instantiate(*og.g, where, sig.feeds, sig.fetches, sig.targets,
+                                        prune(*og.g, og_roots, sig.feeds)));
+    inst->optimized = std::move(og.g);
+    return inst;
+  }
+  return instantiate(g, device_of_node, feeds, fetches, targets, needed);
+}
+
+result<std::shared_ptr<instance>>
+session::impl::instantiate(const graph& g, const std::vector<size_t>& device_of_node,
+                           const std::vector<endpoint>& feeds, const std::vector<endpoint>& fetches,
+                           const std::vector<int>& targets, const std::vector<char>& needed) {
+  int n = g.num_nodes();
+  auto is_fed = [&](endpoint e) { return std::find(feeds.begin(), feeds.end(), e) != feeds.end(); };
   // Which outputs are read by value (not only through ref inputs or not at all).
   std::vector<std::vector<bool>> value_needed(static_cast<size_t>(n));
   for (int v = 0; v < n; ++v)
@@ -212,9 +246,8 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
   for (int v = 0; v < n; ++v)
     instantiate[size_t(v)] = needed[size_t(v)] && (!bindable[size_t(v)] || keep[size_t(v)]);
 
-  // Place the whole graph (once per graph size), so that every instance agrees on where
-  // stateful nodes live; then spawn node actors device by device.
-  RUNNEL_RETURN_IF_ERROR(place_graph());
+  // The whole graph is placed (once per graph size), so that every instance agrees on where
+  // stateful nodes live; node actors are spawned device by device.
   // With control flow, an Identity or LoopCond (a pass-through: loop bodies and branches are
   // full of them) is no node of its own: its consumers, control consumers included, take its
   // input from its producer directly, with the same frame, iteration and deadness. So is a

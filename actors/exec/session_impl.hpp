@@ -23,6 +23,9 @@ struct instance {
   /// With control flow: the frames; the instance's messages carry flow tags.
   std::shared_ptr<const flow_plan> flow;
   std::unique_ptr<std::counting_semaphore<4096>> in_flight;
+  /// The graph optimizer's rewrite of the signature's nodes, which the node actors were built
+  /// from (null: built from the session's graph).
+  std::shared_ptr<const graph> optimized;
 };
 
 struct signature_hash {
@@ -52,8 +55,12 @@ struct session::impl {
   /// The device of each node of `g` (placed when a build first sees the graph at its size).
   std::vector<size_t> device_of_node;
 
+  /// session_options::optimizer as RUNNEL_GRAPH_OPTIMIZER changes it.
+  graph_optimizer_options optimizer;
+
   impl(runtime::impl& r, const graph& graph, session_options o)
-      : rt(r), registry(r.sessions), g(graph), options(o) {}
+      : rt(r), registry(r.sessions), g(graph), options(o),
+        optimizer(graph_optimizer_options::from_environment(o.optimizer).value()) {}
 
   /// Places the nodes added since the last placement (all of them the first time); nodes placed
   /// before keep their device, and new members of their colocation groups follow them.
@@ -61,6 +68,12 @@ struct session::impl {
   result<std::shared_ptr<instance>> build(const std::vector<endpoint>& feeds,
                                           const std::vector<endpoint>& fetches,
                                           const std::vector<int>& targets);
+  /// Spawns and wires the node actors of `needed` nodes of `g` (the session's graph, or the
+  /// optimizer's rewrite of it), each on its device in `device_of_node`.
+  result<std::shared_ptr<instance>>
+  instantiate(const graph& g, const std::vector<size_t>& device_of_node,
+              const std::vector<endpoint>& feeds, const std::vector<endpoint>& fetches,
+              const std::vector<int>& targets, const std::vector<char>& needed);
   result<step_ptr> start(const feed_list& feeds, const std::vector<output>& fetches,
                          const std::vector<operation>& targets,
                          std::function<void(step_state&)> extra_finish,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runnel/ops/graph/graph.hpp"
+#include "runnel/ops/optimize/graph_optimizer.hpp"
 #include "runnel/ops/core/status.hpp"
 
 namespace runnel::cli {
@@ -25,6 +26,9 @@ inline int usage_error(const std::string& message, const char* usage) {
 /// A graph file of any format the tool reads: a Runnel graph file or a TensorFlow GraphDef
 /// (.pb binary or .pbtxt text), told apart by the file's first bytes (apps/cli/tf_tools.cpp).
 result<graph> load_any_graph(const std::string& path);
+/// The graph optimizer's rewrite of `g` computing `fetches` (tensor names; empty: every node no
+/// other node reads), with every pass RUNNEL_GRAPH_OPTIMIZER leaves on (apps/cli/tf_tools.cpp).
+result<optimized_graph> optimized_graph_of(const graph& g, const std::vector<std::string>& fetches);
 
 inline bool wants_help(const std::vector<std::string>& args) {
   return std::any_of(args.begin(), args.end(),

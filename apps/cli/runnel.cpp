@@ -70,7 +70,7 @@ const char* ckpt_usage =
     "are listed.\n";
 
 const char* graph_usage =
-    "usage: runnel graph dump FILE [--json]\n"
+    "usage: runnel graph dump FILE [--json] [--optimized [--fetch NAME]...]\n"
     "       runnel graph import MODEL.pb|MODEL.pbtxt [--out FILE.graph]\n"
     "       runnel graph export GRAPH OUT.pb|OUT.pbtxt\n"
     "       runnel graph dot FILE [--place first|cost] [--devices N] [--explain]\n"
@@ -78,6 +78,9 @@ const char* graph_usage =
     "GraphDef (.pb binary or .pbtxt text, as keras import and graph export write).\n"
     "dump prints a graph, one node per line:\n"
     "  name = Op(inputs, ^control_inputs) {attrs} -> output dtypes and shapes @device\n"
+    "--optimized: the graph as a session runs it, after the graph optimizer's passes\n"
+    "(RUNNEL_GRAPH_OPTIMIZER switches them; docs/graph_optimizer.md), computing the --fetch\n"
+    "tensors (default: every node nothing reads); what each pass did goes to stderr.\n"
     "dot prints it for Graphviz (dot -Tsvg), nodes colored by device: the devices the nodes\n"
     "request, or with --place the devices a placer picks over N virtual CPUs (default 2);\n"
     "--explain prints the cost-model placer's reasons on stderr.\n";
@@ -230,11 +233,16 @@ int graph_dump(const std::vector<std::string>& args) {
     std::fputs(graph_usage, stdout);
     return 0;
   }
-  std::vector<std::string> files;
-  bool json = false;
-  for (auto& a : args) {
+  std::vector<std::string> files, fetch_names;
+  bool json = false, optimized = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto& a = args[i];
     if (a == "--json")
       json = true;
+    else if (a == "--optimized")
+      optimized = true;
+    else if (a == "--fetch" && i + 1 < args.size())
+      fetch_names.push_back(args[++i]);
     else if (!a.empty() && a[0] == '-')
       return usage_error("unknown option " + a, graph_usage);
     else
@@ -245,6 +253,14 @@ int graph_dump(const std::vector<std::string>& args) {
   auto g = cli::load_any_graph(files[0]);
   if (!g)
     return fail(g.error());
+  if (optimized) {
+    auto og = cli::optimized_graph_of(*g, fetch_names);
+    if (!og)
+      return fail(og.error());
+    for (auto& line : og->changes)
+      std::fprintf(stderr, "%s\n", line.c_str());
+    *g = std::move(*og->g);
+  }
   if (!json) {
     std::fputs(g->to_text().c_str(), stdout);
     return 0;

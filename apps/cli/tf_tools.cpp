@@ -10,6 +10,9 @@
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/apps/cli/cli_common.hpp"
 #include "runnel/net/graph_def.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/ops/kernel/kernel.hpp"
+#include "runnel/placement/prune.hpp"
 #include "runnel/storage/npy.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
 
@@ -44,6 +47,46 @@ result<graph> load_any_graph(const std::string& path) {
   if (is_runnel_graph_file(std::string_view(head, size_t(in.gcount()))))
     return load_graph(path);
   return import_tf_graph(path);
+}
+
+result<optimized_graph> optimized_graph_of(const graph& g,
+                                           const std::vector<std::string>& fetches) {
+  graph_signature sig;
+  for (auto& name : fetches) {
+    auto e = g.find_endpoint(name);
+    if (!e)
+      return e.error().with_context("--fetch");
+    sig.fetches.push_back(*e);
+  }
+  if (fetches.empty()) {
+    std::vector<char> read(size_t(g.num_nodes()), 0);
+    for (auto& n : g.nodes()) {
+      for (auto e : n.inputs)
+        read[size_t(e.node)] = 1;
+      for (int c : n.control_inputs)
+        read[size_t(c)] = 1;
+    }
+    for (int v = 0; v < g.num_nodes(); ++v)
+      if (!read[size_t(v)])
+        for (int i = 0; i < std::max(1, g.at(v).num_outputs()); ++i) {
+          if (g.at(v).num_outputs() == 0) {
+            sig.targets.push_back(v);
+            break;
+          }
+          sig.fetches.push_back({v, i});
+        }
+  }
+  std::vector<int> roots(sig.targets);
+  for (auto e : sig.fetches)
+    roots.push_back(e.node);
+  auto needed = prune(g, roots, {});
+  if (has_control_flow(g, needed))
+    return unimplemented("the graph has loops or conditionals, which the optimizer leaves as "
+                         "they are");
+  RUNNEL_ASSIGN_OR_RETURN(auto opts, graph_optimizer_options::from_environment({}));
+  cpu_device cpu(0);
+  return optimize_graph(g, needed, sig, opts,
+                        graph_optimizer_context{.kernels = &builtin_kernels(), .cpu = &cpu});
 }
 
 const char* run_usage =

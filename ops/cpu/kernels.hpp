@@ -19,6 +19,11 @@ void register_state_kernels(kernel_registry& reg);
 void register_grad_support_kernels(kernel_registry& reg);
 void register_training_kernels(kernel_registry& reg);
 void register_conv_kernels(kernel_registry& reg);
+/// _FusedMatMul, _FusedConv2D (ops/cpu/fused.cpp): after MatMul and Conv2D.
+void register_fused_kernels(kernel_registry& reg);
+/// _FusedElementwise (ops/cpu/fused_elementwise.cpp), and whether it runs `op`.
+void register_fused_elementwise_kernels(kernel_registry& reg);
+bool fused_elementwise_runs(const std::string& op);
 void register_transform_kernels(kernel_registry& reg);
 void register_unary_kernels(kernel_registry& reg);
 void register_linalg_kernels(kernel_registry& reg);

@@ -82,6 +82,7 @@ void register_conv_ops(op_registry& reg) {
                               std::to_string(fs[2]));
     return spatial_shape(c, in, fs[0], fs[1], fs[3]);
   }));
+  add(reg, fused_with_bias(reg, "_FusedConv2D", "Conv2D"));
   auto bi = op_def("Conv2DBackpropInput")
                 .input("input_sizes", dtype::i32)
                 .input("filter", "T")

@@ -103,6 +103,27 @@ void register_math_ops(op_registry& reg) {
                  c.set_output(0, shape{m, n});
                  return {};
                }));
+  add(reg, fused_with_bias(reg, "_FusedMatMul", "MatMul"));
+  // The graph optimizer's element-wise fusion (ops/optimize/elementwise_fusion.cpp): `ops[i]`
+  // reads `operands[2i]` and `operands[2i+1]` (-1: none): below N an input, from N on the
+  // result of instruction (operand - N). The last instruction's result is the output, of the
+  // broadcast shape of the inputs; `out_shape` is what the fused nodes' last one inferred.
+  add(reg, op_def("_FusedElementwise")
+               .input_list("inputs", "T", "N")
+               .output("y", "T")
+               .type_attr("T", {dtype::f32})
+               .attr("N", attr_type::integer)
+               .attr("ops", attr_type::list_string)
+               .attr("operands", attr_type::list_int)
+               .attr("out_shape", attr_type::shape)
+               .shape_fn([](inference_context& c) -> status {
+                 auto ops = c.attr<std::vector<std::string>>("ops");
+                 auto args = c.attr<std::vector<int64_t>>("operands");
+                 if (ops.empty() || args.size() != 2 * ops.size())
+                   return invalid_argument("_FusedElementwise needs two operands per op");
+                 c.set_output(0, c.attr<shape>("out_shape"));
+                 return {};
+               }));
   for (auto n : {"All", "Any"})
     add(reg, op_def(n)
                  .input("input", dtype::boolean)

@@ -29,6 +29,33 @@ inline void add(op_registry& reg, op_def def) {
   throw_if_error(reg.add(std::move(def)));
 }
 
+/// The op `base` (registered already) with a bias added along its output's last dimension and
+/// an activation after ("", Relu, Relu6, Elu, Tanh or Sigmoid): the ops the graph optimizer's
+/// remapping makes (ops/optimize/remap.cpp), kernels in ops/cpu/fused.cpp.
+inline op_def fused_with_bias(const op_registry& reg, std::string name, const std::string& base) {
+  op_def d = *reg.find(base);
+  d.name = std::move(name);
+  d.input("bias", "T").attr("activation", attr_type::string, std::string());
+  d.shape_fn([inner = d.infer_shapes](inference_context& c) -> status {
+    RUNNEL_RETURN_IF_ERROR(inner(c));
+    RUNNEL_RETURN_IF_ERROR(c.require_rank(2, 1));
+    const shape& out = c.output_shapes()[0];
+    const shape& b = c.input_shape(2);
+    if (out.has_known_rank() && b.has_known_rank() && out.rank() > 0 &&
+        out[out.rank() - 1] >= 0 && b[0] >= 0 && out[out.rank() - 1] != b[0])
+      return c.input_error(2, "has " + std::to_string(b[0]) + " elements but the output " +
+                                  out.to_string() + " has " +
+                                  std::to_string(out[out.rank() - 1]) + " channels");
+    auto act = c.attr<std::string>("activation");
+    if (!act.empty() && act != "Relu" && act != "Relu6" && act != "Elu" && act != "Tanh" &&
+        act != "Sigmoid")
+      return invalid_argument("unknown activation '" + act +
+                              "' (expected Relu, Relu6, Elu, Tanh, Sigmoid or none)");
+    return {};
+  });
+  return d;
+}
+
 /// Reads a constant integer vector input for shape inference; nullopt if not constant.
 inline std::optional<std::vector<int64_t>> const_ints(const inference_context& c, int i) {
   auto* t = c.input_constant(i);

@@ -14,6 +14,8 @@ void register_builtin_kernels(kernel_registry& reg) {
   register_grad_support_kernels(reg);
   register_training_kernels(reg);
   register_conv_kernels(reg);
+  register_fused_kernels(reg); // wraps MatMul and Conv2D
+  register_fused_elementwise_kernels(reg);
   register_transform_kernels(reg);
   register_linalg_kernels(reg);
   register_queue_kernels(reg);

@@ -11,7 +11,9 @@
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/net/graph_def.hpp"
 #include "runnel/ops/graph/builder.hpp"
+#include "runnel/ops/kernel/kernel.hpp"
 #include "runnel/ops/layers/control_flow.hpp"
+#include "runnel/ops/optimize/graph_optimizer.hpp"
 #include "runnel/storage/npy.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
 
@@ -51,6 +53,41 @@ void write_all(const std::string& path, std::string_view bytes) {
 }
 
 } // namespace
+
+TEST_CASE("an imported TensorFlow CNN gives the same outputs with the graph optimizer on and off",
+          "[tf][optimizer]") {
+  auto images = read_npy(file("images.npy"));
+  REQUIRE(images);
+  auto g = import_tf_graph(file("mnist_cnn.pb"));
+  REQUIRE(g);
+  runtime rt;
+  session off(rt, *g, {.allow_soft_placement = true,
+                       .optimizer = graph_optimizer_options::none()});
+  session on(rt, *g, {.allow_soft_placement = true});
+  auto a = off.run({{"x", *images}}, {"softmax", "prediction"});
+  auto b = on.run({{"x", *images}}, {"softmax", "prediction"});
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(all_close((*b)[0], (*a)[0], 1e-5, 1e-6));
+  CHECK(equal((*b)[1], (*a)[1]));
+  // What the passes made of it: the convolutions and products with their biases and ReLUs fused.
+  std::vector<char> needed(size_t(g->num_nodes()), 1);
+  auto og = optimize_graph(*g, needed,
+                           {.feeds = {*g->find_endpoint("x")},
+                            .fetches = {*g->find_endpoint("softmax"),
+                                        *g->find_endpoint("prediction")},
+                            .targets = {}},
+                           {},
+                           {.kernels = &builtin_kernels(),
+                            .device_of_node = std::vector<std::string>( // as soft placement put it
+                                size_t(g->num_nodes()), "/job:localhost/replica:0/task:0/device:CPU:0")});
+  REQUIRE(og);
+  int fused = 0;
+  for (auto& n : og->g->nodes())
+    fused += n.op == "_FusedConv2D" || n.op == "_FusedMatMul";
+  CHECK(fused == 4);
+  CHECK(og->g->num_nodes() < g->num_nodes());
+}
 
 TEST_CASE("a frozen TensorFlow CNN imports from .pb and .pbtxt and computes NumPy's answer",
           "[tf]") {

@@ -1,0 +1,129 @@
+// The graph optimizer's fused kernels (ops/optimize/remap.cpp): _FusedMatMul and _FusedConv2D
+// run the MatMul or Conv2D kernel, then add the bias and apply the activation in one pass over
+// the product while it is still in cache, block by block on the device's pool: one firing and
+// one pass over memory instead of three.
+#include "runnel/ops/cpu/kernels.hpp"
+
+namespace runnel {
+namespace {
+
+enum class activation { none, relu, relu6, elu, tanh, sigmoid };
+
+activation activation_of(const std::string& name) {
+  if (name == "Relu")
+    return activation::relu;
+  if (name == "Relu6")
+    return activation::relu6;
+  if (name == "Elu")
+    return activation::elu;
+  if (name == "Tanh")
+    return activation::tanh;
+  if (name == "Sigmoid")
+    return activation::sigmoid;
+  return activation::none;
+}
+
+/// y[r, c] = act(y[r, c] + bias[c]) over rows [r0, r1).
+template <class T>
+void bias_activation(T* y, const T* bias, int64_t r0, int64_t r1, int64_t channels,
+                     activation act) {
+  for (int64_t r = r0; r < r1; ++r) {
+    T* row = y + r * channels;
+    switch (act) {
+      case activation::none:
+        for (int64_t c = 0; c < channels; ++c)
+          row[c] += bias[c];
+        break;
+      case activation::relu:
+        for (int64_t c = 0; c < channels; ++c)
+          row[c] = std::max(row[c] + bias[c], T(0));
+        break;
+      case activation::relu6:
+        for (int64_t c = 0; c < channels; ++c)
+          row[c] = std::min(std::max(row[c] + bias[c], T(0)), T(6));
+        break;
+      case activation::elu:
+        for (int64_t c = 0; c < channels; ++c) {
+          T x = row[c] + bias[c];
+          row[c] = x < T(0) ? std::expm1(x) : x;
+        }
+        break;
+      case activation::tanh:
+        for (int64_t c = 0; c < channels; ++c)
+          row[c] = std::tanh(row[c] + bias[c]);
+        break;
+      case activation::sigmoid:
+        for (int64_t c = 0; c < channels; ++c)
+          row[c] = T(1) / (T(1) + std::exp(-(row[c] + bias[c])));
+        break;
+    }
+  }
+}
+
+class fused_bias_kernel : public kernel {
+public:
+  fused_bias_kernel(std::unique_ptr<kernel> inner, activation act)
+      : inner_(std::move(inner)), act_(act) {}
+
+  status compute(kernel_context& ctx) override {
+    const tensor& bias = ctx.input(2);
+    kernel_context base(ctx.inputs().first(2), 1, ctx.has_cpu() ? &ctx.cpu() : nullptr);
+    base.set_step_id(ctx.step_id());
+    RUNNEL_RETURN_IF_ERROR(inner_->compute(base));
+    tensor y = std::move(base.output(0));
+    int64_t channels = y.shape().rank() > 0 ? y.dim(y.shape().rank() - 1) : 1;
+    if (bias.shape().rank() != 1 || bias.dim(0) != channels)
+      return invalid_argument("bias " + bias.shape().to_string() + " must be a vector of the " +
+                              std::to_string(channels) + " channels of the output " +
+                              y.shape().to_string());
+    int64_t rows = channels == 0 ? 0 : y.num_elements() / channels;
+    auto run = [&](auto* data, auto* b) {
+      auto block = [&](int64_t r0, int64_t r1) {
+        bias_activation(data, b, r0, r1, channels, act_);
+      };
+      int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, channels));
+      if (ctx.has_cpu())
+        ctx.cpu().parallel_for(rows, grain, block);
+      else
+        block(0, rows);
+    };
+    if (y.type() == dtype::f32)
+      run(y.data<float>(), bias.data<float>());
+    else if (y.type() == dtype::f64)
+      run(y.data<double>(), bias.data<double>());
+    else
+      return unimplemented("fused bias and activation for " + std::string(name(y.type())));
+    ctx.set_output(0, std::move(y));
+    return {};
+  }
+
+private:
+  std::unique_ptr<kernel> inner_;
+  activation act_;
+};
+
+/// The factory of `fused_op`: the kernel of `base_op` for the node without its bias, wrapped.
+kernel_factory fused_factory(const kernel_registry& reg, std::string base_op) {
+  return [&reg, base_op](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
+    node base = c.node;
+    base.op = base_op;
+    base.def = c.graph.ops().find(base_op);
+    base.inputs.resize(2);
+    base.attrs.erase("activation");
+    RUNNEL_ASSIGN_OR_RETURN(auto factory, reg.find(base, device_type::cpu));
+    kernel_construction bc{base, c.graph, c.device, c.cpu, c.resources, c.output_value_needed,
+                           c.gpu};
+    RUNNEL_ASSIGN_OR_RETURN(auto inner, (*factory)(bc));
+    return std::unique_ptr<kernel>(std::make_unique<fused_bias_kernel>(
+        std::move(inner), activation_of(c.attr<std::string>("activation"))));
+  };
+}
+
+} // namespace
+
+void register_fused_kernels(kernel_registry& reg) {
+  reg.add("_FusedMatMul", device_type::cpu, {dtype::f32, dtype::f64}, fused_factory(reg, "MatMul"));
+  reg.add("_FusedConv2D", device_type::cpu, {dtype::f32}, fused_factory(reg, "Conv2D"));
+}
+
+} // namespace runnel

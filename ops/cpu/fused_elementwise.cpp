@@ -1,0 +1,288 @@
+// _FusedElementwise: a chain of element-wise ops the graph optimizer fused
+// (ops/optimize/elementwise_fusion.cpp), run by a small interpreter over blocks of 512 elements:
+// each instruction makes one vectorised (Eigen) pass over the block's registers, which stay in
+// L1, so the chain makes one pass over memory. Inputs of the output's shape or scalars are read
+// in place; others are broadcast into the block element by element.
+#include <array>
+
+#include "runnel/ops/core/eigen_access.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+
+namespace runnel {
+namespace {
+
+enum class ew : uint8_t {
+  neg,
+  square,
+  abs,
+  relu,
+  relu6,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  tanh,
+  sigmoid,
+  reciprocal,
+  add,
+  sub,
+  mul,
+  div,
+  maximum,
+  minimum,
+  squared_difference,
+  relu_grad,
+  sigmoid_grad,
+  tanh_grad
+};
+
+result<ew> ew_of(const std::string& op) {
+  static const std::pair<const char*, ew> table[] = {{"Neg", ew::neg},
+                                                     {"Square", ew::square},
+                                                     {"Abs", ew::abs},
+                                                     {"Relu", ew::relu},
+                                                     {"Relu6", ew::relu6},
+                                                     {"Exp", ew::exp},
+                                                     {"Log", ew::log},
+                                                     {"Sqrt", ew::sqrt},
+                                                     {"Rsqrt", ew::rsqrt},
+                                                     {"Tanh", ew::tanh},
+                                                     {"Sigmoid", ew::sigmoid},
+                                                     {"Reciprocal", ew::reciprocal},
+                                                     {"Add", ew::add},
+                                                     {"Sub", ew::sub},
+                                                     {"Mul", ew::mul},
+                                                     {"Div", ew::div},
+                                                     {"Maximum", ew::maximum},
+                                                     {"Minimum", ew::minimum},
+                                                     {"SquaredDifference", ew::squared_difference},
+                                                     {"ReluGrad", ew::relu_grad},
+                                                     {"SigmoidGrad", ew::sigmoid_grad},
+                                                     {"TanhGrad", ew::tanh_grad}};
+  for (auto& [name, k] : table)
+    if (op == name)
+      return k;
+  return invalid_argument("_FusedElementwise: '" + op + "' is not an element-wise op it runs");
+}
+
+constexpr int64_t block = 512;
+using arr = Eigen::Map<Eigen::ArrayXf>;
+using carr = Eigen::Map<const Eigen::ArrayXf>;
+
+void apply(ew k, const float* a, const float* b, float* out, int64_t n) {
+  carr x(a, n);
+  arr y(out, n);
+  if (!b) {
+    switch (k) {
+      case ew::neg:
+        y = -x;
+        break;
+      case ew::square:
+        y = x.square();
+        break;
+      case ew::abs:
+        y = x.abs();
+        break;
+      case ew::relu:
+        y = x.max(0.f);
+        break;
+      case ew::relu6:
+        y = x.max(0.f).min(6.f);
+        break;
+      case ew::exp:
+        y = x.exp();
+        break;
+      case ew::log:
+        y = x.log();
+        break;
+      case ew::sqrt:
+        y = x.sqrt();
+        break;
+      case ew::rsqrt:
+        y = x.rsqrt();
+        break;
+      case ew::tanh:
+        y = x.tanh();
+        break;
+      case ew::sigmoid:
+        y = x.logistic();
+        break;
+      case ew::reciprocal:
+        y = x.inverse();
+        break;
+      default:
+        break;
+    }
+    return;
+  }
+  carr z(b, n);
+  switch (k) {
+    case ew::add:
+      y = x + z;
+      break;
+    case ew::sub:
+      y = x - z;
+      break;
+    case ew::mul:
+      y = x * z;
+      break;
+    case ew::div:
+      y = x / z;
+      break;
+    case ew::maximum:
+      y = x.max(z);
+      break;
+    case ew::minimum:
+      y = x.min(z);
+      break;
+    case ew::squared_difference:
+      y = (x - z).square();
+      break;
+    case ew::relu_grad:
+      y = (z > 0.f).select(x, 0.f);
+      break;
+    case ew::sigmoid_grad:
+      y = z * x * (1.f - x);
+      break;
+    case ew::tanh_grad:
+      y = z * (1.f - x * x);
+      break;
+    default:
+      break;
+  }
+}
+
+class fused_elementwise_kernel : public kernel {
+public:
+  explicit fused_elementwise_kernel(const kernel_construction& c) {
+    for (auto& op : c.attr<std::vector<std::string>>("ops")) {
+      auto k = ew_of(op);
+      if (!k)
+        init_ = k.error();
+      else
+        ops_.push_back(*k);
+    }
+    operands_ = c.attr<std::vector<int64_t>>("operands");
+    int64_t regs = int64_t(c.node.inputs.size());
+    for (size_t k = 0; k < operands_.size() && init_.ok(); ++k)
+      if (operands_[k] >= regs + int64_t(k / 2) || operands_[k] < (k % 2 ? -1 : 0))
+        init_ = invalid_argument("_FusedElementwise: operand " + std::to_string(k) +
+                                 " refers to a value not computed before it");
+  }
+
+  status compute(kernel_context& ctx) override {
+    RUNNEL_RETURN_IF_ERROR(init_);
+    int n_in = ctx.num_inputs();
+    std::vector<shape> shapes;
+    for (int i = 0; i < n_in; ++i)
+      shapes.push_back(ctx.input(i).shape());
+    RUNNEL_ASSIGN_OR_RETURN(shape out_shape, broadcast_all(shapes));
+    tensor& y = ctx.allocate_output(0, dtype::f32, out_shape);
+    int64_t total = y.num_elements();
+    // Per input: read in place (1), a scalar (0), the output's trailing dimensions repeated
+    // (3: a bias), or broadcast element by element (2).
+    std::vector<int> mode(static_cast<size_t>(n_in));
+    for (int i = 0; i < n_in; ++i) {
+      const shape& s = shapes[size_t(i)];
+      int64_t count = ctx.input(i).num_elements();
+      bool trailing = s.rank() <= out_shape.rank() && count > 0;
+      for (int d = 0; d < s.rank() && trailing; ++d)
+        trailing = s[d] == out_shape[out_shape.rank() - s.rank() + d];
+      mode[size_t(i)] = s == out_shape ? 1 : count == 1 ? 0 : trailing ? 3 : 2;
+    }
+    auto run = [&](int64_t begin, int64_t end) {
+      size_t regs = ops_.size() + size_t(n_in);
+      std::vector<float> scratch(regs * size_t(block));
+      std::vector<const float*> ptr(regs);
+      for (int64_t at = begin; at < end; at += block) {
+        int64_t len = std::min(block, end - at);
+        for (int i = 0; i < n_in; ++i) {
+          const float* in = ctx.input(i).data<float>();
+          float* buf = scratch.data() + size_t(i) * block;
+          if (mode[size_t(i)] == 1) {
+            ptr[size_t(i)] = in + at;
+          } else if (mode[size_t(i)] == 0) {
+            std::fill(buf, buf + len, in[0]);
+            ptr[size_t(i)] = buf;
+          } else if (mode[size_t(i)] == 3) {
+            int64_t count = ctx.input(i).num_elements();
+            for (int64_t e = 0, k = at % count; e < len; ++e, k = k + 1 == count ? 0 : k + 1)
+              buf[e] = in[k];
+            ptr[size_t(i)] = buf;
+          } else {
+            for (int64_t e = 0; e < len; ++e)
+              buf[e] = in[broadcast_index(at + e, out_shape, shapes[size_t(i)])];
+            ptr[size_t(i)] = buf;
+          }
+        }
+        for (size_t k = 0; k < ops_.size(); ++k) {
+          size_t r = size_t(n_in) + k;
+          float* dst = k + 1 == ops_.size() ? y.data<float>() + at : scratch.data() + r * block;
+          int64_t a = operands_[2 * k], b = operands_[2 * k + 1];
+          apply(ops_[k], ptr[size_t(a)], b < 0 ? nullptr : ptr[size_t(b)], dst, len);
+          ptr[r] = dst;
+        }
+      }
+    };
+    if (ctx.has_cpu())
+      ctx.cpu().parallel_for(total, 16384, run);
+    else
+      run(0, total);
+    return {};
+  }
+
+private:
+  /// The broadcast of all input shapes (NumPy's rules), or an error naming both shapes.
+  static result<shape> broadcast_all(const std::vector<shape>& shapes) {
+    std::vector<int64_t> out;
+    for (auto& s : shapes) {
+      std::vector<int64_t> d = s.dims();
+      if (d.size() > out.size())
+        out.insert(out.begin(), d.size() - out.size(), 1);
+      size_t off = out.size() - d.size();
+      for (size_t i = 0; i < d.size(); ++i) {
+        int64_t& o = out[off + i];
+        if (o == 1)
+          o = d[i];
+        else if (d[i] != 1 && d[i] != o)
+          return invalid_argument("incompatible shapes for broadcasting: " +
+                                  shape(out).to_string() + " and " + s.to_string());
+      }
+    }
+    return shape(out);
+  }
+  /// The element of an input of shape `in` that output element `flat` reads.
+  static int64_t broadcast_index(int64_t flat, const shape& out, const shape& in) {
+    int64_t index = 0, stride = 1;
+    int r = out.rank(), ri = in.rank();
+    for (int d = r - 1; d >= 0; --d) {
+      int64_t coord = flat % out[d];
+      flat /= out[d];
+      int di = d - (r - ri);
+      if (di >= 0) {
+        if (in[di] != 1)
+          index += coord * stride;
+        stride *= in[di];
+      }
+    }
+    return index;
+  }
+
+  status init_;
+  std::vector<ew> ops_;
+  std::vector<int64_t> operands_;
+};
+
+} // namespace
+
+void register_fused_elementwise_kernels(kernel_registry& reg) {
+  reg.add("_FusedElementwise", device_type::cpu, {dtype::f32},
+          make_kernel<fused_elementwise_kernel>);
+}
+
+/// Whether _FusedElementwise runs `op`.
+bool fused_elementwise_runs(const std::string& op) {
+  return ew_of(op).ok();
+}
+
+} // namespace runnel
