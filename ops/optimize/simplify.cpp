@@ -83,7 +83,8 @@ status prune_identities(rgraph& r) {
 namespace {
 
 /// The part of a node that decides equality, as a string (tensor attributes by type, shape and
-/// their first bytes; attrs_equal compares them whole).
+/// their first 64 bytes, so that large constants cost no pass each; attrs_equal compares them
+/// whole when keys match).
 std::string cse_key(const rgraph& r, int v) {
   const rnode& n = r.nodes[size_t(v)];
   std::string key = n.op + '|' + r.placed(v) + '|' + n.device + '|';
@@ -102,8 +103,6 @@ std::string cse_key(const rgraph& r, int v) {
       if (t->type() != dtype::string) {
         size_t bytes = std::min<size_t>(t->bytes(), 64);
         key.append(static_cast<const char*>(t->raw_data()), bytes);
-        key += std::to_string(
-            std::hash<std::string_view>{}({static_cast<const char*>(t->raw_data()), t->bytes()}));
       }
     } else {
       key += attr_to_string(value);
