@@ -152,6 +152,9 @@ struct consumer {
   bool ignores_dead = false;
   /// Behind an elided NextIteration: the value goes to the next iteration (dead: nowhere).
   bool next_iteration = false;
+  /// A cheap consumer on the producer's device whose only missing input this is: the producer
+  /// runs it in the same turn instead of sending a message (node_actor.cpp, run_inline).
+  std::shared_ptr<struct node_setup> inline_node;
 };
 
 /// What a control-flow primitive does to frames, iterations and deadness.
@@ -209,6 +212,12 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   /// A _Send or _Recv between processes: in an instance with control flow its rendezvous key
   /// carries the frame and iteration it runs in, and dead values cross as a marker.
   bool crosses_processes = false;
+  /// Some producer may run this node inline (consumer::inline_node): its computes then take
+  /// `compute_mu`, so that the kernel never runs on two threads at once; `bound_bytes` is the
+  /// size of its bound inputs (an inline run stays under offload_bytes in all).
+  bool inlinable = false;
+  size_t bound_bytes = 0;
+  std::mutex compute_mu;
 
   std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
 };

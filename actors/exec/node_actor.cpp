@@ -133,6 +133,43 @@ void deliver(node_actor::pointer self, const consumer& c, const step_ptr& step, 
     caf::anon_send(c.actor, input_atom::value, step, c.slot, std::forward<T>(value));
 }
 
+void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
+          std::vector<tensor> inputs, flow_tag tag = {});
+
+/// How deep inline runs nest on one thread before a consumer gets a message again: bounds the
+/// stack, and lets other actors run between stretches of a long chain.
+constexpr int max_inline_depth = 16;
+thread_local int inline_depth = 0;
+
+/// Whether a producer may run consumer `c` inline with `value` as its missing input: small
+/// inputs (larger ones go to the device's pool from the consumer's actor) and not too deep.
+bool can_inline(const consumer& c, const tensor& value) {
+  if (!c.inline_node || inline_depth >= max_inline_depth)
+    return false;
+  size_t bytes = value.type() == dtype::string ? 0 : value.bytes();
+  return bytes + c.inline_node->bound_bytes < offload_bytes;
+}
+
+/// Runs consumer `c` now, on this thread, in the producer's turn: as its actor would have on
+/// the message, one firing less through the scheduler.
+void run_inline(node_actor::pointer self, const consumer& c, const step_ptr& step,
+                tensor value) {
+  node_setup& s = *c.inline_node;
+  std::vector<tensor> inputs = s.bound;
+  inputs[size_t(c.slot)] = std::move(value);
+  ++inline_depth;
+  fire(self, s, step, std::move(inputs));
+  --inline_depth;
+}
+
+/// Runs the kernel; a node some producer may run inline holds its lock while it computes.
+status compute(node_setup& s, kernel_context& ctx) {
+  if (!s.inlinable)
+    return s.kern->compute(ctx);
+  std::lock_guard lock(s.compute_mu);
+  return s.kern->compute(ctx);
+}
+
 /// Emits in an instance with control flow: the flow state routes and counts the outputs.
 void emit_flow(node_actor::pointer self, node_setup& s, const step_ptr& step, flow_tag tag,
                std::vector<tensor>& outputs, const std::vector<char>* dead_outputs,
@@ -184,7 +221,10 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
                            s.send_to_gpu[size_t(o)][k] ? value : outside);
     auto& cs = s.consumers[size_t(o)];
     for (size_t c = 0; c < cs.size(); ++c) {
-      if (c + 1 == cs.size())
+      bool last = c + 1 == cs.size();
+      if (can_inline(cs[c], value))
+        run_inline(self, cs[c], step, last ? std::move(value) : value);
+      else if (last)
         deliver(self, cs[c], step, std::move(value));
       else
         deliver(self, cs[c], step, value);
@@ -230,7 +270,7 @@ status check_host_inputs(std::span<const tensor> inputs) {
 }
 
 void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
-          std::vector<tensor> inputs, flow_tag tag = {}) {
+          std::vector<tensor> inputs, flow_tag tag) {
   if (step->aborted.load(std::memory_order_acquire))
     return;
   if (!read_variables(s, step, inputs))
@@ -298,7 +338,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
                            s.num_outputs, s.cpu);
         ctx.set_step_id(step->id);
         ctx.set_step_container(&step->resources);
-        status st = s.kern->compute(ctx);
+        status st = compute(s, ctx);
         inputs.clear();
         if (!st.ok()) {
           step->fail(st.with_context(s.describe()));
@@ -314,7 +354,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
   kernel_context ctx(data, s.num_outputs, s.cpu);
   ctx.set_step_id(step->id);
   ctx.set_step_container(&step->resources);
-  status st = s.kern->compute(ctx);
+  status st = compute(s, ctx);
   inputs.clear(); // drop input references before emitting, so consumers may reuse buffers
   if (!st.ok()) {
     step->fail(st.with_context(s.describe()));

@@ -418,6 +418,34 @@ session::impl::instantiate(const graph& g, const std::vector<size_t>& device_of_
     inst->uses_rendezvous = true;
     return *recv;
   };
+  // Cheap nodes a producer on their device runs inline, in its own turn (node_actor.cpp): a
+  // stateless synchronous CPU kernel with one input to wait for (the rest constants) and no
+  // control inputs, which the cost model says is cheap (metadata ops, or a few thousand FLOPs)
+  // in graphs without control flow.
+  std::vector<char> inline_candidate(static_cast<size_t>(n), 0);
+  if (!dynamic) {
+    cost_model estimates;
+    for (int v = 0; v < n; ++v) {
+      if (!instantiate[size_t(v)])
+        continue;
+      const node& nd = g.at(v);
+      auto& setup = *setups[size_t(v)];
+      const op_def* def = g.ops().find(nd.op);
+      if (setup.gpu || setup.kern->is_async() || setup.emit_on_completion || !def ||
+          def->stateful || nd.op == "_Send" || nd.op == "_Recv" || !nd.control_inputs.empty() ||
+          (!is_metadata_op(nd.op) && estimates.flops(g, nd) > 32768))
+        continue;
+      int waits = 0;
+      bool plain = true;
+      for (auto e : nd.inputs) {
+        if (bindable[size_t(e.node)])
+          continue;
+        ++waits;
+        plain &= !is_fed(e) && g.at(e.node).op != "VariableV2";
+      }
+      inline_candidate[size_t(v)] = waits == 1 && plain;
+    }
+  }
   std::map<std::pair<int, accelerator*>, tensor> uploaded; // constants bound on GPUs
   for (int v = 0; v < n; ++v) {
     if (!instantiate[size_t(v)])
@@ -480,8 +508,14 @@ session::impl::instantiate(const graph& g, const std::vector<size_t>& device_of_
       if (device_of_node[size_t(e.node)] != here && !setup.ref_reads[slot] && !refs[slot] &&
           !dynamic)
         recv_for(e.node, e.index, here).consumers[0].push_back(c);
-      else
+      else {
+        if (inline_candidate[size_t(v)] && device_of_node[size_t(e.node)] == here &&
+            !refs[slot]) {
+          c.inline_node = setups[size_t(v)];
+          setup.inlinable = true;
+        }
         producer.consumers[size_t(e.index)].push_back(c);
+      }
       setup.expected++;
     }
     for (size_t k = 0; k < nd.control_inputs.size(); ++k) {
@@ -506,6 +540,11 @@ session::impl::instantiate(const graph& g, const std::vector<size_t>& device_of_
       inst->sources.push_back(actors[size_t(v)]);
     inst->num_nodes++;
   }
+  for (int v = 0; v < n; ++v)
+    if (instantiate[size_t(v)] && setups[size_t(v)]->inlinable)
+      for (auto& t : setups[size_t(v)]->bound)
+        if (t.valid() && t.type() != dtype::string)
+          setups[size_t(v)]->bound_bytes += t.bytes();
   for (size_t f = 0; f < fetches.size(); ++f) {
     auto it = std::find(feeds.begin(), feeds.end(), fetches[f]);
     inst->fed_fetches.push_back(it == feeds.end() ? -1 : int(it - feeds.begin()));

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <future>
 #include <random>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -146,4 +147,40 @@ TEST_CASE("an offloaded kernel's error fails the step, names the node, and the s
   auto good = s.run({{a, random_matrix(100, 64, 3)}, {b, random_matrix(64, 100, 4)}}, {y});
   REQUIRE(good.ok());
   CHECK(good.value()[0].shape() == shape{100, 100});
+}
+
+TEST_CASE("cheap nodes run inline in their producer's turn: chains compute right with steps in "
+          "flight, and traces show every node",
+          "[actors]") {
+  // A chain of small element-wise nodes, each waiting on the one before (the rest constants),
+  // fanning out at the end; the optimizer off so that every node stays a node.
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{4}, "x");
+  output y = x;
+  for (int i = 0; i < 200; ++i)
+    y = add(y, constant(g, tensor::vector<float>({1, 1, 1, 1})), "add_" + std::to_string(i));
+  auto a = mul(y, constant(g, tensor::scalar<float>(2.f)), "twice");
+  auto b = sub(y, constant(g, tensor::scalar<float>(200.f)), "less");
+  session s(test_runtime(), g, {.max_in_flight_steps = 8,
+                                .optimizer = graph_optimizer_options::none()});
+  constexpr int steps = 64;
+  std::vector<std::promise<result<std::vector<tensor>>>> done(steps);
+  for (int k = 0; k < steps; ++k)
+    s.run_callback({{x, tensor::vector<float>({float(k), 0, -float(k), 1})}}, {a, b}, {},
+                   [&done, k](result<std::vector<tensor>> r) { done[size_t(k)].set_value(r); });
+  for (int k = 0; k < steps; ++k) {
+    auto r = done[size_t(k)].get_future().get();
+    REQUIRE(r);
+    check_equal((*r)[0], tensor::vector<float>({2.f * (k + 200), 400, 2.f * (200 - k), 402}));
+    check_equal((*r)[1], tensor::vector<float>({float(k), 0, -float(k), 1}));
+  }
+  run_metadata md;
+  REQUIRE(s.run({{x, tensor::vector<float>({0, 0, 0, 0})}}, {a, b}, {}, {.trace = true}, &md));
+  std::set<std::string> traced;
+  for (auto& n : md.nodes)
+    traced.insert(n.node);
+  for (int i = 0; i < 200; ++i)
+    CHECK(traced.count("add_" + std::to_string(i)) == 1);
+  CHECK(traced.count("twice") == 1);
+  CHECK(traced.count("less") == 1);
 }
