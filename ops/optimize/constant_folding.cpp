@@ -60,7 +60,10 @@ std::optional<tensor> known_shape(const rgraph& r, const rnode& n) {
     return std::nullopt;
   auto in = n.inputs[0];
   const shape& s = r.nodes[size_t(in.node)].shapes[size_t(in.index)];
-  if (!s.is_fully_defined())
+  // A stateful producer's static shape is a promise it need not keep (a variable assigned with
+  // validate_shape=false, a dequeue).
+  const op_def* producer = r.source->ops().find(r.nodes[size_t(in.node)].op);
+  if (!s.is_fully_defined() || !producer || producer->stateful)
     return std::nullopt;
   tensor t(n.types[0], shape{s.rank()});
   for (int i = 0; i < s.rank(); ++i) {

@@ -21,7 +21,8 @@ std::vector<std::pair<int, int>>
 rgraph::readers(const std::vector<std::vector<std::pair<int, int>>>& consumers, int v) const {
   std::vector<std::pair<int, int>> out;
   for (auto [w, slot] : consumers[size_t(v)])
-    if (!nodes[size_t(w)].dead && nodes[size_t(w)].inputs[size_t(slot)].node == v &&
+    if (!nodes[size_t(w)].dead && size_t(slot) < nodes[size_t(w)].inputs.size() &&
+        nodes[size_t(w)].inputs[size_t(slot)].node == v &&
         std::find(out.begin(), out.end(), std::make_pair(w, slot)) == out.end())
       out.emplace_back(w, slot);
   return out;
@@ -59,9 +60,9 @@ void rgraph::replace_uses(endpoint from, endpoint to,
   auto& list = consumers[size_t(from.node)];
   std::vector<std::pair<int, int>> rest;
   for (auto [w, slot] : list) {
-    auto& e = nodes[size_t(w)].inputs[size_t(slot)];
-    if (!nodes[size_t(w)].dead && e == from) {
-      e = to;
+    auto& in = nodes[size_t(w)].inputs;
+    if (!nodes[size_t(w)].dead && size_t(slot) < in.size() && in[size_t(slot)] == from) {
+      in[size_t(slot)] = to;
       consumers[size_t(to.node)].emplace_back(w, slot);
     } else {
       rest.emplace_back(w, slot);
