@@ -3,7 +3,8 @@
 //   matmul_f32_N   session MatMul vs cblas_sgemm called directly on the same data
 //   matmul_bf16_2048  session MatMul in bfloat16 (oneDNN) vs matmul_f32_2048: FLOP/s ratio
 //                  (target >= 1.5 on CPUs with AVX-512 BF16)
-//   node_overhead  a chain of 1000 tiny Adds as one step, per node, vs one CAF message hop
+//   node_overhead  a chain of 1000 tiny Adds as one step, per node, vs one CAF message hop (and
+//                  the same chain with every firing a message: what inline firing saves)
 //   run_overhead   session::run of a one-node graph vs a bare actor round trip
 //   add_f32_64mib  element-wise Add of two 64 MiB tensors vs memcpy bandwidth
 #include <cblas.h>
@@ -110,9 +111,11 @@ void bm_node_overhead(benchmark::State& state) {
   for (int i = 0; i < chain_length; ++i)
     x = x + one;
   // The executor's cost per node: the graph optimizer would fold the chain into one constant.
-  session s(rt(), g, {.optimizer = graph_optimizer_options::none()});
+  // Arg 0: every firing a message, to show what inline firing saves.
+  bool inline_firing = state.range(0) != 0;
+  session s(rt(), g, {.optimizer = graph_optimizer_options::none(), .inline_firing = inline_firing});
   throw_if_error(s.run({}, {x}).error());
-  timed_loop(state, "chain", [&] {
+  timed_loop(state, inline_firing ? "chain" : "chain_by_message", [&] {
     auto r = s.run({}, {x});
     benchmark::DoNotOptimize(r);
   });
@@ -273,6 +276,8 @@ BENCHMARK(bm_matmul_bf16)
     ->UseRealTime();
 BENCHMARK(bm_caf_hop)->Unit(benchmark::kMicrosecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
 BENCHMARK(bm_node_overhead)
+    ->Arg(1)
+    ->Arg(0)
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.5)
     ->Repetitions(3)
@@ -338,6 +343,13 @@ int main(int argc, char** argv) {
                            double hop = timings()["caf_chain"] / chain_length * 1e6;
                            line = format_line("node_overhead", per, "us/node", per / hop,
                                               "caf_message_hop");
+                           if (have({"chain_by_message"})) {
+                             char by_message[96];
+                             std::snprintf(by_message, sizeof by_message,
+                                           "; every firing a message: %.3g us/node",
+                                           timings()["chain_by_message"] / chain_length * 1e6);
+                             line += by_message;
+                           }
                            return true;
                          }});
   summaries().push_back({"run_overhead", [](std::string& line) {

@@ -62,6 +62,9 @@ struct session_options {
   /// (ops/optimize/graph_optimizer.hpp); the environment variable RUNNEL_GRAPH_OPTIMIZER
   /// ("off", or "no-cse,...") overrides them. Graphs with loops or conditionals are not rewritten.
   graph_optimizer_options optimizer;
+  /// Cheap nodes run in their producer's turn instead of by message (docs/architecture.md,
+  /// "Execution"); false: every firing is a message (to measure what inline firing saves).
+  bool inline_firing = true;
 };
 
 struct run_options {

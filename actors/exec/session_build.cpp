@@ -423,7 +423,7 @@ session::impl::instantiate(const graph& g, const std::vector<size_t>& device_of_
   // control inputs, which the cost model says is cheap (metadata ops, or a few thousand FLOPs)
   // in graphs without control flow.
   std::vector<char> inline_candidate(static_cast<size_t>(n), 0);
-  if (!dynamic) {
+  if (!dynamic && options.inline_firing) {
     cost_model estimates;
     for (int v = 0; v < n; ++v) {
       if (!instantiate[size_t(v)])
