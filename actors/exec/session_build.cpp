@@ -509,8 +509,9 @@ session::impl::instantiate(const graph& g, const std::vector<size_t>& device_of_
           !dynamic)
         recv_for(e.node, e.index, here).consumers[0].push_back(c);
       else {
+        // Not behind a Recv: its completion runs on the sender's or the network's thread.
         if (inline_candidate[size_t(v)] && device_of_node[size_t(e.node)] == here &&
-            !refs[slot]) {
+            !refs[slot] && !producer.emit_on_completion && g.at(e.node).op != "_Recv") {
           c.inline_node = setups[size_t(v)];
           setup.inlinable = true;
         }
