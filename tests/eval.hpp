@@ -2,6 +2,8 @@
 // Test helpers: evaluate outputs of a graph in a fresh session on a shared runtime.
 #include <catch2/catch.hpp>
 
+#include <random>
+
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/ops/graph/builder.hpp"
 
@@ -33,6 +35,15 @@ inline status eval_error(output o, const feed_list& feeds = {}) {
   auto r = s.run(feeds, {o});
   REQUIRE_FALSE(r.ok());
   return r.error();
+}
+
+/// A float32 tensor of shape `s`, uniform in [-1, 1).
+inline tensor uniform_tensor(std::mt19937& rng, const shape& s) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  tensor t(dtype::f32, s);
+  for (auto& v : t.flat<float>())
+    v = d(rng);
+  return t;
 }
 
 template <class T> tensor vals(shape s, std::vector<T> v) {

@@ -224,7 +224,8 @@ result<optimized_graph> optimize_graph(const graph& g, const std::vector<char>& 
   RUNNEL_ASSIGN_OR_RETURN(auto og, materialize(r));
   std::string summary = "graph optimizer: " + std::to_string(before) + " nodes -> " +
                         std::to_string(og.g->num_nodes()) + " (" +
-                        std::to_string(og.changes.size()) + " changes)";
+                        std::to_string(og.changes.size()) +
+                        (og.changes.size() == 1 ? " change)" : " changes)");
   og.changes.push_back(summary);
   if (verbose_logging())
     for (auto& line : og.changes)

@@ -15,14 +15,6 @@ using namespace runnel::testing;
 
 namespace {
 
-tensor uniform(std::mt19937& rng, const shape& s) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  tensor t(dtype::f32, s);
-  for (auto& v : t.flat<float>())
-    v = d(rng);
-  return t;
-}
-
 std::vector<tensor> run_with(const graph_optimizer_options& opts, const feed_list& feeds,
                              const std::vector<output>& fetches) {
   session s(test_runtime(), fetches.at(0).owner(), {.optimizer = opts});
@@ -86,20 +78,21 @@ TEST_CASE("each graph optimization pass, and all of them, keep outputs and gradi
   // Constants the folding computes once; pass-throughs; a duplicate; the remapper's chains.
   auto scale =
       mul(constant(g, tensor::scalar<float>(0.5f)), constant(g, tensor::scalar<float>(3.f)));
-  auto b2 = add(constant(g, uniform(rng, {4})), constant(g, uniform(rng, {4})), "b2");
+  auto b2 = add(constant(g, uniform_tensor(rng, {4})), constant(g, uniform_tensor(rng, {4})), "b2");
   auto xi = identity(cast(reshape(x, {-1, 6}), dtype::f32));
   auto h = relu(bias_add(matmul(xi, w1), b1), "h");
   auto h_again = relu(bias_add(matmul(xi, w1), b1), "h_again");
   auto z = tanh(add(matmul(add(h, h_again), w2), b2), "z");
   auto chain = sub(sigmoid(mul(z, scale)), square(z), "chain");
-  auto c = relu6(bias_add(conv2d(img, f, {1, 1}, "SAME"), constant(g, uniform(rng, {4}))), "c");
+  auto c =
+      relu6(bias_add(conv2d(img, f, {1, 1}, "SAME"), constant(g, uniform_tensor(rng, {4}))), "c");
   auto loss = add(sum(mul(chain, chain)), sum(c), "loss");
   auto grads = gradients({loss}, {x, w1, b1, w2, f, img});
   std::vector<output> fetches{h, z, chain, c, loss};
   fetches.insert(fetches.end(), grads.begin(), grads.end());
-  feed_list feeds{{x, uniform(rng, {5, 6})},  {img, uniform(rng, {2, 5, 5, 3})},
-                  {w1, uniform(rng, {6, 8})}, {b1, uniform(rng, {8})},
-                  {w2, uniform(rng, {8, 4})}, {f, uniform(rng, {3, 3, 3, 4})}};
+  feed_list feeds{{x, uniform_tensor(rng, {5, 6})},  {img, uniform_tensor(rng, {2, 5, 5, 3})},
+                  {w1, uniform_tensor(rng, {6, 8})}, {b1, uniform_tensor(rng, {8})},
+                  {w2, uniform_tensor(rng, {8, 4})}, {f, uniform_tensor(rng, {3, 3, 3, 4})}};
   auto want = run_with(graph_optimizer_options::none(), feeds, fetches);
   for (auto& [name, opts] : each_pass()) {
     INFO("passes: " << name);
@@ -162,19 +155,19 @@ TEST_CASE("a FusedBatchNorm at inference folds into the convolution before it",
   std::mt19937 rng(3);
   graph g;
   auto img = placeholder(g, dtype::f32, shape{-1, 6, 6, 2}, "img");
-  auto conv = conv2d(img, constant(g, uniform(rng, {3, 3, 2, 5})), {1, 1}, "SAME");
+  auto conv = conv2d(img, constant(g, uniform_tensor(rng, {3, 3, 2, 5})), {1, 1}, "SAME");
   auto positive = [&](int n) {
-    auto t = uniform(rng, {n});
+    auto t = uniform_tensor(rng, {n});
     for (auto& v : t.flat<float>())
       v = std::abs(v) + 0.1f;
     return constant(g, t);
   };
   auto bn = g.build("FusedBatchNorm", "bn",
-                    {conv.ep(), positive(5).ep(), constant(g, uniform(rng, {5})).ep(),
-                     constant(g, uniform(rng, {5})).ep(), positive(5).ep()},
+                    {conv.ep(), positive(5).ep(), constant(g, uniform_tensor(rng, {5})).ep(),
+                     constant(g, uniform_tensor(rng, {5})).ep(), positive(5).ep()},
                     {{"is_training", false}, {"epsilon", 1e-3}});
   auto y = relu(bn[0], "y");
-  feed_list feeds{{img, uniform(rng, {3, 6, 6, 2})}};
+  feed_list feeds{{img, uniform_tensor(rng, {3, 6, 6, 2})}};
   auto want = run_with(graph_optimizer_options::none(), feeds, {y});
   check_close(run_with({}, feeds, {y})[0], want[0], 1e-5, 1e-5);
   std::vector<std::string> log;

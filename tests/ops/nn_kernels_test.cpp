@@ -7,19 +7,6 @@
 using namespace runnel;
 using namespace runnel::testing;
 
-namespace {
-
-/// A float32 tensor of shape `s`, uniform in [-1, 1).
-tensor uniform_tensor(std::mt19937& rng, const shape& s) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  tensor t(dtype::f32, s);
-  for (auto& v : t.flat<float>())
-    v = d(rng);
-  return t;
-}
-
-} // namespace
-
 TEST_CASE("BiasAdd adds along the last dimension", "[ops]") {
   graph g;
   auto v = constant(g, vals<float>({2, 3}, {1, 2, 3, 4, 5, 6}));
