@@ -4,6 +4,7 @@
 // L1, so the chain makes one pass over memory. Inputs of the output's shape or scalars are read
 // in place; others are broadcast into the block element by element.
 #include <array>
+#include <optional>
 
 #include "runnel/ops/core/eigen_access.hpp"
 #include "runnel/ops/cpu/kernels.hpp"
@@ -36,7 +37,9 @@ enum class ew : uint8_t {
   tanh_grad
 };
 
-result<ew> ew_of(const std::string& op) {
+/// The instruction for `op`, or nothing (asked for every node the fusion pass looks at: no
+/// error is built for the many it does not take).
+std::optional<ew> ew_of(const std::string& op) {
   static const std::pair<const char*, ew> table[] = {{"Neg", ew::neg},
                                                      {"Square", ew::square},
                                                      {"Abs", ew::abs},
@@ -62,7 +65,7 @@ result<ew> ew_of(const std::string& op) {
   for (auto& [name, k] : table)
     if (op == name)
       return k;
-  return invalid_argument("_FusedElementwise: '" + op + "' is not an element-wise op it runs");
+  return std::nullopt;
 }
 
 constexpr int64_t block = 512;
@@ -158,7 +161,8 @@ public:
     for (auto& op : c.attr<std::vector<std::string>>("ops")) {
       auto k = ew_of(op);
       if (!k)
-        init_ = k.error();
+        init_ = invalid_argument("_FusedElementwise: '" + op +
+                                 "' is not an element-wise op it runs");
       else
         ops_.push_back(*k);
     }
@@ -282,7 +286,7 @@ void register_fused_elementwise_kernels(kernel_registry& reg) {
 
 /// Whether _FusedElementwise runs `op`.
 bool fused_elementwise_runs(const std::string& op) {
-  return ew_of(op).ok();
+  return ew_of(op).has_value();
 }
 
 } // namespace runnel
