@@ -332,6 +332,34 @@ private:
   int64_t count_ = 0;
 };
 
+class assert_kernel : public kernel {
+public:
+  explicit assert_kernel(const kernel_construction& c)
+      : summarize_(std::max<int64_t>(c.attr<int64_t>("summarize"), 1)) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& cond = ctx.input(0);
+    if (cond.num_elements() != 1 || cond.type() != dtype::boolean)
+      return invalid_argument("Assert: the condition must be one bool, got " +
+                              std::string(name(cond.type())) + " " + cond.shape().to_string());
+    if (*cond.data<bool>())
+      return {};
+    std::string message;
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      const tensor& t = ctx.input(i);
+      if (!message.empty())
+        message += ' ';
+      if (t.type() == dtype::string && t.num_elements() == 1)
+        message += t.data<std::string>()[0];
+      else
+        message += t.values_to_string(summarize_);
+    }
+    return invalid_argument(message.empty() ? std::string("assertion failed") : message);
+  }
+
+private:
+  int64_t summarize_;
+};
+
 } // namespace
 
 void register_array_kernels(kernel_registry& reg) {
@@ -347,6 +375,7 @@ void register_array_kernels(kernel_registry& reg) {
   reg.add("GatherV2", device_type::cpu, {}, make_simple_kernel<gather_kernel>);
   reg.add("OneHot", device_type::cpu, {}, make_kernel<one_hot_kernel>);
   reg.add("Print", device_type::cpu, {}, make_kernel<print_kernel>);
+  reg.add("Assert", device_type::cpu, {}, make_kernel<assert_kernel>);
 }
 
 } // namespace runnel

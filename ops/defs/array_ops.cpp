@@ -238,6 +238,14 @@ void register_array_ops(op_registry& reg) {
                  return {};
                }));
   add(reg, op_def("NoOp"));
+  // TensorFlow's Assert: fails the step with invalid_argument when `condition` is false, the
+  // message made of `data` (strings as they are, other tensors' first `summarize` values).
+  add(reg, op_def("Assert")
+               .input("condition", dtype::boolean)
+               .input_type_list("data", "T")
+               .attr("T", attr_type::list_type)
+               .attr("summarize", attr_type::integer, int64_t(3))
+               .set_stateful());
   add(reg, op_def("Print")
                .input("input", "T")
                .output("output", "T")

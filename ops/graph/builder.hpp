@@ -196,6 +196,12 @@ output one_hot(output indices, int64_t depth, double on_value = 1.0, double off_
                dtype t = dtype::f32, int64_t axis = -1, std::string_view name = {});
 /// Passes `x` through, printing `message` and its values to stderr each time it runs.
 output print(output x, std::string message, std::string_view name = {});
+/// TensorFlow's Assert: an operation that fails the step with invalid_argument when `condition`
+/// (a bool scalar) is false; the message is `data` joined by spaces (string scalars as they
+/// are, other tensors' first `summarize` values). Make what must wait for the check depend on it
+/// (graph::control_dependencies).
+operation assert_that(output condition, const std::vector<output>& data, int64_t summarize = 3,
+                      std::string_view name = {});
 
 /// Stacks same-shaped tensors along a new axis (Pack) and splits them apart again (Unpack).
 output stack(const std::vector<output>& values, int64_t axis = 0, std::string_view name = {});

@@ -127,6 +127,22 @@ output one_hot(output indices, int64_t depth, double on_value, double off_value,
 output print(output x, std::string message, std::string_view name) {
   return one(x.owner(), "Print", name, {x.ep()}, {{"message", std::move(message)}});
 }
+operation assert_that(output condition, const std::vector<output>& data, int64_t summarize,
+                      std::string_view name) {
+  graph& g = condition.owner();
+  std::vector<endpoint> in{condition.ep()};
+  std::vector<dtype> types;
+  for (auto& d : data) {
+    same_graph(condition, d);
+    in.push_back(d.ep());
+    types.push_back(d.type());
+  }
+  auto id = g.add_op("Assert", name.empty() ? "Assert" : name, in,
+                     {{"T", types}, {"summarize", summarize}});
+  if (!id)
+    throw error(id.error());
+  return operation(&g, *id);
+}
 
 output stack(const std::vector<output>& values, int64_t axis, std::string_view name) {
   if (values.empty())

@@ -239,6 +239,21 @@ rnn_result dynamic_rnn(rnn_cell& cell, output inputs, std::vector<output> initia
   }
   dtype t = inputs.type();
   auto steps = reshape(strided_slice(shape_of(inputs), {0}, {1}, {1}), std::vector<int64_t>{});
+  if (sequence_length.valid()) {
+    // A length past the time steps would be clipped silently: refuse it.
+    auto longest = reduce_max(cast(sequence_length, dtype::i32));
+    auto check = assert_that(
+        less_equal(longest, steps),
+        {constant(g, tensor::scalar<std::string>("dynamic_rnn '" + options.name +
+                                                 "': sequence_length '" +
+                                                 sequence_length.name() + "' holds a length of")),
+         longest,
+         constant(g, tensor::scalar<std::string>("but inputs '" + inputs.name() + "' have")),
+         steps, constant(g, tensor::scalar<std::string>("time steps"))},
+        3, "check_sequence_length");
+    auto after = g.control_dependencies({check});
+    sequence_length = identity(sequence_length);
+  }
   shape step_shape = inputs.shape().has_known_rank()
                          ? shape{inputs.shape()[1], inputs.shape()[2]}
                          : shape::unknown();

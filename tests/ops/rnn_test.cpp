@@ -274,3 +274,27 @@ TEST_CASE("LSTMBlockCell with peepholes matches the same cell built from ops, gr
   CHECK_THROWS_WITH(lstm_block_cell(x, c, h, f32({in + units, 3 * units}, 11, 1.0), bias),
                     Catch::Contains("LSTMBlockCell") && Catch::Contains("columns"));
 }
+
+TEST_CASE("dynamic_rnn refuses a sequence length past the time steps, naming the input",
+          "[actors][rnn]") {
+  graph g;
+  basic_rnn_cell cell(g, 2, 3, {.name = "refusing_cell"});
+  auto xs = placeholder(g, dtype::f32, shape{-1, 2, 2}, "tokens");
+  auto lengths = placeholder(g, dtype::i32, shape{2}, "lengths");
+  auto r = dynamic_rnn(cell, xs, cell.zero_state(constant(g, int32_t(2))), lengths);
+  session s(test_runtime(), g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  tensor x(dtype::f32, shape{4, 2, 2});
+  // Lengths up to the time steps run.
+  REQUIRE(s.run({{xs, x}, {lengths, tensor::vector<int32_t>({4, 1})}}, {r.outputs}).ok());
+  // One past them is refused, not clipped; the message names the input and both numbers.
+  auto bad = s.run({{xs, x}, {lengths, tensor::vector<int32_t>({5, 1})}}, {r.outputs});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code() == error_code::invalid_argument);
+  std::string m = bad.error().message();
+  INFO(m);
+  for (const char* part : {"sequence_length 'lengths", "inputs 'tokens", "length of 5", "4 time steps"})
+    CHECK(m.find(part) != std::string::npos);
+  // The session still runs good steps afterwards.
+  CHECK(s.run({{xs, x}, {lengths, tensor::vector<int32_t>({2, 3})}}, {r.outputs}).ok());
+}
