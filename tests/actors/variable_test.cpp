@@ -1,5 +1,6 @@
 #include <thread>
 
+#include "runnel/actors/state/freeze.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;
@@ -98,4 +99,37 @@ TEST_CASE("assign checks dtype and shape against the variable", "[actors]") {
   auto e = s2.run({}, {w.value});
   REQUIRE_FALSE(e.ok());
   CHECK(e.error().message().find("variable v already exists as float32[2]") != std::string::npos);
+}
+
+TEST_CASE("freeze_graph turns variables into constants holding their current values",
+          "[actors][freeze]") {
+  runtime rt;
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{-1}, "x");
+  auto w = variable(g, constant(g, 3.0f), "freeze_w");
+  auto b = variable(g, constant(g, 1.0f), "freeze_b");
+  auto y = identity(x * w.value + b.value, "y");
+  auto bump = assign(w, constant(g, 5.0f)); // trained: w is no longer its initial value
+  session s(rt, g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  REQUIRE(s.run({bump}).ok());
+  graph frozen;
+  freeze_stats st;
+  REQUIRE(freeze_graph(s, g, {"y"}, frozen, &st).ok());
+  CHECK(st.variables == 2);
+  CHECK(st.constant_bytes == 8);
+  for (auto& n : frozen.nodes())
+    CHECK(n.op != "VariableV2");
+  // A fresh runtime: no checkpoint, no initialisation.
+  runtime other;
+  session served(other, frozen);
+  auto r = served.run(named_feed_list{{"x", tensor::vector<float>({1, 2})}}, {"y"});
+  REQUIRE(r.ok());
+  check_equal(r.value()[0], tensor::vector<float>({6, 11}));
+  // A training step is refused, naming the node that changes state.
+  graph again;
+  auto refused = freeze_graph(s, g, {bump.name()}, again);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.message().find(bump.name()) != std::string::npos);
+  CHECK(freeze_graph(s, g, {"no_such_node"}, again).code() == error_code::not_found);
 }
