@@ -16,6 +16,7 @@
 #include "runnel/ops/layers/lstm_block.hpp"
 #include "runnel/ops/layers/nn_layers.hpp"
 #include "runnel/ops/layers/rnn.hpp"
+#include "runnel/ops/layers/attention.hpp"
 #include "runnel/ops/layers/sampled_losses.hpp"
 #include "runnel/ops/layers/summary.hpp"
 #include "runnel/ops/layers/tensor_array.hpp"

@@ -217,6 +217,47 @@ private:
   int64_t k_;
 };
 
+class top_k_kernel : public kernel {
+public:
+  explicit top_k_kernel(const kernel_construction&) {}
+  status compute(kernel_context& ctx) override {
+    return ctx.input(0).type() == dtype::f64 ? run<double>(ctx) : run<float>(ctx);
+  }
+
+private:
+  template <class T> status run(kernel_context& ctx) {
+    const tensor& x = ctx.input(0);
+    const tensor& kt = ctx.input(1);
+    if (x.rank() < 1 || kt.num_elements() != 1)
+      return invalid_argument("TopKV2: input " + x.shape().to_string() +
+                              " needs a rank of at least 1 and k one value");
+    int64_t k = *kt.data<int32_t>(), n = x.dim(x.rank() - 1);
+    if (k < 0 || k > n)
+      return invalid_argument("TopKV2: k = " + std::to_string(k) + " for rows of " +
+                              std::to_string(n) + " entries (input " + x.shape().to_string() +
+                              ")");
+    auto dims = x.shape().dims();
+    dims.back() = k;
+    tensor& values = ctx.allocate_output(0, x.type(), shape(dims));
+    tensor& indices = ctx.allocate_output(1, dtype::i32, shape(dims));
+    int64_t rows = n == 0 ? 0 : x.num_elements() / n;
+    std::vector<int32_t> order(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = x.data<T>() + r * n;
+      for (int64_t j = 0; j < n; ++j)
+        order[size_t(j)] = int32_t(j);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+        return row[a] > row[b] || (row[a] == row[b] && a < b);
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        values.data<T>()[r * k + j] = row[order[size_t(j)]];
+        indices.data<int32_t>()[r * k + j] = order[size_t(j)];
+      }
+    }
+    return {};
+  }
+};
+
 } // namespace
 
 void register_nn_kernels(kernel_registry& reg) {
@@ -238,6 +279,7 @@ void register_nn_kernels(kernel_registry& reg) {
     reg.add("LogSoftmax", cpu, reals, make_simple_kernel<log_softmax_kernel>);
     reg.add("L2Loss", cpu, reals, make_simple_kernel<l2_loss_kernel>);
     reg.add("InTopK", cpu, {}, make_kernel<in_top_k_kernel>);
+    reg.add("TopKV2", cpu, reals, make_kernel<top_k_kernel>);
   }
 }
 

@@ -92,6 +92,26 @@ void register_nn_ops(op_registry& reg) {
                .output("output", "T")
                .type_attr("T", real_types)
                .shape_fn(scalar_shape));
+  // The k largest entries of each row (last dimension), largest first, ties by lower index.
+  add(reg, op_def("TopKV2")
+               .input("input", "T")
+               .input("k", dtype::i32)
+               .output("values", "T")
+               .output("indices", dtype::i32)
+               .type_attr("T", real_types)
+               .attr("sorted", attr_type::boolean, true)
+               .shape_fn([](inference_context& c) -> status {
+                 RUNNEL_RETURN_IF_ERROR(c.require_rank_at_least(0, 1));
+                 shape s = c.input_shape(0);
+                 if (s.has_known_rank()) {
+                   auto dims = s.dims();
+                   dims.back() = -1;
+                   s = shape(dims);
+                 }
+                 c.set_output(0, s);
+                 c.set_output(1, s);
+                 return {};
+               }));
   add(reg, op_def("InTopK")
                .input("predictions", dtype::f32)
                .input("targets", "T")

@@ -230,6 +230,9 @@ output matrix_determinant(output x, std::string_view name = {});
 
 // ---- neural networks ----
 output log_softmax(output logits, std::string_view name = {});
+/// TopKV2: the `k` largest entries of each row of `x` (its last dimension), largest first (ties
+/// by lower index), and their int32 indices. No gradient.
+std::pair<output, output> top_k(output x, output k, std::string_view name = {});
 /// sum(t²) / 2.
 output l2_loss(output t, std::string_view name = {});
 /// Whether each target's prediction is among the `k` largest in its row (ties count as in).

@@ -243,6 +243,11 @@ std::pair<output, output> sparse_softmax_cross_entropy_with_logits(output logits
   return {outs[0], outs[1]};
 }
 
+std::pair<output, output> top_k(output x, output k, std::string_view name) {
+  auto outs = same_graph(x, k).build("TopKV2", name, {x.ep(), k.ep()});
+  return {outs[0], outs[1]};
+}
+
 namespace {
 std::vector<int64_t> nhwc(const std::vector<int64_t>& hw, const char* what) {
   if (hw.size() != 2)

@@ -7,14 +7,14 @@
 #include "runnel/ops/layers/tensor_array.hpp"
 
 namespace runnel {
-namespace {
-
-/// Glorot-uniform weights: U(-a, a) with a = sqrt(6 / (fan_in + fan_out)).
-graph_variable glorot(graph& g, const shape& s, dtype t, int64_t seed, const std::string& name) {
+graph_variable glorot_variable(graph& g, const shape& s, dtype t, int64_t seed,
+                               const std::string& name) {
   double a = std::sqrt(6.0 / double(s[0] + s[1]));
   auto u = random_uniform(g, s, t, seed, name + "_init");
   return variable(g, (u * 2.0 - 1.0) * a, name);
 }
+
+namespace {
 
 /// `fresh` where the step is inside the example's length, else `kept` (mask: [batch, 1] of 0/1).
 output choose(output mask, output fresh, output kept) {
@@ -50,7 +50,7 @@ basic_rnn_cell::basic_rnn_cell(graph& g, int64_t input_size, int64_t units,
                                rnn_cell_options options)
     : rnn_cell(g, options.type), units_(units) {
   auto scope = g.name_scope(options.name);
-  kernel = glorot(g, shape{input_size + units, units}, options.type, options.seed, "kernel");
+  kernel = glorot_variable(g, shape{input_size + units, units}, options.type, options.seed, "kernel");
   bias = variable(g, zeros(g, options.type, shape{units}), "bias");
 }
 
@@ -67,7 +67,7 @@ lstm_cell::lstm_cell(graph& g, int64_t input_size, int64_t units, rnn_cell_optio
     throw error(invalid_argument("lstm_cell: the fused LSTM block computes in float32, got " +
                                  std::string(runnel::name(options.type))));
   auto scope = g.name_scope(options.name == "rnn_cell" ? "lstm_cell" : options.name);
-  kernel = glorot(g, shape{input_size + units, 4 * units}, options.type, options.seed, "kernel");
+  kernel = glorot_variable(g, shape{input_size + units, 4 * units}, options.type, options.seed, "kernel");
   bias = variable(g, zeros(g, options.type, shape{4 * units}), "bias");
 }
 
@@ -107,12 +107,12 @@ gru_cell::gru_cell(graph& g, int64_t input_size, int64_t units, rnn_cell_options
   auto scope = g.name_scope(options.name == "rnn_cell" ? "gru_cell" : options.name);
   {
     auto s = g.name_scope("gates");
-    gate_kernel = glorot(g, shape{input_size + units, 2 * units}, options.type, options.seed,
+    gate_kernel = glorot_variable(g, shape{input_size + units, 2 * units}, options.type, options.seed,
                          "kernel");
     gate_bias = variable(g, ones(g, options.type, shape{2 * units}), "bias");
   }
   auto s = g.name_scope("candidate");
-  candidate_kernel = glorot(g, shape{input_size + units, units}, options.type,
+  candidate_kernel = glorot_variable(g, shape{input_size + units, units}, options.type,
                             options.seed ? options.seed + 1 : 0, "kernel");
   candidate_bias = variable(g, zeros(g, options.type, shape{units}), "bias");
 }

@@ -19,6 +19,11 @@
 
 namespace runnel {
 
+/// A [fan_in, fan_out] variable initialised Glorot-uniform: U(-a, a), a = sqrt(6 / (fan_in +
+/// fan_out)).
+graph_variable glorot_variable(graph& g, const shape& s, dtype t, int64_t seed,
+                               const std::string& name);
+
 /// One time step of a recurrent network on [batch, input] inputs.
 class rnn_cell {
 public:
