@@ -91,9 +91,10 @@ result<optimized_graph> optimized_graph_of(const graph& g,
 
 const char* run_usage =
     "usage: runnel run MODEL --feed NAME=FILE.npy... --fetch NAME... [--out FILE.npy...]\n"
-    "                  [--batch N]\n"
+    "                  [--feed-text NAME=TEXT...] [--batch N]\n"
     "Runs a graph (TensorFlow .pb/.pbtxt or a Runnel graph file) once on this machine: each\n"
-    "--feed gives a placeholder's value from a NumPy file, each --fetch names a tensor to\n"
+    "--feed gives a placeholder's value from a NumPy file (--feed-text: a string scalar, e.g. a\n"
+    "word for an exported g2p model), each --fetch names a tensor to\n"
     "compute (\"softmax\" or \"split:1\"), and the i-th --out receives the i-th fetch (fetches\n"
     "without an --out are printed). --batch N splits the feeds along their first dimension into\n"
     "steps of N rows and joins the fetched rows again (for graphs with a fixed batch size).\n";
@@ -224,7 +225,7 @@ int run_model(const std::vector<std::string>& args) {
     return 0;
   }
   std::string model;
-  std::vector<std::pair<std::string, std::string>> feed_files;
+  std::vector<std::pair<std::string, std::string>> feed_files, feed_texts;
   std::vector<std::string> fetches, outs;
   int64_t batch = 0;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -236,6 +237,12 @@ int run_model(const std::vector<std::string>& args) {
       if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
         return usage_error("--feed needs NAME=FILE.npy, got '" + v + "'", run_usage);
       feed_files.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    } else if (a == "--feed-text" && has_value) {
+      auto& v = args[++i];
+      auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return usage_error("--feed-text needs NAME=TEXT, got '" + v + "'", run_usage);
+      feed_texts.emplace_back(v.substr(0, eq), v.substr(eq + 1));
     } else if (a == "--fetch" && has_value) {
       fetches.push_back(args[++i]);
     } else if (a == "--out" && has_value) {
@@ -283,6 +290,14 @@ int run_model(const std::vector<std::string>& args) {
       return fail(s.with_context(file));
     }
     feeds.emplace_back(name, std::move(t).value());
+  }
+  for (auto& [name, text] : feed_texts) {
+    auto t = tensor::scalar<std::string>(text);
+    if (batch)
+      return fail(invalid_argument("--feed-text '" + name + "' is a scalar; --batch splits rows"));
+    if (auto s = check_feed(*g, name, t); !s.ok())
+      return fail(s.with_context("--feed-text " + name));
+    feeds.emplace_back(name, std::move(t));
   }
   runtime rt;
   session_options options;

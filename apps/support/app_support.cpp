@@ -1,6 +1,5 @@
 #include "runnel/apps/support/app_support.hpp"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -145,12 +144,6 @@ status flags::check(const std::vector<std::string>& known) const {
 int app_main(const char* app, int argc, char** argv, const char* usage,
              const std::vector<std::string>& known_flags, int (*run)(const flags&)) {
   reexec_with_better_blas_core(argv);
-  // Large tensors (a [positions, vocabulary] softmax, a batch of images) would otherwise each be
-  // a fresh mmap whose pages the kernel zeroes on first touch, every step (a third of the lm
-  // app's evaluation time in perf): keep blocks up to 256 MiB in the heap, and freed memory
-  // there, for the next step to reuse.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
   flags f(argc, argv);
   if (f.has("help")) {
     std::fputs(usage, stdout);

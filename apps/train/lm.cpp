@@ -135,7 +135,8 @@ split_files prepare_data(const flags& f, int64_t vocab_size, int64_t max_words) 
 
 /// Evaluation data in batches of similar lengths and about `positions` positions each: the full
 /// softmax's [positions, vocabulary] logits are the cost, so they are padded little and kept
-/// small enough (40 MB at 10k words) for the allocator to reuse rather than map afresh.
+/// small (40 MB at 10k words). With 256 sentences a batch, padded to the longest, a third of
+/// the evaluation was the kernel zeroing fresh pages for them (perf), and it took 38 s, not 13.
 dataset eval_data(const std::string& file, int64_t positions, int64_t max_words) {
   std::vector<int64_t> bounds{8, 12, 16, 20, 25, 32, 40}, sizes;
   for (size_t i = 0; i <= bounds.size(); ++i)
@@ -205,11 +206,7 @@ int run(const flags& f) {
   auto eval = model.build(eval_in[0], eval_in[1], eval_in[2], {}, false);
   lm_serving_tower serve(model);
   auto step_var = variable(g, constant(g, int64_t(0)), "global_step", false);
-  // Bucketed epochs have no fixed step count: where the last finished epoch ended is saved.
-  auto epochs_var = variable(g, constant(g, tensor::vector<int64_t>({0, 0})), "epochs_done",
-                             false); // {epochs, global step at the end of the last}
-  auto epochs_value = placeholder(g, dtype::i64, shape{2}, "epochs_done_value");
-  auto set_epochs = assign(epochs_var, epochs_value);
+  epoch_counter epochs_done(g); // bucketed epochs have no fixed step count
   adam_optimizer opt(lr);
   auto grads = opt.compute_gradients(train.loss);
   std::vector<gradient_value> values;
@@ -225,9 +222,8 @@ int run(const flags& f) {
   training_log log(f.get("logdir", ""));
   log.graph(g);
   int64_t global_step = restore_or_initialize(s, sv, g, ckpt_dir, f.has("resume"));
-  auto done = s.run({}, {epochs_var.value}).value()[0];
-  int first_epoch = int(done.data<int64_t>()[0]);
-  int64_t epoch_start = done.data<int64_t>()[1];
+  epochs_done.load(s);
+  int first_epoch = epochs_done.epochs_done();
 
   auto perplexity = [&](const std::string& file) {
     throw_if_error(initialize_iterator(rt, "lm_eval", eval_data(file, 1024, max_words)));
@@ -276,7 +272,7 @@ int run(const flags& f) {
   for (int epoch = first_epoch; epoch < epochs && global_step < limit; ++epoch) {
     // Resuming inside an epoch skips the batches it trained on (the order is seeded); the
     // queue form starts the epoch's reading again.
-    int64_t skip = input == "queue" ? 0 : global_step - epoch_start;
+    int64_t skip = input == "queue" ? 0 : global_step - epochs_done.epoch_start();
     if (input != "queue")
       throw_if_error(initialize_iterator(rt, "lm_train", train_data(epoch).skip(skip).prefetch(8)));
     double loss_sum = 0, real = 0, all = 0;
@@ -307,13 +303,8 @@ int run(const flags& f) {
     }
     progress.finish();
     complete = complete || (input == "queue" && sentences >= files.train_sentences);
-    if (complete) {
-      epoch_start = global_step;
-      (void)s
-          .run({{epochs_value, tensor::vector<int64_t>({epoch + 1, global_step})}}, {},
-               {set_epochs})
-          .value();
-    }
+    if (complete)
+      epochs_done.finish_epoch(s, global_step);
     double seconds = progress.epoch_seconds();
     auto eval_start = std::chrono::steady_clock::now();
     valid_ppl = perplexity(files.valid);

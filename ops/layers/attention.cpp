@@ -24,26 +24,48 @@ attention_mechanism::attention_mechanism(output memory, output memory_lengths, i
                                          attention_options o)
     : memory_(memory), query_depth_(query_depth), o_(std::move(o)) {
   const shape& s = memory.shape();
-  if (!s.has_known_rank() || s.rank() != 3 || s[2] < 1)
+  depth_ = s.has_known_rank() && s.rank() == 3 && s[2] > 0 ? s[2] : o_.memory_depth;
+  if ((s.has_known_rank() && s.rank() != 3) || depth_ < 1 ||
+      (o_.memory_depth > 0 && depth_ != o_.memory_depth))
     throw error(invalid_argument("attention_mechanism: memory '" + memory.name() +
-                                 "' must be [batch, time, depth] with a known depth, got " +
+                                 "' must be [batch, time, depth] with a known depth (or "
+                                 "memory_depth in the options), got " +
                                  s.to_string()));
   if (query_depth < 1)
     throw error(invalid_argument("attention_mechanism: the query depth must be positive"));
-  depth_ = s[2];
   graph& g = memory.owner();
   auto scope = g.name_scope(o_.name);
   if (o_.kind == attention_kind::luong) {
     memory_weights = weights(g, depth_, query_depth, o_.type, o_.seed, "memory_layer");
-    keys_ = time_distributed(memory, memory_weights.value, depth_, query_depth);
   } else {
     int64_t units = o_.units > 0 ? o_.units : query_depth;
+    o_.units = units;
     memory_weights = weights(g, depth_, units, o_.type, o_.seed, "memory_layer");
     query_weights = weights(g, query_depth, units, o_.type, o_.seed + 1, "query_layer");
     score_vector = variable(g, random_uniform(g, shape{units}, o_.type, o_.seed + 2) * 0.2 - 0.1,
                             "attention_v");
-    keys_ = time_distributed(memory, memory_weights.value, depth_, units);
   }
+  attach(memory, memory_lengths);
+}
+
+attention_mechanism::attention_mechanism(const attention_mechanism& shared, output memory,
+                                         output memory_lengths)
+    : memory_weights(shared.memory_weights), query_weights(shared.query_weights),
+      score_vector(shared.score_vector), depth_(shared.depth_), query_depth_(shared.query_depth_),
+      o_(shared.o_) {
+  const shape& s = memory.shape();
+  if (s.has_known_rank() && (s.rank() != 3 || (s[2] >= 0 && s[2] != depth_)))
+    throw error(invalid_argument("attention_mechanism: memory '" + memory.name() + "' " +
+                                 s.to_string() + " must be [batch, time, " +
+                                 std::to_string(depth_) + "] to share weights"));
+  auto scope = memory.owner().name_scope(o_.name);
+  attach(memory, memory_lengths);
+}
+
+void attention_mechanism::attach(output memory, output memory_lengths) {
+  memory_ = memory;
+  int64_t k = o_.kind == attention_kind::luong ? query_depth_ : o_.units;
+  keys_ = time_distributed(memory, memory_weights.value, depth_, k);
   if (memory_lengths.valid()) {
     auto time = strided_slice(shape_of(memory), {1}, {2}, {1}, 0, 0, 0, 0, 1);
     auto valid = sequence_mask(memory_lengths, time, o_.type); // [batch, time]
@@ -77,6 +99,11 @@ attention_wrapper::attention_wrapper(rnn_cell& cell, attention_mechanism& mechan
       glorot_variable(*g_, shape{cell.output_size() + mechanism.depth(), attention_size}, type_,
                       options.seed, "attention_layer");
 }
+
+attention_wrapper::attention_wrapper(const attention_wrapper& shared,
+                                     attention_mechanism& mechanism)
+    : rnn_cell(*shared.g_, shared.type_), output_weights(shared.output_weights),
+      cell_(shared.cell_), mechanism_(&mechanism), attention_size_(shared.attention_size_) {}
 
 std::vector<int64_t> attention_wrapper::state_sizes() const {
   auto s = cell_->state_sizes();

@@ -29,6 +29,8 @@ enum class attention_kind {
 struct attention_options {
   attention_kind kind = attention_kind::luong;
   int64_t units = 0; ///< Bahdanau's hidden width (0: the query depth); Luong ignores it
+  /// The memory's depth where its static shape does not say (e.g. a while loop's outputs).
+  int64_t memory_depth = 0;
   dtype type = dtype::f32;
   std::string name = "attention";
   int64_t seed = 0;
@@ -36,10 +38,13 @@ struct attention_options {
 
 class attention_mechanism {
 public:
-  /// `memory` [batch, time, depth] with a known depth; `memory_lengths` int32 [batch] or invalid
+  /// `memory` [batch, time, depth] with a known depth (or options.memory_depth); `memory_lengths` int32 [batch] or invalid
   /// (every position valid). Keys are computed once here, outside any loop.
   attention_mechanism(output memory, output memory_lengths, int64_t query_depth,
                       attention_options o = {});
+  /// A mechanism over another memory (e.g. the first tiled for beam search) with the weights of
+  /// `shared`.
+  attention_mechanism(const attention_mechanism& shared, output memory, output memory_lengths);
   /// The context [batch, depth] and alignments [batch, time] for `query` [batch, query_depth].
   std::pair<output, output> attend(output query) const;
 
@@ -50,6 +55,7 @@ public:
   graph_variable memory_weights, query_weights, score_vector;
 
 private:
+  void attach(output memory, output memory_lengths);
   output memory_, keys_, mask_bias_;
   int64_t depth_, query_depth_;
   attention_options o_;
@@ -62,6 +68,8 @@ class attention_wrapper : public rnn_cell {
 public:
   attention_wrapper(rnn_cell& cell, attention_mechanism& mechanism, int64_t attention_size,
                     rnn_cell_options options = {});
+  /// The same cell and weights as `shared`, attending over `mechanism` instead.
+  attention_wrapper(const attention_wrapper& shared, attention_mechanism& mechanism);
   std::vector<int64_t> state_sizes() const override;
   int64_t output_size() const override { return attention_size_; }
   std::pair<output, std::vector<output>> step(output x, const std::vector<output>& state) override;

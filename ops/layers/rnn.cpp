@@ -200,7 +200,12 @@ output reverse_sequence(output x, output lengths, std::string_view name) {
   auto flat_shape = concat({constant(g, {int32_t(-1)}),
                             slice(dims, std::vector<int64_t>{2}, std::vector<int64_t>{-1})},
                            0);
-  return reshape(gather(reshape(x, flat_shape), rows), dims);
+  auto out = reshape(gather(reshape(x, flat_shape), rows), dims);
+  // The result has x's shape exactly (dims is shape_of(x)): keep what is known of it statically,
+  // so that cells reading it (the fused LSTM's gradient) see the input size.
+  if (x.shape().has_known_rank())
+    g.mutable_node(out.node_id()).output_shapes[size_t(out.index())] = x.shape();
+  return out;
 }
 
 bidirectional_result bidirectional_dynamic_rnn(rnn_cell& fw, rnn_cell& bw, output inputs,

@@ -26,4 +26,22 @@ int64_t restore_or_initialize(session& s, saver& sv, graph& g, const std::string
   return step;
 }
 
+epoch_counter::epoch_counter(graph& g) {
+  var_ = variable(g, constant(g, tensor::vector<int64_t>({0, 0})), "epochs_done", false);
+  value_ = placeholder(g, dtype::i64, shape{2}, "epochs_done_value");
+  set_ = assign(var_, value_);
+}
+
+void epoch_counter::load(session& s) {
+  auto t = s.run({}, {var_.value}).value()[0];
+  epochs_ = int(t.data<int64_t>()[0]);
+  start_ = t.data<int64_t>()[1];
+}
+
+void epoch_counter::finish_epoch(session& s, int64_t global_step) {
+  (void)s.run({{value_, tensor::vector<int64_t>({epochs_ + 1, global_step})}}, {}, {set_}).value();
+  ++epochs_;
+  start_ = global_step;
+}
+
 } // namespace runnel::apps
