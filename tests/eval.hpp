@@ -46,6 +46,16 @@ inline tensor uniform_tensor(std::mt19937& rng, const shape& s) {
   return t;
 }
 
+/// float64 values uniform in [-1, 1), seeded (for gradient checks by central differences).
+inline tensor random_f64(const shape& s, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  tensor t(dtype::f64, s);
+  for (auto& v : t.flat<double>())
+    v = u(gen);
+  return t;
+}
+
 template <class T> tensor vals(shape s, std::vector<T> v) {
   return tensor::from_values<T>(std::move(s), std::move(v));
 }

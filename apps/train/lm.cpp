@@ -208,14 +208,7 @@ int run(const flags& f) {
   auto step_var = variable(g, constant(g, int64_t(0)), "global_step", false);
   epoch_counter epochs_done(g); // bucketed epochs have no fixed step count
   adam_optimizer opt(lr);
-  auto grads = opt.compute_gradients(train.loss);
-  std::vector<gradient_value> values;
-  for (auto& [grad, var] : grads)
-    values.push_back(grad);
-  auto [clipped, norm] = clip_by_global_norm(values, clip);
-  for (size_t i = 0; i < grads.size(); ++i)
-    grads[i].first = clipped[i];
-  auto train_op = opt.apply_gradients(grads, &step_var);
+  auto train_op = clipped_update(opt, train.loss, clip, step_var);
   saver sv(g, {}, {.max_to_keep = 2});
   runtime rt;
   session s(rt, g);

@@ -11,15 +11,6 @@ using namespace runnel::testing;
 
 namespace {
 
-tensor random_f64(const shape& s, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  tensor t(dtype::f64, s);
-  for (auto& v : t.flat<double>())
-    v = u(gen);
-  return t;
-}
-
 double run_scalar(session& s, output y, const feed_list& feeds) {
   auto r = s.run(feeds, {y});
   INFO((r.ok() ? std::string("ok") : r.error().to_string()));

@@ -20,14 +20,6 @@ namespace {
 
 using vars = std::vector<output>;
 
-tensor random_f64(const shape& s, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  tensor t(dtype::f64, s);
-  for (auto& v : t.flat<double>())
-    v = u(gen);
-  return t;
-}
 
 /// d y / d x at `x0` by central differences, one element of x at a time (y a scalar).
 tensor numeric_grad(session& s, output y, output x, const tensor& x0, feed_list feeds = {},

@@ -9,6 +9,16 @@
 
 namespace runnel::apps {
 
+namespace {
+
+/// A decoding loop's condition: steps left, and a word not yet at <eos> (v[0]: the step, v[2]:
+/// which words or hypotheses are done).
+output decoding(const std::vector<output>& v, output max_steps) {
+  return logical_and(less(v[0], max_steps), logical_not(reduce_all(v[2])));
+}
+
+} // namespace
+
 g2p_model::g2p_model(graph& g, g2p_options o) : g_(&g), o_(o) {
   if (o.letters < 2 || o.phones < 3 || o.embed < 1 || o.units < 1)
     throw error(invalid_argument("g2p_model: letters, phones, embed and units must be given"));
@@ -108,27 +118,25 @@ g2p_decoded g2p_model::greedy(const g2p_encoded& e, output max_steps) {
   auto att0 = cell.zero_state(batch).back();
   std::vector<output> vars{constant(g, int32_t(0)), go,         done,       phones.flow(),
                            aligned.flow(),          e.state[0], e.state[1], att0};
-  auto r = while_loop(
-      [&](const std::vector<output>& v) {
-        return logical_and(less(v[0], max_steps), logical_not(reduce_all(v[2])));
-      },
-      [&](const std::vector<output>& v) {
-        auto x = embedding_lookup(phone_embedding.value, v[1]);
-        auto [a, next] = cell.step(x, {v[5], v[6], v[7]});
-        auto best = argmax(logits(a), 1);
-        best = best * cast(logical_not(v[2]), dtype::i64); // <eos> (0) once done
-        auto now_done = logical_or(v[2], equal(best, constant(g, int64_t(g2p_eos))));
-        return std::vector<output>{
-            v[0] + constant(g, int32_t(1)),
-            best,
-            now_done,
-            phones.with_flow(v[3]).write(v[0], best).flow(),
-            aligned.with_flow(v[4]).write(v[0], cell.last_alignments()).flow(),
-            next[0],
-            next[1],
-            next[2]};
-      },
-      vars, {.parallel_iterations = 1, .name = "decode"});
+  auto r = while_loop([&](const std::vector<output>& v) { return decoding(v, max_steps); },
+                      [&](const std::vector<output>& v) {
+                        auto x = embedding_lookup(phone_embedding.value, v[1]);
+                        auto [a, next] = cell.step(x, {v[5], v[6], v[7]});
+                        auto best = argmax(logits(a), 1);
+                        best = best * cast(logical_not(v[2]), dtype::i64); // <eos> (0) once done
+                        auto now_done =
+                            logical_or(v[2], equal(best, constant(g, int64_t(g2p_eos))));
+                        return std::vector<output>{
+                            v[0] + constant(g, int32_t(1)),
+                            best,
+                            now_done,
+                            phones.with_flow(v[3]).write(v[0], best).flow(),
+                            aligned.with_flow(v[4]).write(v[0], cell.last_alignments()).flow(),
+                            next[0],
+                            next[1],
+                            next[2]};
+                      },
+                      vars, {.parallel_iterations = 1, .name = "decode"});
   g2p_decoded d;
   d.phones = transpose(phones.with_flow(r[3]).stack(), {1, 0});
   d.alignments = aligned.with_flow(r[4]).stack();
@@ -172,9 +180,7 @@ g2p_decoded g2p_model::beam_search(const g2p_encoded& e, int64_t width, output m
   std::vector<output> vars{constant(g, int32_t(0)), go,  done, scores, seqs, tiled.state[0],
                            tiled.state[1],          att0};
   auto r = while_loop(
-      [&](const std::vector<output>& v) {
-        return logical_and(less(v[0], max_steps), logical_not(reduce_all(v[2])));
-      },
+      [&](const std::vector<output>& v) { return decoding(v, max_steps); },
       [&](const std::vector<output>& v) {
         auto x = embedding_lookup(phone_embedding.value, v[1]);
         auto [a, next] = cell.step(x, {v[5], v[6], v[7]});

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "runnel/ops/grad/gradients.hpp"
 #include "runnel/storage/checkpoint.hpp"
 
 namespace runnel::apps {
@@ -24,6 +25,17 @@ int64_t restore_or_initialize(session& s, saver& sv, graph& g, const std::string
   std::fprintf(stderr, "resumed from %s (step %lld)\n", latest->c_str(),
                static_cast<long long>(step));
   return step;
+}
+
+operation clipped_update(optimizer& opt, output loss, double clip, const graph_variable& step) {
+  auto grads = opt.compute_gradients(loss);
+  std::vector<gradient_value> values;
+  for (auto& gv : grads)
+    values.push_back(gv.first);
+  auto clipped = clip_by_global_norm(values, clip).first;
+  for (size_t i = 0; i < grads.size(); ++i)
+    grads[i].first = clipped[i];
+  return opt.apply_gradients(grads, &step);
 }
 
 epoch_counter::epoch_counter(graph& g) {

@@ -6,12 +6,17 @@
 
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/actors/state/saver.hpp"
+#include "runnel/ops/train/optimizers.hpp"
 
 namespace runnel::apps {
 
 /// With `resume` and a checkpoint in `dir`: restores it and returns its global step (saying so
 /// on stderr); otherwise runs the graph's variable initializers and returns 0.
 int64_t restore_or_initialize(session& s, saver& sv, graph& g, const std::string& dir, bool resume);
+
+/// `opt`'s update of every trainable variable from `loss`, the gradients first clipped to a
+/// global norm of `clip` (TensorFlow's clip_by_global_norm), then global_step += 1.
+operation clipped_update(optimizer& opt, output loss, double clip, const graph_variable& step);
 
 /// Where training stands when epochs have no fixed step count (batches bucketed by length): a
 /// non-trainable variable {epochs done, global step at the end of the last}, which checkpoints
