@@ -59,14 +59,11 @@ const char* usage =
     "  --decode WORDS           print the phones of each comma-separated word with the\n"
     "                           exported model (--model, default CHECKPOINT-DIR/g2p.pb)\n";
 
-struct eval_inputs {
-  std::vector<output> next; // letter count, letters, phone count + 1, decoder in, decoder out
-};
-
-std::vector<int64_t> row_ids(const tensor& t, int64_t row, int64_t stop_at_eos_limit) {
+/// Row `row` of an [n, m] id tensor up to its first <eos>, at most `limit` ids.
+std::vector<int64_t> row_ids(const tensor& t, int64_t row, int64_t limit) {
   std::vector<int64_t> out;
   int64_t n = t.dim(1);
-  for (int64_t j = 0; j < n && j < stop_at_eos_limit; ++j) {
+  for (int64_t j = 0; j < n && j < limit; ++j) {
     int64_t v = t.data<int64_t>()[row * n + j];
     if (v == g2p_eos)
       break;
@@ -180,7 +177,7 @@ int run(const flags& f) {
   tensor names(dtype::string, shape{int64_t(corpus.phones.size())});
   for (size_t i = 0; i < corpus.phones.size(); ++i)
     names.data<std::string>()[i] = i < 2 ? "" : corpus.phones[i];
-  auto phonemes = identity(gather(constant(g, names, "phone_table"), kept), "phonemes");
+  identity(gather(constant(g, names, "phone_table"), kept), "phonemes"); // fetched by name
   auto phoneme_ids = identity(kept, "phoneme_ids");
 
   auto step_var = variable(g, constant(g, int64_t(0)), "global_step", false);
