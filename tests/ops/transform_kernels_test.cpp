@@ -113,19 +113,10 @@ void check_grad1(const std::function<output(output)>& f, tensor x0) {
   }
 }
 
-tensor sample(shape s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> d(-1.0, 1.0);
-  tensor t(dtype::f64, s);
-  for (auto& v : t.flat<double>())
-    v = d(rng);
-  return t;
-}
-
 } // namespace
 
 TEST_CASE("gradients of the array and matrix ops match finite differences", "[ops]") {
-  auto m = sample({2, 3}, 1);
+  auto m = random_f64({2, 3}, 1);
   check_grad1([](output x) { return stack({x, x * 2.0}, 1); }, m);
   check_grad1([](output x) { return unstack(x, 2, 0)[1]; }, m);
   check_grad1([](output x) { return split(x, 3, 1)[2] * 3.0 + split(x, 3, 1)[0]; }, m);
@@ -135,10 +126,10 @@ TEST_CASE("gradients of the array and matrix ops match finite differences", "[op
   check_grad1([](output x) { return reverse(x, {1}); }, m);
   check_grad1([](output x) { return log_softmax(x); }, m);
   check_grad1([](output x) { return l2_loss(x); }, m);
-  auto batch = sample({2, 2, 3}, 2);
+  auto batch = random_f64({2, 2, 3}, 2);
   check_grad1([](output x) { return batch_matmul(x, x, false, true); }, batch);
   check_grad1([](output x) { return batch_matmul(x, x, true, false); }, batch);
-  auto square = sample({2, 3, 3}, 3);
+  auto square = random_f64({2, 3, 3}, 3);
   for (int64_t i = 0; i < 2; ++i) // well-conditioned: add 3·I
     for (int64_t j = 0; j < 3; ++j)
       square.data<double>()[i * 9 + j * 4] += 3;
@@ -177,14 +168,14 @@ TEST_CASE("strided_slice follows NumPy/TensorFlow indexing", "[ops]") {
 }
 
 TEST_CASE("gradients of Slice and StridedSlice", "[ops]") {
-  auto m = sample({3, 4}, 9);
+  auto m = random_f64({3, 4}, 9);
   check_grad1([](output x) { return slice(x, {1, 1}, {2, -1}); }, m);
   check_grad1([](output x) { return strided_slice(x, {0, 3}, {0, 0}, {2, -2}, 0b01, 0b11); }, m);
   check_grad1([](output x) { return strided_slice(x, {1}, {2}, {1}, 0, 0, 0, 0, 1); }, m);
 }
 
 TEST_CASE("gradients of FloorMod, Fill, UnsortedSegmentSum and the labels of xent", "[ops]") {
-  auto m = sample({2, 3}, 11);
+  auto m = random_f64({2, 3}, 11);
   check_grad1([](output x) { return floor_mod(x, constant(x.owner(), 0.7)); }, m);
   check_grad1([](output x) { return fill(constant(x.owner(), {2, 2}), sum(x)); }, m);
   check_grad1(
@@ -192,7 +183,7 @@ TEST_CASE("gradients of FloorMod, Fill, UnsortedSegmentSum and the labels of xen
         return unsorted_segment_sum(x, constant(x.owner(), {1, 0}), constant(x.owner(), 3));
       },
       m);
-  auto labels = sample({2, 3}, 12);
+  auto labels = random_f64({2, 3}, 12);
   check_grad1(
       [](output y) {
         auto logits = constant(y.owner(), vals<double>({2, 3}, {1, 2, 3, 0, -1, 1}));
@@ -209,5 +200,5 @@ TEST_CASE("Prod's gradient is right with zeros in the input, and GatherV2's alon
       [](output x) {
         return gather(x, constant(x.owner(), {2, 0, 2}), 1);
       },
-      sample({2, 3, 2}, 13));
+      random_f64({2, 3, 2}, 13));
 }
