@@ -318,8 +318,9 @@ int run(const flags& f) {
       break;
   }
   if (input == "queue") {
+    // A reader or runner that failed (a corrupt record) closed the queues early: say so.
     coord.request_stop();
-    (void)coord.join();
+    throw_if_error(coord.join());
   }
   if (valid_ppl == 0) {
     valid_ppl = perplexity(files.valid);
