@@ -184,6 +184,9 @@ std::vector<std::string> op_registry::names() const {
   return out;
 }
 
+/// EmulatedCompute (ops/defs/emulation_ops.cpp): used only here, so not declared in the header.
+void register_emulation_ops(op_registry& reg);
+
 void register_builtin_ops(op_registry& reg) {
   register_math_ops(reg);
   register_array_ops(reg);
@@ -198,6 +201,7 @@ void register_builtin_ops(op_registry& reg) {
   register_data_flow_ops(reg);
   register_accumulator_ops(reg);
   register_parsing_ops(reg);
+  register_emulation_ops(reg);
   register_control_flow_ops(reg);
   register_tensor_array_ops(reg);
   register_sparse_ops(reg);

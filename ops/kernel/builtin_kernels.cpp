@@ -2,6 +2,9 @@
 
 namespace runnel {
 
+/// EmulatedCompute's kernel (ops/cpu/emulation.cpp): used only here, so not in kernels.hpp.
+void register_emulation_kernels(kernel_registry& reg);
+
 void register_builtin_kernels(kernel_registry& reg) {
   register_elementwise_kernels(reg);
   register_unary_kernels(reg);
@@ -25,6 +28,7 @@ void register_builtin_kernels(kernel_registry& reg) {
   register_sparse_kernels(reg);
   register_candidate_sampling_kernels(reg);
   register_word2vec_kernels(reg);
+  register_emulation_kernels(reg);
   register_batch_norm_kernels(reg);
   register_lstm_block_kernels(reg);
   register_block_lstm_kernels(reg);

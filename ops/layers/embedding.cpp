@@ -1,5 +1,7 @@
 #include "runnel/ops/layers/embedding.hpp"
 
+#include <algorithm>
+
 #include <numeric>
 
 namespace runnel {
@@ -100,21 +102,27 @@ partitioner max_size_partitioner(int64_t max_bytes, int64_t max_shards) {
 std::vector<graph_variable> partitioned_variable(graph& g, std::string_view name, const shape& s,
                                                  const std::function<output(const shape&)>& init,
                                                  const partitioner& parts, bool trainable,
-                                                 dtype t) {
+                                                 dtype t, int axis) {
   if (!s.is_fully_defined() || s.rank() < 1)
     throw error(invalid_argument("partitioned_variable '" + std::string(name) + "': shape " +
                                  s.to_string() + " must be fully defined, of rank at least 1"));
+  if (axis < 0 || axis >= s.rank())
+    throw error(invalid_argument("partitioned_variable '" + std::string(name) + "': axis " +
+                                 std::to_string(axis) + " is not an axis of " + s.to_string()));
   auto scope = g.name_scope(name);
   std::vector<graph_variable> out;
-  auto counts = parts(s, t);
+  // The partitioner counts rows along axis 0: show it the shape with `axis` first.
+  auto rotated = s.dims();
+  std::rotate(rotated.begin(), rotated.begin() + axis, rotated.begin() + axis + 1);
+  auto counts = parts(shape(rotated), t);
   int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t(0));
-  if (total != s[0])
+  if (total != s[axis])
     throw error(invalid_argument("partitioned_variable '" + std::string(name) +
                                  "': the partitioner's parts hold " + std::to_string(total) +
-                                 " rows, not " + std::to_string(s[0])));
+                                 " rows, not " + std::to_string(s[axis])));
   for (size_t i = 0; i < counts.size(); ++i) {
     auto dims = s.dims();
-    dims[0] = counts[i];
+    dims[size_t(axis)] = counts[i];
     auto value = init(shape(dims));
     if (!(value.shape() == shape(dims)) || value.type() != t)
       throw error(invalid_argument("partitioned_variable '" + std::string(name) +

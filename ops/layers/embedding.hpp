@@ -52,14 +52,15 @@ partitioner fixed_size_partitioner(int64_t num_shards);
 /// Parts of at most `max_bytes` each (TensorFlow's variable_axis_size_partitioner).
 partitioner max_size_partitioner(int64_t max_bytes, int64_t max_shards = 0);
 
-/// A variable split along axis 0 into parts named "<name>/part_<i>"; `init` builds each part's
-/// initial value from its shape. Each part is an ordinary variable (placed, saved and updated on
-/// its own; a replica_device_setter spreads them over the ps tasks). `t` is the table's dtype
-/// (what size-based partitioners count bytes with; the initial values must have it).
+/// A variable split along `axis` (0 for tables, whose lookups need whole rows) into parts named
+/// "<name>/part_<i>"; `init` builds each part's initial value from its shape. Each part is an
+/// ordinary variable (placed, saved and updated on its own; a replica_device_setter spreads them
+/// over the ps tasks). `t` is the table's dtype (what size-based partitioners count bytes with;
+/// the initial values must have it). The partitioner sees the shape with `axis` first.
 std::vector<graph_variable> partitioned_variable(graph& g, std::string_view name, const shape& s,
                                                  const std::function<output(const shape&)>& init,
                                                  const partitioner& parts, bool trainable = true,
-                                                 dtype t = dtype::f32);
+                                                 dtype t = dtype::f32, int axis = 0);
 
 // ---- lookup ----
 struct embedding_options {
