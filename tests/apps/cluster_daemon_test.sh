@@ -6,7 +6,7 @@
 set -euo pipefail
 node=$1 bin=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-source "$(dirname "$0")/free_ports.sh"
+source "$(dirname "$0")/../../scripts/lib/free_ports.sh"
 ports=$(free_ports 2)
 read -r p0 p1 <<<"$ports"
 printf 'ps     = 127.0.0.1:%s\nworker = 127.0.0.1:%s\n' "$p0" "$p1" >"$work/cluster.txt"

@@ -11,7 +11,7 @@
 set -euo pipefail
 bin=$1 records=$2 work=$3 mode=$4
 rm -rf "$work" && mkdir -p "$work"
-source "$(dirname "$0")/free_ports.sh"
+source "$(dirname "$0")/../../scripts/lib/free_ports.sh"
 ports=$(free_ports 5)
 read -r p0 p1 p2 p3 p4 <<<"$ports"
 pids=()

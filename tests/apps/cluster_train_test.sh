@@ -5,7 +5,7 @@
 set -euo pipefail
 bin=$1 records=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-source "$(dirname "$0")/free_ports.sh"
+source "$(dirname "$0")/../../scripts/lib/free_ports.sh"
 ports=$(free_ports 3)
 read -r p0 p1 p2 <<<"$ports"
 cluster="ps=127.0.0.1:$p0;worker=127.0.0.1:$p1,127.0.0.1:$p2"

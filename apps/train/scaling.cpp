@@ -1,0 +1,277 @@
+// Synchronous data-parallel training of a synthetic model with ResNet-50's variables and emulated
+// compute (apps/train/scaling/synthetic_model.hpp): what bench/scaling_bench.sh runs on 1-8
+// simulated hosts, and what the cost model (placement/data_parallel.hpp) predicts.
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+#include "runnel/actors/cluster/cluster.hpp"
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/apps/support/app_support.hpp"
+#include "runnel/apps/train/scaling/synthetic_model.hpp"
+#include "runnel/ops/core/atomic_file.hpp"
+
+using namespace runnel;
+using namespace runnel::apps;
+
+namespace {
+
+const char* usage =
+    "usage: scaling [options]\n"
+    "Trains a synthetic model synchronously: ResNet-50's variables (output channels divided by\n"
+    "--scale) cut into pieces spread over the ps tasks, and layers that hold the worker's device\n"
+    "for an emulated compute time instead of computing. The wire carries the real bytes and the\n"
+    "ps tasks really sum and apply them, so a cluster's step time is its protocol's and links'.\n"
+    "  --scale S             output channels divided by S (default 16: 1.6 M parameters, 6.4 MB)\n"
+    "  --piece-kib K         largest variable piece in KiB (default 4096 / S, BytePS's 4 MB\n"
+    "                        scaled with the model)\n"
+    "  --compute-ms T        emulated forward + backward time of one step (default 100)\n"
+    "  --batch N             examples per worker per step, for the rate reported (default 32)\n"
+    "  --steps N             timed steps (default 30), after --warmup N steps (default 5)\n"
+    "  --lr X                SGD learning rate (default 0.5)\n"
+    "  --replicas R          local run: average R replicas' gradients each step, as R\n"
+    "                        synchronous workers do (default 1)\n"
+    "  --params-out FILE     after training, every parameter piece as raw float32, in order\n"
+    "  --trace FILE          worker 0 traces its middle timed step (Chrome trace JSON)\n"
+    "  --describe            print the layers, pieces and shards, and exit\n"
+    "  --predict N,N,...     print the cost model's step for N workers each (a ps shard on every\n"
+    "                        worker's host unless --ps-hosts K) and exit; with --link-mbit R\n"
+    "                        (default 1000), --overhead-ms X (the fixed part of a step, measured\n"
+    "                        on one worker), --message-us X (default 50)\n"
+    "Distributed (every worker task trains; worker 0 is the chief):\n"
+    "  --cluster SPEC        e.g. \"ps=10.0.0.1:2222,10.0.0.2:2222;worker=10.0.0.1:2223,...\"\n"
+    "  --job ps|worker --task I\n"
+    "  --auth-token-file F   the cluster's shared secret (needed off loopback)\n"
+    "  --sync-timeout S      fail a step that waits longer than S seconds (default 60)\n";
+
+std::atomic<int> stop_signal{0};
+void on_signal(int sig) {
+  stop_signal = sig;
+}
+
+std::vector<int> parse_counts(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    out.push_back(std::stoi(item));
+  if (out.empty())
+    throw error(invalid_argument("--predict takes worker counts, e.g. 1,2,4,8"));
+  return out;
+}
+
+synthetic_options model_options(const flags& f) {
+  synthetic_options o;
+  o.scale = int(f.get_int("scale", 16).value());
+  o.piece_bytes = f.get_int("piece-kib", std::max(1, 4096 / std::max(1, o.scale))).value() * 1024;
+  o.compute_s = f.get_double("compute-ms", 100).value() / 1e3;
+  o.lr = f.get_double("lr", 0.5).value();
+  o.replicas = int(f.get_int("replicas", 1).value());
+  if (o.piece_bytes <= 0 || !(o.compute_s >= 0))
+    throw error(invalid_argument("--piece-kib must be positive and --compute-ms at least 0"));
+  return o;
+}
+
+int describe(const flags& f) {
+  auto o = model_options(f);
+  o.ps_tasks = int(f.get_int("ps-tasks", 1).value());
+  auto m = build_synthetic(o);
+  std::vector<double> per_shard(size_t(std::max(1, o.ps_tasks)), 0);
+  size_t pieces = 0;
+  for (auto& l : m->costs) {
+    double bytes = 0;
+    for (auto& p : l.pieces) {
+      bytes += p.bytes;
+      per_shard[size_t(p.shard)] += p.bytes;
+    }
+    pieces += l.pieces.size();
+    std::printf("%-28s %3zu pieces %9.0f bytes  forward %.3f ms  backward %.3f ms\n",
+                l.name.c_str(), l.pieces.size(), bytes, l.forward_s * 1e3, l.backward_s * 1e3);
+  }
+  std::printf("%zu layers, %zu pieces, %.2f MB of parameters\n", m->costs.size(), pieces,
+              double(m->parameter_bytes) / 1e6);
+  for (size_t k = 0; k < per_shard.size(); ++k)
+    std::printf("ps task %zu: %.2f MB\n", k, per_shard[k] / 1e6);
+  return 0;
+}
+
+int predict(const flags& f) {
+  auto counts = parse_counts(f.get("predict", ""));
+  double batch = double(f.get_int("batch", 32).value());
+  int ps_hosts = int(f.get_int("ps-hosts", 0).value());
+  std::optional<double> single;
+  for (int n : counts) {
+    auto o = model_options(f);
+    o.ps_tasks = ps_hosts > 0 ? ps_hosts : n;
+    o.task = 0;
+    auto m = build_synthetic(o);
+    data_parallel_model dp{.layers = m->costs,
+                           .workers = n,
+                           .shards = o.ps_tasks,
+                           .colocated = ps_hosts == 0,
+                           .link_bytes_per_s = f.get_double("link-mbit", 1000).value() * 1e6 / 8,
+                           .message_s = f.get_double("message-us", 50).value() / 1e6,
+                           .step_overhead_s = f.get_double("overhead-ms", 0).value() / 1e3};
+    auto p = predict_sync_step(dp);
+    double rate = p.throughput(batch, n);
+    if (!single)
+      single = n == 1 ? rate : batch / (p.compute_s + dp.step_overhead_s);
+    std::printf("predict %d workers: %.1f ex/s, efficiency %.3f, %s\n", n, rate,
+                rate / (n * *single), p.explain().c_str());
+  }
+  return 0;
+}
+
+/// Seconds since `t0`.
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run(const flags& f) {
+  if (f.has("describe"))
+    return describe(f);
+  if (f.has("predict"))
+    return predict(f);
+  auto o = model_options(f);
+  int64_t batch = f.get_int("batch", 32).value();
+  int64_t steps = f.get_int("steps", 30).value(), warmup = f.get_int("warmup", 5).value();
+  if (steps < 1 || warmup < 0 || batch < 1)
+    throw error(invalid_argument("--steps and --batch must be at least 1, --warmup at least 0"));
+  std::unique_ptr<cluster_node> node;
+  std::optional<runtime> local_rt;
+  int workers = 1, task = 0;
+  std::string target;
+  session_options so;
+  if (f.has("cluster")) {
+    auto spec = cluster_spec::parse(f.get("cluster", "")).value();
+    std::string job = f.get("job", "worker");
+    task = int(f.get_int("task", 0).value());
+    workers = spec.num_tasks("worker");
+    o.ps_tasks = spec.num_tasks("ps");
+    if (o.ps_tasks == 0 || workers == 0)
+      throw error(invalid_argument("--cluster needs a 'ps' job and a 'worker' job"));
+    if (o.replicas != 1)
+      throw error(invalid_argument("--replicas is for a local run: a cluster's replicas are its "
+                                   "workers"));
+    if (f.has("auth-token-file"))
+      so.auth_token = read_token(f.get("auth-token-file", "")).value();
+    node = cluster_node::start(
+               {.cluster = spec, .job = job, .task = task, .auth_token = so.auth_token})
+               .value();
+    if (job == "ps") {
+      std::signal(SIGINT, on_signal);
+      std::signal(SIGTERM, on_signal);
+      std::fprintf(stderr, "ps task %d: serving parameters; stop with Ctrl-C\n", task);
+      while (stop_signal.load() == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return 0;
+    }
+    if (job != "worker" || task < 0 || task >= workers)
+      throw error(invalid_argument("--job must be ps or worker and --task one of the job's "
+                                   "tasks, got " + job + " " + std::to_string(task)));
+    double timeout_s = f.get_double("sync-timeout", 60).value();
+    o.task = task;
+    o.sync = sync_replicas_options{.replicas_to_aggregate = workers,
+                                   .total_num_replicas = workers,
+                                   .replica = task,
+                                   .timeout_ms = int64_t(timeout_s * 1000),
+                                   .worker_device = "/job:worker/task:" + std::to_string(task)};
+    target = "runnel://" + spec.address("worker", task).value();
+  } else {
+    local_rt.emplace();
+  }
+  runtime& rt = node ? node->rt() : *local_rt;
+  auto m = build_synthetic(o);
+  bool chief = task == 0;
+  std::fprintf(stderr,
+               "worker %d of %d: %zu layers, %zu parameter pieces, %.2f MB, %lld examples a step "
+               "each, %.1f ms emulated compute a step\n",
+               task, workers, m->costs.size(), m->parameters.size(),
+               double(m->parameter_bytes) / 1e6, static_cast<long long>(batch), o.compute_s * 1e3);
+  auto s_ptr = target.empty() ? std::make_unique<session>(rt, m->g)
+                              : std::make_unique<session>(rt, m->g, target, so);
+  session& s = *s_ptr;
+  if (chief) {
+    throw_if_error(s.run({global_variables_initializer(m->g)}));
+  } else {
+    std::fprintf(stderr, "worker %d: waiting for the chief to initialize the model ...\n", task);
+    auto waited = std::chrono::steady_clock::now();
+    for (;;) {
+      auto r = s.run({}, m->ready);
+      if (r.ok())
+        break;
+      if (r.error().code() != error_code::failed_precondition &&
+          r.error().code() != error_code::unavailable)
+        throw error(r.error());
+      if (since(waited) > 300)
+        throw error(deadline_exceeded("worker " + std::to_string(task) +
+                                      ": the chief did not initialize the model in 300 s"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  std::vector<double> times;
+  auto started = std::chrono::steady_clock::now();
+  auto last_report = started;
+  int64_t traced = warmup + steps / 2;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    feed_list feeds;
+    for (size_t r = 0; r < m->inputs.size(); ++r)
+      feeds.emplace_back(m->inputs[r],
+                         tensor::vector<float>({synthetic_model::input_value(
+                             i, o.sync ? task : int(r))}));
+    auto t0 = std::chrono::steady_clock::now();
+    bool trace = chief && f.has("trace") && i == traced;
+    run_metadata md;
+    auto out = trace ? s.run(feeds, {}, {m->train}, run_options{.trace = true}, &md)
+                     : s.run(feeds, {}, {m->train});
+    if (!out)
+      throw error(out.error());
+    if (i >= warmup)
+      times.push_back(since(t0));
+    if (trace)
+      throw_if_error(write_file_atomically(f.get("trace", ""), md.to_chrome_trace()));
+    if (since(last_report) > 1 || i + 1 == warmup + steps) {
+      last_report = std::chrono::steady_clock::now();
+      double mean = times.empty() ? 0
+                                  : std::accumulate(times.begin(), times.end(), 0.0) /
+                                        double(times.size());
+      std::fprintf(stderr, "worker %d: step %lld/%lld  %.1f ms a step%s\n", task,
+                   static_cast<long long>(i + 1), static_cast<long long>(warmup + steps),
+                   mean * 1e3, times.empty() ? " (warming up)" : "");
+    }
+  }
+  double mean = std::accumulate(times.begin(), times.end(), 0.0) / double(times.size());
+  std::sort(times.begin(), times.end());
+  int replicas = o.sync ? workers : o.replicas;
+  std::printf("scaling: %d workers, %zu steps, step %.2f ms mean (median %.2f, min %.2f, max "
+              "%.2f), %.1f examples/s\n",
+              replicas, times.size(), mean * 1e3, times[times.size() / 2] * 1e3,
+              times.front() * 1e3, times.back() * 1e3, double(batch * replicas) / mean);
+  if (f.has("params-out")) {
+    auto values = s.run({}, m->parameters).value();
+    std::string bytes;
+    for (auto& v : values)
+      bytes.append(reinterpret_cast<const char*>(v.data<float>()),
+                   size_t(v.num_elements()) * sizeof(float));
+    throw_if_error(write_file_atomically(f.get("params-out", ""), bytes));
+  }
+  if (m->sync && chief) // the others' next step would end with "training ended"
+    throw_if_error(s.run({m->sync->ops().stop}));
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  return app_main("scaling", argc, argv, usage,
+                  {"scale", "piece-kib", "compute-ms", "batch", "steps", "warmup", "lr",
+                   "replicas", "params-out", "trace", "describe", "ps-tasks", "predict",
+                   "ps-hosts", "link-mbit", "overhead-ms", "message-us", "cluster", "job", "task",
+                   "auth-token-file", "sync-timeout"},
+                  run);
+}
