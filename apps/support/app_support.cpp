@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -170,7 +171,10 @@ int app_main(const char* app, int argc, char** argv, const char* usage,
 
 progress_line::progress_line(int64_t total_steps, int epochs, std::string unit)
     : start_(std::chrono::steady_clock::now()), last_(start_), total_steps_(total_steps),
-      epochs_(epochs), unit_(std::move(unit)), terminal_(::isatty(STDERR_FILENO) == 1) {}
+      epochs_(epochs), unit_(std::move(unit)), terminal_(::isatty(STDERR_FILENO) == 1) {
+  if (const char* every = std::getenv("RUNNEL_PROGRESS_EVERY"))
+    log_every_s_ = std::max(0.0, std::atof(every));
+}
 
 void progress_line::start_epoch(int64_t step, int64_t examples) {
   start_step_ = step;
@@ -191,9 +195,16 @@ void progress_line::update(int epoch, int64_t step, double loss, double accuracy
   latest_ = {epoch, step, loss, accuracy, examples, now};
   have_latest_ = true;
   // A log file (stderr not a terminal) gets one line per epoch, from finish(), not a stream of
-  // carriage returns.
-  if (!terminal_)
+  // carriage returns; with RUNNEL_PROGRESS_EVERY, also a whole line that often.
+  if (!terminal_) {
+    if (log_every_s_ > 0 && now - last_ >= std::chrono::duration<double>(log_every_s_)) {
+      last_ = now;
+      draw("");
+      std::fprintf(stderr, "\n");
+      dirty_ = false;
+    }
     return;
+  }
   if (now - last_ < std::chrono::milliseconds(200) && step != total_steps_) {
     pending_ = true;
     return;

@@ -56,7 +56,9 @@ int app_main(const char* app, int argc, char** argv, const char* usage,
 
 /// A single status line rewritten in place (at most every 200 ms) on a terminal, e.g.
 /// `epoch 2/5  step 900/3000  loss 0.4123  acc 0.8530  41230 ex/s  eta 12s`. When stderr is not
-/// a terminal (a log file), only finish() writes: the epoch's final state as one line.
+/// a terminal (a log file), only finish() writes: the epoch's final state as one line; with the
+/// environment variable RUNNEL_PROGRESS_EVERY=S, also a whole line every S seconds (what
+/// scripts/cluster-run sets to show every worker's progress).
 ///
 /// The rate is the current epoch's training steps' own (examples since the epoch began over the
 /// time they took): evaluation and checkpoints between epochs do not count, so an epoch as fast
@@ -89,6 +91,7 @@ private:
   int epochs_;
   std::string unit_;
   bool terminal_;
+  double log_every_s_ = 0; ///< RUNNEL_PROGRESS_EVERY: lines to a log file every this many seconds
   state latest_;
   bool have_latest_ = false, pending_ = false, dirty_ = false;
   int epoch_ = -1; ///< the epoch the rate counts from (start_step_, start_examples_, start_)
