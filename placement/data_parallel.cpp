@@ -44,6 +44,15 @@ sync_step_prediction predict_sync_step(const data_parallel_model& m) {
   for (auto& l : m.layers)
     out.compute_s += l.forward_s + l.backward_s;
   std::vector<double> shard_bytes = shard_link_bytes(m);
+  // The payload rate of one host's link, and on an emulating machine its share of what the
+  // machine moves when every host sends at once.
+  int hosts = m.workers;
+  for (int k = 0; k < m.shards; ++k)
+    hosts = std::max(hosts, shard_host(m, k) + 1);
+  double rate = m.link_bytes_per_s * m.payload_fraction;
+  if (m.machine_bytes_per_s > 0)
+    rate = std::min(rate, m.machine_bytes_per_s / hosts);
+  out.link_payload_bytes_per_s = rate;
   double worst_end = 0;
   for (int w = 0; w < m.workers; ++w) {
     double own = 0; // this worker's bytes each way: pieces on other hosts' shards
@@ -54,7 +63,7 @@ sync_step_prediction predict_sync_step(const data_parallel_model& m) {
     // how much more that link carries than this worker's own.
     auto seconds = [&](const dp_piece& p) {
       double slow = own > 0 ? std::max(1.0, shard_bytes[size_t(p.shard)] / own) : 1.0;
-      return p.bytes * slow / m.link_bytes_per_s + m.message_s;
+      return p.bytes * slow / rate + m.message_s;
     };
     // Forward: parameters arrive in the order the layers need them.
     double pipe = 0, forward = 0, forward_busy = 0;
@@ -71,8 +80,10 @@ sync_step_prediction predict_sync_step(const data_parallel_model& m) {
       forward = std::max(forward, ready) + l.forward_s;
       forward_busy += l.forward_s;
     }
-    // Backward: each layer's gradient pieces leave as the layer finishes.
-    double t = forward, push = forward, end = forward, last_bytes = 0;
+    // Backward: each layer's gradient pieces leave as the layer finishes, on the host's egress,
+    // which its own shard's replies to the other workers' pulls hold first.
+    double serve = m.colocated && w < m.shards ? shard_bytes[size_t(w)] / rate : 0;
+    double t = forward, push = std::max(forward, serve), end = forward, last_bytes = 0;
     for (auto it = m.layers.rbegin(); it != m.layers.rend(); ++it) {
       t += it->backward_s;
       for (auto& p : it->pieces) {
@@ -105,7 +116,7 @@ sync_step_prediction predict_sync_step(const data_parallel_model& m) {
     if (shard_host(m, k) >= m.workers)
       out.wire_bytes = std::max(out.wire_bytes, shard_bytes[size_t(k)]);
   out.step_s = worst_end + m.step_overhead_s;
-  out.wire_bound_s = std::max(out.compute_s, out.wire_bytes / m.link_bytes_per_s);
+  out.wire_bound_s = std::max(out.compute_s, out.wire_bytes / rate);
   return out;
 }
 

@@ -52,6 +52,13 @@ struct data_parallel_model {
   bool colocated = true;
   /// Each host's link, each direction.
   double link_bytes_per_s = 125e6;
+  /// The share of a link's bytes that is payload: TCP over Ethernet with timestamps carries 1448
+  /// bytes in a 1514-byte frame (what tc's token bucket counts).
+  double payload_fraction = 1448.0 / 1514.0;
+  /// Emulation only: what the one machine that runs every simulated host moves between them in
+  /// all, each direction (0: real hosts, each with its own CPUs). When every host's link would
+  /// together carry more, each gets its share of this instead.
+  double machine_bytes_per_s = 0;
   /// Fixed cost of each piece's transfer (framing, a Recv's wake-up).
   double message_s = 50e-6;
   /// What one ps shard sums and applies per second (gradients of N workers, then the update).
@@ -68,6 +75,7 @@ struct sync_step_prediction {
   double aggregate_s = 0;      ///< the last piece's sum and update on its shard
   double wire_bytes = 0;       ///< one host's bytes per step, each direction
   double wire_bound_s = 0;     ///< max(compute, wire_bytes / link): the physical bound
+  double link_payload_bytes_per_s = 0; ///< the rate the model used for each host's link
   /// Examples per second of the whole cluster for a batch of `batch` per worker.
   double throughput(double batch, int workers) const { return batch * workers / step_s; }
   std::string explain() const;

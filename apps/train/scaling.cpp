@@ -42,7 +42,9 @@ const char* usage =
     "  --predict N,N,...     print the cost model's step for N workers each (a ps shard on every\n"
     "                        worker's host unless --ps-hosts K) and exit; with --link-mbit R\n"
     "                        (default 1000), --overhead-ms X (the fixed part of a step, measured\n"
-    "                        on one worker), --message-us X (default 50)\n"
+    "                        on one worker), --message-us X (default 50), --machine-mbytes X\n"
+    "                        (MB/s the emulating machine moves between all its simulated\n"
+    "                        hosts; default: real hosts, no such limit)\n"
     "Distributed (every worker task trains; worker 0 is the chief):\n"
     "  --cluster SPEC        e.g. \"ps=10.0.0.1:2222,10.0.0.2:2222;worker=10.0.0.1:2223,...\"\n"
     "  --job ps|worker --task I\n"
@@ -115,6 +117,7 @@ int predict(const flags& f) {
                            .shards = o.ps_tasks,
                            .colocated = ps_hosts == 0,
                            .link_bytes_per_s = f.get_double("link-mbit", 1000).value() * 1e6 / 8,
+                           .machine_bytes_per_s = f.get_double("machine-mbytes", 0).value() * 1e6,
                            .message_s = f.get_double("message-us", 50).value() / 1e6,
                            .step_overhead_s = f.get_double("overhead-ms", 0).value() / 1e3};
     auto p = predict_sync_step(dp);
@@ -271,7 +274,7 @@ int main(int argc, char** argv) {
   return app_main("scaling", argc, argv, usage,
                   {"scale", "piece-kib", "compute-ms", "batch", "steps", "warmup", "lr",
                    "replicas", "params-out", "trace", "describe", "ps-tasks", "predict",
-                   "ps-hosts", "link-mbit", "overhead-ms", "message-us", "cluster", "job", "task",
+                   "ps-hosts", "link-mbit", "overhead-ms", "message-us", "machine-mbytes", "cluster", "job", "task",
                    "auth-token-file", "sync-timeout"},
                   run);
 }

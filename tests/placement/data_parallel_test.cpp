@@ -36,6 +36,7 @@ TEST_CASE("two workers with a shard each exchange half the model each way", "[pl
                         .workers = 2,
                         .shards = 2,
                         .link_bytes_per_s = 10e6,
+                        .payload_fraction = 1,
                         .message_s = 0,
                         .aggregate_bytes_per_s = 1e12};
   auto p = predict_sync_step(m);
@@ -57,6 +58,7 @@ TEST_CASE("a single ps host serving many workers is the bottleneck", "[placement
                           .shards = 1,
                           .colocated = false,
                           .link_bytes_per_s = 100e6,
+                          .payload_fraction = 1,
                           .message_s = 0,
                           .aggregate_bytes_per_s = 1e15};
     return predict_sync_step(m);
@@ -76,6 +78,7 @@ TEST_CASE("later layers' parameters arrive while earlier layers compute", "[plac
                         .workers = 2,
                         .shards = 2,
                         .link_bytes_per_s = 10e6,
+                        .payload_fraction = 1,
                         .message_s = 0,
                         .aggregate_bytes_per_s = 1e12};
   auto p = predict_sync_step(m);
@@ -91,4 +94,29 @@ TEST_CASE("the step model refuses a piece on a shard that does not exist", "[pla
                         .workers = 2,
                         .shards = 2};
   CHECK_THROWS_WITH(predict_sync_step(m), Catch::Contains("conv1") && Catch::Contains("shard 3"));
+}
+
+TEST_CASE("on an emulating machine every host gets its share of what the machine moves",
+          "[placement]") {
+  auto model = [](double machine) {
+    data_parallel_model m{.layers = {{.name = "l", .forward_s = 0.1, .backward_s = 0.2}},
+                          .workers = 8,
+                          .shards = 8,
+                          .link_bytes_per_s = 10e6,
+                          .payload_fraction = 1,
+                          .machine_bytes_per_s = machine,
+                          .message_s = 0,
+                          .aggregate_bytes_per_s = 1e15};
+    for (int k = 0; k < 8; ++k)
+      m.layers[0].pieces.push_back({.bytes = 1e6, .shard = k});
+    return predict_sync_step(m);
+  };
+  // Real hosts: 7 remote pieces each way at 10 MB/s.
+  CHECK(model(0).link_payload_bytes_per_s == Approx(10e6));
+  CHECK(model(0).step_s == Approx(0.7 + 0.3 + 0.7));
+  // A machine that moves 40 MB/s between 8 hosts gives each 5 MB/s.
+  CHECK(model(40e6).link_payload_bytes_per_s == Approx(5e6));
+  CHECK(model(40e6).step_s == Approx(1.4 + 0.3 + 1.4));
+  // One that moves more than the links leaves them as they are.
+  CHECK(model(1e9).step_s == Approx(model(0).step_s));
 }
