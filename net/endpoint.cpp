@@ -3,7 +3,10 @@
 // endpoint_serve.cpp, the remote handles in remote_handles.cpp.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/eventfd.h>
+
+#include <limits>
 
 #include "runnel/net/endpoint_impl.hpp"
 
@@ -208,7 +211,20 @@ kj::Promise<endpoint::impl::loop_state::data_peer*> endpoint::impl::loop_state::
                     }
                     peer->stream = kj::mv(stream);
                     peer->broken = false;
+                    // The old chain's links are dropped with it: the frames still waiting for
+                    // them fail, and their senders resend on this connection.
+                    for (auto& [order, w] : peer->waiting)
+                      w.written->reject(KJ_EXCEPTION(DISCONNECTED, "connection replaced"));
+                    peer->waiting.clear();
                     peer->last = kj::READY_NOW;
+                    // Keep little unsent data in the kernel (the bytes in flight are not
+                    // limited): frames wait in `waiting` instead, where the most urgent goes
+                    // next. Not every stream is a socket (TLS wraps one): best effort.
+                    int unsent = 256 << 10;
+                    kj::runCatchingExceptions([&]() {
+                      peer->stream->setsockopt(IPPROTO_TCP, TCP_NOTSENT_LOWAT, &unsent,
+                                               sizeof unsent);
+                    });
                     peer->connecting = nullptr;
                     auto gen = ++peer->generation;
                     debug("data connection open (generation " + std::to_string(gen) + ")");
@@ -259,6 +275,7 @@ std::shared_ptr<endpoint::impl::loop_state::frame>
 endpoint::impl::loop_state::make_frame(int64_t step, const std::string& key, tensor value,
                                        send_options opts) {
   auto f = std::make_shared<frame>();
+  f->priority = opts.priority;
   frame_header h;
   h.step = step;
   h.key = key;
@@ -304,17 +321,37 @@ kj::Promise<void> endpoint::impl::loop_state::write_frame(std::string address, s
       .then([f, used](data_peer* peer) {
         auto gen = peer->generation;
         *used = gen;
-        auto write = kj::mv(peer->last).then([peer, f, gen]() {
+        auto written = kj::newPromiseAndFulfiller<void>();
+        peer->waiting.emplace(std::make_tuple(gen, f->priority, peer->arrivals++),
+                              data_peer::waiting_frame{f, kj::mv(written.fulfiller)});
+        // This link of the chain writes the most urgent frame of its generation waiting now
+        // (every frame of the generation added a link, so each is written exactly once).
+        auto write = kj::mv(peer->last).then([peer, gen]() {
+          auto it = peer->waiting.lower_bound(
+              std::make_tuple(gen, std::numeric_limits<int64_t>::min(), uint64_t(0)));
+          KJ_ASSERT(it != peer->waiting.end() && std::get<0>(it->first) == gen);
+          auto next = kj::mv(it->second);
+          peer->waiting.erase(it);
+          auto* done = next.written.get();
+          auto lost = [done](kj::Exception&& e) {
+            done->reject(kj::cp(e));
+            return kj::Promise<void>(kj::mv(e));
+          };
           if (peer->broken || peer->generation != gen)
-            return kj::Promise<void>(KJ_EXCEPTION(DISCONNECTED, "connection lost"));
-          return peer->stream->write(kj::arrayPtr(f->pieces.data(), f->pieces.size()));
+            return lost(KJ_EXCEPTION(DISCONNECTED, "connection lost"));
+          auto& pieces = next.f->pieces;
+          return peer->stream->write(kj::arrayPtr(pieces.data(), pieces.size()))
+              .then([next = kj::mv(next)]() mutable -> kj::Promise<void> {
+                      next.written->fulfill();
+                      return kj::READY_NOW;
+                    },
+                    [lost, keep = next.f](kj::Exception&& e) { return lost(kj::mv(e)); });
         });
-        auto forked = write.fork();
-        peer->last = forked.addBranch().then([]() {}, [peer, gen](kj::Exception&&) {
+        peer->last = write.then([]() {}, [peer, gen](kj::Exception&&) {
           if (peer->generation == gen)
             peer->broken = true;
         });
-        return forked.addBranch();
+        return kj::mv(written.promise);
       })
       .catch_([this, address, f, may_retry, was_open,
                used](kj::Exception&& e) -> kj::Promise<void> {

@@ -170,6 +170,9 @@ public:
 struct send_options {
   /// Send a float32 tensor as bfloat16 (the low 16 bits of each mantissa dropped).
   bool bf16 = false;
+  /// Frames to one peer that wait for the connection go out lowest priority first (equal ones in
+  /// the order sent): a step's tensors leave in the order the receiver needs them.
+  int64_t priority = 0;
 };
 
 /// Counters of what an endpoint did, refused or failed (for logs, tests and --metrics).

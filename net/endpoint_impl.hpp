@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include <capnp/message.h>
@@ -175,7 +176,17 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
   };
   std::map<std::string, rpc_peer> rpc_peers;
 
-  // Outgoing data connections, by address: writes chained in order.
+  // A frame ready to write: header length and header, payload pieces.
+  struct frame {
+    std::string head;           // encode_frame_header's bytes
+    tensor value;               // keeps the buffer alive until written
+    std::vector<uint16_t> bf16; // the payload, when truncated
+    std::vector<kj::ArrayPtr<const kj::byte>> pieces;
+    uint64_t total = 0;
+    int64_t priority = 0;
+  };
+
+  // Outgoing data connections, by address: writes chained one after another.
   struct data_peer {
     kj::Own<kj::AsyncIoStream> stream;
     /// Streams replaced by a fresh connection, kept because the hang-up watches in `tasks` may
@@ -185,17 +196,17 @@ struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
     kj::Promise<void> last = kj::READY_NOW; // the tail of the write chain
     bool broken = false;
     uint64_t generation = 0;
+    /// Frames waiting for their turn, by (generation, priority, arrival): each frame adds one
+    /// link to the write chain, and each link writes the most urgent frame of its generation
+    /// waiting then (send_options::priority).
+    struct waiting_frame {
+      std::shared_ptr<frame> f;
+      kj::Own<kj::PromiseFulfiller<void>> written;
+    };
+    std::map<std::tuple<uint64_t, int64_t, uint64_t>, waiting_frame> waiting;
+    uint64_t arrivals = 0;
   };
   std::map<std::string, kj::Own<data_peer>> data_peers;
-
-  // A frame ready to write: header length and header, payload pieces.
-  struct frame {
-    std::string head;           // encode_frame_header's bytes
-    tensor value;               // keeps the buffer alive until written
-    std::vector<uint16_t> bf16; // the payload, when truncated
-    std::vector<kj::ArrayPtr<const kj::byte>> pieces;
-    uint64_t total = 0;
-  };
 
   kj::Promise<kj::Own<kj::NetworkAddress>> resolve(const std::string& address);
   /// Connects to `address` and exchanges the preamble for a connection of `kind`.

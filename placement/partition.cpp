@@ -142,6 +142,10 @@ result<std::vector<graph_partition>> partition(const graph& g, const std::vector
                         {"client_terminated", false}};
         attr_map send_attrs = common;
         send_attrs["T"] = t;
+        // The first consumer's place in the order the nodes are partitioned (topological): the
+        // data plane sends a peer's waiting tensors in this order, so what the receiver needs
+        // first goes first (a forward pass's parameters before the later layers').
+        send_attrs["_priority"] = int64_t(i);
         // The producer asked for bfloat16 on the wire (send_as_bf16 in ops/train/replica.hpp).
         if (auto bf16 = find_attr<bool>(src.attrs, "_wire_bf16"); bf16 && *bf16)
           send_attrs["_wire_bf16"] = true;

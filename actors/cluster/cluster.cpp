@@ -303,7 +303,8 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
   cluster_spec cluster = o.cluster;
   rt->internals().routes->set_remote(
       [endpoint, cluster](int64_t step, const std::string& key, const std::string& recv_device,
-                          tensor value, bool wire_bf16, std::function<void(status)> done) {
+                          tensor value, bool wire_bf16, int64_t priority,
+                          std::function<void(status)> done) {
         auto task = task_of_device(recv_device);
         if (!task) {
           done(task.error());
@@ -314,8 +315,8 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
           done(addr.error().with_context("sending '" + key + "'"));
           return;
         }
-        endpoint->send_tensor(*addr, step, key, std::move(value), {.bf16 = wire_bf16},
-                              std::move(done));
+        endpoint->send_tensor(*addr, step, key, std::move(value),
+                              {.bf16 = wire_bf16, .priority = priority}, std::move(done));
       });
   if (!o.metrics.empty()) {
     auto* raw = i.get();

@@ -177,7 +177,7 @@ void process_rendezvous::set_remote(remote_fn remote) {
 
 void process_rendezvous::send(int64_t step, const std::string& key,
                               const std::string& recv_device, tensor value, bool wire_bf16,
-                              std::function<void(status)> done) {
+                              int64_t priority, std::function<void(status)> done) {
   if (recv_device.compare(0, prefix_.size(), prefix_) == 0) {
     local_.send(step, key, std::move(value));
     done({});
@@ -193,7 +193,7 @@ void process_rendezvous::send(int64_t step, const std::string& key,
                      ") is not part of a cluster"));
     return;
   }
-  (*remote)(step, key, recv_device, std::move(value), wire_bf16, std::move(done));
+  (*remote)(step, key, recv_device, std::move(value), wire_bf16, priority, std::move(done));
 }
 
 void process_rendezvous::recv(int64_t step, const std::string& key,
@@ -206,6 +206,12 @@ namespace {
 bool wire_bf16(const node& n) {
   auto v = find_attr<bool>(n.attrs, "_wire_bf16");
   return v.ok() && *v;
+}
+
+/// The partitioner's `_priority` of a _Send (0 when absent: sends then go out in order).
+int64_t send_priority(const node& n) {
+  auto v = find_attr<int64_t>(n.attrs, "_priority");
+  return v.ok() ? *v : 0;
 }
 
 std::string key_of(const kernel_construction& c) {
@@ -231,25 +237,30 @@ tensor dead_marker(dtype edge) {
 class send_kernel : public kernel {
 public:
   send_kernel(tensor_rendezvous& r, std::string key, std::string recv_device, dtype type,
-              bool wire_bf16)
-      : r_(r), key_(std::move(key)), recv_device_(std::move(recv_device)), type_(type),
-        bf16_(wire_bf16 && type == dtype::f32) {}
+              bool wire_bf16, int64_t priority)
+      : r_(r), process_(dynamic_cast<process_rendezvous*>(&r)), key_(std::move(key)),
+        recv_device_(std::move(recv_device)), type_(type),
+        bf16_(wire_bf16 && type == dtype::f32), priority_(priority) {}
   bool is_async() const override { return true; }
   status compute(kernel_context&) override { return internal_error("_Send is asynchronous"); }
   void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
     tensor value = ctx.input(0).valid() ? ctx.input(0) : dead_marker(type_);
-    if (ctx.frame_iter().empty()) // the step's top level: the key as it is
-      r_.send(ctx.step_id(), key_, recv_device_, std::move(value), bf16_, std::move(done));
+    // The step's top level: the key as it is; inside a loop, with the frame and iteration.
+    std::string key = ctx.frame_iter().empty() ? key_ : key_ + ctx.frame_iter();
+    if (process_)
+      process_->send(ctx.step_id(), key, recv_device_, std::move(value), bf16_, priority_,
+                     std::move(done));
     else
-      r_.send(ctx.step_id(), key_ + ctx.frame_iter(), recv_device_, std::move(value), bf16_,
-              std::move(done));
+      r_.send(ctx.step_id(), key, recv_device_, std::move(value), bf16_, std::move(done));
   }
 
 private:
   tensor_rendezvous& r_;
+  process_rendezvous* process_;
   std::string key_, recv_device_;
   dtype type_;
   bool bf16_;
+  int64_t priority_;
 };
 
 class recv_kernel : public kernel {
@@ -341,8 +352,7 @@ void register_sendrecv_kernels(kernel_registry& reg) {
             RUNNEL_ASSIGN_OR_RETURN(auto* r, rendezvous_of(c));
             return std::unique_ptr<kernel>(
                 new send_kernel(*r, key_of(c), c.attr<std::string>("recv_device"),
-                                c.attr<dtype>("T"),
-                                wire_bf16(c.node)));
+                                c.attr<dtype>("T"), wire_bf16(c.node), send_priority(c.node)));
           });
   reg.add("_Recv", device_type::cpu, {},
           [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
@@ -357,7 +367,8 @@ void register_sendrecv_kernels(kernel_registry& reg) {
               return failed_precondition("node '" + c.node.name + "': a GPU _Send without a GPU");
             return std::unique_ptr<kernel>(new gpu_send_kernel(
                 *c.gpu, std::make_unique<send_kernel>(*r, key_of(c), c.attr<std::string>("recv_device"),
-                                                      c.attr<dtype>("T"), wire_bf16(c.node))));
+                                                      c.attr<dtype>("T"), wire_bf16(c.node),
+                                                      send_priority(c.node))));
           });
   reg.add("_Recv", device_type::gpu, {},
           [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {

@@ -76,9 +76,12 @@ private:
 /// without it such a send fails, naming the device).
 class process_rendezvous : public tensor_rendezvous {
 public:
+  /// `priority`: the send's place in the step (lower first: the partitioner's position of the
+  /// tensor's first consumer), so a peer's pending frames go out in the order they are needed.
   using remote_fn = std::function<void(int64_t step, const std::string& key,
                                        const std::string& recv_device, tensor value,
-                                       bool wire_bf16, std::function<void(status)> done)>;
+                                       bool wire_bf16, int64_t priority,
+                                       std::function<void(status)> done)>;
   /// `local_prefix`: the task part of this process's device names, "/job:J/replica:0/task:T/".
   process_rendezvous(local_rendezvous& local, std::string local_prefix)
       : local_(local), prefix_(std::move(local_prefix)) {}
@@ -88,7 +91,12 @@ public:
     send(step, key, recv_device, std::move(value), false, std::move(done));
   }
   void send(int64_t step, const std::string& key, const std::string& recv_device, tensor value,
-            bool wire_bf16, std::function<void(status)> done) override;
+            bool wire_bf16, std::function<void(status)> done) override {
+    send(step, key, recv_device, std::move(value), wire_bf16, 0, std::move(done));
+  }
+  /// The same with the send's priority among this process's frames to the same peer.
+  void send(int64_t step, const std::string& key, const std::string& recv_device, tensor value,
+            bool wire_bf16, int64_t priority, std::function<void(status)> done);
   void recv(int64_t step, const std::string& key,
             std::function<void(status, tensor)> done) override;
   local_rendezvous& local() { return local_; }
