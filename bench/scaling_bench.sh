@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# sync_scaling: synchronous training of the synthetic ResNet-50 (apps/train/scaling.cpp: its
+# variables with output channels / 4, 25.6 MB in pieces of at most 1 MiB, emulated compute) on 1,
+# 2, 4 and 8 simulated hosts (scripts/cluster-run: a ps shard and a worker on each host), at
+# 1 Gbit/s and 250 Mbit/s links, against the cost model's prediction
+# (placement/data_parallel.hpp).
+#
+#   bench/scaling_bench.sh BUILD_DIR [OUT_DIR]
+#
+# The workload is balanced at 1 Gbit/s: a step's emulated compute equals the time one link takes
+# to carry the parameters twice. Each point: 5 warm-up steps, then 20 timed; the cluster's rate
+# is its chief's. The model's constants are measured in the same run, none fitted to the points:
+# the fixed per-step cost on the 1-worker point of each rate (no link in use there, so that
+# point's error is 0 by construction), and what this machine moves between its simulated hosts
+# (8 hosts exchanging the model with no compute and unshaped links). The projection past 8
+# workers is for real hosts (no machine limit). OUT_DIR (default ./runnel-scaling) gets the logs,
+# scaling.tsv, the plot scaling.svg and trace-8w.json (the chief's view of one 8-worker step at
+# 1 Gbit/s).
+set -euo pipefail
+build=$1
+out=${2:-$PWD/runnel-scaling}
+root=$(cd "$(dirname "$0")/.." && pwd)
+app=$build/apps/scaling
+mkdir -p "$out"
+if [[ $(id -u) -ne 0 ]]; then
+  echo "bench sync_scaling: skipped: simulated hosts need root (network namespaces, tc)"
+  exit 0
+fi
+source "$root/scripts/lib/netns.sh"
+if ! why=$(netns_check); then
+  echo "bench sync_scaling: skipped: $why"
+  exit 0
+fi
+batch=32
+scale=4
+mbytes=$("$app" --describe --scale $scale | sed -n 's/.* pieces, \([0-9.]*\) MB of parameters/\1/p')
+# Balanced at 1 Gbit/s (125 MB/s): compute = 2 x parameters / link.
+compute_ms=$(awk -v m="$mbytes" 'BEGIN { printf "%.1f", 2 * m / 125 * 1000 }')
+plane=$("$build/bench/cluster_bench" --only remote_tensor_64mib 2>/dev/null |
+  sed -n 's/^bench remote_tensor_64mib: \([0-9.e+]*\) GB\/s.*/\1/p')
+echo "bench: sync_scaling: $mbytes MB of parameters (ResNet-50's variables, output channels / $scale)," \
+  "${compute_ms} ms of emulated compute a step (balanced at 1 Gbit/s), $batch examples a worker" \
+  "a step; this machine's data plane moves $plane GB/s between two processes (remote_tensor_64mib)"
+common=(--scale $scale --batch $batch --steps 20 --warmup 5)
+
+# run NAME WORKERS RATE ARGS...: one cluster run; prints the chief's mean step (ms) and rate.
+run() {
+  local name=$1 n=$2 rate=$3
+  shift 3
+  if ! "$root/scripts/cluster-run" --quiet --workers "$n" --rate "$rate" --logs "$out/$name" \
+    -- "$app" "${common[@]}" "$@" >/dev/null; then
+    echo "bench sync_scaling: the run $name failed (logs in $out/$name)" >&2
+    exit 1
+  fi
+  sed -n 's/.*step \([0-9.]*\) ms mean.*, \([0-9.]*\) examples\/s/\1 \2/p' "$out/$name/worker-0.out"
+}
+predict() { "$app" "${common[@]}" --compute-ms "$compute_ms" --predict "$@"; }
+
+# What this machine moves between simulated hosts: 8 of them exchange the model with no compute
+# over links too fast to bind; the time beyond a lone worker's is the transfer.
+read -r s1 _ < <(run probe-1w 1 10gbit --compute-ms 0)
+read -r s8 _ < <(run probe-8w 8 10gbit --compute-ms 0)
+host_mb=$(predict 8 | sed -n 's/.* a host moves \([0-9.]*\) MB each way.*/\1/p')
+machine=$(awk -v h="$host_mb" -v a="$s1" -v b="$s8" 'BEGIN { printf "%.0f", 8 * h / ((b - a) / 1000) }')
+echo "bench: sync_scaling: this machine moves $machine MB/s each way between 8 simulated hosts" \
+  "(each host ${host_mb} MB a step; ${s8} ms a step with no compute against ${s1} ms for one worker)"
+
+printf 'rate\tworkers\tmeasured\tpredicted\tefficiency\tpredicted_efficiency\n' >"$out/scaling.tsv"
+worst=0 eff8=""
+for rate in 1gbit 250mbit; do
+  mbit=$([[ $rate == 1gbit ]] && echo 1000 || echo 250)
+  single="" overhead=""
+  for n in 1 2 4 8; do
+    extra=()
+    [[ $rate == 1gbit && $n == 8 ]] && extra=(--trace "$out/trace-8w.json")
+    read -r step_ms rate_ex < <(run "$rate-${n}w" $n $rate --compute-ms "$compute_ms" "${extra[@]}")
+    if [[ -z $single ]]; then
+      single=$rate_ex
+      # The fixed cost: what the 1-worker step takes beyond the model's compute and messages.
+      base=$(predict 1 --link-mbit $mbit | sed -n 's/.*, step \([0-9.]*\) ms = .*/\1/p')
+      overhead=$(awk -v s="$step_ms" -v b="$base" 'BEGIN { printf "%.3f", s - b }')
+      emulated=$(predict 1,2,4,8 --link-mbit $mbit --overhead-ms "$overhead" --machine-mbytes "$machine")
+      real=$(predict 1,2,4,8,16,32,64,100 --link-mbit $mbit --overhead-ms "$overhead")
+      echo "$emulated" >"$out/prediction-$rate-emulated.txt"
+      echo "$real" >"$out/prediction-$rate-real-hosts.txt"
+    fi
+    predicted=$(sed -n "s/^predict $n workers: \([0-9.]*\) ex\/s.*/\1/p" <<<"$emulated")
+    read -r eff err peff < <(awk -v m="$rate_ex" -v p="$predicted" -v s="$single" -v n=$n \
+      'BEGIN { printf "%.3f %.1f %.3f\n", m / (n * s), (p - m) / m * 100, p / (n * s) }')
+    printf '%s\t%d\t%s\t%s\t%s\t%s\n' $rate $n "$rate_ex" "$predicted" "$eff" "$peff" >>"$out/scaling.tsv"
+    echo "bench sync_scaling_${n}w_$rate: $rate_ex examples/s (${eff}x linear; predicted $predicted, ${err}%)"
+    worst=$(awk -v w="$worst" -v e="$err" 'BEGIN { e = e < 0 ? -e : e; print (e > w ? e : w) }')
+    [[ $rate == 1gbit && $n == 8 ]] && eff8=$eff
+  done
+  # Real hosts, past what runs here.
+  for n in 16 32 64 100; do
+    sed -n "s/^predict $n workers: \([0-9.]*\) ex\/s, efficiency \([0-9.]*\),.*/$rate\t$n\t\t\1\t\t\2/p" \
+      <<<"$real" >>"$out/scaling.tsv"
+  done
+  echo "bench: sync_scaling at $rate, 8 workers, on this machine: $(sed -n 's/^predict 8 workers: [^,]*, [^,]*, //p' <<<"$emulated")"
+  echo "bench: sync_scaling at $rate on real hosts: $(sed -n 's/^predict \([0-9]*\) workers: [^,]*, efficiency \([0-9.]*\),.*/\1: \2/p' <<<"$real" | tr '\n' ' ')"
+done
+# What the 8 workers moved at 1 Gbit/s, against what this machine's data plane moves.
+read -r step_ms _ < <(sed -n 's/.*step \([0-9.]*\) ms mean.*, \([0-9.]*\) examples\/s/\1 \2/p' "$out/1gbit-8w/worker-0.out")
+awk -v h="$host_mb" -v s="$step_ms" -v p="$plane" -v m="$machine" 'BEGIN {
+  agg = 8 * h / (s / 1000) / 1000
+  printf "bench: sync_scaling traffic at 8 workers, 1 Gbit/s: %.2f GB/s each way in all (8 hosts x %.2f MB a %.0f ms step) = %.2fx what the data plane moves between two processes (%s GB/s), %.2fx what this machine moves between its simulated hosts (%.2f GB/s)\n", agg, h, s, agg / p, p, agg / (m / 1000), m / 1000
+}'
+/usr/bin/python3 "$root/scripts/lib/scaling_plot.py" "$out/scaling.tsv" "$out/scaling.svg"
+echo "bench sync_scaling: $eff8 efficiency (8 workers at 1 Gbit/s against 8x one worker; target 0.90)"
+echo "bench sync_scaling_model_error: $worst % (the largest over all measured points; target 15%)"
