@@ -93,11 +93,7 @@ std::unique_ptr<model> build(const model_options& o) {
   } else {
     m->train = opt->apply_gradients(grads, &m->step);
   }
-  for (int id : g.collection("variables")) {
-    output ref(&g, endpoint{id, 0});
-    auto col = g.colocate_with(ref);
-    m->ready.push_back(size(identity(ref), dtype::i32, "ready"));
-  }
+  m->ready = variables_ready(g);
   return m;
 }
 

@@ -1,9 +1,21 @@
 #include "runnel/ops/train/replica.hpp"
 
+#include "runnel/ops/graph/builder.hpp"
+
 #include <memory>
 #include <vector>
 
 namespace runnel {
+
+std::vector<output> variables_ready(graph& g) {
+  std::vector<output> ready;
+  for (int id : g.collection("variables")) {
+    output ref(&g, endpoint{id, 0});
+    auto col = g.colocate_with(ref);
+    ready.push_back(size(identity(ref), dtype::i32, "ready"));
+  }
+  return ready;
+}
 
 void send_as_bf16(output x) {
   x.owner().mutable_node(x.node_id()).attrs["_wire_bf16"] = true;

@@ -24,6 +24,12 @@ enum class ps_strategy { round_robin, greedy_by_size };
 /// process are untouched. The receiving side gets float32 with the low 16 bits zero.
 void send_as_bf16(output x);
 
+/// One small output per variable of `g`'s "variables" collection, each computed where its
+/// variable lives (an int32: the variable's size): fetching them all succeeds once every variable
+/// is initialized and fails with failed_precondition before. What a non-chief worker polls to
+/// wait for the chief (TensorFlow's report_uninitialized_variables), moving no parameters.
+std::vector<output> variables_ready(graph& g);
+
 std::function<std::string(const node&)>
 replica_device_setter(int ps_tasks, std::string worker_device = "/job:worker",
                       ps_strategy strategy = ps_strategy::round_robin, std::string ps_job = "ps");

@@ -155,11 +155,7 @@ std::unique_ptr<synthetic_model> build_synthetic(const synthetic_options& o) {
   } else {
     m->train = m->sgd->apply_gradients(grads_and_vars, &m->step);
   }
-  for (int id : g.collection("variables")) {
-    output ref(&g, endpoint{id, 0});
-    auto col = g.colocate_with(ref);
-    m->ready.push_back(size(identity(ref), dtype::i32, "ready"));
-  }
+  m->ready = variables_ready(g);
   return m;
 }
 
