@@ -30,16 +30,16 @@ std::vector<double> shard_link_bytes(const data_parallel_model& m) {
 } // namespace
 
 sync_step_prediction predict_sync_step(const data_parallel_model& m) {
-  if (m.workers < 1 || m.shards < 1 || !(m.link_bytes_per_s > 0) ||
-      !(m.aggregate_bytes_per_s > 0))
+  if (m.workers < 1 || m.shards < 1 || !(m.link_bytes_per_s > 0) || !(m.aggregate_bytes_per_s > 0))
     throw std::invalid_argument("predict_sync_step: workers, shards, link and aggregation rates "
                                 "must be positive");
   for (auto& l : m.layers)
     for (auto& p : l.pieces)
       if (p.shard < 0 || p.shard >= m.shards)
-        throw std::invalid_argument("predict_sync_step: layer '" + l.name + "' has a piece on "
-                                    "shard " + std::to_string(p.shard) + " of " +
-                                    std::to_string(m.shards));
+        throw std::invalid_argument("predict_sync_step: layer '" + l.name +
+                                    "' has a piece on "
+                                    "shard " +
+                                    std::to_string(p.shard) + " of " + std::to_string(m.shards));
   sync_step_prediction out;
   for (auto& l : m.layers)
     out.compute_s += l.forward_s + l.backward_s;

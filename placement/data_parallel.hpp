@@ -69,12 +69,12 @@ struct data_parallel_model {
 
 struct sync_step_prediction {
   double step_s = 0;
-  double compute_s = 0;        ///< forward + backward
-  double pull_wait_s = 0;      ///< forward time lost waiting for parameters
-  double push_tail_s = 0;      ///< after the backward pass, until the last gradient is in
-  double aggregate_s = 0;      ///< the last piece's sum and update on its shard
-  double wire_bytes = 0;       ///< one host's bytes per step, each direction
-  double wire_bound_s = 0;     ///< max(compute, wire_bytes / link): the physical bound
+  double compute_s = 0;                ///< forward + backward
+  double pull_wait_s = 0;              ///< forward time lost waiting for parameters
+  double push_tail_s = 0;              ///< after the backward pass, until the last gradient is in
+  double aggregate_s = 0;              ///< the last piece's sum and update on its shard
+  double wire_bytes = 0;               ///< one host's bytes per step, each direction
+  double wire_bound_s = 0;             ///< max(compute, wire_bytes / link): the physical bound
   double link_payload_bytes_per_s = 0; ///< the rate the model used for each host's link
   /// Examples per second of the whole cluster for a batch of `batch` per worker.
   double throughput(double batch, int workers) const { return batch * workers / step_s; }

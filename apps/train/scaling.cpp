@@ -176,7 +176,8 @@ int run(const flags& f) {
     }
     if (job != "worker" || task < 0 || task >= workers)
       throw error(invalid_argument("--job must be ps or worker and --task one of the job's "
-                                   "tasks, got " + job + " " + std::to_string(task)));
+                                   "tasks, got " +
+                                   job + " " + std::to_string(task)));
     double timeout_s = f.get_double("sync-timeout", 60).value();
     o.task = task;
     o.sync = sync_replicas_options{.replicas_to_aggregate = workers,
@@ -224,9 +225,9 @@ int run(const flags& f) {
   for (int64_t i = 0; i < warmup + steps; ++i) {
     feed_list feeds;
     for (size_t r = 0; r < m->inputs.size(); ++r)
-      feeds.emplace_back(m->inputs[r],
-                         tensor::vector<float>({synthetic_model::input_value(
-                             i, o.sync ? task : int(r))}));
+      feeds.emplace_back(
+          m->inputs[r],
+          tensor::vector<float>({synthetic_model::input_value(i, o.sync ? task : int(r))}));
     auto t0 = std::chrono::steady_clock::now();
     bool trace = chief && f.has("trace") && i == traced;
     run_metadata md;
@@ -240,9 +241,9 @@ int run(const flags& f) {
       throw_if_error(write_file_atomically(f.get("trace", ""), md.to_chrome_trace()));
     if (since(last_report) > 1 || i + 1 == warmup + steps) {
       last_report = std::chrono::steady_clock::now();
-      double mean = times.empty() ? 0
-                                  : std::accumulate(times.begin(), times.end(), 0.0) /
-                                        double(times.size());
+      double mean = times.empty()
+                        ? 0
+                        : std::accumulate(times.begin(), times.end(), 0.0) / double(times.size());
       std::fprintf(stderr, "worker %d: step %lld/%lld  %.1f ms a step%s\n", task,
                    static_cast<long long>(i + 1), static_cast<long long>(warmup + steps),
                    mean * 1e3, times.empty() ? " (warming up)" : "");
@@ -271,10 +272,11 @@ int run(const flags& f) {
 } // namespace
 
 int main(int argc, char** argv) {
-  return app_main("scaling", argc, argv, usage,
-                  {"scale", "piece-kib", "compute-ms", "batch", "steps", "warmup", "lr",
-                   "replicas", "params-out", "trace", "describe", "ps-tasks", "predict",
-                   "ps-hosts", "link-mbit", "overhead-ms", "message-us", "machine-mbytes", "cluster", "job", "task",
-                   "auth-token-file", "sync-timeout"},
-                  run);
+  return app_main(
+      "scaling", argc, argv, usage,
+      {"scale",   "piece-kib", "compute-ms", "batch",           "steps",       "warmup",
+       "lr",      "replicas",  "params-out", "trace",           "describe",    "ps-tasks",
+       "predict", "ps-hosts",  "link-mbit",  "overhead-ms",     "message-us",  "machine-mbytes",
+       "cluster", "job",       "task",       "auth-token-file", "sync-timeout"},
+      run);
 }

@@ -38,8 +38,8 @@ public:
     std::lock_guard lock(mutex_);
     auto& busy = busy_until_[device];
     auto start = std::max(now, busy);
-    busy = start + std::chrono::duration_cast<clock_type::duration>(
-                       std::chrono::duration<double>(seconds));
+    busy = start +
+           std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
     return busy;
   }
 
@@ -107,8 +107,7 @@ public:
     float sum = 0;
     for (const tensor& x : ctx.inputs()) {
       if (x.type() != dtype::f32)
-        return done(invalid_argument("EmulatedCompute takes float32 inputs, got " +
-                                     x.to_string()));
+        return done(invalid_argument("EmulatedCompute takes float32 inputs, got " + x.to_string()));
       if (x.num_elements() > 0)
         sum += x.data<float>()[0];
     }

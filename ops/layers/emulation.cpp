@@ -3,11 +3,11 @@
 namespace runnel {
 
 std::vector<output> emulated_compute(const std::vector<output>& inputs, double seconds,
-                                     const std::vector<shape>& output_shapes,
-                                     std::string_view name, double scale) {
+                                     const std::vector<shape>& output_shapes, std::string_view name,
+                                     double scale) {
   if (inputs.empty())
-    throw error(invalid_argument("emulated_compute '" + std::string(name) +
-                                 "' needs at least one input"));
+    throw error(
+        invalid_argument("emulated_compute '" + std::string(name) + "' needs at least one input"));
   std::vector<endpoint> in;
   for (auto& x : inputs)
     in.push_back(x.ep());

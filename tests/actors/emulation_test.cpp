@@ -2,8 +2,8 @@
 // what the scaling benchmark's synthetic model is made of.
 #include <chrono>
 
-#include "runnel/ops/layers/emulation.hpp"
 #include "runnel/ops/layers/embedding.hpp"
+#include "runnel/ops/layers/emulation.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;
@@ -63,7 +63,8 @@ TEST_CASE("a partitioned variable can be cut along another axis than the first",
   auto p = s.run({}, {pieces[2].value}).value()[0];
   CHECK(p.flat<float>()[999] == 0.25f);
   CHECK_THROWS_WITH(partitioned_variable(
-                        g, "bad", shape{4, 4}, [&](const shape& s) { return zeros(g, dtype::f32, s); },
+                        g, "bad", shape{4, 4},
+                        [&](const shape& s) { return zeros(g, dtype::f32, s); },
                         max_size_partitioner(16), true, dtype::f32, 2),
                     Catch::Contains("bad") && Catch::Contains("axis 2"));
 }

@@ -9,9 +9,13 @@ using namespace runnel;
 
 TEST_CASE("one worker with its shard on its host pays compute, messages and the fixed cost",
           "[placement]") {
-  data_parallel_model m{.layers = {{.name = "a", .forward_s = 0.01, .backward_s = 0.02,
+  data_parallel_model m{.layers = {{.name = "a",
+                                    .forward_s = 0.01,
+                                    .backward_s = 0.02,
                                     .pieces = {{.bytes = 1e6, .shard = 0}}},
-                                   {.name = "b", .forward_s = 0.02, .backward_s = 0.04,
+                                   {.name = "b",
+                                    .forward_s = 0.02,
+                                    .backward_s = 0.04,
                                     .pieces = {{.bytes = 2e6, .shard = 0}}}},
                         .workers = 1,
                         .shards = 1,
@@ -30,15 +34,17 @@ TEST_CASE("one worker with its shard on its host pays compute, messages and the 
 
 TEST_CASE("two workers with a shard each exchange half the model each way", "[placement]") {
   // One layer, two pieces of 1 MB, one on each shard; links of 10 MB/s.
-  data_parallel_model m{.layers = {{.name = "l", .forward_s = 0.1, .backward_s = 0.2,
-                                    .pieces = {{.bytes = 1e6, .shard = 0},
-                                               {.bytes = 1e6, .shard = 1}}}},
-                        .workers = 2,
-                        .shards = 2,
-                        .link_bytes_per_s = 10e6,
-                        .payload_fraction = 1,
-                        .message_s = 0,
-                        .aggregate_bytes_per_s = 1e12};
+  data_parallel_model m{
+      .layers = {{.name = "l",
+                  .forward_s = 0.1,
+                  .backward_s = 0.2,
+                  .pieces = {{.bytes = 1e6, .shard = 0}, {.bytes = 1e6, .shard = 1}}}},
+      .workers = 2,
+      .shards = 2,
+      .link_bytes_per_s = 10e6,
+      .payload_fraction = 1,
+      .message_s = 0,
+      .aggregate_bytes_per_s = 1e12};
   auto p = predict_sync_step(m);
   // The remote piece takes 0.1 s to arrive before the forward pass, and 0.1 s to leave after the
   // backward pass: nothing overlaps in a one-layer model.
@@ -52,7 +58,9 @@ TEST_CASE("two workers with a shard each exchange half the model each way", "[pl
 
 TEST_CASE("a single ps host serving many workers is the bottleneck", "[placement]") {
   auto step = [](int workers) {
-    data_parallel_model m{.layers = {{.name = "l", .forward_s = 0.01, .backward_s = 0.02,
+    data_parallel_model m{.layers = {{.name = "l",
+                                      .forward_s = 0.01,
+                                      .backward_s = 0.02,
                                       .pieces = {{.bytes = 1e6, .shard = 0}}}},
                           .workers = workers,
                           .shards = 1,
@@ -71,9 +79,13 @@ TEST_CASE("a single ps host serving many workers is the bottleneck", "[placement
 
 TEST_CASE("later layers' parameters arrive while earlier layers compute", "[placement]") {
   // Two layers, the second's piece remote and large: its transfer overlaps the first layer.
-  data_parallel_model m{.layers = {{.name = "a", .forward_s = 0.05, .backward_s = 0.1,
+  data_parallel_model m{.layers = {{.name = "a",
+                                    .forward_s = 0.05,
+                                    .backward_s = 0.1,
                                     .pieces = {{.bytes = 1e5, .shard = 0}}},
-                                   {.name = "b", .forward_s = 0.05, .backward_s = 0.1,
+                                   {.name = "b",
+                                    .forward_s = 0.05,
+                                    .backward_s = 0.1,
                                     .pieces = {{.bytes = 4e5, .shard = 1}}}},
                         .workers = 2,
                         .shards = 2,

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "runnel/ops/layers/emulation.hpp"
 #include "runnel/ops/layers/embedding.hpp"
+#include "runnel/ops/layers/emulation.hpp"
 #include "runnel/ops/train/replica.hpp"
 
 namespace runnel::apps {
@@ -26,8 +26,8 @@ std::vector<layer_shape> resnet50_layers(int scale) {
     int blocks;
     int64_t mid, out, size;
   };
-  const stage stages[] = {{3, 64, 256, 56}, {4, 128, 512, 28}, {6, 256, 1024, 14},
-                          {3, 512, 2048, 7}};
+  const stage stages[] = {
+      {3, 64, 256, 56}, {4, 128, 512, 28}, {6, 256, 1024, 14}, {3, 512, 2048, 7}};
   int64_t in = 64;
   for (int s = 0; s < 4; ++s) {
     const stage& st = stages[s];
@@ -61,9 +61,8 @@ std::unique_ptr<synthetic_model> build_synthetic(const synthetic_options& o) {
   graph& g = m->g;
   std::optional<graph::scope_guard> placed;
   if (o.ps_tasks > 0)
-    placed.emplace(g.device(replica_device_setter(o.ps_tasks,
-                                                  "/job:worker/task:" + std::to_string(o.task),
-                                                  ps_strategy::greedy_by_size)));
+    placed.emplace(g.device(replica_device_setter(
+        o.ps_tasks, "/job:worker/task:" + std::to_string(o.task), ps_strategy::greedy_by_size)));
   double total_flops = 0;
   for (auto& l : layers)
     total_flops += l.flops;
@@ -83,8 +82,8 @@ std::unique_ptr<synthetic_model> build_synthetic(const synthetic_options& o) {
       const shape& s = layers[i].variables[v];
       float start = 0.01f * float(1 + counter++ % 13);
       auto filled_with = [&](const shape& piece) {
-        return fill(constant(g, tensor::vector<int32_t>(
-                                    std::vector<int32_t>(piece.dims().begin(), piece.dims().end()))),
+        return fill(constant(g, tensor::vector<int32_t>(std::vector<int32_t>(piece.dims().begin(),
+                                                                             piece.dims().end()))),
                     constant(g, tensor::scalar<float>(start)));
       };
       // Pieces along the largest axis (a 1x1 convolution's kernel cannot split its first).
@@ -118,9 +117,8 @@ std::unique_ptr<synthetic_model> build_synthetic(const synthetic_options& o) {
       std::vector<output> in{activations.back()};
       for (auto& p : pieces[i])
         in.push_back(p.value);
-      activations.push_back(
-          emulated_compute(in, m->costs[i].forward_s, {shape{1}}, layers[i].name + "/forward",
-                           0.05)[0]);
+      activations.push_back(emulated_compute(in, m->costs[i].forward_s, {shape{1}},
+                                             layers[i].name + "/forward", 0.05)[0]);
     }
     output upstream = activations.back();
     size_t first = m->parameters.size();
@@ -133,8 +131,8 @@ std::unique_ptr<synthetic_model> build_synthetic(const synthetic_options& o) {
         shapes.push_back(p.ref.node().output_shapes.at(0));
       }
       shapes.push_back(shape{1});
-      auto outs = emulated_compute(in, m->costs[i].backward_s, shapes,
-                                   layers[i].name + "/backward", 0.05);
+      auto outs =
+          emulated_compute(in, m->costs[i].backward_s, shapes, layers[i].name + "/backward", 0.05);
       for (size_t k = 0; k < pieces[i].size(); ++k)
         grads[first + k].push_back(outs[k]);
       upstream = outs.back();

@@ -53,12 +53,12 @@ struct synthetic_options {
 
 struct synthetic_model {
   graph g;
-  std::vector<output> inputs;      ///< per replica: a float32 [1] fed each step
+  std::vector<output> inputs; ///< per replica: a float32 [1] fed each step
   operation train;
   graph_variable step;
-  std::vector<output> ready;       ///< fetchable once the chief initialized the model
-  std::vector<output> parameters;  ///< every piece's value, in order
-  std::vector<dp_layer> costs;     ///< per layer: emulated time and pieces (shard = ps task)
+  std::vector<output> ready;      ///< fetchable once the chief initialized the model
+  std::vector<output> parameters; ///< every piece's value, in order
+  std::vector<dp_layer> costs;    ///< per layer: emulated time and pieces (shard = ps task)
   int64_t parameter_bytes = 0;
   std::unique_ptr<gradient_descent_optimizer> sgd;
   std::unique_ptr<sync_replicas_optimizer> sync;
