@@ -15,7 +15,8 @@
 # (8 hosts exchanging the model with no compute and unshaped links). The projection past 8
 # workers is for real hosts (no machine limit). OUT_DIR (default ./runnel-scaling) gets the logs,
 # scaling.tsv, the plot scaling.svg and trace-8w.json (the chief's view of one 8-worker step at
-# 1 Gbit/s).
+# 1 Gbit/s). Then ddp_peer: the same at 2, 4 and 8 workers under PyTorch DDP
+# (bench/peers/ddp_scaling.py), Runnel's rate as a ratio to DDP's.
 set -euo pipefail
 build=$1
 out=${2:-$PWD/runnel-scaling}
@@ -44,11 +45,14 @@ echo "bench: sync_scaling: $mbytes MB of parameters (ResNet-50's variables, outp
 common=(--scale $scale --batch $batch --steps 20 --warmup 5)
 
 # run NAME WORKERS RATE ARGS...: one cluster run; prints the chief's mean step (ms) and rate.
+# With peer=1, the PyTorch DDP peer runs instead of the app.
+peer=0
 run() {
-  local name=$1 n=$2 rate=$3
+  local name=$1 n=$2 rate=$3 program=("$app")
   shift 3
+  ((peer == 0)) || program=(/usr/bin/python3 "$root/bench/peers/ddp_scaling.py")
   if ! "$root/scripts/cluster-run" --quiet --workers "$n" --rate "$rate" --logs "$out/$name" \
-    -- "$app" "${common[@]}" "$@" >/dev/null; then
+    -- "${program[@]}" "${common[@]}" "$@" >/dev/null; then
     echo "bench sync_scaling: the run $name failed (logs in $out/$name)" >&2
     exit 1
   fi
@@ -67,6 +71,7 @@ echo "bench: sync_scaling: this machine moves $machine MB/s each way between 8 s
 
 printf 'rate\tworkers\tmeasured\tpredicted\tefficiency\tpredicted_efficiency\n' >"$out/scaling.tsv"
 worst=0 eff8=""
+declare -A ours
 for rate in 1gbit 250mbit; do
   mbit=$([[ $rate == 1gbit ]] && echo 1000 || echo 250)
   single="" overhead=""
@@ -91,6 +96,7 @@ for rate in 1gbit 250mbit; do
     echo "bench sync_scaling_${n}w_$rate: $rate_ex examples/s (${eff}x linear; predicted $predicted, ${err}%)"
     worst=$(awk -v w="$worst" -v e="$err" 'BEGIN { e = e < 0 ? -e : e; print (e > w ? e : w) }')
     [[ $rate == 1gbit && $n == 8 ]] && eff8=$eff
+    [[ $rate == 1gbit ]] && ours[$n]=$rate_ex
   done
   # Real hosts, past what runs here.
   for n in 16 32 64 100; do
@@ -107,5 +113,24 @@ awk -v h="$host_mb" -v s="$step_ms" -v p="$plane" -v m="$machine" 'BEGIN {
   printf "bench: sync_scaling traffic at 8 workers, 1 Gbit/s: %.2f GB/s each way in all (8 hosts x %.2f MB a %.0f ms step) = %.2fx what the data plane moves between two processes (%s GB/s), %.2fx what this machine moves between its simulated hosts (%.2f GB/s)\n", agg, h, s, agg / p, p, agg / (m / 1000), m / 1000
 }'
 /usr/bin/python3 "$root/scripts/lib/scaling_plot.py" "$out/scaling.tsv" "$out/scaling.svg"
+# The peer: the same model, shapes and emulated compute under PyTorch DDP (gloo, buckets of
+# 25 MB / scale) on the same hosts and links, same batch per worker.
+ddp_line="skipped: PyTorch (python3-torch, installed by scripts/bench) is missing"
+if /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+  peer=1 ratios=()
+  for n in 2 4 8; do
+    read -r _ theirs < <(run "ddp-1gbit-${n}w" $n 1gbit --compute-ms "$compute_ms")
+    if [[ -z $theirs ]]; then
+      ddp_line="failed at $n workers (logs in $out/ddp-1gbit-${n}w)"
+      break
+    fi
+    ratio=$(awk -v a="${ours[$n]}" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')
+    ratios+=("$n: ${ratio}x")
+    echo "bench: ddp_peer at $n workers, 1 Gbit/s: Runnel ${ours[$n]} examples/s, PyTorch DDP $theirs (${ratio}x)"
+  done
+  [[ -z $theirs ]] ||
+    ddp_line="${ours[8]} examples/s (${ratio}x PyTorch DDP at 8 workers, 1 Gbit/s; ${ratios[*]}; target 1.0x)"
+fi
 echo "bench sync_scaling: $eff8 efficiency (8 workers at 1 Gbit/s against 8x one worker; target 0.90)"
 echo "bench sync_scaling_model_error: $worst % (the largest over all measured points; target 15%)"
+echo "bench ddp_peer: $ddp_line"
