@@ -14,11 +14,19 @@ int64_t steady_ns() {
 
 void align_trace(call_trace& from, int64_t sent_ns, int64_t got_ns,
                  std::vector<traced_node>& into) {
-  // NTP's estimate: the server's clock runs `offset` ahead of ours, the request took as long as
-  // the reply. Without stamps (an untraced server) the nodes are taken as they are.
+  // The server's clock runs `offset` ahead of ours, somewhere in [replied - got, received - sent]
+  // (the call was received after it was sent and replied before the reply came). When 0 is in
+  // that range the clocks are taken to be one (processes on one machine share the steady clock:
+  // simulated hosts), so nodes keep their own times; otherwise NTP's estimate, the middle, as if
+  // the request took as long as the reply. On one machine the middle would be wrong by half the
+  // difference of the two ways' delays (a reply held up on a busy link: milliseconds). Without
+  // stamps (an untraced server) the nodes are taken as they are.
   int64_t offset = 0;
-  if (from.received_ns != 0 || from.replied_ns != 0)
-    offset = ((from.received_ns - sent_ns) + (from.replied_ns - got_ns)) / 2;
+  if (from.received_ns != 0 || from.replied_ns != 0) {
+    int64_t low = from.replied_ns - got_ns, high = from.received_ns - sent_ns;
+    if (!(low <= 0 && 0 <= high))
+      offset = (low + high) / 2;
+  }
   for (auto& n : from.nodes) {
     n.start_ns -= offset;
     n.end_ns -= offset;

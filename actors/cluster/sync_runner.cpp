@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
+#include "runnel/ops/core/atomic_file.hpp"
 #include "runnel/ops/train/sync_replicas.hpp"
 
 namespace runnel {
@@ -23,10 +25,24 @@ struct sync_runner::chief_loop {
   std::atomic<bool> stopping{false};
   std::atomic<bool> failed{false}; ///< ended by an error: the accumulators stay open
   std::thread thread;
+  /// RUNNEL_SYNC_TRACE=FILE@K: the loop's K-th step (0 the first, the one that ends the
+  /// workers' first step) is traced to FILE, to be set beside the workers' traces of the same
+  /// step (docs/cluster.md, "Where a step's time goes").
+  std::string trace_file;
+  int64_t trace_step = -1, steps = 0;
 
   void run() {
     for (;;) {
-      status st = s->run({step});
+      status st;
+      if (steps++ == trace_step) {
+        run_metadata md;
+        auto r = s->run({}, {}, {step}, run_options{.trace = true}, &md);
+        st = r ? status() : r.error();
+        if (status w = write_file_atomically(trace_file, md.to_chrome_trace()); !w.ok())
+          std::fprintf(stderr, "runnel: RUNNEL_SYNC_TRACE: %s\n", w.to_string().c_str());
+      } else {
+        st = s->run({step});
+      }
       if (stopping.load())
         return;
       if (st.ok())
@@ -91,6 +107,17 @@ status sync_runner::set_up(session& s, int train_node) {
   loop->message = output(&g, endpoint{own[3], 0});
   loop->fail = operation(&g, own[4]);
   loop->stop = operation(&g, own[5]);
+  if (const char* spec = std::getenv("RUNNEL_SYNC_TRACE"); spec && *spec) {
+    std::string text = spec;
+    auto at = text.rfind('@');
+    char* end = nullptr;
+    long long k = at == std::string::npos ? -1 : std::strtoll(text.c_str() + at + 1, &end, 10);
+    if (at == 0 || k < 0 || !end || *end != '\0')
+      return invalid_argument("RUNNEL_SYNC_TRACE='" + text +
+                              "': expected FILE@K, K the chief's step to trace (0 the first)");
+    loop->trace_file = text.substr(0, at);
+    loop->trace_step = k;
+  }
   loop->thread = std::thread([l = loop.get()] { l->run(); });
   loops_.push_back(std::move(loop));
   return {};

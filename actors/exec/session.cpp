@@ -368,7 +368,11 @@ std::string run_metadata::to_chrome_trace() const {
     events += (events.empty() ? "" : ",\n") +
               std::string("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":") +
               std::to_string(i) + ",\"args\":{\"name\":" + quote(devices[i]) + "}}";
-  return "{\"traceEvents\":[\n" + events + "\n],\"displayTimeUnit\":\"ns\"}\n";
+  // origin_ns places the step on the machine's steady clock, so that traces of several
+  // processes on one machine line up (scripts/lib/sync_timeline.py merges them).
+  return "{\"traceEvents\":[\n" + events +
+         "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"origin_ns\":" + std::to_string(origin_ns) +
+         "}}\n";
 }
 
 result<std::vector<tensor>> session::run(const named_feed_list& feeds,

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -37,7 +38,10 @@ const char* usage =
     "  --replicas R          local run: average R replicas' gradients each step, as R\n"
     "                        synchronous workers do (default 1)\n"
     "  --params-out FILE     after training, every parameter piece as raw float32, in order\n"
-    "  --trace FILE          worker 0 traces its middle timed step (Chrome trace JSON)\n"
+    "  --trace FILE          trace the middle timed step (Chrome trace JSON). In a cluster every\n"
+    "                        worker traces it to FILE with -worker-I before the extension, and\n"
+    "                        the chief its sync loop's step to FILE with -chief-step (put them\n"
+    "                        side by side: scripts/lib/sync_timeline.py)\n"
     "  --describe            print the layers, pieces and shards, and exit\n"
     "  --predict N,N,...     print the cost model's step for N workers each (a ps shard on every\n"
     "                        worker's host unless --ps-hosts K) and exit; with --link-mbit R\n"
@@ -130,6 +134,36 @@ int predict(const flags& f) {
   return 0;
 }
 
+/// `path` with `suffix` before its extension: run.json -> run-worker-1.json.
+std::string with_suffix(const std::string& path, const std::string& suffix) {
+  auto slash = path.rfind('/');
+  auto dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == 0 ||
+      (slash != std::string::npos && dot == slash + 1))
+    return path + suffix;
+  return path.substr(0, dot) + suffix + path.substr(dot);
+}
+
+/// The machine's CPU time so far (/proc/stat's first line, in clock ticks): busy and all. On
+/// simulated hosts every task shares these cores, so this is what the whole cluster used.
+struct cpu_ticks {
+  double busy = 0, total = 0;
+};
+cpu_ticks machine_cpu() {
+  std::ifstream in("/proc/stat");
+  std::string label;
+  cpu_ticks t;
+  if (!(in >> label) || label != "cpu")
+    return t;
+  double v;
+  for (int i = 0; i < 10 && in >> v; ++i) {
+    t.total += v;
+    if (i != 3 && i != 4) // idle, iowait
+      t.busy += v;
+  }
+  return t;
+}
+
 /// Seconds since `t0`.
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -189,6 +223,16 @@ int run(const flags& f) {
   } else {
     local_rt.emplace();
   }
+  std::string trace_file = f.get("trace", "");
+  int64_t traced = f.get_int("warmup", 5).value() + f.get_int("steps", 30).value() / 2;
+  if (node && !trace_file.empty()) {
+    // The chief's sync loop traces the step that ends the workers' traced one
+    // (actors/cluster/sync_runner.cpp); each worker its own file.
+    if (task == 0)
+      ::setenv("RUNNEL_SYNC_TRACE",
+               (with_suffix(trace_file, "-chief-step") + "@" + std::to_string(traced)).c_str(), 1);
+    trace_file = with_suffix(trace_file, "-worker-" + std::to_string(task));
+  }
   runtime& rt = node ? node->rt() : *local_rt;
   auto m = build_synthetic(o);
   bool chief = task == 0;
@@ -219,17 +263,19 @@ int run(const flags& f) {
     }
   }
   std::vector<double> times;
+  cpu_ticks cpu_from;
   auto started = std::chrono::steady_clock::now();
   auto last_report = started;
-  int64_t traced = warmup + steps / 2;
   for (int64_t i = 0; i < warmup + steps; ++i) {
     feed_list feeds;
     for (size_t r = 0; r < m->inputs.size(); ++r)
       feeds.emplace_back(
           m->inputs[r],
           tensor::vector<float>({synthetic_model::input_value(i, o.sync ? task : int(r))}));
+    if (i == warmup)
+      cpu_from = machine_cpu();
     auto t0 = std::chrono::steady_clock::now();
-    bool trace = chief && f.has("trace") && i == traced;
+    bool trace = !trace_file.empty() && i == traced;
     run_metadata md;
     auto out = trace ? s.run(feeds, {}, {m->train}, run_options{.trace = true}, &md)
                      : s.run(feeds, {}, {m->train});
@@ -238,7 +284,7 @@ int run(const flags& f) {
     if (i >= warmup)
       times.push_back(since(t0));
     if (trace)
-      throw_if_error(write_file_atomically(f.get("trace", ""), md.to_chrome_trace()));
+      throw_if_error(write_file_atomically(trace_file, md.to_chrome_trace()));
     if (since(last_report) > 1 || i + 1 == warmup + steps) {
       last_report = std::chrono::steady_clock::now();
       double mean = times.empty()
@@ -249,6 +295,7 @@ int run(const flags& f) {
                    mean * 1e3, times.empty() ? " (warming up)" : "");
     }
   }
+  cpu_ticks cpu_to = machine_cpu();
   double mean = std::accumulate(times.begin(), times.end(), 0.0) / double(times.size());
   std::sort(times.begin(), times.end());
   int replicas = o.sync ? workers : o.replicas;
@@ -256,6 +303,13 @@ int run(const flags& f) {
               "%.2f), %.1f examples/s\n",
               replicas, times.size(), mean * 1e3, times[times.size() / 2] * 1e3,
               times.front() * 1e3, times.back() * 1e3, double(batch * replicas) / mean);
+  if (double total = cpu_to.total - cpu_from.total; total > 0) {
+    int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    double busy = (cpu_to.busy - cpu_from.busy) / total;
+    std::printf("scaling: machine CPU %.2f of %d cores busy during the timed steps (%.0f%%): "
+                "%.0f ms of CPU a step\n",
+                busy * cores, cores, busy * 100, busy * cores * mean * 1e3);
+  }
   if (f.has("params-out")) {
     auto values = s.run({}, m->parameters).value();
     std::string bytes;
