@@ -234,6 +234,12 @@ struct endpoint_options {
   /// Peers must present a certificate that CA signed (mutual TLS); a client checks that the
   /// server's certificate names the host it dialled (for an IP, as a DNS name too).
   std::string tls_cert, tls_key, tls_ca;
+  /// Traffic classes: the IP TOS byte of the data-plane connections this endpoint opens (the
+  /// tensors it sends), and of its calls and everything its accepted connections send (replies,
+  /// acks); -1: the system's default. Links whose queues honour the byte (a switch's DSCP
+  /// queues, the simulated hosts of scripts/lib/netns.sh) let one class pass another.
+  int data_tos = -1;
+  int rpc_tos = -1;
   /// Frames with larger payloads are read into buffers that grow with the bytes that arrived,
   /// so that a header cannot reserve memory its sender never fills.
   uint64_t direct_payload_bytes = uint64_t(64) << 20;

@@ -118,6 +118,11 @@ kj::Promise<void> endpoint::impl::loop_state::accept_loop() {
                     " handshakes already in progress (max_handshakes)");
         } else {
           std::string peer = peer_host(*stream);
+          // What an accepted connection sends (calls' replies, a data connection's acks) is
+          // small and waited for: the calls' class.
+          if (int tos = ep.options.rpc_tos; tos >= 0)
+            kj::runCatchingExceptions(
+                [&]() { stream->setsockopt(IPPROTO_IP, IP_TOS, &tos, sizeof tos); });
           tasks.add(serve(kj::mv(stream), std::move(peer)));
         }
         return accept_loop();

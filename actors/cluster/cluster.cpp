@@ -286,6 +286,11 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
   eo.worker = i->worker.get();
   eo.master = i->master_service.get();
   eo.incarnation = i->incarnation;
+  if (o.traffic_classes) {
+    // DSCP: calls EF (46), parameters AF41 (34), other tensors CS1 (8, lower effort).
+    eo.rpc_tos = 46 << 2;
+    eo.data_tos = o.job == "ps" ? 34 << 2 : 8 << 2;
+  }
   auto* rt = i->rt.get();
   eo.on_tensor = [rt](int64_t step, std::string key, tensor value) {
     rt->internals().rendezvous.send_remote(step, key, std::move(value));

@@ -39,6 +39,14 @@ struct node_options {
   /// finish within `handshake_timeout`.
   std::chrono::milliseconds idle_timeout{300'000};
   std::chrono::milliseconds handshake_timeout{5000};
+  /// Marks this task's traffic by what waits for it (net::endpoint_options, DSCP in the IP TOS
+  /// byte): calls, their replies and acks EF (46); a "ps" task's tensors AF41 (34): parameters,
+  /// which every worker's forward pass waits for; other tasks' tensors CS1 (8, lower effort):
+  /// gradients and the like, wanted only by the step's end. Links that honour the marks let
+  /// parameters pass gradients, so a worker that falls behind is not held up further by the
+  /// others' gradients arriving on its host (docs/cluster.md, "Traffic classes"); others
+  /// ignore them. false: no marks.
+  bool traffic_classes = true;
   int cpu_devices = 1;
   /// GPUs made of host memory (runtime_options::simulated_gpus; docs/gpu.md).
   int simulated_gpus = 0;

@@ -42,6 +42,9 @@ usage: runnel-node --cluster SPEC --job NAME --task I [options]
   --startup-timeout S     how long a master waits for the other tasks (default 10)
   --heartbeat-timeout S   fail a step whose task leaves a heartbeat unanswered this long while
                           its connection stays open (stopped, hung); 0: off (default 30)
+  --no-traffic-classes    do not mark tensor traffic (by default a ps task's, parameters, is
+                          marked low delay and other tasks' bulk, for links that honour the
+                          IP TOS byte: docs/cluster.md, "Traffic classes")
   --port-file FILE        write the bound port here once serving (for scripts and tests)
   --help                  this text
 
@@ -95,6 +98,7 @@ int run(const apps::flags& f) {
   if (f.has("auth-token-file"))
     o.auth_token = apps::read_token(f.get("auth-token-file", "")).value();
   o.allow_unauthenticated = f.has("allow-unauthenticated");
+  o.traffic_classes = !f.has("no-traffic-classes");
   o.metrics = f.get("metrics", "");
   o.tls_cert = f.get("tls-cert", "");
   o.tls_key = f.get("tls-key", "");
@@ -125,6 +129,6 @@ int main(int argc, char** argv) {
   return apps::app_main("runnel-node", argc, argv, usage,
                         {"cluster", "cluster-file", "job", "task", "listen", "cpu-devices", "simulated-gpus",
                          "auth-token-file", "allow-unauthenticated", "metrics", "idle-timeout", "tls-cert", "tls-key", "tls-ca",
-                         "startup-timeout", "heartbeat-timeout", "port-file"},
+                         "startup-timeout", "heartbeat-timeout", "port-file", "no-traffic-classes"},
                         run);
 }

@@ -48,8 +48,57 @@ netns_up() {
     ip netns exec "$ns" ip link set "$b" up
     ip netns exec "$ns" ip link set lo up
     # Both directions of each host's link: its egress in the namespace, its ingress at the bridge.
-    ip netns exec "$ns" tc qdisc add dev "$b" root tbf rate "$rate" burst 256kb latency 50ms
-    tc qdisc add dev "$a" root tbf rate "$rate" burst 256kb latency 50ms
+    netns_shape "$b" "$rate" ip netns exec "$ns" tc
+    netns_shape "$a" "$rate" tc
+  done
+}
+
+# netns_shape DEV RATE TC...: DEV sends at most RATE. Like a switch port with DSCP queues, the
+# link honours the classes Runnel marks its traffic with (node_options::traffic_classes): calls,
+# replies and acks (EF) first, then parameters (AF41), then unmarked traffic, then gradients
+# (CS1); within a class, first come first served. An htb whose four classes may each take the
+# whole rate, lent in that order. NETNS_FIFO=1: one queue for all (tbf), as a link that ignores
+# the marks.
+netns_shape() {
+  local dev=$1 rate=$2
+  shift 2
+  if [[ -n ${NETNS_FIFO:-} ]]; then
+    "$@" qdisc add dev "$dev" root tbf rate "$rate" burst 256kb latency 50ms
+    return
+  fi
+  "$@" qdisc add dev "$dev" root handle 1: htb default 30
+  "$@" class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" burst 256kb cburst 256kb \
+    quantum 60000
+  local band prio=0
+  for band in 10 20 30 40; do
+    "$@" class add dev "$dev" parent 1:1 classid "1:$band" htb rate 1mbit ceil "$rate" prio $prio \
+      burst 256kb cburst 256kb quantum 60000
+    prio=$((prio + 1))
+  done
+  # DSCP is the TOS byte's top six bits: EF 46, AF41 34, CS1 8.
+  "$@" filter add dev "$dev" parent 1: protocol ip prio 1 u32 match ip tos 0xb8 0xfc flowid 1:10
+  "$@" filter add dev "$dev" parent 1: protocol ip prio 2 u32 match ip tos 0x88 0xfc flowid 1:20
+  "$@" filter add dev "$dev" parent 1: protocol ip prio 3 u32 match ip tos 0x20 0xfc flowid 1:40
+}
+
+# netns_link_stats: per host and direction, the bytes each traffic class carried so far, as
+# "HOST DIRECTION CALLS PARAMETERS OTHER GRADIENTS" lines (egress: what the host sent; ingress:
+# what it received). Nothing on FIFO links (one class).
+netns_link_stats() {
+  [[ -z ${NETNS_FIFO:-} ]] || return 0
+  local i=0 ns
+  for ns in "${NETNS_NAMES[@]}"; do
+    local egress ingress
+    egress=$(ip netns exec "$ns" tc -s class show dev "${NETNS_TAG}v${i}b")
+    ingress=$(tc -s class show dev "${NETNS_TAG}v${i}a")
+    for dir in egress ingress; do
+      awk -v host=$i -v dir=$dir '
+        /^class htb 1:(10|20|30|40) / { c = $3 }
+        /^ Sent / && c != "" { bytes[c] = $2; c = "" }
+        END { printf "%d %s %d %d %d %d\n", host, dir, bytes["1:10"], bytes["1:20"], bytes["1:30"], bytes["1:40"] }
+      ' <<<"${!dir}"
+    done
+    i=$((i + 1))
   done
 }
 

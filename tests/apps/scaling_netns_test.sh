@@ -2,7 +2,8 @@
 # Sharded synchronous training on 4 simulated hosts (scripts/cluster-run: a worker and a ps shard
 # on each, 1 Gbit/s links) gives every worker the parameters of one process training the same 4
 # replicas on the same inputs for the same steps: equal to 1e-5. And they moved: a run with a
-# learning rate of 0 leaves them 1e-3 or more away. Exits 77 (CTest: skipped) with the reason
+# learning rate of 0 leaves them 1e-3 or more away. Each host's link carried parameters, gradients
+# and calls in their own traffic classes. Exits 77 (CTest: skipped) with the reason
 # where the machine cannot create namespaces.
 # Usage: scaling_netns_test.sh SCALING_BINARY WORK
 set -euo pipefail
@@ -18,6 +19,13 @@ set +e
 rc=$?
 set -e
 ((rc == 0)) || exit $rc # 77: no namespaces here (the reason was printed)
+# Every host's link carried each traffic class the tasks mark (node_options::traffic_classes):
+# its ps shard's parameters, its worker's gradients, calls and acks, each in its own class.
+awk '$2 == "egress" { hosts++
+       if ($3 == 0 || $4 == 0 || $6 == 0) { print "host " $1 " sent no calls, parameters or gradients in their classes: " $0; bad = 1 }
+       if ($5 > $4 / 10) { print "host " $1 " sent much unmarked traffic: " $0; bad = 1 } }
+     END { if (hosts != 4) { print "links.txt lists " hosts " hosts, not 4"; bad = 1 }; exit bad }' \
+  "$work/logs/links.txt"
 /usr/bin/python3 - "$work" <<'PY'
 import sys
 import numpy as np
