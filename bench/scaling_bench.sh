@@ -19,8 +19,8 @@
 # step at 10 Gbit/s; the floors are separate runs, none of the points is fitted. The projection
 # past 8 workers is for real hosts (each its own cores): the 1-worker step's fixed cost only.
 # OUT_DIR (default ./runnel-scaling) gets the logs, scaling.tsv, the plot scaling.svg and
-# trace-8w.json: one 8-worker step at 1 Gbit/s as every worker and the chief's sync loop saw it
-# (scripts/lib/sync_timeline.py, whose summary is printed). Then ddp_peer: the same at 2, 4 and
+# trace-8w.json (step-8w.svg drawn): one 8-worker step at 1 Gbit/s as every worker and the
+# chief's sync loop saw it (scripts/lib/sync_timeline.py, whose summary is printed). Then ddp_peer: the same at 2, 4 and
 # 8 workers under PyTorch DDP (bench/peers/ddp_scaling.py), Runnel's rate as a ratio to DDP's.
 set -euo pipefail
 build=$1
@@ -106,7 +106,7 @@ for rate in 1gbit 250mbit; do
     sed -n 's/^scaling: machine CPU \(.*\) during the timed steps.*/\1/p' "$out/$rate-${n}w/worker-0.out" |
       sed "s/^/bench: sync_scaling_${n}w_$rate: machine CPU /"
     if [[ $n == 8 && $rate == 1gbit ]]; then
-      /usr/bin/python3 "$root/scripts/lib/sync_timeline.py" --merged "$out/trace-8w.json" \
+      /usr/bin/python3 "$root/scripts/lib/sync_timeline.py" --merged "$out/trace-8w.json" --svg "$out/step-8w.svg" \
         "$out/trace-8w-chief-step.json" "$out"/trace-8w-worker-?.json | sed 's/^/bench: /'
     fi
     read -r eff err peff < <(awk -v m="$rate_ex" -v p="$predicted" -v s="$single" -v n=$n \
