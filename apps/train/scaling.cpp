@@ -179,6 +179,8 @@ int run(const flags& f) {
   int64_t steps = f.get_int("steps", 30).value(), warmup = f.get_int("warmup", 5).value();
   if (steps < 1 || warmup < 0 || batch < 1)
     throw error(invalid_argument("--steps and --batch must be at least 1, --warmup at least 0"));
+  std::string trace_file = f.get("trace", "");
+  int64_t traced = warmup + steps / 2;
   std::unique_ptr<cluster_node> node;
   std::optional<runtime> local_rt;
   int workers = 1, task = 0;
@@ -197,6 +199,15 @@ int run(const flags& f) {
                                    "workers"));
     if (f.has("auth-token-file"))
       so.auth_token = read_token(f.get("auth-token-file", "")).value();
+    if (!trace_file.empty() && f.get("job", "worker") == "worker") {
+      // The chief's sync loop traces the step that ends the workers' traced one
+      // (actors/cluster/sync_runner.cpp); each worker its own file. Set before any thread starts.
+      if (task == 0)
+        ::setenv("RUNNEL_SYNC_TRACE",
+                 (with_suffix(trace_file, "-chief-step") + "@" + std::to_string(traced)).c_str(),
+                 1);
+      trace_file = with_suffix(trace_file, "-worker-" + std::to_string(task));
+    }
     node = cluster_node::start(
                {.cluster = spec, .job = job, .task = task, .auth_token = so.auth_token})
                .value();
@@ -222,16 +233,6 @@ int run(const flags& f) {
     target = "runnel://" + spec.address("worker", task).value();
   } else {
     local_rt.emplace();
-  }
-  std::string trace_file = f.get("trace", "");
-  int64_t traced = f.get_int("warmup", 5).value() + f.get_int("steps", 30).value() / 2;
-  if (node && !trace_file.empty()) {
-    // The chief's sync loop traces the step that ends the workers' traced one
-    // (actors/cluster/sync_runner.cpp); each worker its own file.
-    if (task == 0)
-      ::setenv("RUNNEL_SYNC_TRACE",
-               (with_suffix(trace_file, "-chief-step") + "@" + std::to_string(traced)).c_str(), 1);
-    trace_file = with_suffix(trace_file, "-worker-" + std::to_string(task));
   }
   runtime& rt = node ? node->rt() : *local_rt;
   auto m = build_synthetic(o);
