@@ -104,11 +104,8 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> endpoint::impl::loop_state::open(const s
           .then([](kj::Own<kj::NetworkAddress> a) { return a->connect().attach(kj::mv(a)); })
           .then([this, address, kind](kj::Own<kj::AsyncIoStream> stream)
                     -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
-            // The traffic class of what this connection sends (endpoint_options).
-            if (int tos = kind == conn_kind::rpc ? ep.options.rpc_tos : ep.options.data_tos;
-                tos >= 0)
-              kj::runCatchingExceptions(
-                  [&]() { stream->setsockopt(IPPROTO_IP, IP_TOS, &tos, sizeof tos); });
+            set_traffic_class(*stream, kind == conn_kind::rpc ? ep.options.rpc_tos
+                                                              : ep.options.data_tos);
             if (!tls)
               return kj::mv(stream);
             // The server's certificate must name the host as the cluster spec gives it.

@@ -3,6 +3,7 @@
 // endpoint_serve.cpp (accepting, handshakes, limits, the data plane's receiving side and the RPC
 // services) and remote_handles.cpp. Private to net/: kj and capnp stay here.
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,6 +45,13 @@ inline std::string to_std(capnp::Data::Reader d) {
 inline kj::ArrayPtr<const kj::byte> bytes_of(const std::string& s) {
   return kj::arrayPtr(reinterpret_cast<const kj::byte*>(s.data()), s.size());
 }
+/// Marks what `s` sends with the IP TOS byte `tos` (endpoint_options::data_tos, rpc_tos); -1 or
+/// a stream that is not an IPv4 socket: nothing (best effort).
+inline void set_traffic_class(kj::AsyncIoStream& s, int tos) {
+  if (tos >= 0)
+    kj::runCatchingExceptions([&]() { s.setsockopt(IPPROTO_IP, IP_TOS, &tos, sizeof tos); });
+}
+
 inline kj::Duration to_kj(std::chrono::milliseconds d) {
   return d.count() * kj::MILLISECONDS;
 }

@@ -120,9 +120,7 @@ kj::Promise<void> endpoint::impl::loop_state::accept_loop() {
           std::string peer = peer_host(*stream);
           // What an accepted connection sends (calls' replies, a data connection's acks) is
           // small and waited for: the calls' class.
-          if (int tos = ep.options.rpc_tos; tos >= 0)
-            kj::runCatchingExceptions(
-                [&]() { stream->setsockopt(IPPROTO_IP, IP_TOS, &tos, sizeof tos); });
+          set_traffic_class(*stream, ep.options.rpc_tos);
           tasks.add(serve(kj::mv(stream), std::move(peer)));
         }
         return accept_loop();

@@ -44,7 +44,7 @@ struct node_options {
   /// which every worker's forward pass waits for; other tasks' tensors CS1 (8, lower effort):
   /// gradients and the like, wanted only by the step's end. Links that honour the marks let
   /// parameters pass gradients, so a worker that falls behind is not held up further by the
-  /// others' gradients arriving on its host (docs/cluster.md, "Traffic classes"); others
+  /// others' gradients arriving on its host (docs/scaling.md, "Traffic classes"); others
   /// ignore them. false: no marks.
   bool traffic_classes = true;
   int cpu_devices = 1;

@@ -27,22 +27,19 @@ struct sync_runner::chief_loop {
   std::thread thread;
   /// RUNNEL_SYNC_TRACE=FILE@K: the loop's K-th step (0 the first, the one that ends the
   /// workers' first step) is traced to FILE, to be set beside the workers' traces of the same
-  /// step (docs/cluster.md, "Where a step's time goes").
+  /// step (docs/scaling.md, "Where a step's time goes, on every worker").
   std::string trace_file;
   int64_t trace_step = -1, steps = 0;
 
   void run() {
     for (;;) {
-      status st;
-      if (steps++ == trace_step) {
-        run_metadata md;
-        auto r = s->run({}, {}, {step}, run_options{.trace = true}, &md);
-        st = r ? status() : r.error();
+      bool traced = steps++ == trace_step;
+      run_metadata md;
+      auto r = s->run({}, {}, {step}, run_options{.trace = traced}, traced ? &md : nullptr);
+      status st = r ? status() : r.error();
+      if (traced)
         if (status w = write_file_atomically(trace_file, md.to_chrome_trace()); !w.ok())
           std::fprintf(stderr, "runnel: RUNNEL_SYNC_TRACE: %s\n", w.to_string().c_str());
-      } else {
-        st = s->run({step});
-      }
       if (stopping.load())
         return;
       if (st.ok())

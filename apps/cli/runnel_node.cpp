@@ -42,9 +42,9 @@ usage: runnel-node --cluster SPEC --job NAME --task I [options]
   --startup-timeout S     how long a master waits for the other tasks (default 10)
   --heartbeat-timeout S   fail a step whose task leaves a heartbeat unanswered this long while
                           its connection stays open (stopped, hung); 0: off (default 30)
-  --no-traffic-classes    do not mark tensor traffic (by default a ps task's, parameters, is
-                          marked low delay and other tasks' bulk, for links that honour the
-                          IP TOS byte: docs/cluster.md, "Traffic classes")
+  --no-traffic-classes    do not mark traffic (by default, in DSCP: calls EF, a ps task's
+                          tensors AF41, other tensors CS1, for links that honour it:
+                          docs/scaling.md, "Traffic classes")
   --port-file FILE        write the bound port here once serving (for scripts and tests)
   --help                  this text
 

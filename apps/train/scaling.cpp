@@ -137,9 +137,9 @@ int predict(const flags& f) {
 /// `path` with `suffix` before its extension: run.json -> run-worker-1.json.
 std::string with_suffix(const std::string& path, const std::string& suffix) {
   auto slash = path.rfind('/');
+  size_t base = slash == std::string::npos ? 0 : slash + 1;
   auto dot = path.rfind('.');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == 0 ||
-      (slash != std::string::npos && dot == slash + 1))
+  if (dot == std::string::npos || dot <= base) // no extension, or a name like ".trace"
     return path + suffix;
   return path.substr(0, dot) + suffix + path.substr(dot);
 }

@@ -42,7 +42,7 @@ def span(nodes, t0, pred):
             sum(n["dur"] for n in hit) / 1e3)
 
 
-def draw(path, rows, worker_nodes, tokens):
+def draw(path, rows, worker_nodes):
     """One row per worker: forward layers light, backward dark, gradients in (red), token."""
     from html import escape
     end = max(r[6] for r in rows)
@@ -128,7 +128,7 @@ def main(argv):
           f"from the last gradient to the tokens {tokens[1] - last[4][1]:.1f} ms, from the tokens "
           f"to the workers' next step (the step's end) {max(r[6] for r in rows) - tokens[1]:.1f} ms")
     if svg:
-        draw(svg, rows, [(w[0] - base, w[2]) for w in workers], tokens)
+        draw(svg, rows, [(w[0] - base, w[2]) for w in workers])
     if merged:
         events = []
         for pid, (path, (origin, names, _, raw)) in enumerate(
