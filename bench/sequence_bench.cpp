@@ -24,9 +24,9 @@
 #include "cpu_info.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/actors/exec/session.hpp"
+#include "runnel/bench/lstm_lm_graph.hpp"
 #include "runnel/bench/peer.hpp"
 #include "runnel/ops/layers/embedding.hpp"
-#include "runnel/ops/layers/rnn.hpp"
 #include "runnel/ops/train/optimizers.hpp"
 
 using namespace runnel;
@@ -110,51 +110,15 @@ void embedding_sparse_update() {
   }
 }
 
-/// How the LSTM language model's layers are built.
-enum class lm_layers {
-  cells,  ///< static_rnn of lstm_cells built from a dozen ops per step
-  fused,  ///< static_rnn of fused cells: one LSTMBlockCell per layer and step
-  blocks, ///< dynamic_rnn of fused cells: one BlockLSTM per layer over the whole sequence
-};
-
 /// Median seconds of `steps` training steps of the LSTM language model, after 3 warm-up steps.
-double lstm_lm_step(runtime& rt, lm_layers layers, int steps) {
-  const int64_t vocab = 10'000, hidden = 512, batch = 32, time_steps = 35;
-  graph g;
-  auto ids = placeholder(g, dtype::i32, shape{time_steps, batch}, "ids");
-  auto targets = placeholder(g, dtype::i32, shape{time_steps * batch}, "targets");
-  bool fused = layers != lm_layers::cells;
-  std::string tag = std::string("lm") + std::to_string(int(layers)) + "_";
-  auto table = variable(g, (random_uniform(g, shape{vocab, hidden}, dtype::f32, 1) - 0.5) * 0.1,
-                        tag + "embedding");
-  lstm_cell first(g, hidden, hidden, {.name = tag + "layer0", .seed = 2, .fused = fused});
-  lstm_cell second(g, hidden, hidden, {.name = tag + "layer1", .seed = 3, .fused = fused});
-  multi_rnn_cell cells({&first, &second});
-  auto inputs = embedding_lookup(table.value, ids);
-  auto zero = cells.zero_state(constant(g, int32_t(batch)));
-  auto rnn = layers == lm_layers::blocks ? dynamic_rnn(cells, inputs, zero)
-                                         : static_rnn(cells, inputs, zero);
-  auto w = variable(g, (random_uniform(g, shape{hidden, vocab}, dtype::f32, 4) - 0.5) * 0.1,
-                    tag + "softmax_w");
-  auto b = variable(g, zeros(g, dtype::f32, shape{vocab}), tag + "softmax_b");
-  auto logits = bias_add(matmul(reshape(rnn.outputs, {time_steps * batch, hidden}), w.value), b.value);
-  auto loss = mean(sparse_softmax_cross_entropy_with_logits(logits, targets).first);
-  auto train = gradient_descent_optimizer(0.1).minimize(loss);
-  session s(rt, g);
-  throw_if_error(s.run({global_variables_initializer(g)}));
-  std::mt19937 rng(9);
-  std::vector<int32_t> id_values(size_t(time_steps * batch)), target_values(id_values.size());
-  for (size_t i = 0; i < id_values.size(); ++i) {
-    id_values[i] = int32_t(rng() % vocab);
-    target_values[i] = int32_t(rng() % vocab);
-  }
-  feed_list feeds{{ids, tensor(dtype::i32, shape{time_steps, batch})},
-                  {targets, tensor::vector<int32_t>(target_values)}};
-  std::memcpy(feeds[0].second.raw_data(), id_values.data(), id_values.size() * sizeof(int32_t));
+double lstm_lm_step(runtime& rt, bench::lm_layers layers, int steps) {
+  bench::lstm_lm_graph m({}, layers, "lm" + std::to_string(int(layers)) + "_");
+  session s(rt, m.g);
+  throw_if_error(s.run({global_variables_initializer(m.g)}));
   std::vector<double> times;
   for (int i = 0; i < 3 + steps; ++i) {
     double t0 = now();
-    throw_if_error(s.run(feeds, {}, {train}).error());
+    throw_if_error(s.run(m.feeds, {}, {m.train}).error());
     if (i >= 3)
       times.push_back(now() - t0);
   }
@@ -164,9 +128,9 @@ double lstm_lm_step(runtime& rt, lm_layers layers, int steps) {
 void lstm_lm() {
   runtime rt;
   const int steps = 10;
-  double blocks = lstm_lm_step(rt, lm_layers::blocks, steps);
-  double fused = lstm_lm_step(rt, lm_layers::fused, steps);
-  double unfused = lstm_lm_step(rt, lm_layers::cells, steps);
+  double blocks = lstm_lm_step(rt, bench::lm_layers::blocks, steps);
+  double fused = lstm_lm_step(rt, bench::lm_layers::fused, steps);
+  double unfused = lstm_lm_step(rt, bench::lm_layers::cells, steps);
   double torch = bench::run_peer("/usr/bin/python3 " RUNNEL_SOURCE_DIR
                                  "/bench/peers/lstm_lm_torch.py 2 " + std::to_string(steps),
                                  "lstm_lm_torch_step:");

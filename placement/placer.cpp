@@ -34,6 +34,19 @@ bool holds_resource(const std::string& op) {
          op == "ConditionalAccumulator" || op == "SparseConditionalAccumulator";
 }
 
+/// A group of integer or string constants alone (shapes, axes): such a constant has a GPU kernel
+/// whose output stays in host memory, for when it is colocated with GPU nodes; alone it stays
+/// beside its consumers on a CPU rather than adding a transfer (TensorFlow's placer puts such
+/// "generators" with their consumers).
+bool host_constants_only(const graph& g, const std::vector<int>& ids) {
+  for (int v : ids) {
+    const node& n = g.at(v);
+    if (n.op != "Const" || n.output_types.empty() || is_floating(n.output_types[0]))
+      return false;
+  }
+  return true;
+}
+
 } // namespace
 
 bool any_kernel(const node&, const std::string&) {
@@ -132,7 +145,7 @@ result<placement_constraints> resolve_constraints(const graph& g, const std::vec
     for (size_t d = 0; d < devices.size(); ++d)
       if (spec.matches(devices[d].spec) && kernels_ok(devices[d]))
         feasible.push_back(d);
-    if (options.prefer_gpu && !spec.type) {
+    if (options.prefer_gpu && !spec.type && !host_constants_only(g, ids)) {
       auto gpu = std::find_if(feasible.begin(), feasible.end(),
                               [&](size_t d) { return devices[d].spec.type == "GPU"; });
       if (gpu != feasible.end())

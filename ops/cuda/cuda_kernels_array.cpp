@@ -43,7 +43,9 @@ void add_array_cuda_kernels(cuda_kernel_table& t) {
   for (auto op : {"Identity", "StopGradient", "Reshape", "ExpandDims", "Squeeze",
                   "Shape", "Size", "Rank"})
     t.emplace(op, [](const kernel_construction& c, cuda_device&) { return host_side(c); });
-  t.emplace("Const", [](const kernel_construction& c, cuda_device& d) {
+  t.emplace("Const", [](const kernel_construction& c, cuda_device& d) -> result<std::unique_ptr<kernel>> {
+    if (!is_floating(c.attr<tensor>("value").type()))
+      return host_side(c); // shapes, axes, indices: read on the host by the kernels that take them
     auto cached = std::make_shared<tensor>();
     return one_output(d, [value = c.attr<tensor>("value"), cached,
                           name = c.node.name](gpu_context& g, inputs, tensor* out) -> status {

@@ -36,9 +36,11 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
     for (auto op : {"Identity", "StopGradient", "Reshape", "ExpandDims", "Squeeze", "Shape", "Size",
                     "Rank"})
       v.push_back({op, "T", {}});
-    // Floats only: integer constants (shapes, axes, indices) stay in host memory, where the
-    // kernels that take them read them (TensorFlow's HostMemory arguments).
-    v.push_back({"Const", "dtype", floats}); // copied to the device once, then reused
+    // Float constants are copied to the device once, then reused; others (shapes, axes,
+    // indices) stay in host memory, where the kernels that take them read them (TensorFlow's
+    // HostMemory arguments). Placement leaves such a constant on a CPU unless it is colocated
+    // with GPU nodes (placement/placer.cpp).
+    v.push_back({"Const", "dtype", {}});
     for (auto op : {"ZerosLike", "OnesLike", "Fill", "UnsortedSegmentSum"})
       v.push_back({op, "T", numbers});
     v.push_back({"GatherV2", "Tparams", numbers});

@@ -2,8 +2,10 @@
 // keeps host code off device memory. (Kernels on a real GPU: tests/gpu/, tag [.gpu].)
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "runnel/actors/state/saver.hpp"
+#include "runnel/bench/lstm_lm_graph.hpp"
 #include "runnel/ops/layers/control_flow.hpp"
 #include "runnel/ops/gpu/gpu_info.hpp"
 #include "runnel/ops/train/optimizers.hpp"
@@ -295,4 +297,43 @@ TEST_CASE("a saver leaves GPU variables and their updates on the GPU, and restor
   REQUIRE(sv.restore(s, path.value()).ok());
   check_equal(s.run({}, {w.value}).value()[0], trained);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the LSTM language model's training step runs on a simulated GPU",
+          "[actors][gpu_host]") {
+  // bench lstm_lm_step's model (gpu_bench times it on a real GPU), small: every op of a training
+  // step that has a GPU kernel must be placed there, and the loss must fall as on the CPU.
+  auto train = [](runtime& rt, run_metadata* md) {
+    bench::lstm_lm_graph m({.vocab = 50, .hidden = 8, .batch = 4, .time_steps = 5},
+                           bench::lm_layers::blocks, "glm_");
+    session s(rt, m.g);
+    REQUIRE(s.run({global_variables_initializer(m.g)}).ok());
+    std::vector<float> losses;
+    for (int i = 0; i < 5; ++i) {
+      auto r = s.run(m.feeds, {m.loss}, {m.train}, {.trace = md && i == 4}, md);
+      REQUIRE(r.ok());
+      losses.push_back(r.value()[0].data<float>()[0]);
+    }
+    return losses;
+  };
+  runtime cpu_rt, gpu_rt({.simulated_gpus = 1});
+  run_metadata md;
+  auto a = train(cpu_rt, nullptr), b = train(gpu_rt, &md);
+  CHECK(b.back() < b.front());
+  for (size_t i = 0; i < a.size(); ++i)
+    CHECK(b[i] == Approx(a[i]).epsilon(1e-4));
+  // Only shape arithmetic (host integers), the step's final NoOp and the transfers that bring
+  // their inputs stay on the CPU; the embedding's lookup and sparse update go with the table.
+  const std::set<std::string> host_ops{"NoOp", "ReducedShape", "StridedSlice", "_Recv", "_Send"};
+  std::string cpu_ops;
+  bool saw_sparse_update = false;
+  for (auto& n : md.nodes) {
+    bool gpu = n.device.find("gpu:") != std::string::npos;
+    if (!gpu && !host_ops.count(n.op))
+      cpu_ops += n.op + " (" + n.node + ") ";
+    saw_sparse_update |= gpu && n.op == "SparseApplyGradientDescent";
+  }
+  INFO("compute ops on the CPU: " << cpu_ops);
+  CHECK(cpu_ops.empty());
+  CHECK(saw_sparse_update);
 }
