@@ -6,9 +6,17 @@
 //                                    batch 100, Adam, fed from host memory) through a session vs
 //                                    the same model in PyTorch on this GPU (--torch-*-ms, from
 //                                    bench/peers/fashion_mnist_torch_gpu.py), step time ratio
+//                                    (<= 0.9x)
+//   gpu_lstm_lm_step                 bench lstm_lm_step's language model (bench/lstm_lm_graph.hpp)
+//                                    vs PyTorch's nn.LSTM on cuDNN (bench/peers/lstm_lm_torch.py
+//                                    cuda) on this GPU (<= 1.0x)
+//   *_peak_memory                    each step's peak GPU memory (the allocator's, over the timed
+//                                    steps, variables included) vs PyTorch's
+//                                    max_memory_allocated (--torch-*-peak-mib) (<= 1.1x)
 // Inputs are random (zeros run faster on some GPUs and hide unwritten outputs). Kernel timings
 // are CUDA events around 20 calls after a warm-up, median of 5 rounds.
-//   gpu_bench [--torch-mlp-ms X] [--torch-cnn-ms Y] [--torch "version line"] [--only NAME]
+//   gpu_bench [--torch-{mlp,cnn,lm}-ms X] [--torch-{mlp,cnn,lm}-peak-mib Y]
+//             [--torch "version line"] [--only NAME]
 //             [--trace-dir DIR]   (a Chrome trace of one training step per model and mode)
 #include <algorithm>
 #include <chrono>
@@ -23,6 +31,7 @@
 
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/apps/train/fashion_mnist_model.hpp"
+#include "runnel/bench/lstm_lm_graph.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
 
@@ -162,13 +171,50 @@ void trace_summary(const char* label, const run_metadata& md, const std::string&
   }
 }
 
-/// Milliseconds per training step of a Fashion-MNIST model through a session (median of 5
-/// rounds of `steps`), the batch fed from host memory each step; then one traced step.
-double train_step_ms(runtime& rt, const std::string& kind, int steps, const char* label,
-                     const std::string& trace_dir) {
+/// A model's training step for time_steps: its graph, training op and the feeds of step i.
+struct step_model {
+  graph* g = nullptr;
+  operation train;
+  std::function<feed_list(int)> feeds;
+};
+
+struct step_figures {
+  double ms = 0;        ///< per step: the median of 5 rounds
+  double peak_mib = 0;  ///< the GPU allocator's peak over the timed steps (variables included)
+};
+
+/// Times `steps` training steps (median of 5 rounds) after 20 warm-up ones, reading the GPU's
+/// peak memory over them; then traces one step.
+step_figures time_steps(runtime& rt, const step_model& m, int steps, const char* label,
+                        const std::string& trace_dir) {
+  session s(rt, *m.g);
+  throw_if_error(s.run({global_variables_initializer(*m.g)}));
+  auto step = [&](int i) { throw_if_error(s.run(m.feeds(i), {}, {m.train}).error()); };
+  for (int i = 0; i < 20; ++i)
+    step(i);
+  throw_if_error(rt.reset_gpu_memory_peak(0));
+  std::vector<double> rounds;
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i)
+      step(i);
+    rounds.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+        steps);
+  }
+  std::sort(rounds.begin(), rounds.end());
+  double peak = double(rt.gpu_memory(0).value().peak_bytes_in_use) / (1 << 20);
+  run_metadata md;
+  throw_if_error(s.run(m.feeds(0), {}, {m.train}, {.trace = true}, &md).error());
+  trace_summary(label, md, trace_dir);
+  return {rounds[2], peak};
+}
+
+/// A Fashion-MNIST model's step (apps/train/fashion_mnist_model.cpp, Adam), fed from host
+/// memory each step from 8 random batches.
+step_figures fashion_step(runtime& rt, const std::string& kind, const char* label,
+                          const std::string& trace_dir) {
   auto m = apps::build({.kind = kind, .opt_name = "adam", .lr = 0.001});
-  session s(rt, m->g);
-  throw_if_error(s.run({global_variables_initializer(m->g)}));
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> pixel(0, 1);
   std::vector<tensor> images, labels;
@@ -182,44 +228,41 @@ double train_step_ms(runtime& rt, const std::string& kind, int steps, const char
     images.push_back(std::move(x));
     labels.push_back(std::move(y));
   }
-  auto step = [&](int i) {
-    std::vector<std::pair<output, tensor>> feeds{{m->x, images[size_t(i % 8)]},
-                                                 {m->y, labels[size_t(i % 8)]}};
-    if (m->training.valid())
-      feeds.push_back({m->training, tensor::scalar(true)});
-    auto r = s.run(feeds, {}, {m->train});
-    if (!r.ok())
-      throw_if_error(r.error());
-  };
-  for (int i = 0; i < 20; ++i)
-    step(i);
-  std::vector<double> rounds;
-  for (int r = 0; r < 5; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i)
-      step(i);
-    rounds.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-        steps);
-  }
-  std::sort(rounds.begin(), rounds.end());
-  std::vector<std::pair<output, tensor>> feeds{{m->x, images[0]}, {m->y, labels[0]}};
-  if (m->training.valid())
-    feeds.push_back({m->training, tensor::scalar(true)});
-  run_metadata md;
-  throw_if_error(s.run(feeds, {}, {m->train}, {.trace = true}, &md).error());
-  trace_summary(label, md, trace_dir);
-  return rounds[2];
+  step_model sm{&m->g, m->train, [&](int i) {
+                  feed_list f{{m->x, images[size_t(i % 8)]}, {m->y, labels[size_t(i % 8)]}};
+                  if (m->training.valid())
+                    f.push_back({m->training, tensor::scalar(true)});
+                  return f;
+                }};
+  return time_steps(rt, sm, 100, label, trace_dir);
 }
 
-void step_line(runtime& rt, const char* label, const std::string& kind, double torch_ms,
-               const std::string& trace_dir) {
-  double ours = train_step_ms(rt, kind, 100, label, trace_dir);
-  if (torch_ms > 0)
-    std::printf("bench %s: %.3f ms/step (%.2fx PyTorch's step time, %.3f ms) target <= 1.0x\n",
-                label, ours, ours / torch_ms, torch_ms);
+/// bench lstm_lm_step's model (bench/lstm_lm_graph.hpp: BlockLSTM layers, full softmax, SGD).
+step_figures lm_step(runtime& rt, const char* label, const std::string& trace_dir) {
+  bench::lstm_lm_graph m({}, bench::lm_layers::blocks, "lm_");
+  step_model sm{&m.g, m.train, [&](int) { return m.feeds; }};
+  return time_steps(rt, sm, 20, label, trace_dir);
+}
+
+/// The peer's figures for one model (0: none).
+struct peer_figures {
+  double ms = 0, peak_mib = 0;
+};
+
+void step_line(const char* label, step_figures ours, peer_figures torch, double target) {
+  if (torch.ms > 0)
+    std::printf("bench %s: %.3f ms/step (%.2fx PyTorch's step time, %.3f ms) target <= %.1fx\n",
+                label, ours.ms, ours.ms / torch.ms, torch.ms, target);
   else
-    std::printf("bench %s: %.3f ms/step (no PyTorch with CUDA here to compare with)\n", label, ours);
+    std::printf("bench %s: %.3f ms/step (no PyTorch with CUDA here to compare with)\n", label,
+                ours.ms);
+  if (torch.peak_mib > 0)
+    std::printf("bench %s_peak_memory: %.1f MiB (%.2fx PyTorch's max_memory_allocated, %.1f MiB) "
+                "target <= 1.1x\n",
+                label, ours.peak_mib, ours.peak_mib / torch.peak_mib, torch.peak_mib);
+  else
+    std::printf("bench %s_peak_memory: %.1f MiB (no PyTorch figure to compare with)\n", label,
+                ours.peak_mib);
 }
 
 void print_versions(int device) {
@@ -257,14 +300,16 @@ int main(int argc, char** argv) {
 }
 
 int run(int argc, char** argv) {
-  double torch_mlp = 0, torch_cnn = 0;
+  std::map<std::string, peer_figures> torch; // "mlp", "cnn", "lm"
   std::string only, trace_dir;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--torch-mlp-ms")
-      torch_mlp = std::atof(argv[i + 1]);
-    else if (a == "--torch-cnn-ms")
-      torch_cnn = std::atof(argv[i + 1]);
+    // --torch-<model>-ms and --torch-<model>-peak-mib: the peer's step and peak memory
+    if (a.rfind("--torch-", 0) == 0 && a.size() > 11 && a.compare(a.size() - 3, 3, "-ms") == 0)
+      torch[a.substr(8, a.size() - 11)].ms = std::atof(argv[i + 1]);
+    else if (a.rfind("--torch-", 0) == 0 && a.size() > 17 &&
+             a.compare(a.size() - 9, 9, "-peak-mib") == 0)
+      torch[a.substr(8, a.size() - 17)].peak_mib = std::atof(argv[i + 1]);
     else if (a == "--torch")
       std::printf("gpu_bench: peer %s\n", argv[i + 1]);
     else if (a == "--only")
@@ -296,32 +341,33 @@ int run(int argc, char** argv) {
     conv_line(g, "gpu_conv2d_3x3_bf16", dtype::bf16);
   throw_if_error(g.synchronize());
   gpu->reset(); // the runtime makes its own context
-  if (wanted("gpu_mlp_step") || wanted("gpu_cnn_step")) {
-    // A runtime per model: the models' variables share names.
-    for (auto [label, kind, peer] : {std::tuple{"gpu_mlp_step", "mlp", torch_mlp},
-                                     std::tuple{"gpu_cnn_step", "cnn", torch_cnn}}) {
-      if (!wanted(label))
-        continue;
-      {
-        runtime rt;
-        if (rt.gpus().empty()) {
-          std::fprintf(stderr, "gpu_bench: the runtime has no GPU: %s\n",
-                       rt.no_gpu_reason().c_str());
-          return 2;
-        }
-        step_line(rt, label, kind, peer, trace_dir);
+  // A runtime per model: the models' variables share names.
+  for (auto [label, kind, target] : {std::tuple{"gpu_mlp_step", "mlp", 0.9},
+                                     std::tuple{"gpu_cnn_step", "cnn", 0.9},
+                                     std::tuple{"gpu_lstm_lm_step", "lm", 1.0}}) {
+    if (!wanted(label))
+      continue;
+    auto run_model = [&, label = label, kind = std::string(kind)](runtime& rt, const char* l) {
+      return kind == "lm" ? lm_step(rt, l, trace_dir) : fashion_step(rt, kind, l, trace_dir);
+    };
+    {
+      runtime rt;
+      if (rt.gpus().empty()) {
+        std::fprintf(stderr, "gpu_bench: the runtime has no GPU: %s\n", rt.no_gpu_reason().c_str());
+        return 2;
       }
-      // The same step with each GPU node waiting for its kernel (RUNNEL_GPU_SYNC_EACH_OP=1, how
-      // every node completed before): what completing nodes when enqueued saves.
-      setenv("RUNNEL_GPU_SYNC_EACH_OP", "1", 1);
-      {
-        runtime rt;
-        std::string sync_label = std::string(label) + "_sync_each_op";
-        double ms = train_step_ms(rt, kind, 100, sync_label.c_str(), trace_dir);
-        std::printf("gpu_bench: %s with RUNNEL_GPU_SYNC_EACH_OP=1: %.3f ms/step\n", label, ms);
-      }
-      unsetenv("RUNNEL_GPU_SYNC_EACH_OP");
+      step_line(label, run_model(rt, label), torch[kind], target);
     }
+    // The same step with each GPU node waiting for its kernel (RUNNEL_GPU_SYNC_EACH_OP=1, how
+    // every node completed before): what completing nodes when enqueued saves.
+    setenv("RUNNEL_GPU_SYNC_EACH_OP", "1", 1);
+    {
+      runtime rt;
+      std::string sync_label = std::string(label) + "_sync_each_op";
+      std::printf("gpu_bench: %s with RUNNEL_GPU_SYNC_EACH_OP=1: %.3f ms/step\n", label,
+                  run_model(rt, sync_label.c_str()).ms);
+    }
+    unsetenv("RUNNEL_GPU_SYNC_EACH_OP");
   }
   return 0;
 }

@@ -216,6 +216,15 @@ result<transfer_stats> runtime::gpu_transfers(int id) const {
   return not_found("this runtime has no GPU " + std::to_string(id));
 }
 
+status runtime::reset_gpu_memory_peak(int id) {
+  for (auto& dev : impl_->devices)
+    if (dev.gpu && dev.gpu->id() == id) {
+      dev.gpu->reset_memory_peak();
+      return {};
+    }
+  return not_found("this runtime has no /device:GPU:" + std::to_string(id));
+}
+
 result<bfc_stats> runtime::gpu_memory(int id) const {
   for (auto& dev : impl_->devices)
     if (dev.gpu && dev.gpu->id() == id)

@@ -65,6 +65,9 @@ public:
   const std::string& no_gpu_reason() const;
   /// Device memory statistics of /device:GPU:`id` (an error when there is no such GPU).
   result<bfc_stats> gpu_memory(int id) const;
+  /// Starts a new peak of gpu_memory(id) from the bytes in use now: the peak of the steps that
+  /// follow (an error when there is no such GPU).
+  status reset_gpu_memory_peak(int id);
   /// Bytes GPU `id` has copied in and out so far (real GPUs; a simulated one counts nothing).
   result<transfer_stats> gpu_transfers(int id) const;
   const runtime_options& options() const;

@@ -1,7 +1,8 @@
 # Peer for gpu_bench's `gpu_mlp_step` and `gpu_cnn_step`: the Fashion-MNIST models of
 # apps/train/fashion_mnist_model.cpp in PyTorch on the GPU, one training step each (forward, backward,
 # Adam), batch 100, float32 (TF32 off, as ours), the batch copied from host memory every step as
-# our session feeds it. Prints "<model>_ms <median of 5 rounds>" for mlp and cnn, and the device.
+# our session feeds it. Prints "<model>_ms <median of 5 rounds>" and "<model>_peak_mib <the caching
+# allocator's max_memory_allocated over the timed steps>" for mlp and cnn, and the device.
 #   python3 fashion_mnist_torch_gpu.py [steps_per_round]
 import sys
 import time
@@ -66,6 +67,7 @@ def time_model(model):
     for i in range(20):
         step(i)
     torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
     rounds = []
     for _ in range(5):
         start = time.perf_counter()
@@ -74,11 +76,13 @@ def time_model(model):
         torch.cuda.synchronize()
         rounds.append((time.perf_counter() - start) / steps * 1e3)
     rounds.sort()
-    return rounds[len(rounds) // 2]
+    return rounds[len(rounds) // 2], torch.cuda.max_memory_allocated() / 2**20
 
 
 print(f"torch {torch.__version__} cuda {torch.version.cuda} cudnn {torch.backends.cudnn.version()} "
       f"on {torch.cuda.get_device_name(0)}")
 torch.manual_seed(1)
-print(f"mlp_ms {time_model(Mlp()):.4f}")
-print(f"cnn_ms {time_model(Cnn()):.4f}")
+for name, model in (("mlp", Mlp()), ("cnn", Cnn())):
+    ms, peak = time_model(model)
+    print(f"{name}_ms {ms:.4f}")
+    print(f"{name}_peak_mib {peak:.2f}")

@@ -239,6 +239,85 @@ private:
   int grad_input_, indices_input_;
 };
 
+/// _MultiApplyAdam: ApplyAdam on each of N variables with the scalars they share, as one update
+/// at the first variable's actor; the other variables and every slot are locked inside it in
+/// input order (the graph optimizer orders the variables by name). The simulated GPU runs it.
+class multi_adam_kernel : public kernel {
+public:
+  multi_adam_kernel(bool nesterov, std::vector<std::shared_ptr<variable>> vars)
+      : nesterov_(nesterov), vars_(std::move(vars)), n_(vars_.size() / 3) {}
+  bool is_async() const override { return true; }
+  status compute(kernel_context&) override { return internal_error("apply kernels are async"); }
+
+  void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
+    std::vector<double> scalars;
+    for (size_t i = 0; i < 6; ++i) {
+      const tensor& t = ctx.input(int(3 * n_ + i));
+      if (t.num_elements() != 1)
+        return done(invalid_argument("input " + std::to_string(3 * n_ + i) +
+                                     " must be a scalar, got shape " + t.shape().to_string()));
+      scalars.push_back(element_as_double(t, 0));
+    }
+    std::vector<tensor> grads;
+    for (size_t k = 0; k < n_; ++k)
+      grads.push_back(ctx.input(int(3 * n_ + 6 + k)));
+    auto fn = [this, scalars, grads](variable::state& first) -> status {
+      std::vector<variable::state*> states{&first};
+      std::function<status(size_t)> lock_rest = [&](size_t k) -> status {
+        if (k == vars_.size())
+          return apply_all(states, scalars, grads);
+        return vars_[k]->modify([&](variable::state& s) -> status {
+          states.push_back(&s);
+          return lock_rest(k + 1);
+        });
+      };
+      return lock_rest(1);
+    };
+    vars_[0]->update(std::move(fn), [done = std::move(done)](status st, tensor) { done(st); });
+  }
+
+private:
+  status apply_all(const std::vector<variable::state*>& s, const std::vector<double>& scalars,
+                   const std::vector<tensor>& grads) const {
+    for (size_t i = 0; i < vars_.size(); ++i)
+      if (!s[i]->initialized)
+        return failed_precondition("attempting to use uninitialized value " + vars_[i]->name());
+    for (size_t k = 0; k < n_; ++k) {
+      const tensor& value = s[k]->value;
+      const tensor& g = grads[k];
+      if (value.type() != g.type() || !(value.shape() == g.shape()))
+        return invalid_argument("variable " + vars_[k]->name() + " is " +
+                                std::string(name(value.type())) + value.shape().to_string() +
+                                " but its gradient is " + std::string(name(g.type())) +
+                                g.shape().to_string());
+      for (size_t slot : {n_ + k, 2 * n_ + k})
+        if (!(s[slot]->value.shape() == value.shape()))
+          return invalid_argument("slot " + vars_[slot]->name() + " has shape " +
+                                  s[slot]->value.shape().to_string() + " but variable " +
+                                  vars_[k]->name() + " has " + value.shape().to_string());
+    }
+    for (size_t k = 0; k < n_; ++k) {
+      variable::state &var = *s[k], &m = *s[n_ + k], &v = *s[2 * n_ + k];
+      make_writable(var);
+      make_writable(m);
+      make_writable(v);
+      if (var.value.type() == dtype::f64)
+        apply_rule<double>(rule::adam, nesterov_, var.value.data<double>(),
+                           {m.value.data<double>(), v.value.data<double>()}, scalars,
+                           grads[k].data<double>(), var.value.num_elements());
+      else
+        apply_rule<float>(rule::adam, nesterov_, var.value.data<float>(),
+                          {m.value.data<float>(), v.value.data<float>()}, scalars,
+                          grads[k].data<float>(), var.value.num_elements());
+    }
+    return {};
+  }
+
+  bool nesterov_;
+  std::vector<std::shared_ptr<variable>> vars_; // the variables, then their m, then their v
+  size_t n_;
+};
+
 kernel_factory apply_factory(rule r, int refs, std::vector<int> scalars, int grad,
                              int indices = -1) {
   return [=](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
@@ -272,6 +351,17 @@ void register_training_kernels(kernel_registry& reg) {
           apply_factory(rule::rmsprop, 3, {3, 4, 5, 6}, 7, 8));
   reg.add("SparseApplyAdam", cpu, reals,
           apply_factory(rule::adam, 3, {3, 4, 5, 6, 7, 8}, 9, 10));
+  reg.add("_MultiApplyAdam", cpu, reals, [](const kernel_construction& c)
+                                             -> result<std::unique_ptr<kernel>> {
+    int64_t n = c.attr<int64_t>("N");
+    std::vector<std::shared_ptr<variable>> vars;
+    for (int i = 0; i < 3 * n; ++i) {
+      RUNNEL_ASSIGN_OR_RETURN(auto v, input_variable(c, i));
+      vars.push_back(std::move(v));
+    }
+    return std::unique_ptr<kernel>(
+        std::make_unique<multi_adam_kernel>(c.attr<bool>("use_nesterov"), std::move(vars)));
+  });
 }
 
 } // namespace runnel

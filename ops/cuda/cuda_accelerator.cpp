@@ -103,6 +103,7 @@ public:
   int id() const override { return index_; }
   std::string kind() const override { return "CUDA"; }
   bfc_stats memory_stats() const override { return ctx_->allocator().stats(); }
+  void reset_memory_peak() override { ctx_->allocator().reset_peak(); }
   gpu_context& context() override { return *ctx_; }
   void finish(std::shared_ptr<std::vector<tensor>> staged,
               std::function<void(status)> done) override {

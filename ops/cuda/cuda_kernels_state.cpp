@@ -68,7 +68,7 @@ public:
       if (status st = stage_inputs(g, ctx.inputs(), slots_, *staged); !st.ok())
         return done(st);
     }
-    auto* out = &ctx.output(0);
+    auto* out = ctx.outputs().empty() ? nullptr : &ctx.output(0); // _MultiApplyAdam has none
     vars_[0]->update(
         [this, staged](variable::state& vs) -> status {
           gpu_context& g = d_.context();
@@ -96,7 +96,8 @@ public:
         [this, out, staged, done = std::move(done)](status st, tensor value) mutable {
           if (!st.ok())
             return done(st);
-          *out = std::move(value);
+          if (out)
+            *out = std::move(value);
           d_.finish(staged, std::move(done));
         });
   }
@@ -242,6 +243,38 @@ void add_state_cuda_kernels(cuda_kernel_table& t) {
                                      in[size_t(a.grad)], in[size_t(a.indices)], node, a.op);
           });
     });
+  // The graph optimizer's multi-tensor Adam (ops/optimize/multi_tensor.cpp): N variables, their
+  // m and v (locked in that order, the variables by name), 6 shared scalars, N gradients.
+  t.emplace("_MultiApplyAdam", [](const kernel_construction& c, cuda_device& d) -> result<std::unique_ptr<kernel>> {
+    size_t n = size_t(c.attr<int64_t>("N"));
+    bool nesterov = c.attr<bool>("use_nesterov");
+    std::vector<slot_memory> slots(4 * n + 6, slot_memory::device);
+    for (size_t i = 3 * n; i < 3 * n + 6; ++i)
+      slots[i] = slot_memory::any;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < 3 * n; ++i) {
+      RUNNEL_ASSIGN_OR_RETURN(auto v, input_variable(c, int(i)));
+      names.push_back(v->name());
+    }
+    return make_update(
+        c, d, int(3 * n), slots,
+        [n, nesterov, names, node = c.node.name](gpu_context& g, std::vector<variable::state*>& s,
+                                                 std::span<const tensor> in) -> status {
+          std::vector<tensor> vars, grads;
+          std::vector<std::vector<tensor>> moments(n);
+          for (size_t k = 0; k < 3 * n; ++k) {
+            RUNNEL_RETURN_IF_ERROR(require_initialized(*s[k], names[k]));
+            RUNNEL_RETURN_IF_ERROR(make_writable_on_device(g, *s[k], node));
+          }
+          for (size_t k = 0; k < n; ++k) {
+            vars.push_back(s[k]->value);
+            moments[k] = {s[n + k]->value, s[2 * n + k]->value};
+            grads.push_back(in[3 * n + 6 + k]);
+          }
+          return multi_apply_cuda(g, gpu_apply_rule::adam, nesterov, vars, moments,
+                                  in.subspan(3 * n, 6), grads, node, "_MultiApplyAdam");
+        });
+  });
   for (auto [op, kind] : {std::pair{"ScatterAdd", gpu_scatter::add},
                           std::pair{"ScatterSub", gpu_scatter::sub},
                           std::pair{"ScatterUpdate", gpu_scatter::update}})

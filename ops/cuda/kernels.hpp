@@ -118,6 +118,12 @@ enum class gpu_apply_rule { gradient_descent, momentum, adagrad, rmsprop, adam }
 status apply_cuda(gpu_context& gpu, gpu_apply_rule rule, bool nesterov, const tensor& var,
                   std::span<const tensor> slots, std::span<const tensor> scalars,
                   const tensor& grad, const std::string& node, const char* op);
+/// The same step on several variables sharing their scalars (the multi-tensor form: one launch
+/// per 16 variables instead of one each); `slots[k]` are variable k's slots.
+status multi_apply_cuda(gpu_context& gpu, gpu_apply_rule rule, bool nesterov,
+                        std::span<const tensor> vars, std::span<const std::vector<tensor>> slots,
+                        std::span<const tensor> scalars, std::span<const tensor> grads,
+                        const std::string& node, const char* op);
 /// The SparseApply* form: only the rows `indices` (int32/int64 in host memory) of var and its
 /// slots change, with gradient rows `grad` [len(indices), ...]; duplicate indices are summed.
 status sparse_apply_cuda(gpu_context& gpu, gpu_apply_rule rule, bool nesterov, const tensor& var,

@@ -75,6 +75,33 @@ __global__ void apply_kernel(gpu_apply_rule r, bool nesterov, T* var, T* s0, T* 
     apply_element(r, nesterov, var[i], s0 ? s0 + i : &unused, s1 ? s1 + i : &unused, grad[i], s);
 }
 
+constexpr int max_multi = 16;
+
+/// Up to max_multi variables of one multi-tensor update: pointers and element counts.
+template <class T> struct multi_args {
+  T* var[max_multi];
+  T* s0[max_multi];
+  T* s1[max_multi];
+  const T* grad[max_multi];
+  int64_t n[max_multi];
+  int count;
+};
+
+/// Every thread strides over each variable in turn: one launch for all of them.
+template <class T>
+__global__ void multi_apply_kernel(gpu_apply_rule r, bool nesterov, multi_args<T> a,
+                                   scalar_args<T> s) {
+  T unused = 0;
+  int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x,
+          stride = int64_t(blockDim.x) * gridDim.x;
+  for (int t = 0; t < a.count; ++t) {
+    T *var = a.var[t], *s0 = a.s0[t], *s1 = a.s1[t];
+    const T* grad = a.grad[t];
+    for (int64_t i = first; i < a.n[t]; i += stride)
+      apply_element(r, nesterov, var[i], s0 ? s0 + i : &unused, s1 ? s1 + i : &unused, grad[i], s);
+  }
+}
+
 /// The rows of a row plan: `unique[r]` is the r-th distinct index, its source rows are
 /// order[starts[r]] .. order[starts[r + 1] - 1] (original order).
 struct row_plan_view {
@@ -265,6 +292,53 @@ status apply_cuda(gpu_context& gpu, gpu_apply_rule rule, bool nesterov, const te
   if (var.type() == dtype::f64)
     return go.template operator()<double>();
   return unimplemented(where + ": no GPU kernel for " + std::string(name(var.type())));
+}
+
+status multi_apply_cuda(gpu_context& gpu, gpu_apply_rule rule, bool nesterov,
+                        std::span<const tensor> vars, std::span<const std::vector<tensor>> slots,
+                        std::span<const tensor> scalars, std::span<const tensor> grads,
+                        const std::string& node, const char* op) {
+  std::string where = where_of(node, op);
+  if (vars.empty() || slots.size() != vars.size() || grads.size() != vars.size())
+    return internal_error(where + ": one gradient and slot list per variable expected");
+  for (size_t k = 0; k < vars.size(); ++k) {
+    const tensor &var = vars[k], &grad = grads[k];
+    RUNNEL_RETURN_IF_ERROR(on_device(var, where, "a variable"));
+    RUNNEL_RETURN_IF_ERROR(on_device(grad, where, "a gradient"));
+    RUNNEL_RETURN_IF_ERROR(check_slots(var, slots[k], where));
+    if (!(grad.shape() == var.shape()) || grad.type() != vars[0].type() ||
+        var.type() != vars[0].type())
+      return invalid_argument(where + ": gradient " + std::to_string(k) + " " +
+                              std::string(name(grad.type())) + grad.shape().to_string() +
+                              " does not match its variable " + std::string(name(var.type())) +
+                              var.shape().to_string() + " (all " +
+                              std::string(name(vars[0].type())) + ")");
+  }
+  auto go = [&]<class T>() -> status {
+    RUNNEL_ASSIGN_OR_RETURN(auto s, scalars_of<T>(scalars, where));
+    for (size_t from = 0; from < vars.size(); from += max_multi) {
+      multi_args<T> a{};
+      int64_t largest = 0;
+      for (size_t k = from; k < vars.size() && a.count < max_multi; ++k, ++a.count) {
+        a.var[a.count] = vars[k].data<T>();
+        a.s0[a.count] = slots[k].size() > 0 ? slots[k][0].data<T>() : nullptr;
+        a.s1[a.count] = slots[k].size() > 1 ? slots[k][1].data<T>() : nullptr;
+        a.grad[a.count] = grads[k].data<T>();
+        a.n[a.count] = vars[k].num_elements();
+        largest = std::max(largest, a.n[a.count]);
+      }
+      if (largest == 0)
+        continue;
+      multi_apply_kernel<T><<<blocks_for(largest), 256, 0, gpu.compute()>>>(rule, nesterov, a, s);
+      RUNNEL_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), where));
+    }
+    return status{};
+  };
+  if (vars[0].type() == dtype::f32)
+    return go.template operator()<float>();
+  if (vars[0].type() == dtype::f64)
+    return go.template operator()<double>();
+  return unimplemented(where + ": no GPU kernel for " + std::string(name(vars[0].type())));
 }
 
 status sparse_apply_cuda(gpu_context& gpu, gpu_apply_rule rule, bool nesterov, const tensor& var,

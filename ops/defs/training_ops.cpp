@@ -79,6 +79,41 @@ void register_training_ops(op_registry& reg) {
                .attr("use_locking", attr_type::boolean, false)
                .attr("use_nesterov", attr_type::boolean, false)
                .shape_fn(apply_shape(9)));
+  // ApplyAdam over N variables of one GPU that share their scalars, in one launch: made by the
+  // graph optimizer's multi-tensor pass (ops/optimize/multi_tensor.cpp), not by users.
+  op_def multi_adam("_MultiApplyAdam");
+  multi_adam.input_list("var", "T", "N")
+      .input_list("m", "T", "N")
+      .input_list("v", "T", "N")
+      .input("beta1_power", "T")
+      .input("beta2_power", "T")
+      .input("lr", "T")
+      .input("beta1", "T")
+      .input("beta2", "T")
+      .input("epsilon", "T")
+      .input_list("grad", "T", "N")
+      .type_attr("T", wide_real_types)
+      .attr("N", attr_type::integer)
+      .attr("use_locking", attr_type::boolean, false)
+      .attr("use_nesterov", attr_type::boolean, false)
+      .set_stateful()
+      .shape_fn([](inference_context& c) -> status {
+        int64_t n = c.attr<int64_t>("N");
+        if (n < 1 || c.num_inputs() != 4 * n + 6)
+          return invalid_argument("_MultiApplyAdam needs N >= 1 variables, each with m, v and a "
+                                  "gradient, and 6 scalars");
+        for (int64_t k = 0; k < n; ++k)
+          for (int64_t of : {n, 2 * n, 3 * n + 6})
+            if (!c.input_shape(int(k)).is_compatible_with(c.input_shape(int(of + k))))
+              return c.input_error(int(of + k), "has shape " +
+                                                    c.input_shape(int(of + k)).to_string() +
+                                                    " but its variable has " +
+                                                    c.input_shape(int(k)).to_string());
+        return {};
+      });
+  for (int i = 0; i < 3; ++i)
+    multi_adam.inputs[size_t(i)].is_ref = true;
+  add(reg, std::move(multi_adam));
 }
 
 } // namespace runnel

@@ -57,6 +57,8 @@ public:
   /// to another device).
   virtual result<tensor> read_to_host(const tensor& device) = 0;
   virtual bfc_stats memory_stats() const = 0;
+  /// Starts a new peak of memory_stats() from what is in use now.
+  virtual void reset_memory_peak() = 0;
   /// Runs a short benchmark (a 2048² MatMul, 64 MiB copies; tens of milliseconds).
   virtual gpu_throughput measure() = 0;
   /// Returns once all work enqueued so far has run and its completions have been called (the

@@ -203,6 +203,11 @@ size_t bfc_allocator::allocated_size(const void* p) const {
   return chunks_[size_t(it->second)].size;
 }
 
+void bfc_allocator::reset_peak() {
+  std::lock_guard lock(mu_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
 bfc_stats bfc_allocator::stats() const {
   std::lock_guard lock(mu_);
   bfc_stats s = stats_;

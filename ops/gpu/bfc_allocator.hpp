@@ -84,6 +84,9 @@ public:
   /// The rounded size of a live allocation (0 for an unknown pointer).
   size_t allocated_size(const void* p) const;
   bfc_stats stats() const;
+  /// Starts a new peak: peak_bytes_in_use becomes what is in use now (a step's peak is read
+  /// after warm-up steps, as PyTorch's reset_peak_memory_stats).
+  void reset_peak();
   /// Internal consistency (chunks tile each region, bins hold exactly the free chunks, no two
   /// adjacent free chunks): for tests; an error says what is wrong.
   status check_invariants() const;

@@ -51,7 +51,8 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
       v.push_back({op, "T", floats});
     for (auto op : {"ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyRMSProp",
                     "ApplyAdam", "SparseApplyGradientDescent", "SparseApplyMomentum",
-                    "SparseApplyAdagrad", "SparseApplyRMSProp", "SparseApplyAdam"})
+                    "SparseApplyAdagrad", "SparseApplyRMSProp", "SparseApplyAdam",
+                    "_MultiApplyAdam"})
       v.push_back({op, "T", reals});
     return v;
   }();

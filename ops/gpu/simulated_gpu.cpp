@@ -130,6 +130,7 @@ public:
   int id() const override { return id_; }
   std::string kind() const override { return "simulated"; }
   bfc_stats memory_stats() const override { return allocator_.stats(); }
+  void reset_memory_peak() override { allocator_.reset_peak(); }
 
   result<tensor> allocate(dtype t, const shape& s, const std::string& node) {
     return allocate_device_tensor(allocator_, t, s, node, id_);

@@ -34,11 +34,12 @@ graph_optimizer_options::from_environment(graph_optimizer_options base) {
                  : pass == "cse"       ? &base.cse
                  : pass == "remapping" ? &base.remapping
                  : pass == "fusion"    ? &base.elementwise_fusion
+                 : pass == "multi-tensor" ? &base.multi_tensor_updates
                                        : nullptr;
     if (!flag)
       return invalid_argument("RUNNEL_GRAPH_OPTIMIZER: unknown word '" + word +
                               "' (expected off, on, or a list of [no-]prune, folding, cse, "
-                              "remapping, fusion)");
+                              "remapping, fusion, multi-tensor)");
     *flag = !off;
   }
   return base;
@@ -210,6 +211,7 @@ result<optimized_graph> optimize_graph(const graph& g, const std::vector<char>& 
                          {opts.cse, "cse", eliminate_common_subexpressions},
                          {opts.remapping, "remapping", remap_fused_ops},
                          {opts.elementwise_fusion, "fusion", fuse_elementwise},
+                         {opts.multi_tensor_updates, "multi-tensor", fuse_optimizer_updates},
                          // Folding and fusion leave Identities and duplicates behind.
                          {opts.prune_identities, "prune", prune_identities},
                          {opts.cse, "cse", eliminate_common_subexpressions}};

@@ -15,7 +15,9 @@
 //   - remapping into fused kernels: MatMul or Conv2D + BiasAdd (+Relu/Relu6/Elu/Tanh/Sigmoid),
 //     FusedBatchNorm at inference folded into the convolution before it (remap.cpp);
 //   - element-wise fusion: chains of element-wise ops over one shape become one
-//     _FusedElementwise node, a small expression interpreter (elementwise_fusion.cpp).
+//     _FusedElementwise node, a small expression interpreter (elementwise_fusion.cpp);
+//   - multi-tensor updates: a GPU's ApplyAdam nodes that share their scalars become one
+//     _MultiApplyAdam node, one launch for all its variables (multi_tensor.cpp).
 // Stateful nodes, fed and fetched tensors, targets and nodes on different devices are never
 // merged or removed. A graph with loops or conditionals is left as it is.
 
@@ -37,17 +39,19 @@ struct graph_optimizer_options {
   bool cse = true;
   bool remapping = true;
   bool elementwise_fusion = true;
+  bool multi_tensor_updates = true;
   /// Constant folding leaves a node whose outputs would be larger than this (bytes) as it is.
   int64_t max_folded_bytes = 10 << 20;
 
   bool any() const {
-    return prune_identities || constant_folding || cse || remapping || elementwise_fusion;
+    return prune_identities || constant_folding || cse || remapping || elementwise_fusion ||
+           multi_tensor_updates;
   }
   /// All passes off.
-  static graph_optimizer_options none() { return {false, false, false, false, false}; }
+  static graph_optimizer_options none() { return {false, false, false, false, false, false}; }
   /// `base` changed by the environment variable RUNNEL_GRAPH_OPTIMIZER: "off" (every pass off),
   /// "on", or a comma-separated list of passes to switch off ("no-cse,no-remapping"; names:
-  /// prune, folding, cse, remapping, fusion). An unknown word is an error naming it.
+  /// prune, folding, cse, remapping, fusion, multi-tensor). An unknown word is an error naming it.
   static result<graph_optimizer_options> from_environment(graph_optimizer_options base);
 };
 

@@ -72,6 +72,7 @@ status fold_constants(rgraph& r);
 status eliminate_common_subexpressions(rgraph& r);
 status remap_fused_ops(rgraph& r);
 status fuse_elementwise(rgraph& r);
+status fuse_optimizer_updates(rgraph& r);
 
 /// Whether two attribute maps are equal (tensors compared by type, shape and bytes).
 bool attrs_equal(const attr_map& a, const attr_map& b);

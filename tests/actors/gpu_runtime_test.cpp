@@ -337,3 +337,47 @@ TEST_CASE("the LSTM language model's training step runs on a simulated GPU",
   CHECK(cpu_ops.empty());
   CHECK(saw_sparse_update);
 }
+
+TEST_CASE("a GPU's Adam updates run as one multi-tensor update, as the separate ones did",
+          "[actors][gpu_host]") {
+  // Three variables trained with Adam: on a (simulated) GPU the graph optimizer makes their
+  // three ApplyAdam nodes one _MultiApplyAdam; the losses match the CPU's separate updates.
+  auto train = [](runtime& rt, run_metadata* md) {
+    graph g;
+    g.set_seed(5);
+    auto x = constant(g, vals<float>({4, 3}, {0, 1, 2, 1, 0, 1, 2, 2, 0, 1, 1, 1}));
+    auto y = constant(g, vals<float>({4, 1}, {1, 0, 1, 0}));
+    auto w1 = variable(g, truncated_normal(g, {3, 5}, 0.5), "mt_w1");
+    auto b1 = variable(g, zeros(g, dtype::f32, {5}), "mt_b1");
+    auto w2 = variable(g, truncated_normal(g, {5, 1}, 0.5), "mt_w2");
+    auto loss = mean(square(matmul(tanh(matmul(x, w1) + b1), w2) - y));
+    auto step = adam_optimizer(0.05).minimize(loss);
+    session s(rt, g);
+    REQUIRE(s.run({global_variables_initializer(g)}).ok());
+    std::vector<float> losses;
+    for (int i = 0; i < 20; ++i) {
+      auto r = s.run({}, {loss}, {step}, {.trace = md && i == 19}, md);
+      REQUIRE(r.ok());
+      losses.push_back(r.value()[0].data<float>()[0]);
+    }
+    return losses;
+  };
+  runtime cpu_rt, gpu_rt({.simulated_gpus = 1});
+  run_metadata md, cpu_md;
+  auto a = train(cpu_rt, &cpu_md), b = train(gpu_rt, &md);
+  CHECK(b.back() < b.front() * 0.5f);
+  for (size_t i = 0; i < a.size(); ++i)
+    CHECK(b[i] == Approx(a[i]).epsilon(1e-5));
+  int multi = 0, single = 0;
+  for (auto& n : md.nodes) {
+    multi += n.op == "_MultiApplyAdam" && n.device.find("gpu:") != std::string::npos;
+    single += n.op == "ApplyAdam";
+  }
+  CHECK(multi == 1);
+  CHECK(single == 0);
+  // On CPUs the updates stay apart (they run in parallel at their variables' actors).
+  single = 0;
+  for (auto& n : cpu_md.nodes)
+    single += n.op == "ApplyAdam";
+  CHECK(single == 3);
+}

@@ -120,6 +120,52 @@ TEST_CASE("every optimizer updates GPU-resident variables as the CPU does", "[.g
     }
 }
 
+TEST_CASE("a GPU's Adam updates as one multi-tensor update match the CPU's separate ones",
+          "[.gpu][train]") {
+  // 19 variables (more than one launch's 16), one of a million elements (many blocks per
+  // variable), the others small and of odd sizes: the graph optimizer makes their ApplyAdam
+  // nodes one _MultiApplyAdam on the GPU; the CPU runs them apart.
+  for (dtype t : {dtype::f32, dtype::f64}) {
+    INFO(name(t));
+    graph g;
+    std::vector<std::pair<gradient_value, output>> grads_and_vars;
+    std::vector<output> values, grads;
+    for (int k = 0; k < 19; ++k) {
+      shape s = k == 0 ? shape{1000, 1000} : shape{int64_t(3 + 7 * k), int64_t(1 + k % 5)};
+      auto w = variable(g, constant(g, random_host(t, s, uint32_t(100 + k))),
+                        "mw" + std::to_string(k));
+      grads.push_back(placeholder(g, t, s, "mgrad" + std::to_string(k)));
+      grads_and_vars.push_back({grads.back(), w.ref});
+      values.push_back(w.value);
+    }
+    adam_optimizer opt(0.01);
+    auto train = opt.apply_gradients(grads_and_vars);
+    auto feeds = [&](int i) {
+      feed_list f;
+      for (size_t k = 0; k < grads.size(); ++k)
+        f.push_back({grads[k], random_host(t, grads[k].shape(), uint32_t(1000 * i + int(k)))});
+      return f;
+    };
+    {
+      runtime gpu_rt;
+      session s(gpu_rt, g);
+      REQUIRE(s.run({global_variables_initializer(g)}).ok());
+      int multi = 0, single = 0;
+      for (auto& [node, at] : placement_of(s, feeds(0), {train})) {
+        multi += at.first == "_MultiApplyAdam" && on_gpu(at.second);
+        single += at.first == "ApplyAdam";
+      }
+      CHECK(multi == 1);
+      CHECK(single == 0);
+    }
+    auto [cpu, gpu] = run_both(g, feeds, {train}, values, 5);
+    for (size_t k = 0; k < values.size(); ++k) {
+      INFO("variable " << k);
+      check_close(gpu[k], cpu[k], t == dtype::f32 ? 2e-5 : 1e-12, 1e-6);
+    }
+  }
+}
+
 TEST_CASE("sparse updates of GPU embeddings match the CPU, duplicate ids included",
           "[.gpu][train]") {
   struct opt_case {

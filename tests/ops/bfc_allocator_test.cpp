@@ -172,3 +172,17 @@ TEST_CASE("bfc: random allocations never overlap and always coalesce back", "[gp
   CHECK(s.peak_bytes_in_use > 0);
   CHECK(sub->outstanding == s.bytes_reserved);
 }
+
+TEST_CASE("bfc: a reset peak counts from what is in use then", "[gpu_host]") {
+  auto a = make(64 << 20);
+  char* big = get(a, 4 << 20);
+  char* small = get(a, 1000);
+  REQUIRE(a.deallocate(big).ok());
+  CHECK(a.stats().peak_bytes_in_use == (4 << 20) + 1024);
+  a.reset_peak();
+  CHECK(a.stats().peak_bytes_in_use == 1024);
+  char* mid = get(a, 2 << 20);
+  CHECK(a.stats().peak_bytes_in_use == (2 << 20) + 1024);
+  REQUIRE(a.deallocate(mid).ok());
+  REQUIRE(a.deallocate(small).ok());
+}
