@@ -356,7 +356,19 @@ int run(int argc, char** argv) {
         std::fprintf(stderr, "gpu_bench: the runtime has no GPU: %s\n", rt.no_gpu_reason().c_str());
         return 2;
       }
-      step_line(label, run_model(rt, label), torch[kind], target);
+      step_figures ours = run_model(rt, label);
+      step_line(label, ours, torch[kind], target);
+      if (std::string(kind) != "lm") {
+        // The same step with one ApplyAdam node per variable (the multi-tensor pass off): what
+        // one launch for all of them saves, in this run.
+        setenv("RUNNEL_GRAPH_OPTIMIZER", "no-multi-tensor", 1);
+        std::string apart = std::string(label) + "_separate_updates";
+        double ms = run_model(rt, apart.c_str()).ms;
+        unsetenv("RUNNEL_GRAPH_OPTIMIZER");
+        std::printf("gpu_bench: %s with one ApplyAdam per variable (RUNNEL_GRAPH_OPTIMIZER="
+                    "no-multi-tensor): %.3f ms/step; one _MultiApplyAdam: %.3f ms (%.2fx)\n",
+                    label, ms, ours.ms, ours.ms / ms);
+      }
     }
     // The same step with each GPU node waiting for its kernel (RUNNEL_GPU_SYNC_EACH_OP=1, how
     // every node completed before): what completing nodes when enqueued saves.

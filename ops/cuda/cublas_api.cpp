@@ -43,6 +43,7 @@ result<const cublas_api*> load() {
   resolve(lib, "cublasCreate_v2", api->create, missing);
   resolve(lib, "cublasDestroy_v2", api->destroy, missing);
   resolve(lib, "cublasSetStream_v2", api->set_stream, missing);
+  resolve(lib, "cublasSetWorkspace_v2", api->set_workspace, missing);
   resolve(lib, "cublasSgemm_v2", api->sgemm, missing);
   resolve(lib, "cublasGemmEx", api->gemm_ex, missing);
   resolve(lib, "cublasGetStatusString", api->status_string, missing);

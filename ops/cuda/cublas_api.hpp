@@ -22,6 +22,7 @@ struct cublas_api {
   decltype(&cublasCreate_v2) create = nullptr;
   decltype(&cublasDestroy_v2) destroy = nullptr;
   decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
   decltype(&cublasSgemm_v2) sgemm = nullptr;
   gemm_ex_fn gemm_ex = nullptr;
   decltype(&cublasGetStatusString) status_string = nullptr;

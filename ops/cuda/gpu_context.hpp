@@ -106,6 +106,7 @@ private:
   std::vector<std::pair<cudaEvent_t, void*>> staging_;
   cudaStream_t compute_ = nullptr, h2d_ = nullptr, d2h_ = nullptr, d2d_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  tensor cublas_workspace_; ///< from allocator_, so that it counts against the limit and the peak
   cudnnHandle_t cudnn_ = nullptr;
   std::unique_ptr<bfc_allocator> allocator_;
   std::unique_ptr<bfc_allocator> pinned_; ///< staging buffers (cudaMallocHost regions)
