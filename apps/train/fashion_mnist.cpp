@@ -25,6 +25,7 @@
 #include "runnel/apps/train/fashion_mnist_model.hpp"
 #include "runnel/apps/support/records_tools.hpp"
 #include "runnel/apps/support/training_log.hpp"
+#include "runnel/apps/train/device_flags.hpp"
 #include "runnel/ops/layers/data_flow.hpp"
 #include "runnel/ops/train/mixed_precision.hpp"
 #include "runnel/ops/train/optimizers.hpp"
@@ -83,11 +84,7 @@ const char* usage =
     "  --wire-bf16              send the gradients to the ps tasks as bfloat16 (half the bytes)\n"
     "  --precision f32|bf16|f16 the model's math (weights stay float32; f16 adds dynamic loss\n"
     "                           scaling)\n"
-    "  --device auto|cpu|gpu    where the model runs: gpu needs a GPU (ops with GPU kernels and\n"
-    "                           the variables on GPU:0), cpu ignores GPUs, auto (default) uses a\n"
-    "                           GPU when there is one\n"
-    "  --simulated-gpus N       add N simulated GPUs (host memory, docs/gpu.md): ops with GPU\n"
-    "                           kernels run there, with transfers (real GPUs are used anyway)\n"
+    RUNNEL_DEVICE_FLAGS_USAGE
     "  --connect                the tasks are runnel-node daemons (systemd, Kubernetes): train as\n"
     "                           a client of worker --task's daemon, feeding the data from here\n"
     "                           (implies --input memory)\n"
@@ -269,24 +266,10 @@ int run(const flags& f) {
     weight_histograms = merge_summary(hists, "weight_histograms");
   }
   log.graph(m->g);
-  std::optional<runtime> local_rt;
-  int simulated_gpus = int(f.get_int("simulated-gpus", 0).value());
-  if (simulated_gpus < 0 || (simulated_gpus > 0 && node))
-    throw error(invalid_argument("--simulated-gpus takes a count >= 0, for a local run only"));
-  std::string device = f.get("device", "auto");
-  if (device != "auto" && device != "cpu" && device != "gpu")
-    throw error(invalid_argument("--device must be auto, cpu or gpu, got '" + device + "'"));
-  if (device != "auto" && node)
-    throw error(invalid_argument("--device is for a local run; a cluster's tasks place by their "
-                                 "own devices"));
-  if (!node) {
-    runtime_options ro{.simulated_gpus = simulated_gpus};
-    if (device == "cpu")
-      ro.visible_gpus = std::vector<int>{};
-    local_rt.emplace(ro);
-    if (device == "gpu" && !local_rt->no_gpu_reason().empty())
-      throw error(failed_precondition("--device gpu: " + local_rt->no_gpu_reason()));
-  }
+  if (node && (f.has("device") || f.has("simulated-gpus")))
+    throw error(invalid_argument("--device and --simulated-gpus are for a local run; a cluster's "
+                                 "tasks place by their own devices"));
+  std::unique_ptr<runtime> local_rt = node ? nullptr : local_training_runtime(f);
   runtime& rt = node ? node->rt() : *local_rt;
   // Distributed, the session runs through this worker's own node: its master places the graph
   // over the cluster.

@@ -17,6 +17,7 @@
 #include "runnel/actors/state/saver.hpp"
 #include "runnel/apps/support/app_support.hpp"
 #include "runnel/apps/support/training_log.hpp"
+#include "runnel/apps/train/device_flags.hpp"
 #include "runnel/apps/train/g2p/g2p_data.hpp"
 #include "runnel/apps/train/g2p/g2p_model.hpp"
 #include "runnel/apps/train/g2p/g2p_report.hpp"
@@ -50,6 +51,7 @@ const char* usage =
     "  --max-steps N            stop after N steps in all\n"
     "  --test-words N           evaluate on the first N held-out words (default all)\n"
     "  --seed N                 (default 1)\n"
+    RUNNEL_DEVICE_FLAGS_USAGE
     "  --records-dir D          (default runnel-g2p-records)\n"
     "  --checkpoint-dir D       checkpoints, g2p.pb and attention.svg (default runnel-g2p)\n"
     "  --logdir DIR             TensorBoard logs\n"
@@ -185,7 +187,8 @@ int run(const flags& f) {
   adam_optimizer opt(lr);
   auto train_op = clipped_update(opt, terms.loss, clip, step_var);
   saver sv(g, {}, {.max_to_keep = 2});
-  runtime rt;
+  auto rt_ptr = local_training_runtime(f);
+  runtime& rt = *rt_ptr;
   session s(rt, g);
   training_log log(f.get("logdir", ""));
   log.graph(g);
@@ -338,7 +341,7 @@ int main(int argc, char** argv) {
   return app_main("g2p", argc, argv, usage,
                   {"dict",    "max-letters", "embed",          "units",  "attention", "epochs",
                    "batch",   "lr",          "clip",           "beam",   "max-steps", "test-words",
-                   "seed",    "records-dir", "checkpoint-dir", "logdir", "resume",    "max-wer",
+                   "seed",    "device", "simulated-gpus", "records-dir", "checkpoint-dir", "logdir", "resume",    "max-wer",
                    "max-per", "decode",      "model"},
                   run);
 }

@@ -19,6 +19,7 @@
 #include "runnel/actors/state/saver.hpp"
 #include "runnel/apps/support/app_support.hpp"
 #include "runnel/apps/support/training_log.hpp"
+#include "runnel/apps/train/device_flags.hpp"
 #include "runnel/apps/train/lm/lm_data.hpp"
 #include "runnel/apps/train/lm/lm_model.hpp"
 #include "runnel/apps/train/lm/lm_serving.hpp"
@@ -55,6 +56,7 @@ const char* usage =
     "  --boundaries A,B,...     bucket boundaries in tokens (default 8,12,16,20,25,32,40)\n"
     "  --max-steps N            stop after N steps in all\n"
     "  --seed N                 (default 1)\n"
+    RUNNEL_DEVICE_FLAGS_USAGE
     "  --records-dir D          where the split's records go (default runnel-lm-records)\n"
     "  --checkpoint-dir D       checkpoints and the exported lm.pb (default runnel-lm)\n"
     "  --logdir DIR             TensorBoard logs (graph, loss and perplexity curves)\n"
@@ -210,7 +212,8 @@ int run(const flags& f) {
   adam_optimizer opt(lr);
   auto train_op = clipped_update(opt, train.loss, clip, step_var);
   saver sv(g, {}, {.max_to_keep = 2});
-  runtime rt;
+  auto rt_ptr = local_training_runtime(f);
+  runtime& rt = *rt_ptr;
   session s(rt, g);
   training_log log(f.get("logdir", ""));
   log.graph(g);
@@ -342,7 +345,7 @@ int main(int argc, char** argv) {
   return app_main("lm", argc, argv, usage,
                   {"books",       "vocab",          "max-words",  "dim",       "layers",
                    "keep-prob",   "num-sampled",    "epochs",     "batch",     "lr",
-                   "clip",        "input",          "boundaries", "max-steps", "seed",
+                   "clip",        "input",          "boundaries", "max-steps", "seed", "device", "simulated-gpus",
                    "records-dir", "checkpoint-dir", "logdir",     "resume",    "max-perplexity",
                    "score",       "model"},
                   run);
