@@ -65,16 +65,16 @@ void register_training_ops(op_registry& reg) {
                .input("grad", "T")
                .attr("use_locking", attr_type::boolean, false)
                .shape_fn(apply_shape(7)));
-  add(reg, apply("ApplyAdam")
-               .input("var", "T", true)
-               .input("m", "T", true)
-               .input("v", "T", true)
-               .input("beta1_power", "T")
-               .input("beta2_power", "T")
-               .input("lr", "T")
-               .input("beta1", "T")
-               .input("beta2", "T")
-               .input("epsilon", "T")
+  // Adam's six scalars, shared by ApplyAdam and _MultiApplyAdam.
+  auto adam_scalars = [](op_def& d) -> op_def& {
+    for (const char* s : {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"})
+      d.input(s, "T");
+    return d;
+  };
+  add(reg, adam_scalars(apply("ApplyAdam")
+                            .input("var", "T", true)
+                            .input("m", "T", true)
+                            .input("v", "T", true))
                .input("grad", "T")
                .attr("use_locking", attr_type::boolean, false)
                .attr("use_nesterov", attr_type::boolean, false)
@@ -82,15 +82,9 @@ void register_training_ops(op_registry& reg) {
   // ApplyAdam over N variables of one GPU that share their scalars, in one launch: made by the
   // graph optimizer's multi-tensor pass (ops/optimize/multi_tensor.cpp), not by users.
   op_def multi_adam("_MultiApplyAdam");
-  multi_adam.input_list("var", "T", "N")
-      .input_list("m", "T", "N")
-      .input_list("v", "T", "N")
-      .input("beta1_power", "T")
-      .input("beta2_power", "T")
-      .input("lr", "T")
-      .input("beta1", "T")
-      .input("beta2", "T")
-      .input("epsilon", "T")
+  adam_scalars(multi_adam.input_list("var", "T", "N")
+                   .input_list("m", "T", "N")
+                   .input_list("v", "T", "N"))
       .input_list("grad", "T", "N")
       .type_attr("T", wide_real_types)
       .attr("N", attr_type::integer)
