@@ -50,9 +50,36 @@ status fuse_optimizer_updates(rgraph& r) {
             flag("use_locking")}]
         .push_back(int(v));
   }
+  // Whether some member waits, through its inputs, on another (a graph that updates one variable
+  // before computing another's gradient): fused, they would wait on themselves.
+  auto ordered = [&](const std::vector<int>& members) {
+    std::vector<char> member(r.nodes.size(), 0), seen(r.nodes.size(), 0);
+    for (int m : members)
+      member[size_t(m)] = 1;
+    std::vector<int> stack;
+    for (int m : members) {
+      for (auto e : r.nodes[size_t(m)].inputs)
+        stack.push_back(e.node);
+      for (int c : r.nodes[size_t(m)].control_inputs)
+        stack.push_back(c);
+    }
+    while (!stack.empty()) {
+      int v = stack.back();
+      stack.pop_back();
+      if (seen[size_t(v)]++)
+        continue;
+      if (member[size_t(v)])
+        return true;
+      for (auto e : r.nodes[size_t(v)].inputs)
+        stack.push_back(e.node);
+      for (int c : r.nodes[size_t(v)].control_inputs)
+        stack.push_back(c);
+    }
+    return false;
+  };
   int fused = 0, made = 0;
   for (auto& [k, members] : groups) {
-    if (members.size() < 2)
+    if (members.size() < 2 || ordered(members))
       continue;
     // The variables by name: every multi-tensor update locks them in one order.
     auto var_name = [&](int v) { return r.nodes[size_t(r.nodes[size_t(v)].inputs[0].node)].name; };

@@ -381,3 +381,43 @@ TEST_CASE("a GPU's Adam updates run as one multi-tensor update, as the separate 
     single += n.op == "ApplyAdam";
   CHECK(single == 3);
 }
+
+TEST_CASE("Adam updates that wait on one another are not made one multi-tensor update",
+          "[actors][gpu_host]") {
+  // The second variable's gradient is computed after the first variable's update: one
+  // _MultiApplyAdam would wait on itself. They stay two ApplyAdam nodes, in that order.
+  graph g;
+  auto w1 = variable(g, constant(g, vals<float>({2}, {1, 2})), "wait_w1");
+  auto w2 = variable(g, constant(g, vals<float>({2}, {3, 4})), "wait_w2");
+  std::vector<graph_variable> slots;
+  for (auto* name : {"wait_m1", "wait_v1", "wait_m2", "wait_v2"})
+    slots.push_back(variable(g, zeros(g, dtype::f32, {2}), name));
+  auto scalar = [&](float v) { return constant(g, v).ep(); };
+  auto adam = [&](output var, output m, output v, output grad) {
+    return g.build("ApplyAdam", "ApplyAdam",
+                   {var.ep(), m.ep(), v.ep(), scalar(0.9f), scalar(0.999f), scalar(0.1f),
+                    scalar(0.9f), scalar(0.999f), scalar(1e-8f), grad.ep()})[0];
+  };
+  auto first = adam(w1.ref, slots[0].ref, slots[1].ref, constant(g, vals<float>({2}, {1, 1})));
+  output grad2;
+  {
+    auto after = g.control_dependencies({operation(first)});
+    grad2 = w1.value * 2.f; // reads w1 as the first update left it
+  }
+  auto second = adam(w2.ref, slots[2].ref, slots[3].ref, grad2);
+  runtime rt({.simulated_gpus = 1});
+  session s(rt, g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  run_metadata md;
+  auto both = group(g, {operation(first), operation(second)}); // the updates are no targets
+  auto r = s.run({}, {}, {both}, {.trace = true}, &md);
+  INFO((r.ok() ? std::string("ok") : r.error().to_string()));
+  REQUIRE(r.ok());
+  int single = 0, multi = 0;
+  for (auto& n : md.nodes) {
+    single += n.op == "ApplyAdam";
+    multi += n.op == "_MultiApplyAdam";
+  }
+  CHECK(single == 2);
+  CHECK(multi == 0);
+}
