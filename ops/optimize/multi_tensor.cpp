@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "runnel/ops/optimize/rewrite.hpp"
@@ -50,6 +51,16 @@ status fuse_optimizer_updates(rgraph& r) {
             flag("use_locking")}]
         .push_back(int(v));
   }
+  // Whether two members update one variable or slot (the same variable twice in one step): one
+  // update would lock it twice.
+  auto shares_state = [&](const std::vector<int>& members) {
+    std::set<int> states;
+    for (int m : members)
+      for (size_t slot = 0; slot < 3; ++slot)
+        if (!states.insert(r.nodes[size_t(m)].inputs[slot].node).second)
+          return true;
+    return false;
+  };
   // Whether some member waits, through its inputs, on another (a graph that updates one variable
   // before computing another's gradient): fused, they would wait on themselves.
   auto ordered = [&](const std::vector<int>& members) {
@@ -79,7 +90,7 @@ status fuse_optimizer_updates(rgraph& r) {
   };
   int fused = 0, made = 0;
   for (auto& [k, members] : groups) {
-    if (members.size() < 2 || ordered(members))
+    if (members.size() < 2 || shares_state(members) || ordered(members))
       continue;
     // The variables by name: every multi-tensor update locks them in one order.
     auto var_name = [&](int v) { return r.nodes[size_t(r.nodes[size_t(v)].inputs[0].node)].name; };

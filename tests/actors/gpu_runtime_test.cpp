@@ -421,3 +421,27 @@ TEST_CASE("Adam updates that wait on one another are not made one multi-tensor u
   CHECK(single == 2);
   CHECK(multi == 0);
 }
+
+TEST_CASE("Adam updating one variable twice in a step is not made one multi-tensor update",
+          "[actors][gpu_host]") {
+  // One update would lock the variable twice and wait on itself for ever: the two ApplyAdam
+  // nodes stay apart and run one after the other, as on the CPU.
+  graph g;
+  auto w = variable(g, constant(g, vals<float>({2}, {1, 2})), "twice_w");
+  auto loss = sum(square(w.value));
+  adam_optimizer opt(0.1);
+  auto grads = opt.compute_gradients(loss);
+  REQUIRE(grads.size() == 1);
+  auto step = opt.apply_gradients({grads[0], grads[0]});
+  runtime rt({.simulated_gpus = 1});
+  session s(rt, g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  run_metadata md;
+  auto r = s.run({}, {w.value}, {step}, {.trace = true}, &md);
+  INFO((r.ok() ? std::string("ok") : r.error().to_string()));
+  REQUIRE(r.ok());
+  int single = 0;
+  for (auto& n : md.nodes)
+    single += n.op == "ApplyAdam";
+  CHECK(single == 2);
+}
