@@ -102,6 +102,19 @@ void merge_duplicates(std::vector<int64_t>& idx, const T*& rows, std::vector<T>&
   rows = merged.data();
 }
 
+/// Locks vars[from], vars[from + 1], ... each inside the last (an update holds its variable's own
+/// lock already; slots are locked after it, in order), appending their states to `states`, then
+/// runs `fn` with all of them held.
+status with_locked(const std::vector<std::shared_ptr<variable>>& vars, size_t from,
+                   std::vector<variable::state*>& states, const std::function<status()>& fn) {
+  if (from == vars.size())
+    return fn();
+  return vars[from]->modify([&](variable::state& s) -> status {
+    states.push_back(&s);
+    return with_locked(vars, from + 1, states, fn);
+  });
+}
+
 /// Apply* (dense: the gradient has the variable's shape) and SparseApply* (the gradient is rows
 /// of the variable, at `indices`; only those rows of the variable and its slots change).
 class apply_kernel : public kernel {
@@ -152,14 +165,10 @@ public:
       make_writable(vs);
       // Lock the slots in order, then update everything in one pass.
       std::vector<variable::state*> slot_states;
-      std::function<status(size_t)> with_slots = [&](size_t k) -> status {
-        if (k == vars_.size()) {
-          if (vs.value.type() == dtype::f64)
-            return update<double>(vs, slot_states, args, indices);
-          return update<float>(vs, slot_states, args, indices);
-        }
-        auto& slot = *vars_[k];
-        return slot.modify([&](variable::state& ss) -> status {
+      return with_locked(vars_, 1, slot_states, [&]() -> status {
+        for (size_t k = 0; k < slot_states.size(); ++k) {
+          variable::state& ss = *slot_states[k];
+          const variable& slot = *vars_[k + 1];
           if (!ss.initialized)
             return failed_precondition("attempting to use uninitialized value " + slot.name() +
                                        " (an optimizer slot: run the initializer after "
@@ -169,11 +178,11 @@ public:
                                     ss.value.shape().to_string() + " but variable " + var.name() +
                                     " has " + vs.value.shape().to_string());
           make_writable(ss);
-          slot_states.push_back(&ss);
-          return with_slots(k + 1);
-        });
-      };
-      return with_slots(1);
+        }
+        if (vs.value.type() == dtype::f64)
+          return update<double>(vs, slot_states, args, indices);
+        return update<float>(vs, slot_states, args, indices);
+      });
     };
     vars_[0]->update(std::move(fn), output_new_value(out, std::move(done)));
   }
@@ -263,15 +272,7 @@ public:
       grads.push_back(ctx.input(int(3 * n_ + 6 + k)));
     auto fn = [this, scalars, grads](variable::state& first) -> status {
       std::vector<variable::state*> states{&first};
-      std::function<status(size_t)> lock_rest = [&](size_t k) -> status {
-        if (k == vars_.size())
-          return apply_all(states, scalars, grads);
-        return vars_[k]->modify([&](variable::state& s) -> status {
-          states.push_back(&s);
-          return lock_rest(k + 1);
-        });
-      };
-      return lock_rest(1);
+      return with_locked(vars_, 1, states, [&] { return apply_all(states, scalars, grads); });
     };
     vars_[0]->update(std::move(fn), [done = std::move(done)](status st, tensor) { done(st); });
   }
