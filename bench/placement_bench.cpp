@@ -22,6 +22,7 @@
 #include "runnel/ops/kernel/kernel.hpp"
 #include "runnel/ops/optimize/graph_optimizer.hpp"
 #include "runnel/placement/cost_model.hpp"
+#include "runnel/ops/cpu/builtin_kernels.hpp"
 
 using namespace runnel;
 

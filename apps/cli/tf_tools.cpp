@@ -15,6 +15,7 @@
 #include "runnel/placement/prune.hpp"
 #include "runnel/storage/npy.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
+#include "runnel/ops/cpu/builtin_kernels.hpp"
 
 namespace runnel::cli {
 namespace {

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "runnel/ops/cpu/kernels.hpp"
-#include "runnel/ops/defs/strided_slice.hpp"
+#include "runnel/ops/graph/strided_slice.hpp"
 
 namespace runnel {
 namespace {

@@ -2,7 +2,7 @@
 // along (they run their CPU kernels on the host, never touching device memory, so a GPU's
 // values stay in place: TensorFlow registers them with HostMemory shape outputs), fills,
 // GatherV2 and UnsortedSegmentSum.
-#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/builtin_kernels.hpp"
 #include "runnel/ops/cuda/cuda_kernel.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
 

@@ -1,6 +1,6 @@
 // Op definitions that rearrange arrays: Pack, Unpack, Split, Squeeze, Tile, Pad, ReverseV2,
 // Range, StridedSlice and its gradient.
-#include "runnel/ops/defs/strided_slice.hpp"
+#include "runnel/ops/graph/strided_slice.hpp"
 #include "runnel/ops/defs/op_util.hpp"
 
 namespace runnel {

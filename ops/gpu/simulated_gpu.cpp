@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/ops/cpu/builtin_kernels.hpp"
 
 namespace runnel {
 namespace {

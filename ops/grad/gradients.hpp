@@ -24,16 +24,6 @@ struct gradient_options {
   bool unconnected_zeros = false;
 };
 
-/// A gradient given as some rows of a dense tensor, TensorFlow's IndexedSlices: the dense value
-/// is zero except that row indices[i] adds values[i] (duplicate indices add up). The gradient of
-/// a gather along axis 0 (an embedding lookup) is one, so a 1M-row table's gradient costs only
-/// the rows looked up.
-struct indexed_slices {
-  output values;      ///< [n, rest of the dense shape...]
-  output indices;     ///< [n], i32 or i64
-  output dense_shape; ///< the dense tensor's shape, i64 vector
-};
-
 /// A gradient: a dense tensor or indexed slices (or nothing: `valid() == false`).
 class gradient_value {
 public:

@@ -263,4 +263,14 @@ output random_normal(graph& g, const shape& s, double stddev = 1.0, dtype t = dt
 output truncated_normal(graph& g, const shape& s, double stddev = 1.0, dtype t = dtype::f32,
                         int64_t seed = 0, std::string_view name = {});
 
+/// A gradient given as some rows of a dense tensor, TensorFlow's IndexedSlices: the dense value
+/// is zero except that row indices[i] adds values[i] (duplicate indices add up). The gradient of
+/// a gather along axis 0 (an embedding lookup) is one, so a 1M-row table's gradient costs only
+/// the rows looked up.
+struct indexed_slices {
+  output values;      ///< [n, rest of the dense shape...]
+  output indices;     ///< [n], i32 or i64
+  output dense_shape; ///< the dense tensor's shape, i64 vector
+};
+
 } // namespace runnel

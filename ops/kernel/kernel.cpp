@@ -100,13 +100,4 @@ result<std::shared_ptr<variable>> input_variable(const kernel_construction& c, i
   return r;
 }
 
-const kernel_registry& builtin_kernels() {
-  static const kernel_registry* reg = [] {
-    auto* r = new kernel_registry;
-    register_builtin_kernels(*r);
-    return r;
-  }();
-  return *reg;
-}
-
 } // namespace runnel

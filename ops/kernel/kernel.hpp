@@ -223,9 +223,4 @@ private:
   std::unordered_map<std::string, std::vector<entry>> kernels_;
 };
 
-/// Registers every builtin CPU kernel.
-void register_builtin_kernels(kernel_registry& reg);
-/// The registry of builtin kernels, built explicitly on first use.
-const kernel_registry& builtin_kernels();
-
 } // namespace runnel

@@ -31,7 +31,7 @@ std::vector<endpoint> endpoints(output handle, const std::vector<output>& compon
 }
 
 operation build_op(graph& g, std::string_view op, std::string_view name,
-                   const std::vector<endpoint>& in, attr_map attrs) {
+                   const std::vector<endpoint>& in, attr_map attrs = {}) {
   auto id = g.add_op(op, name, in, std::move(attrs));
   if (!id)
     throw error(id.error());
@@ -128,6 +128,116 @@ std::vector<output> iterator_get_next(graph& g, const std::string& iterator_name
                  {{"output_types", types},
                   {"output_shapes", shapes},
                   {"shared_name", iterator_name}});
+}
+
+// Gradient accumulators (ops/defs/accumulator_ops.cpp) and the queue ops of the sync barrier.
+
+graph_accumulator conditional_accumulator(graph& g, dtype type, shape s, accumulator_options o,
+                                          std::string_view name) {
+  auto op = o.sparse ? "SparseConditionalAccumulator" : "ConditionalAccumulator";
+  auto out = g.build(op, name.empty() ? std::string_view(op) : name, {},
+                     {{"dtype", type},
+                      {"shape", s},
+                      {"shared_name", o.shared_name},
+                      {"reduction_type", o.reduction},
+                      {"total_num_replicas", o.total_num_replicas},
+                      {"timeout_ms", o.timeout_ms}});
+  return graph_accumulator(out[0], type, std::move(s), o.sparse);
+}
+
+operation graph_accumulator::apply_grad(output local_step, output grad, int64_t replica,
+                                        std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
+  if (sparse_)
+    throw error(invalid_argument("accumulator '" + handle_.node().name +
+                                 "' is sparse: apply indexed slices"));
+  graph& g = handle_.owner();
+  return build_op(g, "AccumulatorApplyGradient", name.empty() ? "apply_grad" : name,
+                           {handle_.ep(), local_step.ep(), grad.ep()},
+                           {{"dtype", type_}, {"replica", replica}});
+}
+
+operation graph_accumulator::apply_slices(output local_step, const indexed_slices& grad,
+                                          int64_t replica, std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
+  if (!sparse_)
+    throw error(invalid_argument("accumulator '" + handle_.node().name +
+                                 "' is dense: apply a dense gradient"));
+  graph& g = handle_.owner();
+  output idx = grad.indices.type() == dtype::i64 ? grad.indices : cast(grad.indices, dtype::i64);
+  output dense_shape = grad.dense_shape;
+  if (!dense_shape.valid())
+    dense_shape = constant(g, tensor::vector<int64_t>({}));
+  return build_op(g, "SparseAccumulatorApplyGradient", name.empty() ? "apply_grad" : name,
+                           {handle_.ep(), local_step.ep(), idx.ep(), grad.values.ep(),
+                            dense_shape.ep()},
+                           {{"dtype", type_}, {"replica", replica}});
+}
+
+output graph_accumulator::take_grad(output num_required, std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
+  if (sparse_)
+    throw error(invalid_argument("accumulator '" + handle_.node().name +
+                                 "' is sparse: use take_slices"));
+  return handle_.owner().build("AccumulatorTakeGradient", name.empty() ? "take_grad" : name,
+                               {handle_.ep(), num_required.ep()},
+                               {{"dtype", type_}, {"element_shape", shape_}})[0];
+}
+
+indexed_slices graph_accumulator::take_slices(output num_required, std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
+  auto out = handle_.owner().build("SparseAccumulatorTakeGradient",
+                                   name.empty() ? "take_grad" : name,
+                                   {handle_.ep(), num_required.ep()},
+                                   {{"dtype", type_}, {"element_shape", shape_}});
+  return {out[1], out[0], out[2]};
+}
+
+output graph_accumulator::num_accumulated(std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
+  return handle_.owner().build("AccumulatorNumAccumulated",
+                               name.empty() ? "num_accumulated" : name, {handle_.ep()})[0];
+}
+output graph_accumulator::num_dropped(std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
+  return handle_.owner().build("AccumulatorNumDropped", name.empty() ? "num_dropped" : name,
+                               {handle_.ep()})[0];
+}
+operation graph_accumulator::set_global_step(output step, std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
+  return build_op(handle_.owner(), "AccumulatorSetGlobalStep",
+                                         name.empty() ? "set_global_step" : name,
+                                         {handle_.ep(), step.ep()});
+}
+operation graph_accumulator::close(std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
+  return build_op(handle_.owner(), "AccumulatorClose", name.empty() ? "close" : name,
+                                         {handle_.ep()});
+}
+
+operation graph_queue::reset(const std::vector<output>& components, std::string_view name) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
+  std::vector<endpoint> in{handle_.ep()};
+  for (auto& c : components)
+    in.push_back(c.ep());
+  return build_op(handle_.owner(), "QueueReset", name.empty() ? "reset" : name,
+                                         std::move(in), {{"Tcomponents", types_}});
+}
+
+operation graph_queue::fail(output message, std::string_view name, error_code code) const {
+  // Ops on a resource run where it lives, whatever the device scope says.
+  auto col = handle_.owner().colocate_with(handle_);
+  return build_op(handle_.owner(), "QueueFail", name.empty() ? "fail" : name,
+                 {handle_.ep(), message.ep()}, {{"code", int64_t(code)}});
 }
 
 } // namespace runnel

@@ -9,6 +9,7 @@
 #include "runnel/ops/grad/gradients.hpp"
 #include "runnel/ops/kernel/kernel.hpp"
 #include "runnel/ops/optimize/graph_optimizer.hpp"
+#include "runnel/ops/cpu/builtin_kernels.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;

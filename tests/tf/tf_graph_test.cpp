@@ -16,6 +16,7 @@
 #include "runnel/ops/optimize/graph_optimizer.hpp"
 #include "runnel/storage/npy.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
+#include "runnel/ops/cpu/builtin_kernels.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "runnel/ops/defs/strided_slice.hpp"
+#include "runnel/ops/graph/strided_slice.hpp"
 
 #include <algorithm>
 

@@ -1,3 +1,4 @@
+#include "runnel/ops/cpu/builtin_kernels.hpp"
 #include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
@@ -33,6 +34,15 @@ void register_builtin_kernels(kernel_registry& reg) {
   register_lstm_block_kernels(reg);
   register_block_lstm_kernels(reg);
   register_reduced_precision_kernels(reg); // last: it wraps the float32 kernels above
+}
+
+const kernel_registry& builtin_kernels() {
+  static const kernel_registry* reg = [] {
+    auto* r = new kernel_registry;
+    register_builtin_kernels(*r);
+    return r;
+  }();
+  return *reg;
 }
 
 } // namespace runnel
