@@ -21,7 +21,7 @@
 #include "cpu_info.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/ops/cpu/matmul_dnnl.hpp"
-#include "runnel/actors/exec/internal.hpp"
+#include "runnel/actors/exec/scheduler.hpp"
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/bench/bench_util.hpp"
 #include "runnel/ops/graph/builder.hpp"

@@ -16,12 +16,23 @@
 #include <thread>
 #include <vector>
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/send.hpp>
+
 #include "cpu_info.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/actors/data/dataset.hpp"
-#include "runnel/actors/exec/internal.hpp"
+#include "runnel/actors/exec/scheduler.hpp"
+#include "runnel/actors/state/queue.hpp"
 #include "runnel/storage/example.hpp"
 #include "runnel/storage/record_index.hpp"
+
+// Tensors pass between the handoff benchmark's actors by reference count, never serialised.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(runnel::tensor)
 
 using namespace runnel;
 namespace fs = std::filesystem;
@@ -112,8 +123,11 @@ void records_pipeline(runtime& rt) {
 
 using token_atom = caf::atom_constant<caf::atom("token")>;
 
-void queue_handoff(runtime& rt) {
-  auto& sys = *rt.internals().system;
+void queue_handoff() {
+  // An actor system of its own, set up as a runtime's (actors/exec/scheduler.hpp).
+  caf::actor_system_config cfg;
+  configure_scheduler(cfg, int(std::thread::hardware_concurrency()));
+  caf::actor_system sys(cfg);
   queue_spec spec{.kind = queue_kind::fifo, .types = {dtype::f32}, .shapes = {shape{}}};
   constexpr int rounds = 200'000;
   tensor t = tensor::scalar<float>(1.f);
@@ -194,7 +208,7 @@ int main(int argc, char** argv) {
   std::string filter = argc > 1 ? argv[1] : "all";
   auto* rt = new runtime; // never destroyed: see tests/eval.hpp
   if (filter == "all" || filter == "queue_handoff")
-    queue_handoff(*rt);
+    queue_handoff();
   if (filter == "all" || filter == "records_pipeline")
     records_pipeline(*rt);
   return 0;

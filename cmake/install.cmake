@@ -64,8 +64,12 @@ install(FILES ${PROJECT_BINARY_DIR}/RunnelConfig.cmake ${PROJECT_BINARY_DIR}/Run
         DESTINATION ${config_dir})
 
 # pkg-config: the libraries in link order, then what they need.
-# The sync runner registers itself as a session hook: programs must take its archive member.
-set(pc_libs " -Wl,--undefined=runnel_sync_runner_linked")
+# The sync runner and the executor's providers register themselves (actors/CMakeLists.txt):
+# programs must take their archive members.
+set(pc_libs "")
+foreach(linked ${runnel_self_registering})
+  string(APPEND pc_libs " -Wl,--undefined=runnel_${linked}_linked")
+endforeach()
 foreach(lib runnel_actors runnel_keras runnel_tf runnel_net runnel_storage runnel_placement
             runnel_cuda runnel_ops)
   if(TARGET ${lib})

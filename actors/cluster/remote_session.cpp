@@ -10,7 +10,9 @@
 
 namespace runnel {
 
-struct session::remote {
+namespace {
+
+struct cluster_session : session::remote {
   const graph& g;
   std::string target;
   session_options options;
@@ -22,9 +24,9 @@ struct session::remote {
   int sent_nodes = 0;
   bool closed = false;
 
-  remote(const graph& graph, std::string t, session_options o)
+  cluster_session(const graph& graph, std::string t, session_options o)
       : g(graph), target(std::move(t)), options(std::move(o)) {}
-  ~remote() {
+  ~cluster_session() override {
     master.reset();
     ep.reset();
   }
@@ -76,9 +78,18 @@ struct session::remote {
 
   void run(const feed_list& feeds, const std::vector<output>& fetches,
            const std::vector<operation>& targets,
-           std::function<void(result<std::vector<tensor>>)> done) {
+           std::function<void(result<std::vector<tensor>>)> done) override {
     run_step(feeds, fetches, targets, false, net::without_trace<std::vector<tensor>>(std::move(done)));
   }
+
+  std::future<result<std::vector<tensor>>> run_future(
+      const feed_list& feeds, const std::vector<output>& fetches,
+      const std::vector<operation>& targets) override;
+  result<std::vector<tensor>> run_traced(const feed_list& feeds,
+                                         const std::vector<output>& fetches,
+                                         const std::vector<operation>& targets,
+                                         run_metadata& metadata) override;
+  void close() override;
 
   /// With `trace`, the reply carries every task's nodes on the master's clock, which the caller
   /// aligns to this process's (run_remote_traced).
@@ -129,9 +140,11 @@ struct session::remote {
   }
 };
 
-std::shared_ptr<session::remote> make_remote_session(const graph& g, const std::string& target,
+} // namespace
+
+static std::shared_ptr<session::remote> make_remote_session(const graph& g, const std::string& target,
                                                      const session_options& options) {
-  auto r = std::make_shared<session::remote>(g, target, options);
+  auto r = std::make_shared<cluster_session>(g, target, options);
   const std::string scheme = "runnel://";
   if (target.compare(0, scheme.size(), scheme) != 0) {
     r->broken = invalid_argument("session target '" + target +
@@ -166,15 +179,10 @@ std::shared_ptr<session::remote> make_remote_session(const graph& g, const std::
   return r;
 }
 
-void run_remote_callback(session::remote& r, const feed_list& feeds,
-                         const std::vector<output>& fetches, const std::vector<operation>& targets,
-                         std::function<void(result<std::vector<tensor>>)> done) {
-  r.run(feeds, fetches, targets, std::move(done));
-}
-
-std::future<result<std::vector<tensor>>> run_remote(session::remote& r, const feed_list& feeds,
-                                                    const std::vector<output>& fetches,
-                                                    const std::vector<operation>& targets) {
+std::future<result<std::vector<tensor>>> cluster_session::run_future(
+    const feed_list& feeds, const std::vector<output>& fetches,
+    const std::vector<operation>& targets) {
+  auto& r = *this;
   auto p = std::make_shared<std::promise<result<std::vector<tensor>>>>();
   auto f = p->get_future();
   r.run(feeds, fetches, targets, [p](result<std::vector<tensor>> v) { p->set_value(std::move(v)); });
@@ -188,10 +196,11 @@ std::future<result<std::vector<tensor>>> run_remote(session::remote& r, const fe
   return f;
 }
 
-result<std::vector<tensor>> run_remote_traced(session::remote& r, const feed_list& feeds,
-                                              const std::vector<output>& fetches,
-                                              const std::vector<operation>& targets,
-                                              run_metadata& metadata) {
+result<std::vector<tensor>> cluster_session::run_traced(const feed_list& feeds,
+                                                        const std::vector<output>& fetches,
+                                                        const std::vector<operation>& targets,
+                                                        run_metadata& metadata) {
+  auto& r = *this;
   auto p = std::make_shared<std::promise<result<net::traced<std::vector<tensor>>>>>();
   auto f = p->get_future();
   r.run_step(feeds, fetches, targets, true,
@@ -221,7 +230,8 @@ result<std::vector<tensor>> run_remote_traced(session::remote& r, const feed_lis
   return std::move(v->value);
 }
 
-void close_remote(session::remote& r) {
+void cluster_session::close() {
+  auto& r = *this;
   std::string h;
   {
     std::lock_guard lock(r.mu);
@@ -233,5 +243,12 @@ void close_remote(session::remote& r) {
   if (!h.empty() && r.master)
     r.master->close_session(h);
 }
+
+// Registered with the executor (actors/exec/providers.hpp); the symbol below is what
+// actors/CMakeLists.txt makes every program link.
+extern "C" const int runnel_remote_session_linked = 1;
+namespace {
+[[maybe_unused]] const bool registered = (providers().remote_session = make_remote_session, true);
+} // namespace
 
 } // namespace runnel

@@ -84,9 +84,16 @@ private:
 
 } // namespace
 
-std::shared_ptr<iterator_resource> make_actor_iterator(caf::actor_system& sys, std::string name) {
+static std::shared_ptr<iterator_resource> make_actor_iterator(caf::actor_system& sys, std::string name) {
   return std::make_shared<actor_iterator>(sys, std::move(name));
 }
+
+// Registered with the executor (actors/exec/providers.hpp); the symbol below is what
+// actors/CMakeLists.txt makes every program link.
+extern "C" const int runnel_actor_iterator_linked = 1;
+namespace {
+[[maybe_unused]] const bool registered = (providers().iterator = make_actor_iterator, true);
+} // namespace
 
 status initialize_iterator(runtime& rt, const std::string& name, const dataset& ds) {
   auto& devices = rt.internals().devices;

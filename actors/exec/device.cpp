@@ -72,7 +72,9 @@ device_resources::find_or_create_queue(const std::string& name, const queue_spec
                               "queue another name (or shared_name)");
     return it->second;
   }
-  auto q = make_actor_queue(sys_, name, spec);
+  if (!providers().queue)
+    return missing_provider("queues", "actors/state/queue.cpp");
+  auto q = providers().queue(sys_, name, spec);
   queues_.emplace(name, q);
   return q;
 }
@@ -90,7 +92,9 @@ device_resources::find_or_create_accumulator(const std::string& name, const accu
                               "total_num_replicas?");
     return it->second;
   }
-  auto a = make_actor_accumulator(sys_, name, spec);
+  if (!providers().accumulator)
+    return missing_provider("accumulators", "actors/state/accumulator.cpp");
+  auto a = providers().accumulator(sys_, name, spec);
   accumulators_.emplace(name, a);
   return a;
 }
@@ -103,7 +107,9 @@ device_resources::find_or_create_iterator(const std::string& name) {
   auto it = iterators_.find(name);
   if (it != iterators_.end())
     return it->second;
-  auto r = make_actor_iterator(sys_, name);
+  if (!providers().iterator)
+    return missing_provider("dataset iterators", "actors/data/iterator.cpp");
+  auto r = providers().iterator(sys_, name);
   iterators_.emplace(name, r);
   return r;
 }

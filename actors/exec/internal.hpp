@@ -25,6 +25,8 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "runnel/actors/exec/device_executor.hpp"
+#include "runnel/actors/exec/providers.hpp"
+#include "runnel/actors/exec/scheduler.hpp"
 #include "runnel/actors/exec/rendezvous.hpp"
 #include "runnel/actors/exec/runtime.hpp"
 #include "runnel/actors/exec/session.hpp"
@@ -318,7 +320,6 @@ inline constexpr size_t offload_bytes = 16 * 1024;
 
 /// The kernels the runtime instantiates: the builtin ones plus those of storage/ (parsing).
 const kernel_registry& runtime_kernels();
-/// A queue served by its own actor (actors/state/queue.cpp).
 /// Runs `body` under `mu`; the completions it queued in `ready` run after the lock is released
 /// (so a completion that calls back into the resource cannot deadlock). Queues and accumulators
 /// serve their operations this way.
@@ -333,14 +334,6 @@ void run_locked(std::mutex& mu, std::vector<std::function<void()>>& ready, F&& b
   for (auto& r : now)
     r();
 }
-
-std::shared_ptr<accumulator_resource> make_actor_accumulator(caf::actor_system& sys,
-                                                             std::string name,
-                                                             accumulator_spec spec);
-std::shared_ptr<queue_resource> make_actor_queue(caf::actor_system& sys, std::string name,
-                                                 queue_spec spec);
-/// A dataset iterator served by its own actor (actors/data/dataset.cpp).
-std::shared_ptr<iterator_resource> make_actor_iterator(caf::actor_system& sys, std::string name);
 
 /// The runtime's open sessions. Sessions hold it too, so a session destroyed after its runtime
 /// still finds it (and finds itself gone from it).
@@ -379,24 +372,6 @@ const device_params& resolve_cpu_params(runtime::impl& rt);
 /// A GPU device's throughput, measured on first use (zeros when the measurement failed).
 const gpu_throughput& resolve_gpu_throughput(local_device& dev);
 
-/// Remote sessions (actors/cluster/remote_session.cpp).
-std::shared_ptr<session::remote> make_remote_session(const graph& g, const std::string& target,
-                                                     const session_options& options);
-std::future<result<std::vector<tensor>>> run_remote(session::remote& r, const feed_list& feeds,
-                                                    const std::vector<output>& fetches,
-                                                    const std::vector<operation>& targets);
-void run_remote_callback(session::remote& r, const feed_list& feeds,
-                         const std::vector<output>& fetches, const std::vector<operation>& targets,
-                         std::function<void(result<std::vector<tensor>>)> done);
-/// A traced run on a cluster: every task's nodes in `metadata`, on this process's clock.
-result<std::vector<tensor>> run_remote_traced(session::remote& r, const feed_list& feeds,
-                                              const std::vector<output>& fetches,
-                                              const std::vector<operation>& targets,
-                                              run_metadata& metadata);
-void close_remote(session::remote& r);
-
-/// The scheduler settings every Runnel actor system uses (work stealing, tuned polling).
-void configure_scheduler(caf::actor_system_config& cfg, int threads);
 
 /// Spawns the device actor for `dev`.
 device_actor spawn_device_actor(caf::actor_system& sys, local_device& dev);

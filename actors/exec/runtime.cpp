@@ -12,6 +12,7 @@
 #include "runnel/ops/gpu/simulated_gpu.hpp"
 #include "runnel/storage/example_parse.hpp"
 #include "runnel/storage/tf/events.hpp"
+#include "runnel/ops/cpu/builtin_kernels.hpp"
 
 namespace runnel {
 
@@ -25,6 +26,17 @@ void configure_scheduler(caf::actor_system_config& cfg, int threads) {
   cfg.set("work-stealing.moderate-poll-attempts", size_t(1000));
   cfg.set("work-stealing.moderate-sleep-duration", caf::timespan(0));
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));
+}
+
+executor_providers& providers() {
+  static executor_providers p;
+  return p;
+}
+
+status missing_provider(const char* what, const char* file) {
+  return failed_precondition(std::string(what) + " are provided by " + file +
+                             ", which this program did not link (link runnel_actors as "
+                             "actors/CMakeLists.txt says)");
 }
 
 bool is_metadata_op(const std::string& op) {

@@ -228,7 +228,9 @@ status session::run_hooks(const std::vector<operation>& targets) {
 session::session(runtime& rt, const graph& g, const std::string& target,
                  session_options options)
     : session(rt, g, options) {
-  remote_ = make_remote_session(g, target, options);
+  if (!providers().remote_session)
+    throw error(missing_provider("sessions on a cluster", "actors/cluster/remote_session.cpp"));
+  remote_ = providers().remote_session(g, target, options);
 }
 
 session::~session() {
@@ -265,8 +267,8 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
   RUNNEL_RETURN_IF_ERROR(run_hooks(targets));
   if (remote_) {
     if (options.trace && metadata)
-      return run_remote_traced(*remote_, feeds, fetches, targets, *metadata);
-    auto f = run_remote(*remote_, feeds, fetches, targets);
+      return remote_->run_traced(feeds, fetches, targets, *metadata);
+    auto f = remote_->run_future(feeds, fetches, targets);
     return f.get();
   }
   std::shared_ptr<trace_buffer> trace;
@@ -426,7 +428,7 @@ void session::run_callback_traced(
   if (status st = run_hooks(targets); !st.ok())
     return done(st, run_metadata{});
   if (remote_) {
-    run_remote_callback(*remote_, feeds, fetches, targets,
+    remote_->run(feeds, fetches, targets,
                         [done = std::move(done)](result<std::vector<tensor>> r) {
                           done(std::move(r), run_metadata{});
                         });
@@ -469,7 +471,7 @@ void session::close() {
   for (auto& h : hooks_) // a hook's loop may run steps of this session: end it first
     h->stop();
   if (remote_)
-    close_remote(*remote_);
+    remote_->close();
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->closed)

@@ -378,10 +378,17 @@ private:
 
 } // namespace
 
-std::shared_ptr<accumulator_resource> make_actor_accumulator(caf::actor_system& sys,
+static std::shared_ptr<accumulator_resource> make_actor_accumulator(caf::actor_system& sys,
                                                              std::string name,
                                                              accumulator_spec spec) {
   return std::make_shared<actor_accumulator>(sys, std::move(name), std::move(spec));
 }
+
+// Registered with the executor (actors/exec/providers.hpp); the symbol below is what
+// actors/CMakeLists.txt makes every program link.
+extern "C" const int runnel_actor_accumulator_linked = 1;
+namespace {
+[[maybe_unused]] const bool registered = (providers().accumulator = make_actor_accumulator, true);
+} // namespace
 
 } // namespace runnel

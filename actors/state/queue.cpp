@@ -11,6 +11,8 @@
 #include <deque>
 #include <random>
 
+#include "runnel/actors/state/queue.hpp"
+
 #include "runnel/actors/exec/internal.hpp"
 #include "runnel/ops/kernel/queue.hpp"
 
@@ -520,5 +522,12 @@ std::shared_ptr<queue_resource> make_actor_queue(caf::actor_system& sys, std::st
                                                  queue_spec spec) {
   return std::make_shared<actor_queue>(sys, std::move(name), std::move(spec));
 }
+
+// Registered with the executor (actors/exec/providers.hpp); the symbol below is what
+// actors/CMakeLists.txt makes every program link.
+extern "C" const int runnel_actor_queue_linked = 1;
+namespace {
+[[maybe_unused]] const bool registered = (providers().queue = make_actor_queue, true);
+} // namespace
 
 } // namespace runnel
