@@ -37,32 +37,34 @@ enum class ew : uint8_t {
   tanh_grad
 };
 
+/// The ops the interpreter runs, by name.
+const std::pair<const char*, ew> ew_table[] = {{"Neg", ew::neg},
+                                               {"Square", ew::square},
+                                               {"Abs", ew::abs},
+                                               {"Relu", ew::relu},
+                                               {"Relu6", ew::relu6},
+                                               {"Exp", ew::exp},
+                                               {"Log", ew::log},
+                                               {"Sqrt", ew::sqrt},
+                                               {"Rsqrt", ew::rsqrt},
+                                               {"Tanh", ew::tanh},
+                                               {"Sigmoid", ew::sigmoid},
+                                               {"Reciprocal", ew::reciprocal},
+                                               {"Add", ew::add},
+                                               {"Sub", ew::sub},
+                                               {"Mul", ew::mul},
+                                               {"Div", ew::div},
+                                               {"Maximum", ew::maximum},
+                                               {"Minimum", ew::minimum},
+                                               {"SquaredDifference", ew::squared_difference},
+                                               {"ReluGrad", ew::relu_grad},
+                                               {"SigmoidGrad", ew::sigmoid_grad},
+                                               {"TanhGrad", ew::tanh_grad}};
+
 /// The instruction for `op`, or nothing (asked for every node the fusion pass looks at: no
 /// error is built for the many it does not take).
 std::optional<ew> ew_of(const std::string& op) {
-  static const std::pair<const char*, ew> table[] = {{"Neg", ew::neg},
-                                                     {"Square", ew::square},
-                                                     {"Abs", ew::abs},
-                                                     {"Relu", ew::relu},
-                                                     {"Relu6", ew::relu6},
-                                                     {"Exp", ew::exp},
-                                                     {"Log", ew::log},
-                                                     {"Sqrt", ew::sqrt},
-                                                     {"Rsqrt", ew::rsqrt},
-                                                     {"Tanh", ew::tanh},
-                                                     {"Sigmoid", ew::sigmoid},
-                                                     {"Reciprocal", ew::reciprocal},
-                                                     {"Add", ew::add},
-                                                     {"Sub", ew::sub},
-                                                     {"Mul", ew::mul},
-                                                     {"Div", ew::div},
-                                                     {"Maximum", ew::maximum},
-                                                     {"Minimum", ew::minimum},
-                                                     {"SquaredDifference", ew::squared_difference},
-                                                     {"ReluGrad", ew::relu_grad},
-                                                     {"SigmoidGrad", ew::sigmoid_grad},
-                                                     {"TanhGrad", ew::tanh_grad}};
-  for (auto& [name, k] : table)
+  for (auto& [name, k] : ew_table)
     if (op == name)
       return k;
   return std::nullopt;
@@ -161,8 +163,8 @@ public:
     for (auto& op : c.attr<std::vector<std::string>>("ops")) {
       auto k = ew_of(op);
       if (!k)
-        init_ = invalid_argument("_FusedElementwise: '" + op +
-                                 "' is not an element-wise op it runs");
+        init_ =
+            invalid_argument("_FusedElementwise: '" + op + "' is not an element-wise op it runs");
       else
         ops_.push_back(*k);
     }
@@ -287,6 +289,13 @@ void register_fused_elementwise_kernels(kernel_registry& reg) {
 /// Whether _FusedElementwise runs `op`.
 bool fused_elementwise_runs(const std::string& op) {
   return ew_of(op).has_value();
+}
+
+std::vector<std::string> fused_elementwise_ops() {
+  std::vector<std::string> names;
+  for (auto& [name, k] : ew_table)
+    names.emplace_back(name);
+  return names;
 }
 
 } // namespace runnel

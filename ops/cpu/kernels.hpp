@@ -24,6 +24,8 @@ void register_fused_kernels(kernel_registry& reg);
 /// _FusedElementwise (ops/cpu/fused_elementwise.cpp), and whether it runs `op`.
 void register_fused_elementwise_kernels(kernel_registry& reg);
 bool fused_elementwise_runs(const std::string& op);
+/// Every op _FusedElementwise runs (the coverage test checks each is a defined op).
+std::vector<std::string> fused_elementwise_ops();
 void register_transform_kernels(kernel_registry& reg);
 void register_unary_kernels(kernel_registry& reg);
 void register_linalg_kernels(kernel_registry& reg);

@@ -1,0 +1,103 @@
+// The op tables checked against each other on every machine (CUDA or not): every defined op has
+// a CPU kernel or a stated reason, every name in the GPU list and the fusion interpreter's table
+// is a defined op, and the interpreter computes each of its ops as the op's own kernel does (a
+// case it forgot would return garbage, not an error).
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "../eval.hpp"
+#include "runnel/actors/exec/internal.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/gpu/accelerator.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+
+namespace {
+
+/// Defined ops that no CPU kernel computes, each with why.
+const std::map<std::string, std::string> no_cpu_kernel = {};
+
+std::set<std::string> cpu_kernel_ops() {
+  std::set<std::string> ops;
+  for (auto& r : runtime_kernels().registrations())
+    if (r.device == device_type::cpu)
+      ops.insert(r.op);
+  return ops;
+}
+
+} // namespace
+
+TEST_CASE("every defined op has a CPU kernel or a stated reason", "[ops][coverage]") {
+  auto kernels = cpu_kernel_ops();
+  std::vector<std::string> missing, stale;
+  for (auto& op : builtin_ops().names())
+    if (!kernels.count(op) && !no_cpu_kernel.count(op))
+      missing.push_back(op);
+  for (auto& [op, why] : no_cpu_kernel)
+    if (kernels.count(op) || !builtin_ops().find(op))
+      stale.push_back(op);
+  std::string m;
+  for (auto& op : missing)
+    m += op + " ";
+  INFO("ops without a CPU kernel or a reason: " << m);
+  CHECK(missing.empty());
+  std::string s;
+  for (auto& op : stale)
+    s += op + " ";
+  INFO("reasons for ops that have a CPU kernel or are not defined: " << s);
+  CHECK(stale.empty());
+}
+
+TEST_CASE("the GPU list and the fusion table name defined ops with CPU kernels",
+          "[ops][coverage]") {
+  auto kernels = cpu_kernel_ops();
+  for (auto& g : gpu_kernel_ops()) {
+    INFO("GPU list: " << g.op);
+    CHECK(builtin_ops().find(g.op) != nullptr);
+  }
+  for (auto& op : fused_elementwise_ops()) {
+    INFO("fusion table: " << op);
+    CHECK(builtin_ops().find(op) != nullptr);
+    CHECK(kernels.count(op) == 1);
+  }
+}
+
+TEST_CASE("the fusion interpreter computes each of its ops as the op's kernel does",
+          "[ops][coverage]") {
+  std::mt19937 rng(39);
+  // Magnitudes in [0.25, 2) of either sign; Log, Sqrt and Rsqrt get the magnitudes.
+  std::uniform_real_distribution<float> u(0.25f, 2.f);
+  std::bernoulli_distribution negative(0.5);
+  tensor a(dtype::f32, shape{1000}), b(dtype::f32, shape{1000}), positive(dtype::f32, shape{1000});
+  for (size_t i = 0; i < 1000; ++i) {
+    positive.flat<float>()[i] = u(rng);
+    a.flat<float>()[i] = negative(rng) ? -positive.flat<float>()[i] : positive.flat<float>()[i];
+    b.flat<float>()[i] = negative(rng) ? -u(rng) : u(rng);
+  }
+  for (auto& op : fused_elementwise_ops()) {
+    INFO("op " << op);
+    graph g;
+    auto x = placeholder(g, dtype::f32, {1000}, "x");
+    auto y = placeholder(g, dtype::f32, {1000}, "y");
+    const op_def* def = builtin_ops().find(op);
+    REQUIRE(def != nullptr);
+    bool binary = def->inputs.size() == 2;
+    std::vector<endpoint> in{x.ep()};
+    if (binary)
+      in.push_back(y.ep());
+    auto want = g.build(op, "want", in)[0];
+    auto got = g.build("_FusedElementwise", "got", in,
+                       {{"N", int64_t(in.size())},
+                        {"ops", std::vector<std::string>{op}},
+                        {"operands", std::vector<int64_t>{0, binary ? 1 : -1}},
+                        {"out_shape", shape{1000}}})[0];
+    bool domain = op == "Log" || op == "Sqrt" || op == "Rsqrt";
+    auto r = eval({want, got}, {{x, domain ? positive : a}, {y, b}});
+    auto w = r[0].flat<float>(), o = r[1].flat<float>();
+    for (size_t i = 0; i < w.size(); ++i)
+      REQUIRE(o[i] == Approx(w[i]).epsilon(1e-5).margin(1e-6));
+  }
+}
