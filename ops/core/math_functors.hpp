@@ -250,46 +250,6 @@ struct op_logical_or {
   template <class T> RUNNEL_HD static bool apply(T a, T b) { return a || b; }
 };
 
-// --- Unary functors (the GPU's element-wise kernels; the CPU runs Eigen's vectorised forms of
-// the same formulas and the tests compare the two) --------------------------------------------
-
-struct op_neg {
-  template <class T> RUNNEL_HD static T apply(T x) { return T(-x); }
-};
-struct op_exp {
-  template <class T> RUNNEL_HD static T apply(T x) { return std::exp(x); }
-};
-struct op_log {
-  template <class T> RUNNEL_HD static T apply(T x) { return std::log(x); }
-};
-struct op_sqrt {
-  template <class T> RUNNEL_HD static T apply(T x) { return std::sqrt(x); }
-};
-struct op_square {
-  template <class T> RUNNEL_HD static T apply(T x) { return T(x * x); }
-};
-struct op_tanh {
-  template <class T> RUNNEL_HD static T apply(T x) { return std::tanh(x); }
-};
-struct op_sigmoid {
-  template <class T> RUNNEL_HD static T apply(T x) { return T(T(1) / (T(1) + std::exp(-x))); }
-};
-struct op_relu {
-  template <class T> RUNNEL_HD static T apply(T x) { return x > T(0) ? x : T(0); }
-};
-struct op_abs {
-  template <class T> RUNNEL_HD static T apply(T x) { return x < T(0) ? T(-x) : x; }
-};
-struct op_rsqrt {
-  template <class T> RUNNEL_HD static T apply(T x) { return T(T(1) / std::sqrt(x)); }
-};
-struct op_reciprocal {
-  template <class T> RUNNEL_HD static T apply(T x) { return T(T(1) / x); }
-};
-struct op_floor {
-  template <class T> RUNNEL_HD static T apply(T x) { return std::floor(x); }
-};
-
 /// Applies a binary functor to 16-bit floats through float; other types directly.
 template <class Op, class T> RUNNEL_HD auto widen_apply(T a, T b) {
   if constexpr (is_half_float_v<T>) {

@@ -7,24 +7,14 @@
 #include <optional>
 
 #include "runnel/ops/core/eigen_access.hpp"
+#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 namespace {
 
+/// The binary ops the interpreter runs; the unary ones are every row of ops/core/unary_ops.hpp.
 enum class ew : uint8_t {
-  neg,
-  square,
-  abs,
-  relu,
-  relu6,
-  exp,
-  log,
-  sqrt,
-  rsqrt,
-  tanh,
-  sigmoid,
-  reciprocal,
   add,
   sub,
   mul,
@@ -37,36 +27,32 @@ enum class ew : uint8_t {
   tanh_grad
 };
 
-/// The ops the interpreter runs, by name.
-const std::pair<const char*, ew> ew_table[] = {{"Neg", ew::neg},
-                                               {"Square", ew::square},
-                                               {"Abs", ew::abs},
-                                               {"Relu", ew::relu},
-                                               {"Relu6", ew::relu6},
-                                               {"Exp", ew::exp},
-                                               {"Log", ew::log},
-                                               {"Sqrt", ew::sqrt},
-                                               {"Rsqrt", ew::rsqrt},
-                                               {"Tanh", ew::tanh},
-                                               {"Sigmoid", ew::sigmoid},
-                                               {"Reciprocal", ew::reciprocal},
-                                               {"Add", ew::add},
-                                               {"Sub", ew::sub},
-                                               {"Mul", ew::mul},
-                                               {"Div", ew::div},
-                                               {"Maximum", ew::maximum},
-                                               {"Minimum", ew::minimum},
-                                               {"SquaredDifference", ew::squared_difference},
-                                               {"ReluGrad", ew::relu_grad},
-                                               {"SigmoidGrad", ew::sigmoid_grad},
-                                               {"TanhGrad", ew::tanh_grad}};
+const std::pair<const char*, ew> binary_table[] = {{"Add", ew::add},
+                                                   {"Sub", ew::sub},
+                                                   {"Mul", ew::mul},
+                                                   {"Div", ew::div},
+                                                   {"Maximum", ew::maximum},
+                                                   {"Minimum", ew::minimum},
+                                                   {"SquaredDifference", ew::squared_difference},
+                                                   {"ReluGrad", ew::relu_grad},
+                                                   {"SigmoidGrad", ew::sigmoid_grad},
+                                                   {"TanhGrad", ew::tanh_grad}};
+
+/// One instruction: a unary row, or a binary op.
+struct instruction {
+  bool unary = false;
+  unary_op u{};
+  ew b{};
+};
 
 /// The instruction for `op`, or nothing (asked for every node the fusion pass looks at: no
 /// error is built for the many it does not take).
-std::optional<ew> ew_of(const std::string& op) {
-  for (auto& [name, k] : ew_table)
+std::optional<instruction> instruction_of(const std::string& op) {
+  if (auto* row = find_unary_op(op))
+    return instruction{.unary = true, .u = row->op};
+  for (auto& [name, k] : binary_table)
     if (op == name)
-      return k;
+      return instruction{.b = k};
   return std::nullopt;
 }
 
@@ -74,54 +60,15 @@ constexpr int64_t block = 512;
 using arr = Eigen::Map<Eigen::ArrayXf>;
 using carr = Eigen::Map<const Eigen::ArrayXf>;
 
-void apply(ew k, const float* a, const float* b, float* out, int64_t n) {
+void apply(const instruction& in, const float* a, const float* b, float* out, int64_t n) {
   carr x(a, n);
   arr y(out, n);
-  if (!b) {
-    switch (k) {
-      case ew::neg:
-        y = -x;
-        break;
-      case ew::square:
-        y = x.square();
-        break;
-      case ew::abs:
-        y = x.abs();
-        break;
-      case ew::relu:
-        y = x.max(0.f);
-        break;
-      case ew::relu6:
-        y = x.max(0.f).min(6.f);
-        break;
-      case ew::exp:
-        y = x.exp();
-        break;
-      case ew::log:
-        y = x.log();
-        break;
-      case ew::sqrt:
-        y = x.sqrt();
-        break;
-      case ew::rsqrt:
-        y = x.rsqrt();
-        break;
-      case ew::tanh:
-        y = x.tanh();
-        break;
-      case ew::sigmoid:
-        y = x.logistic();
-        break;
-      case ew::reciprocal:
-        y = x.inverse();
-        break;
-      default:
-        break;
-    }
+  if (in.unary) {
+    visit_unary(in.u, [&]<class F>() { y = F::array(x); });
     return;
   }
   carr z(b, n);
-  switch (k) {
+  switch (in.b) {
     case ew::add:
       y = x + z;
       break;
@@ -152,8 +99,6 @@ void apply(ew k, const float* a, const float* b, float* out, int64_t n) {
     case ew::tanh_grad:
       y = z * (1.f - x * x);
       break;
-    default:
-      break;
   }
 }
 
@@ -161,7 +106,7 @@ class fused_elementwise_kernel : public kernel {
 public:
   explicit fused_elementwise_kernel(const kernel_construction& c) {
     for (auto& op : c.attr<std::vector<std::string>>("ops")) {
-      auto k = ew_of(op);
+      auto k = instruction_of(op);
       if (!k)
         init_ =
             invalid_argument("_FusedElementwise: '" + op + "' is not an element-wise op it runs");
@@ -275,7 +220,7 @@ private:
   }
 
   status init_;
-  std::vector<ew> ops_;
+  std::vector<instruction> ops_;
   std::vector<int64_t> operands_;
 };
 
@@ -288,12 +233,14 @@ void register_fused_elementwise_kernels(kernel_registry& reg) {
 
 /// Whether _FusedElementwise runs `op`.
 bool fused_elementwise_runs(const std::string& op) {
-  return ew_of(op).has_value();
+  return instruction_of(op).has_value();
 }
 
 std::vector<std::string> fused_elementwise_ops() {
   std::vector<std::string> names;
-  for (auto& [name, k] : ew_table)
+  for (auto& u : unary_ops)
+    names.emplace_back(u.name);
+  for (auto& [name, k] : binary_table)
     names.emplace_back(name);
   return names;
 }

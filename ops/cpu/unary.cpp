@@ -1,40 +1,20 @@
-// Unary element-wise kernels: math (the functors of ops/core/math_functors.hpp, vectorised through
-// Eigen where it has them), Cast between every pair of types, AddN, ZerosLike and OnesLike.
+// Unary element-wise kernels: the rows of ops/core/unary_ops.hpp (each functor's Eigen form, so
+// vectorised), Cast between every pair of types, AddN, ZerosLike and OnesLike.
 #include <algorithm>
 #include <array>
 
-#include "runnel/ops/cpu/kernels.hpp"
 #include "runnel/ops/core/eigen_access.hpp"
 #include "runnel/ops/core/math_functors.hpp"
+#include "runnel/ops/core/unary_ops.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 namespace {
 
-enum class unary_kind {
-  neg,
-  exp,
-  log,
-  sqrt,
-  square,
-  tanh,
-  sigmoid,
-  relu,
-  abs,
-  sign,
-  log1p,
-  rsqrt,
-  reciprocal,
-  sin,
-  cos,
-  relu6,
-  elu,
-  softplus,
-  floor
-};
-
+/// A row of RUNNEL_UNARY_OPS (ops/core/unary_ops.hpp) through its functor's Eigen form.
 class unary_kernel : public kernel {
 public:
-  explicit unary_kernel(unary_kind kind) : kind_(kind) {}
+  explicit unary_kernel(unary_op op) : op_(op) {}
 
   status compute(kernel_context& ctx) override {
     const tensor& x = ctx.input(0);
@@ -44,83 +24,69 @@ public:
       T* out = y.data<T>();
       // Chunks are mapped as Eigen arrays: Eigen vectorises exp, log, tanh and the logistic
       // function, which the C library does not.
-      ctx.cpu().parallel_for(x.num_elements(), elementwise_grain / 4, [&](int64_t b, int64_t e) {
-        Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> v(in + b, e - b);
-        Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> r(out + b, e - b);
-        switch (kind_) {
-          case unary_kind::neg:
-            r = -v;
-            break;
-          case unary_kind::square:
-            r = v.square();
-            break;
-          case unary_kind::relu:
-            r = v.max(T(0));
-            break;
-          case unary_kind::abs:
-            r = v.abs();
-            break;
-          case unary_kind::sign:
-            r = (v > T(0)).template cast<T>() - (v < T(0)).template cast<T>();
-            break;
-          case unary_kind::relu6:
-            r = v.max(T(0)).min(T(6));
-            break;
-          default:
-            if constexpr (std::is_floating_point_v<T>) {
-              switch (kind_) {
-                case unary_kind::exp:
-                  r = v.exp();
-                  break;
-                case unary_kind::log:
-                  r = v.log();
-                  break;
-                case unary_kind::sqrt:
-                  r = v.sqrt();
-                  break;
-                case unary_kind::tanh:
-                  r = v.tanh();
-                  break;
-                case unary_kind::sigmoid:
-                  r = v.logistic();
-                  break;
-                case unary_kind::log1p:
-                  r = v.log1p();
-                  break;
-                case unary_kind::rsqrt:
-                  r = v.rsqrt();
-                  break;
-                case unary_kind::reciprocal:
-                  r = v.inverse();
-                  break;
-                case unary_kind::sin:
-                  r = v.sin();
-                  break;
-                case unary_kind::cos:
-                  r = v.cos();
-                  break;
-                case unary_kind::floor:
-                  r = v.floor();
-                  break;
-                case unary_kind::elu:
-                  r = (v > T(0)).select(v, v.exp() - T(1));
-                  break;
-                case unary_kind::softplus:
-                  // log(1 + e^x) without overflow: x + log1p(e^-x) for large x.
-                  r = (v > T(0)).select(v + (-v).exp().log1p(), v.exp().log1p());
-                  break;
-                default:
-                  break;
-              }
-            }
-        }
+      // Integer dtypes are registered only for the `numbers` rows.
+      return visit_unary(op_, [&]<class F>() -> status {
+        ctx.cpu().parallel_for(x.num_elements(), elementwise_grain / 4, [&](int64_t b, int64_t e) {
+          Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> v(in + b, e - b);
+          Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> r(out + b, e - b);
+          if constexpr (std::is_floating_point_v<T>)
+            r = F::array(v);
+          else
+            for (int64_t i = 0; i < e - b; ++i) // the integer rows: exact, element by element
+              r[i] = F::apply(v[i]);
+        });
+        return {};
       });
-      return {};
     });
   }
 
 private:
-  unary_kind kind_;
+  unary_op op_;
+};
+
+/// _UnaryGrad: dx = grad(x, y, dy) of a row whose functor gives one (float32, float64).
+class unary_grad_kernel : public kernel {
+public:
+  explicit unary_grad_kernel(const kernel_construction& c) {
+    auto* row = find_unary_op(c.attr<std::string>("op"));
+    if (!row || !row->has_grad)
+      init_ = invalid_argument("_UnaryGrad: '" + c.attr<std::string>("op") +
+                               "' has no gradient functor");
+    else
+      op_ = row->op;
+  }
+
+  status compute(kernel_context& ctx) override {
+    RUNNEL_RETURN_IF_ERROR(init_);
+    const tensor &x = ctx.input(0), &y = ctx.input(1), &dy = ctx.input(2);
+    if (!(x.shape() == dy.shape()) || !(y.shape() == dy.shape()))
+      return invalid_argument("_UnaryGrad: x " + x.shape().to_string() + ", y " +
+                              y.shape().to_string() + " and dy " + dy.shape().to_string() +
+                              " must have one shape");
+    tensor& dx = ctx.allocate_output(0, x.type(), x.shape());
+    auto typed = [&]<class T>() -> status {
+      using A = Eigen::Array<T, Eigen::Dynamic, 1>;
+      return visit_unary(op_, [&]<class F>() -> status {
+        if constexpr (has_unary_grad<F>) {
+          ctx.cpu().parallel_for(
+              x.num_elements(), elementwise_grain / 4, [&](int64_t b, int64_t e) {
+                Eigen::Map<const A> xs(x.data<T>() + b, e - b), ys(y.data<T>() + b, e - b),
+                    dys(dy.data<T>() + b, e - b);
+                Eigen::Map<A>(dx.data<T>() + b, e - b) = F::grad_array(xs, ys, dys);
+              });
+          return {};
+        } else {
+          return internal_error("_UnaryGrad: no gradient functor"); // the constructor checked
+        }
+      });
+    };
+    return x.type() == dtype::f64 ? typed.template operator()<double>()
+                                  : typed.template operator()<float>();
+  }
+
+private:
+  status init_;
+  unary_op op_{};
 };
 
 template <class To, class From> To convert(const From& v) {
@@ -226,36 +192,17 @@ private:
   double value_;
 };
 
-
 } // namespace
 
 void register_unary_kernels(kernel_registry& reg) {
   const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
   auto cpu = device_type::cpu;
-  const std::vector<std::pair<const char*, unary_kind>> unaries{
-      {"Neg", unary_kind::neg},
-      {"Exp", unary_kind::exp},
-      {"Log", unary_kind::log},
-      {"Sqrt", unary_kind::sqrt},
-      {"Square", unary_kind::square},
-      {"Tanh", unary_kind::tanh},
-      {"Sigmoid", unary_kind::sigmoid},
-      {"Relu", unary_kind::relu},
-      {"Abs", unary_kind::abs},
-      {"Sign", unary_kind::sign},
-      {"Log1p", unary_kind::log1p},
-      {"Rsqrt", unary_kind::rsqrt},
-      {"Reciprocal", unary_kind::reciprocal},
-      {"Sin", unary_kind::sin},
-      {"Cos", unary_kind::cos},
-      {"Relu6", unary_kind::relu6},
-      {"Elu", unary_kind::elu},
-      {"Softplus", unary_kind::softplus},
-      {"Floor", unary_kind::floor}};
-  for (auto [op, kind] : unaries)
-    reg.add(op, cpu, numbers, [kind = kind](const kernel_construction&) {
-      return result<std::unique_ptr<kernel>>(std::make_unique<unary_kernel>(kind));
-    });
+  for (auto& u : unary_ops)
+    reg.add(u.name, cpu, u.integers ? numbers : std::vector<dtype>{dtype::f32, dtype::f64},
+            [op = u.op](const kernel_construction&) {
+              return result<std::unique_ptr<kernel>>(std::make_unique<unary_kernel>(op));
+            });
+  reg.add("_UnaryGrad", cpu, {dtype::f32, dtype::f64}, make_kernel<unary_grad_kernel>);
   reg.add("Cast", device_type::cpu, {}, make_kernel<cast_kernel>);
   reg.add("AddN", device_type::cpu, numbers, make_simple_kernel<add_n_kernel>);
   reg.add("ZerosLike", device_type::cpu, {}, [](const kernel_construction&) {
@@ -267,4 +214,3 @@ void register_unary_kernels(kernel_registry& reg) {
 }
 
 } // namespace runnel
-

@@ -12,7 +12,7 @@
 //
 //   t.emplace("Relu", [](const kernel_construction& c, cuda_device& d) {
 //     return one_output(d, [name = c.node.name](gpu_context& g, inputs in, tensor* out) {
-//       return unary_cuda(g, gpu_unary::relu, in[0], out, name);
+//       return unary_cuda(g, unary_op::Relu, in[0], out, name);
 //     });
 //   });
 #include <functional>

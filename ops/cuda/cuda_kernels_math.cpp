@@ -11,47 +11,59 @@ namespace runnel {
 void add_math_cuda_kernels(cuda_kernel_table& t) {
   using inputs = cuda_kernel::inputs;
   static const std::vector<std::pair<const char*, gpu_binary>> binaries{
-      {"Add", gpu_binary::add},           {"Sub", gpu_binary::sub},
-      {"Mul", gpu_binary::mul},           {"Div", gpu_binary::div},
-      {"Maximum", gpu_binary::maximum},   {"Minimum", gpu_binary::minimum},
+      {"Add", gpu_binary::add},
+      {"Sub", gpu_binary::sub},
+      {"Mul", gpu_binary::mul},
+      {"Div", gpu_binary::div},
+      {"Maximum", gpu_binary::maximum},
+      {"Minimum", gpu_binary::minimum},
       {"SquaredDifference", gpu_binary::squared_difference},
-      {"ReluGrad", gpu_binary::relu_grad}, {"SigmoidGrad", gpu_binary::sigmoid_grad},
-      {"TanhGrad", gpu_binary::tanh_grad}, {"Greater", gpu_binary::greater},
-      {"Less", gpu_binary::less},         {"Equal", gpu_binary::equal}};
+      {"ReluGrad", gpu_binary::relu_grad},
+      {"SigmoidGrad", gpu_binary::sigmoid_grad},
+      {"TanhGrad", gpu_binary::tanh_grad},
+      {"Greater", gpu_binary::greater},
+      {"Less", gpu_binary::less},
+      {"Equal", gpu_binary::equal}};
   for (auto& [op, kind] : binaries)
     t.emplace(op, [kind = kind](const kernel_construction& c, cuda_device& d) {
       return one_output(d, [kind, name = c.node.name](gpu_context& g, inputs in, tensor* out) {
         return binary_cuda(g, kind, in[0], in[1], out, name);
       });
     });
-  static const std::vector<std::pair<const char*, gpu_unary>> unaries{
-      {"Neg", gpu_unary::neg},         {"Exp", gpu_unary::exp},       {"Log", gpu_unary::log},
-      {"Sqrt", gpu_unary::sqrt},       {"Square", gpu_unary::square}, {"Tanh", gpu_unary::tanh},
-      {"Sigmoid", gpu_unary::sigmoid}, {"Relu", gpu_unary::relu},     {"Abs", gpu_unary::abs},
-      {"Rsqrt", gpu_unary::rsqrt},     {"Reciprocal", gpu_unary::reciprocal},
-      {"Floor", gpu_unary::floor}};
-  for (auto& [op, kind] : unaries)
-    t.emplace(op, [kind = kind](const kernel_construction& c, cuda_device& d) {
+  for (auto& u : unary_ops) // every row of ops/core/unary_ops.hpp
+    t.emplace(u.name, [kind = u.op](const kernel_construction& c, cuda_device& d) {
       return one_output(d, [kind, name = c.node.name](gpu_context& g, inputs in, tensor* out) {
         return unary_cuda(g, kind, in[0], out, name);
       });
     });
+  t.emplace("_UnaryGrad", [](const kernel_construction& c, cuda_device& d) {
+    auto* row = find_unary_op(c.attr<std::string>("op"));
+    if (!row || !row->has_grad)
+      return result<std::unique_ptr<kernel>>(invalid_argument(
+          "node '" + c.node.name + "': _UnaryGrad of '" + c.attr<std::string>("op") +
+          "', which has no gradient functor (ops/core/unary_ops.hpp)"));
+    return one_output(d,
+                      [op = row->op, name = c.node.name](gpu_context& g, inputs in, tensor* out) {
+                        return unary_grad_cuda(g, op, in[0], in[1], in[2], out, name);
+                      });
+  });
   static const std::vector<std::pair<const char*, gpu_reduce>> reductions{
-      {"Sum", gpu_reduce::sum}, {"Mean", gpu_reduce::mean}, {"Max", gpu_reduce::max},
+      {"Sum", gpu_reduce::sum},
+      {"Mean", gpu_reduce::mean},
+      {"Max", gpu_reduce::max},
       {"Min", gpu_reduce::min}};
   for (auto& [op, kind] : reductions)
     t.emplace(op, [kind = kind](const kernel_construction& c, cuda_device& d) {
-      return one_output(
-          d,
-          [kind, keep = c.attr<bool>("keep_dims"), name = c.node.name](gpu_context& g, inputs in,
-                                                                      tensor* out) {
-            return reduce_cuda(g, kind, in[0], in[1], keep, out, name);
-          },
-          {slot_memory::device, slot_memory::host}); // the axes are read on the host
+      return one_output(d,
+                        [kind, keep = c.attr<bool>("keep_dims"),
+                         name = c.node.name](gpu_context& g, inputs in, tensor* out) {
+                          return reduce_cuda(g, kind, in[0], in[1], keep, out, name);
+                        },
+                        {slot_memory::device, slot_memory::host}); // the axes are read on the host
     });
   t.emplace("Cast", [](const kernel_construction& c, cuda_device& d) {
     return one_output(d, [to = c.attr<dtype>("DstT"), name = c.node.name](gpu_context& g, inputs in,
-                                                                         tensor* out) {
+                                                                          tensor* out) {
       return cast_cuda(g, in[0], to, out, name);
     });
   });
@@ -67,7 +79,7 @@ void add_math_cuda_kernels(cuda_kernel_table& t) {
     return one_output(
         d,
         [type = c.attr<dtype>("dtype"), key, runs, name = c.node.name](gpu_context& g, inputs in,
-                                                                      tensor* out) -> status {
+                                                                       tensor* out) -> status {
           RUNNEL_ASSIGN_OR_RETURN(auto dims, to_int64_vector(in[0]));
           for (int64_t v : dims)
             if (v < 0)

@@ -1,8 +1,8 @@
 // Element-wise kernels on the GPU. The arithmetic is ops/core/math_functors.hpp's, the same the CPU
 // kernels run; 16-bit floats compute through float (widen_apply).
+#include "runnel/ops/core/math_functors.hpp"
 #include "runnel/ops/cuda/dispatch.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
-#include "runnel/ops/core/math_functors.hpp"
 
 namespace runnel {
 namespace {
@@ -38,6 +38,14 @@ template <class Op, class T> __global__ void unary_kernel(const T* x, T* y, int6
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x)
     y[i] = widen_apply<Op>(x[i]);
+}
+
+/// _UnaryGrad: dx = Op::grad(x, y, dy), 16-bit floats through float.
+template <class Op, class T>
+__global__ void unary_grad_kernel(const T* x, const T* y, const T* dy, T* dx, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x)
+    dx[i] = from_compute<T>(Op::grad(to_compute(x[i]), to_compute(y[i]), to_compute(dy[i])));
 }
 
 template <class From, class To> __global__ void cast_kernel(const From* x, To* y, int64_t n) {
@@ -149,8 +157,8 @@ status run_binary(gpu_context& gpu, const tensor& a, const tensor& b, tensor* ou
 }
 
 template <class T>
-status binary_typed(gpu_context& gpu, gpu_binary op, const tensor& a, const tensor& b,
-                    tensor* out, const std::string& node) {
+status binary_typed(gpu_context& gpu, gpu_binary op, const tensor& a, const tensor& b, tensor* out,
+                    const std::string& node) {
   switch (op) {
     case gpu_binary::add:
       return run_binary<op_add, T>(gpu, a, b, out, node, false);
@@ -160,7 +168,8 @@ status binary_typed(gpu_context& gpu, gpu_binary op, const tensor& a, const tens
       return run_binary<op_mul, T>(gpu, a, b, out, node, false);
     case gpu_binary::div:
       if constexpr (std::is_integral_v<T>)
-        return unimplemented("node '" + node + "': integer Div has no GPU kernel (it must "
+        return unimplemented("node '" + node +
+                             "': integer Div has no GPU kernel (it must "
                              "check for zero divisors): it runs on the CPU");
       else
         return run_binary<op_div, T>(gpu, a, b, out, node, false);
@@ -187,41 +196,34 @@ status binary_typed(gpu_context& gpu, gpu_binary op, const tensor& a, const tens
 }
 
 template <class T>
-status unary_typed(gpu_context& gpu, gpu_unary op, const tensor& x, tensor* out,
+status unary_grad_typed(gpu_context& gpu, unary_op op, const tensor& x, const tensor& y,
+                        const tensor& dy, tensor* dx, const std::string& node) {
+  RUNNEL_ASSIGN_OR_RETURN(*dx, gpu.allocate(x.type(), x.shape(), node));
+  int64_t n = x.num_elements();
+  return visit_unary(op, [&]<class Op>() -> status {
+    if constexpr (has_unary_grad<Op>) {
+      if (n == 0)
+        return {};
+      unary_grad_kernel<Op, T><<<grid_for(n), block_threads, 0, gpu.compute()>>>(
+          x.data<T>(), y.data<T>(), dy.data<T>(), dx->data<T>(), n);
+      return cuda_status(cudaGetLastError(), "node '" + node + "'");
+    } else {
+      return invalid_argument("node '" + node + "': " + unary_ops[size_t(op)].name +
+                              " has no gradient functor");
+    }
+  });
+}
+
+template <class T>
+status unary_typed(gpu_context& gpu, unary_op op, const tensor& x, tensor* out,
                    const std::string& node) {
   RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(x.type(), x.shape(), node));
   auto go = [&]<class Op>() {
-    return cuda_status(launch_unary<Op, T>(gpu.compute(), x.data<T>(), out->data<T>(),
-                                           x.num_elements()),
-                       "node '" + node + "'");
+    return cuda_status(
+        launch_unary<Op, T>(gpu.compute(), x.data<T>(), out->data<T>(), x.num_elements()),
+        "node '" + node + "'");
   };
-  switch (op) {
-    case gpu_unary::neg:
-      return go.template operator()<op_neg>();
-    case gpu_unary::exp:
-      return go.template operator()<op_exp>();
-    case gpu_unary::log:
-      return go.template operator()<op_log>();
-    case gpu_unary::sqrt:
-      return go.template operator()<op_sqrt>();
-    case gpu_unary::square:
-      return go.template operator()<op_square>();
-    case gpu_unary::tanh:
-      return go.template operator()<op_tanh>();
-    case gpu_unary::sigmoid:
-      return go.template operator()<op_sigmoid>();
-    case gpu_unary::relu:
-      return go.template operator()<op_relu>();
-    case gpu_unary::abs:
-      return go.template operator()<op_abs>();
-    case gpu_unary::rsqrt:
-      return go.template operator()<op_rsqrt>();
-    case gpu_unary::reciprocal:
-      return go.template operator()<op_reciprocal>();
-    case gpu_unary::floor:
-      return go.template operator()<op_floor>();
-  }
-  return internal_error("unknown unary op");
+  return visit_unary(op, go);
 }
 
 } // namespace
@@ -233,12 +235,11 @@ status binary_cuda(gpu_context& gpu, gpu_binary op, const tensor& a, const tenso
   if (a.type() != b.type())
     return invalid_argument("node '" + node + "': inputs are " + std::string(name(a.type())) +
                             " and " + std::string(name(b.type())));
-  return dispatch_gpu_number(a.type(), "node '" + node + "'", [&]<class T>() {
-    return binary_typed<T>(gpu, op, a, b, out, node);
-  });
+  return dispatch_gpu_number(a.type(), "node '" + node + "'",
+                             [&]<class T>() { return binary_typed<T>(gpu, op, a, b, out, node); });
 }
 
-status unary_cuda(gpu_context& gpu, gpu_unary op, const tensor& x, tensor* out,
+status unary_cuda(gpu_context& gpu, unary_op op, const tensor& x, tensor* out,
                   const std::string& node) {
   RUNNEL_RETURN_IF_ERROR(check_device(gpu, x, node, 0));
   if (!is_floating(x.type()))
@@ -252,7 +253,28 @@ status unary_cuda(gpu_context& gpu, gpu_unary op, const tensor& x, tensor* out,
   });
 }
 
-status cast_cuda(gpu_context& gpu, const tensor& x, dtype to, tensor* out, const std::string& node) {
+status unary_grad_cuda(gpu_context& gpu, unary_op op, const tensor& x, const tensor& y,
+                       const tensor& dy, tensor* dx, const std::string& node) {
+  for (int i = 0; i < 3; ++i)
+    RUNNEL_RETURN_IF_ERROR(check_device(gpu, i == 0 ? x : i == 1 ? y : dy, node, i));
+  if (!is_floating(x.type()) || y.type() != x.type() || dy.type() != x.type())
+    return invalid_argument("node '" + node +
+                            "': _UnaryGrad takes three tensors of one float "
+                            "dtype");
+  if (!(x.shape() == dy.shape()) || !(y.shape() == dy.shape()))
+    return invalid_argument("node '" + node + "': x " + x.shape().to_string() + ", y " +
+                            y.shape().to_string() + " and dy " + dy.shape().to_string() +
+                            " must have one shape");
+  return dispatch_gpu_number(x.type(), "node '" + node + "'", [&]<class T>() -> status {
+    if constexpr (std::is_integral_v<T>)
+      return internal_error("unreachable");
+    else
+      return unary_grad_typed<T>(gpu, op, x, y, dy, dx, node);
+  });
+}
+
+status cast_cuda(gpu_context& gpu, const tensor& x, dtype to, tensor* out,
+                 const std::string& node) {
   RUNNEL_RETURN_IF_ERROR(check_device(gpu, x, node, 0));
   RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(to, x.shape(), node));
   int64_t n = x.num_elements();
@@ -271,8 +293,8 @@ status cast_cuda(gpu_context& gpu, const tensor& x, dtype to, tensor* out, const
   return from_any([&]<class From>() {
     return dispatch_gpu_number(to, "node '" + node + "'", [&]<class To>() {
       if (n > 0)
-        cast_kernel<From, To><<<grid_for(n), block_threads, 0, gpu.compute()>>>(
-            x.data<From>(), out->data<To>(), n);
+        cast_kernel<From, To>
+            <<<grid_for(n), block_threads, 0, gpu.compute()>>>(x.data<From>(), out->data<To>(), n);
       return cuda_status(cudaGetLastError(), "node '" + node + "'");
     });
   });
@@ -313,12 +335,14 @@ status select_cuda(gpu_context& gpu, const tensor& cond, const tensor& t, const 
   return dispatch_gpu_number(t.type(), where, [&]<class T>() {
     if (n > 0)
       select_kernel<T><<<grid_for(n), block_threads, 0, gpu.compute()>>>(
-          cond.data<bool>(), t.data<T>(), e.data<T>(), out->data<T>(), n, std::max<int64_t>(row, 1));
+          cond.data<bool>(), t.data<T>(), e.data<T>(), out->data<T>(), n,
+          std::max<int64_t>(row, 1));
     return cuda_status(cudaGetLastError(), where);
   });
 }
 
-status add_n_cuda(gpu_context& gpu, std::span<const tensor> xs, tensor* out, const std::string& node) {
+status add_n_cuda(gpu_context& gpu, std::span<const tensor> xs, tensor* out,
+                  const std::string& node) {
   std::string where = "node '" + node + "' (op AddN)";
   if (xs.empty())
     return invalid_argument(where + ": needs at least one input");

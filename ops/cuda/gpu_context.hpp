@@ -7,7 +7,7 @@
 //   auto gpu = gpu_context::create(0).value();
 //   tensor x = gpu->to_device(host_tensor).value();         // async on the h2d stream
 //   tensor y;
-//   RUNNEL_RETURN_IF_ERROR(unary_cuda(*gpu, gpu_unary::relu, x, &y, "relu"));  // compute stream
+//   RUNNEL_RETURN_IF_ERROR(unary_cuda(*gpu, unary_op::Relu, x, &y, "relu"));  // compute stream
 //   tensor back = gpu->to_host(y).value();                  // d2h, waits for the result
 //
 // Ordering: a copy onto the device waits for the compute work enqueued before it (its

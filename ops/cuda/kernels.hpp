@@ -5,28 +5,39 @@
 // it mirrors and names `node` in its errors. The [.gpu] tests compare every entry with the CPU
 // kernel (tests/gpu/gpu_kernels_test.cpp).
 #include <span>
-#include <utility>
 #include <string>
+#include <utility>
 
+#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/cuda/gpu_context.hpp"
 
 namespace runnel {
 
 enum class gpu_binary {
-  add, sub, mul, div, maximum, minimum, squared_difference, // arithmetic
-  relu_grad, sigmoid_grad, tanh_grad,                        // gradient helpers (TF's order)
-  greater, less, equal                                       // comparisons: bool out
-};
-enum class gpu_unary {
-  neg, exp, log, sqrt, square, tanh, sigmoid, relu, abs, rsqrt, reciprocal, floor
+  add,
+  sub,
+  mul,
+  div,
+  maximum,
+  minimum,
+  squared_difference, // arithmetic
+  relu_grad,
+  sigmoid_grad,
+  tanh_grad, // gradient helpers (TF's order)
+  greater,
+  less,
+  equal // comparisons: bool out
 };
 
 /// Element-wise binary op with NumPy broadcasting (f16, bf16, f32, f64, i32, i64).
 status binary_cuda(gpu_context& gpu, gpu_binary op, const tensor& a, const tensor& b, tensor* out,
                    const std::string& node);
-/// Element-wise unary op (floats).
-status unary_cuda(gpu_context& gpu, gpu_unary op, const tensor& x, tensor* out,
+/// A row of ops/core/unary_ops.hpp, element-wise (floats).
+status unary_cuda(gpu_context& gpu, unary_op op, const tensor& x, tensor* out,
                   const std::string& node);
+/// _UnaryGrad: dx = grad(x, y, dy) of a row whose functor gives one (floats, one shape).
+status unary_grad_cuda(gpu_context& gpu, unary_op op, const tensor& x, const tensor& y,
+                       const tensor& dy, tensor* dx, const std::string& node);
 /// Cast between the numeric types.
 status cast_cuda(gpu_context& gpu, const tensor& x, dtype to, tensor* out, const std::string& node);
 /// A new tensor of `t` and `s` with every element `value` (ZerosLike, OnesLike, Fill).
@@ -41,7 +52,8 @@ status random_uniform_cuda(gpu_context& gpu, dtype t, const shape& s, uint64_t k
 status select_cuda(gpu_context& gpu, const tensor& cond, const tensor& t, const tensor& e,
                    tensor* out, const std::string& node);
 /// AddN: the element-wise sum of tensors of one dtype and shape.
-status add_n_cuda(gpu_context& gpu, std::span<const tensor> xs, tensor* out, const std::string& node);
+status add_n_cuda(gpu_context& gpu, std::span<const tensor> xs, tensor* out,
+                  const std::string& node);
 
 struct gpu_matmul_options {
   bool transpose_a = false;
@@ -89,9 +101,10 @@ status conv2d_backprop_input_cuda(gpu_context& gpu, const tensor& input_sizes, c
                                   const tensor& out_backprop, const gpu_conv2d_options& o,
                                   tensor* out, const std::string& node);
 /// Conv2D's filter gradient: `filter_sizes` (4 int32/int64 in host memory) is the filter's shape.
-status conv2d_backprop_filter_cuda(gpu_context& gpu, const tensor& input, const tensor& filter_sizes,
-                                   const tensor& out_backprop, const gpu_conv2d_options& o,
-                                   tensor* out, const std::string& node);
+status conv2d_backprop_filter_cuda(gpu_context& gpu, const tensor& input,
+                                   const tensor& filter_sizes, const tensor& out_backprop,
+                                   const gpu_conv2d_options& o, tensor* out,
+                                   const std::string& node);
 
 struct gpu_pool_options {
   int64_t window_h = 2, window_w = 2, stride_h = 2, stride_w = 2;

@@ -1,5 +1,6 @@
 // Math op definitions: element-wise arithmetic, comparisons, logic, casts, AddN,
 // MatMul and BatchMatMul, reductions.
+#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/defs/op_util.hpp"
 
 namespace runnel {
@@ -40,11 +41,32 @@ void register_math_ops(op_registry& reg) {
                  c.set_output(0, *m);
                  return {};
                }));
-  for (auto n : {"Neg", "Square", "Abs", "Sign", "Relu6"})
-    add(reg, unary(n, number_types));
-  for (auto n : {"Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Log1p", "Rsqrt", "Reciprocal", "Sin",
-                 "Cos", "Elu", "Softplus"})
-    add(reg, unary(n, real_types));
+  // The unary element-wise ops: one row each in ops/core/unary_ops.hpp.
+  for (auto& u : unary_ops)
+    add(reg, unary(u.name, u.integers ? number_types : real_types));
+  // The gradient of the rows whose functor has `grad`: dx = grad(x, y, dy), element-wise.
+  add(reg, op_def("_UnaryGrad")
+               .input("x", "T")
+               .input("y", "T")
+               .input("dy", "T")
+               .output("dx", "T")
+               .type_attr("T", real_types)
+               .attr("op", attr_type::string)
+               .shape_fn([](inference_context& c) -> status {
+                 auto op = c.attr<std::string>("op");
+                 auto* row = find_unary_op(op);
+                 if (!row || !row->has_grad)
+                   return invalid_argument("_UnaryGrad: '" + op +
+                                           "' is not a unary op whose functor gives a gradient "
+                                           "(ops/core/unary_ops.hpp)");
+                 auto m = c.input_shape(0).merge(c.input_shape(2));
+                 if (!m)
+                   return invalid_argument("_UnaryGrad: x " + c.input_shape(0).to_string() +
+                                           " and dy " + c.input_shape(2).to_string() +
+                                           " must have the same shape");
+                 c.set_output(0, *m);
+                 return {};
+               }));
   // Gradient helpers, in TensorFlow's argument order.
   for (auto n : {"ReluGrad", "Relu6Grad", "EluGrad", "SoftplusGrad", "SigmoidGrad", "TanhGrad",
                  "SqrtGrad", "RsqrtGrad", "ReciprocalGrad"})

@@ -7,7 +7,6 @@ namespace runnel {
 using namespace op_defs;
 
 void register_nn_ops(op_registry& reg) {
-  add(reg, unary("Relu", number_types));
   add(reg, op_def("BiasAdd")
                .input("value", "T")
                .input("bias", "T")

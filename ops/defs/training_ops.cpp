@@ -1,4 +1,4 @@
-// Training op definitions: Floor and the optimizers' Apply* updates.
+// Training op definitions: the optimizers' Apply* updates.
 #include "runnel/ops/defs/op_util.hpp"
 
 namespace runnel {
@@ -6,7 +6,6 @@ namespace runnel {
 using namespace op_defs;
 
 void register_training_ops(op_registry& reg) {
-  add(reg, unary("Floor", real_types));
   auto apply_shape = [](int grad_input) {
     return [grad_input](inference_context& c) -> status {
       if (!c.input_shape(0).is_compatible_with(c.input_shape(grad_input)))

@@ -2,6 +2,8 @@
 // accelerator (CUDA or simulated), so placement sees one list whichever runs it.
 #include "runnel/ops/gpu/accelerator.hpp"
 
+#include "runnel/ops/core/unary_ops.hpp"
+
 namespace runnel {
 
 const std::vector<gpu_op>& gpu_kernel_ops() {
@@ -16,10 +18,12 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
     for (auto op : {"Add", "Sub", "Mul", "Maximum", "Minimum", "SquaredDifference", "Greater",
                     "Less", "Equal", "AddN", "Select"})
       v.push_back({op, "T", numbers});
-    for (auto op : {"Div", "ReluGrad", "SigmoidGrad", "TanhGrad", "Neg", "Exp", "Log", "Sqrt",
-                    "Square", "Tanh", "Sigmoid", "Relu", "Abs", "Rsqrt", "Reciprocal", "Floor",
-                    "MatMul", "Sum", "Mean", "Max", "Min"})
+    for (auto op :
+         {"Div", "ReluGrad", "SigmoidGrad", "TanhGrad", "MatMul", "Sum", "Mean", "Max", "Min"})
       v.push_back({op, "T", floats});
+    for (auto& u : unary_ops) // every row of ops/core/unary_ops.hpp, for floats
+      v.push_back({u.name, "T", floats});
+    v.push_back({"_UnaryGrad", "T", floats});
     v.push_back({"Cast", "DstT", numbers});
     // random: the GPU's own counter-based stream (ops/cuda/random.cu), not the CPU's numbers
     v.push_back({"RandomUniform", "dtype", reals});
@@ -33,8 +37,8 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
       v.push_back({op, "T", {dtype::f32}});
     // array: ops that only read shapes or pass buffers along run for any dtype, leaving GPU
     // values in place; shapes come out in host memory.
-    for (auto op : {"Identity", "StopGradient", "Reshape", "ExpandDims", "Squeeze", "Shape", "Size",
-                    "Rank"})
+    for (auto op :
+         {"Identity", "StopGradient", "Reshape", "ExpandDims", "Squeeze", "Shape", "Size", "Rank"})
       v.push_back({op, "T", {}});
     // Float constants are copied to the device once, then reused; others (shapes, axes,
     // indices) stay in host memory, where the kernels that take them read them (TensorFlow's
@@ -47,12 +51,13 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
     // state: float variables live in GPU memory with their updates (integer counters such as
     // global_step stay on a CPU)
     v.push_back({"VariableV2", "dtype", floats});
-    for (auto op : {"Assign", "AssignAdd", "AssignSub", "ScatterAdd", "ScatterSub", "ScatterUpdate"})
+    for (auto op :
+         {"Assign", "AssignAdd", "AssignSub", "ScatterAdd", "ScatterSub", "ScatterUpdate"})
       v.push_back({op, "T", floats});
-    for (auto op : {"ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyRMSProp",
-                    "ApplyAdam", "SparseApplyGradientDescent", "SparseApplyMomentum",
-                    "SparseApplyAdagrad", "SparseApplyRMSProp", "SparseApplyAdam",
-                    "_MultiApplyAdam"})
+    for (auto op :
+         {"ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyRMSProp", "ApplyAdam",
+          "SparseApplyGradientDescent", "SparseApplyMomentum", "SparseApplyAdagrad",
+          "SparseApplyRMSProp", "SparseApplyAdam", "_MultiApplyAdam"})
       v.push_back({op, "T", reals});
     return v;
   }();

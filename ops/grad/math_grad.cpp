@@ -1,12 +1,12 @@
 // Gradient functions of the math and array ops.
-#include "runnel/ops/layers/embedding.hpp"
+#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/grad/gradients.hpp"
+#include "runnel/ops/layers/embedding.hpp"
 
 namespace runnel {
 namespace {
 
 using grads = std::vector<output>;
-
 
 /// The keep_dims shape of a reduction of `x` over `axes` (a tensor of axes).
 output kept_shape(output x, output axes) {
@@ -109,6 +109,13 @@ void register_math_gradients(gradient_registry& reg) {
       return grads{c.g.build(op, op, {c.out(0).ep(), c.grad().ep()})[0]};
     };
   };
+  // The unary rows whose functor gives its gradient (ops/core/unary_ops.hpp): one _UnaryGrad.
+  for (auto& u : unary_ops)
+    if (u.has_grad)
+      reg.add(u.name, [op = std::string(u.name)](const gradient_context& c) {
+        return grads{c.g.build("_UnaryGrad", op + "Grad",
+                               {c.input(0).ep(), c.out(0).ep(), c.grad().ep()}, {{"op", op}})[0]};
+      });
   reg.add("Sqrt", y_dy("SqrtGrad"));
   reg.add("Rsqrt", y_dy("RsqrtGrad"));
   reg.add("Reciprocal", y_dy("ReciprocalGrad"));
@@ -220,8 +227,8 @@ void register_math_gradients(gradient_registry& reg) {
       std::vector<int32_t> hot(size_t(rank), 0);
       hot[size_t(axis)] = 1;
       auto onehot = constant(c.g, tensor::vector<int32_t>(hot));
-      auto minus = onehot - constant(c.g, tensor::vector<int32_t>(std::vector<int32_t>(
-                                             size_t(rank), 1)));
+      auto minus =
+          onehot - constant(c.g, tensor::vector<int32_t>(std::vector<int32_t>(size_t(rank), 1)));
       output offset = constant(c.g, int32_t(0));
       for (int i = 0; i < n; ++i) {
         auto len = sum(shape_of(c.input(i)) * onehot);
@@ -408,9 +415,9 @@ void register_math_gradients(gradient_registry& reg) {
     // Stitch the outputs' gradients back to where their rows came from.
     auto parts = c.input(1);
     auto n = get_attr<int64_t>(c.n.attrs, "num_partitions");
-    auto positions = reshape(range(c.g, constant(c.g, int32_t(0)), size(parts),
-                                   constant(c.g, int32_t(1))),
-                             shape_of(parts));
+    auto positions =
+        reshape(range(c.g, constant(c.g, int32_t(0)), size(parts), constant(c.g, int32_t(1))),
+                shape_of(parts));
     auto where = dynamic_partition(positions, parts, n);
     std::vector<output> pieces;
     for (int64_t i = 0; i < n; ++i)

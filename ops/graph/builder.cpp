@@ -134,6 +134,9 @@ output less(output a, output b, std::string_view name) {
 output equal(output a, output b, std::string_view name) {
   return binary("Equal", a, b, name);
 }
+output apply_unary(unary_op op, output x, std::string_view name) {
+  return unary(unary_ops[size_t(op)].name, x, name);
+}
 output neg(output x, std::string_view name) {
   return unary("Neg", x, name);
 }

@@ -9,6 +9,7 @@
 
 #include "../eval.hpp"
 #include "runnel/actors/exec/internal.hpp"
+#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/cpu/kernels.hpp"
 #include "runnel/ops/gpu/accelerator.hpp"
 
@@ -68,7 +69,7 @@ TEST_CASE("the GPU list and the fusion table name defined ops with CPU kernels",
 TEST_CASE("the fusion interpreter computes each of its ops as the op's kernel does",
           "[ops][coverage]") {
   std::mt19937 rng(39);
-  // Magnitudes in [0.25, 2) of either sign; Log, Sqrt and Rsqrt get the magnitudes.
+  // Magnitudes in [0.25, 2) of either sign; the logarithms and roots get the magnitudes.
   std::uniform_real_distribution<float> u(0.25f, 2.f);
   std::bernoulli_distribution negative(0.5);
   tensor a(dtype::f32, shape{1000}), b(dtype::f32, shape{1000}), positive(dtype::f32, shape{1000});
@@ -94,10 +95,43 @@ TEST_CASE("the fusion interpreter computes each of its ops as the op's kernel do
                         {"ops", std::vector<std::string>{op}},
                         {"operands", std::vector<int64_t>{0, binary ? 1 : -1}},
                         {"out_shape", shape{1000}}})[0];
-    bool domain = op == "Log" || op == "Sqrt" || op == "Rsqrt";
+    bool domain = op == "Log" || op == "Sqrt" || op == "Rsqrt" || op == "Log1p";
     auto r = eval({want, got}, {{x, domain ? positive : a}, {y, b}});
     auto w = r[0].flat<float>(), o = r[1].flat<float>();
     for (size_t i = 0; i < w.size(); ++i)
       REQUIRE(o[i] == Approx(w[i]).epsilon(1e-5).margin(1e-6));
   }
+}
+
+TEST_CASE("each unary row's element functor (what the GPU runs) matches its CPU kernel",
+          "[ops][coverage]") {
+  // The CPU kernel computes through the functor's Eigen form, the CUDA kernel through `apply`:
+  // here both, for every row of ops/core/unary_ops.hpp, on float32 and float64.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-3.0, 3.0);
+  for (auto& row : unary_ops)
+    for (dtype t : {dtype::f32, dtype::f64}) {
+      INFO("op " << row.name << " " << name(t));
+      bool domain = row.op == unary_op::Log || row.op == unary_op::Sqrt ||
+                    row.op == unary_op::Rsqrt || row.op == unary_op::Log1p;
+      tensor x(t, shape{257});
+      for (int64_t i = 0; i < 257; ++i) {
+        double v = domain ? std::abs(u(rng)) + 1e-3 : u(rng);
+        if (t == dtype::f32)
+          x.flat<float>()[size_t(i)] = float(v);
+        else
+          x.flat<double>()[size_t(i)] = v;
+      }
+      graph g;
+      auto got = eval1(g.build(row.name, "y", {constant(g, x).ep()})[0]);
+      for (int64_t i = 0; i < 257; ++i)
+        visit_unary(row.op, [&]<class F>() {
+          if (t == dtype::f32)
+            REQUIRE(got.flat<float>()[size_t(i)] ==
+                    Approx(F::apply(x.flat<float>()[size_t(i)])).epsilon(1e-5).margin(1e-6));
+          else
+            REQUIRE(got.flat<double>()[size_t(i)] ==
+                    Approx(F::apply(x.flat<double>()[size_t(i)])).epsilon(1e-12).margin(1e-12));
+        });
+    }
 }
