@@ -160,6 +160,20 @@ struct op_selu { // scale · (x if x > 0 else alpha · (e^x − 1)), Klambauer e
   }
 };
 
+struct op_erf { // the error function (GELU's exact form: x · (1 + erf(x / √2)) / 2)
+  template <class T> RUNNEL_HD static T apply(T x) { return std::erf(x); }
+  template <class A> static auto array(const A& v) {
+    return v.unaryExpr([](typename A::Scalar a) { return std::erf(a); });
+  }
+  template <class T> RUNNEL_HD static T grad(T x, T, T dy) {
+    return T(dy * T(1.1283791670955126) * std::exp(-x * x)); // 2/√π · e^(−x²)
+  }
+  template <class A> static auto grad_array(const A& x, const A&, const A& dy) {
+    using T = typename A::Scalar;
+    return dy * T(1.1283791670955126) * (-x.square()).exp();
+  }
+};
+
 // clang-format off
 #define RUNNEL_UNARY_OPS(X)                                                                        \
   X(Neg, op_neg, numbers)                                                                          \
@@ -182,7 +196,8 @@ struct op_selu { // scale · (x if x > 0 else alpha · (e^x − 1)), Klambauer e
   X(Elu, op_elu, reals)                                                                            \
   X(Softplus, op_softplus, reals)                                                                  \
   X(Softsign, op_softsign, reals)                                                                  \
-  X(Selu, op_selu, reals)
+  X(Selu, op_selu, reals)                                                                          \
+  X(Erf, op_erf, reals)
 // clang-format on
 
 /// One value per row of RUNNEL_UNARY_OPS, in its order.

@@ -90,9 +90,11 @@ TEST_CASE("unary math kernels", "[ops]") {
   check_close(r[6], tensor::vector<float>({std::log(0.25f), 0, std::log(4.f)}));
   check_close(r[7], tensor::vector<float>({0.5f, 1, 2}));
   // Rows added through ops/core/unary_ops.hpp alone, against TensorFlow's values.
-  auto s = eval({apply_unary(unary_op::Softsign, x), apply_unary(unary_op::Selu, x)});
+  auto s = eval({apply_unary(unary_op::Softsign, x), apply_unary(unary_op::Selu, x),
+                 apply_unary(unary_op::Erf, x)});
   check_close(s[0], tensor::vector<float>({-0.5f, 0, 1 / 3.f, 2 / 3.f}));
   check_close(s[1], tensor::vector<float>({-1.1113307f, 0, 0.52535025f, 2.101402f}));
+  check_close(s[2], tensor::vector<float>({-0.84270079f, 0, 0.52049988f, 0.99532227f}));
   auto i = eval({neg(constant(g, {3, -4})), relu(constant(g, {3, -4}))});
   check_equal(i[0], tensor::vector<int32_t>({-3, 4}));
   check_equal(i[1], tensor::vector<int32_t>({3, 0}));
