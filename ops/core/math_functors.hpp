@@ -7,8 +7,9 @@
 //   bool  z = op_greater::apply(int32_t(2), int32_t(1)); // true
 //   float h = to_float(bfloat16(0.5f));                  // 16-bit floats compute through float
 //
-// 16-bit floats (half, bfloat16) are never computed in directly: kernels widen each element to
-// float, apply the float functor and round back (`widen_apply`).
+// The unary ops' functors are rows of ops/core/unary_ops.hpp. 16-bit floats (half, bfloat16) are
+// never computed in directly: kernels widen each element to float, apply the float functor and
+// round back (`widen_apply`).
 
 #include <cmath>
 #include <cstdint>

@@ -201,7 +201,7 @@ struct op_erf { // the error function (GELU's exact form: x · (1 + erf(x / √2
 // clang-format on
 
 /// One value per row of RUNNEL_UNARY_OPS, in its order.
-enum class unary_op {
+enum class unary_op : int {
 #define RUNNEL_UNARY_ENUM(name, functor, domain) name,
   RUNNEL_UNARY_OPS(RUNNEL_UNARY_ENUM)
 #undef RUNNEL_UNARY_ENUM

@@ -1,5 +1,6 @@
 #include "runnel/ops/graph/builder.hpp"
 
+#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/graph/builder_util.hpp"
 
 namespace runnel {

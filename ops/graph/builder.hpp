@@ -16,7 +16,6 @@
 #include <string_view>
 #include <vector>
 
-#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/graph/graph.hpp"
 
 namespace runnel {
@@ -104,7 +103,10 @@ output square(output x, std::string_view name = {});
 output tanh(output x, std::string_view name = {});
 output sigmoid(output x, std::string_view name = {});
 output relu(output x, std::string_view name = {});
-/// Any row of ops/core/unary_ops.hpp by its enumerator: apply_unary(unary_op::Softsign, x).
+/// Any row of ops/core/unary_ops.hpp by its enumerator (include that header to name one):
+/// apply_unary(unary_op::Softsign, x). Declared here without the rows, so adding a row
+/// rebuilds only what includes the table.
+enum class unary_op : int;
 output apply_unary(unary_op op, output x, std::string_view name = {});
 output cast(output x, dtype to, std::string_view name = {});
 output floor_div(output a, output b, std::string_view name = {});

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;
