@@ -32,7 +32,7 @@ set(RUNNEL_INTERNAL_HEADERS
     net/endpoint_impl.hpp net/tensor_codec.hpp
     ops/core/eigen_access.hpp ops/layers/control_flow_internal.hpp ops/grad/gradients_internal.hpp
     ops/cpu/conv_dnnl.hpp ops/cpu/conv_rows.hpp ops/cpu/lstm_math.hpp ops/cpu/matmul_dnnl.hpp
-    ops/cpu/kernels.hpp ops/optimize/rewrite.hpp
+    ops/cpu/kernels.hpp ops/optimize/rewrite.hpp actors/exec/providers.hpp
     ops/cuda/gpu_context.hpp ops/cuda/cublas_api.hpp ops/cuda/kernels.hpp ops/cuda/cuda_kernel.hpp
     ops/defs/op_util.hpp ops/graph/builder_util.hpp
     actors/data/stages.hpp actors/cluster/master_impl.hpp
@@ -47,6 +47,9 @@ foreach(module ops placement storage net actors)
     endif()
   endforeach()
 endforeach()
+# The umbrella header, <runnel/runnel.hpp>: what users' code includes.
+install(FILES runnel.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/runnel)
+list(APPEND RUNNEL_PUBLIC_HEADERS runnel.hpp)
 # The list, for the header check (tests/headers/check_headers.sh).
 string(REPLACE ";" "\n" public_list "${RUNNEL_PUBLIC_HEADERS}")
 file(WRITE ${PROJECT_BINARY_DIR}/public_headers.txt "${public_list}\n")

@@ -1,9 +1,7 @@
 // Loads what train_and_save wrote, restores the latest checkpoint and answers queries: each pair
 // of numbers "a,b" on the command line gets the model's prediction.
 //   load_and_serve DIR 0.5,0.25 -1,1 ...
-#include <runnel/actors/state/saver.hpp>
-#include <runnel/actors/exec/session.hpp>
-#include <runnel/net/graph_def.hpp>
+#include <runnel/runnel.hpp>
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,12 +1,7 @@
 // Writes FILE, a TFRecord file of 1,000 Examples {value: float, label: int64}, then reads it back
 // through a dataset (shuffle, batch, parse) feeding a graph that sums each batch.
 //   read_records FILE
-#include <runnel/actors/data/dataset.hpp>
-#include <runnel/actors/exec/session.hpp>
-#include <runnel/ops/graph/builder.hpp>
-#include <runnel/ops/layers/data_flow.hpp>
-#include <runnel/storage/example.hpp>
-#include <runnel/storage/record_file.hpp>
+#include <runnel/runnel.hpp>
 
 #include <cstdio>
 

@@ -1,12 +1,7 @@
 // Trains y = 3a - 2b + 1 (plus noise) with a linear model and Adam, then saves the graph (Runnel's
 // format and a TensorFlow .pbtxt) and a checkpoint into DIR.
 //   train_and_save DIR
-#include <runnel/actors/state/saver.hpp>
-#include <runnel/actors/exec/session.hpp>
-#include <runnel/net/graph_def.hpp>
-#include <runnel/ops/graph/builder.hpp>
-#include <runnel/ops/train/optimizers.hpp>
-#include <runnel/storage/tf/tf_graph.hpp>
+#include <runnel/runnel.hpp>
 
 #include <cstdio>
 #include <filesystem>
