@@ -27,8 +27,11 @@ cluster_spec local_cluster(const std::vector<std::string>& jobs, std::vector<int
     std::string name = job.substr(0, eq);
     int count = std::stoi(job.substr(eq + 1));
     text += (text.empty() ? "" : ";") + name + "=";
-    for (int i = 0; i < count; ++i)
-      text += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports[p++]);
+    for (int i = 0; i < count; ++i) { // appended piece by piece: GCC 12 warns falsely on "a" + s
+      text += i ? "," : "";
+      text += "127.0.0.1:";
+      text += std::to_string(ports[p++]);
+    }
   }
   return cluster_spec::parse(text).value();
 }

@@ -108,7 +108,7 @@ TEST_CASE("freeze_graph turns variables into constants holding their current val
   auto x = placeholder(g, dtype::f32, shape{-1}, "x");
   auto w = variable(g, constant(g, 3.0f), "freeze_w");
   auto b = variable(g, constant(g, 1.0f), "freeze_b");
-  auto y = identity(x * w.value + b.value, "y");
+  [[maybe_unused]] auto y = identity(x * w.value + b.value, "y");
   auto bump = assign(w, constant(g, 5.0f)); // trained: w is no longer its initial value
   session s(rt, g);
   REQUIRE(s.run({global_variables_initializer(g)}).ok());

@@ -45,7 +45,7 @@ TEST_CASE("greedy placement splits independent towers over two devices", "[place
   auto x = placeholder(g, dtype::f32, {256, 512}, "x");
   auto a = tower(x, 4, 512, "tower_a");
   auto b = tower(x, 4, 512, "tower_b");
-  auto y = a + b;
+  [[maybe_unused]] auto y = a + b; // the graph the placer sees
   auto devs = devices({"/job:localhost/replica:0/task:0/device:CPU:0",
                        "/job:localhost/replica:0/task:0/device:CPU:1"});
   std::vector<device_params> params(2);

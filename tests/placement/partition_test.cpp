@@ -60,7 +60,7 @@ TEST_CASE("partitioning cuts edges into Send/Recv pairs, one Recv per tensor and
   auto a = mul(x, constant(g, 2.f), "a");
   auto b = tanh(a, "b");
   auto c = add(a, constant(g, 1.f), "c");
-  auto d = add(b, c, "d");
+  [[maybe_unused]] auto d = add(b, c, "d");
   output e;
   {
     auto deps = g.control_dependencies({operation(a)});
