@@ -8,17 +8,17 @@
 //   its place in the GPU list   ops/gpu/gpu_kernels.cpp and the CUDA table
 //   the fusion interpreter      ops/cpu/fused_elementwise.cpp (float32)
 //
-// and tests/actors/op_coverage_test.cpp checks, for every row on every machine, that the CPU
-// kernel, the fusion interpreter and `apply` (what the GPU runs) agree, and
-// tests/ops/gradients_test.cpp checks every row's gradient against finite differences. The older
-// rows keep TensorFlow's named gradient ops (ReluGrad, TanhGrad, ...: TensorFlow's graphs hold
-// them), registered in ops/grad/math_grad.cpp and nn_grad.cpp.
+//   its gradient, if the functor has `grad(x, y, dy)`: a _UnaryGrad node (ops/grad/math_grad.cpp;
+//                               the op is defined and has CPU and CUDA kernels beside the rows')
 //
-// A row whose functor has `grad(x, y, dy)` gets its gradient from it: ops/grad/math_grad.cpp
-// makes a _UnaryGrad node (defined, with CPU and CUDA kernels, beside the rows' own).
+// tests/actors/op_coverage_test.cpp checks, for every row on every machine, that the CPU kernel,
+// the fusion interpreter and `apply` (what the GPU runs) agree; tests/ops/gradients_test.cpp
+// checks every row's gradient against finite differences. The older rows keep TensorFlow's named
+// gradient ops (ReluGrad, TanhGrad, ...: TensorFlow's graphs hold them), registered in
+// ops/grad/math_grad.cpp and nn_grad.cpp.
 //
-// Columns: the op's name, its functor, and the dtypes it is defined for: `numbers` (the floats
-// and i8..i64) or `reals` (the floats).
+// Columns: the op's name, its functor, and the dtypes it is defined for: `numbers` (floats and
+// integers) or `reals` (floats only).
 //
 //   float y = op_softsign::apply(3.0f);       // 0.75
 //   r = op_softsign::array(v);                // an Eigen array expression over v
