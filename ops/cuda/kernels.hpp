@@ -13,21 +13,13 @@
 
 namespace runnel {
 
+// clang-format off
 enum class gpu_binary {
-  add,
-  sub,
-  mul,
-  div,
-  maximum,
-  minimum,
-  squared_difference, // arithmetic
-  relu_grad,
-  sigmoid_grad,
-  tanh_grad, // gradient helpers (TF's order)
-  greater,
-  less,
-  equal // comparisons: bool out
+  add, sub, mul, div, maximum, minimum, squared_difference, // arithmetic
+  relu_grad, sigmoid_grad, tanh_grad,                        // gradient helpers (TF's order)
+  greater, less, equal                                       // comparisons: bool out
 };
+// clang-format on
 
 /// Element-wise binary op with NumPy broadcasting (f16, bf16, f32, f64, i32, i64).
 status binary_cuda(gpu_context& gpu, gpu_binary op, const tensor& a, const tensor& b, tensor* out,
