@@ -154,7 +154,7 @@ struct endpoint::impl {
 };
 
 // Everything that lives on the loop thread.
-struct endpoint::impl::loop_state : kj::TaskSet::ErrorHandler {
+struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
   impl& ep;
   kj::AsyncIoContext io;
   kj::UnixEventPort::FdObserver wake;

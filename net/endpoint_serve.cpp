@@ -351,7 +351,7 @@ kj::Promise<void> endpoint::impl::loop_state::read_frames(frame_reader& r) {
 
 kj::Promise<void> endpoint::impl::loop_state::read_payload(frame_reader& r) {
   uint64_t total = r.h.payload_bytes;
-  auto allocate = [this, &r]() -> status {
+  auto allocate = [&r]() -> status {
     try {
       r.value = tensor(r.h.type, r.h.shape);
       return {};

@@ -3,6 +3,7 @@
 #include "runnel/ops/core/atomic_file.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -160,7 +161,8 @@ result<tensor> parse_npy(std::string_view bytes, const std::string& source) {
   if (*fortran == "True" && s->rank() > 1) {
     // Element at C index (i0, ..., ik) sits at i0 + d0 * (i1 + d1 * (...)) in Fortran order.
     auto& dims = s->dims();
-    std::vector<int64_t> idx(dims.size(), 0);
+    // parse_shape caps the rank at 32, so the index lives on the stack.
+    std::array<int64_t, 32> idx{};
     for (size_t c = 0; c < n; ++c) {
       size_t f = 0;
       for (size_t k = dims.size(); k-- > 0;)

@@ -91,7 +91,7 @@ public:
   }
   void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
     auto call = prepare(ctx);
-    inner_->compute_async(*call->ctx, [this, &ctx, call, done = std::move(done)](status st) {
+    inner_->compute_async(*call->ctx, [&ctx, call, done = std::move(done)](status st) {
       if (st.ok())
         finish(ctx, *call);
       done(st);
