@@ -6,7 +6,10 @@ namespace runnel {
 
 using namespace op_defs;
 
-void register_array_ops(op_registry& reg) {
+namespace {
+
+/// Constants, placeholders, shapes and reshapes.
+void add_source_and_shape_ops(op_registry& reg) {
   add(reg, op_def("Const")
                .output("output", "dtype")
                .attr("value", attr_type::tensor)
@@ -85,6 +88,10 @@ void register_array_ops(op_registry& reg) {
                  c.set_output(0, shape(*dims));
                  return {};
                }));
+}
+
+/// Transpose and concatenation.
+void add_transpose_concat_ops(op_registry& reg) {
   add(reg, op_def("Transpose")
                .input("x", "T")
                .input("perm", "Tperm")
@@ -171,6 +178,10 @@ void register_array_ops(op_registry& reg) {
                  c.set_output(0, shape(out));
                  return {};
                }));
+}
+
+/// Fill, gathers, one-hot, NoOp, Assert and Print.
+void add_fill_gather_ops(op_registry& reg) {
   add(reg, op_def("Fill")
                .input("dims", "index_type")
                .input("value", "T")
@@ -255,6 +266,14 @@ void register_array_ops(op_registry& reg) {
                .attr("summarize", attr_type::integer, int64_t(3))
                .set_stateful()
                .shape_fn(same_shape_as_input(0)));
+}
+
+} // namespace
+
+void register_array_ops(op_registry& reg) {
+  add_source_and_shape_ops(reg);
+  add_transpose_concat_ops(reg);
+  add_fill_gather_ops(reg);
 }
 
 } // namespace runnel

@@ -6,7 +6,10 @@ namespace runnel {
 
 using namespace op_defs;
 
-void register_gradient_support_ops(op_registry& reg) {
+namespace {
+
+/// StopGradient and the shape helpers of gradients.
+void add_gradient_shape_ops(op_registry& reg) {
   add(reg, op_def("StopGradient")
                .input("input", "T")
                .output("output", "T")
@@ -49,6 +52,10 @@ void register_gradient_support_ops(op_registry& reg) {
                  .type_attr("T", all_types)
                  .type_attr("out_type", index_types, dtype::i32)
                  .shape_fn(scalar_shape));
+}
+
+/// Slice, ExpandDims and segment sums.
+void add_slice_segment_ops(op_registry& reg) {
   add(reg, op_def("Slice")
                .input("input", "T")
                .input("begin", "Index")
@@ -131,6 +138,13 @@ void register_gradient_support_ops(op_registry& reg) {
                  c.set_output(0, shape(out));
                  return {};
                }));
+}
+
+} // namespace
+
+void register_gradient_support_ops(op_registry& reg) {
+  add_gradient_shape_ops(reg);
+  add_slice_segment_ops(reg);
 }
 
 } // namespace runnel

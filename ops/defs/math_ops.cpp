@@ -7,7 +7,10 @@ namespace runnel {
 
 using namespace op_defs;
 
-void register_math_ops(op_registry& reg) {
+namespace {
+
+/// Binary arithmetic, comparisons, logic and Select.
+void add_binary_ops(op_registry& reg) {
   for (auto n : {"Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow", "FloorDiv", "FloorMod",
                  "Mod", "SquaredDifference"})
     add(reg, binary(n, number_types));
@@ -41,6 +44,10 @@ void register_math_ops(op_registry& reg) {
                  c.set_output(0, *m);
                  return {};
                }));
+}
+
+/// The unary table's rows, their gradients, casts, AddN.
+void add_unary_ops(op_registry& reg) {
   // The unary element-wise ops: one row each in ops/core/unary_ops.hpp.
   for (auto& u : unary_ops)
     add(reg, unary(u.name, u.integers ? number_types : real_types));
@@ -98,6 +105,10 @@ void register_math_ops(op_registry& reg) {
                  c.set_output(0, s);
                  return {};
                }));
+}
+
+/// MatMul, its fused form and the fused element-wise node.
+void add_matmul_ops(op_registry& reg) {
   add(reg, op_def("MatMul")
                .input("a", "T")
                .input("b", "T")
@@ -146,6 +157,10 @@ void register_math_ops(op_registry& reg) {
                  c.set_output(0, c.attr<shape>("out_shape"));
                  return {};
                }));
+}
+
+/// Reductions, arg-extrema and BatchMatMul.
+void add_reduction_ops(op_registry& reg) {
   for (auto n : {"All", "Any"})
     add(reg, op_def(n)
                  .input("input", dtype::boolean)
@@ -228,6 +243,15 @@ void register_math_ops(op_registry& reg) {
                  c.set_output(0, shape(out));
                  return {};
                }));
+}
+
+} // namespace
+
+void register_math_ops(op_registry& reg) {
+  add_binary_ops(reg);
+  add_unary_ops(reg);
+  add_matmul_ops(reg);
+  add_reduction_ops(reg);
 }
 
 } // namespace runnel

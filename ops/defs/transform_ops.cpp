@@ -21,9 +21,8 @@ op_def& slice_masks(op_def& d) {
   return d;
 }
 
-} // namespace
-
-void register_transform_ops(op_registry& reg) {
+/// Pack, Unpack and Squeeze.
+void add_pack_squeeze_ops(op_registry& reg) {
   add(reg, op_def("Pack")
                .input_list("values", "T", "N")
                .output("output", "T")
@@ -103,6 +102,10 @@ void register_transform_ops(op_registry& reg) {
                  c.set_output(0, shape(out));
                  return {};
                }));
+}
+
+/// Tile and Pad.
+void add_tile_pad_ops(op_registry& reg) {
   add(reg, op_def("Tile")
                .input("input", "T")
                .input("multiples", "Tmultiples")
@@ -147,6 +150,10 @@ void register_transform_ops(op_registry& reg) {
             c.set_output(0, shape(out));
             return {};
           }));
+}
+
+/// Range, ReverseV2, Split and strided slices.
+void add_range_split_slice_ops(op_registry& reg) {
   add(reg, op_def("Range")
                .input("start", "Tidx")
                .input("limit", "Tidx")
@@ -217,6 +224,14 @@ void register_transform_ops(op_registry& reg) {
                   .output("output", "T");
   grad.type_attr("T", all_types).type_attr("Index", index_types, dtype::i32);
   add(reg, slice_masks(grad).shape_fn([](inference_context& c) { return shape_from_input(c, 0); }));
+}
+
+} // namespace
+
+void register_transform_ops(op_registry& reg) {
+  add_pack_squeeze_ops(reg);
+  add_tile_pad_ops(reg);
+  add_range_split_slice_ops(reg);
 }
 
 } // namespace runnel

@@ -20,9 +20,8 @@ output unreduce(output grad, output x, output axes) {
   return kept * ones_like(x);
 }
 
-} // namespace
-
-void register_math_gradients(gradient_registry& reg) {
+/// Ops with no gradient: shapes, comparisons, indices, random numbers, sources.
+void register_non_differentiable(gradient_registry& reg) {
   for (auto op : {"Shape",
                   "Size",
                   "Rank",
@@ -51,7 +50,10 @@ void register_math_gradients(gradient_registry& reg) {
                   "Placeholder",
                   "VariableV2"})
     reg.add_non_differentiable(op);
+}
 
+/// Element-wise ops: arithmetic, the unary table's rows, casts and selects.
+void register_elementwise_gradients(gradient_registry& reg) {
   reg.add("Identity", [](const gradient_context& c) { return grads{c.grad()}; });
   reg.add("Print", [](const gradient_context& c) { return grads{c.grad()}; });
   reg.add("Add", [](const gradient_context& c) {
@@ -136,6 +138,10 @@ void register_math_gradients(gradient_registry& reg) {
     auto z = zeros_like(g);
     return grads{output(), select(c.input(0), g, z), select(c.input(0), z, g)};
   });
+}
+
+/// MatMul and the reductions.
+void register_reduction_gradients(gradient_registry& reg) {
   reg.add("MatMul", [](const gradient_context& c) {
     bool ta = get_attr<bool>(c.n.attrs, "transpose_a");
     bool tb = get_attr<bool>(c.n.attrs, "transpose_b");
@@ -190,6 +196,10 @@ void register_math_gradients(gradient_registry& reg) {
   };
   reg.add("Min", extremum);
   reg.add("Max", extremum);
+}
+
+/// Ops that move elements: reshapes, transposes, concatenation, gathers.
+void register_reshaping_gradients(gradient_registry& reg) {
   reg.add("Reshape", [](const gradient_context& c) {
     return grads{reshape(c.grad(), shape_of(c.input(0))), output()};
   });
@@ -300,6 +310,10 @@ void register_math_gradients(gradient_registry& reg) {
     auto summed = unsorted_segment_sum(transpose(c.grad(), perm), indices, rows);
     return {transpose(summed, inverse), output(), output()};
   });
+}
+
+/// Fill, packing, splitting, slicing, padding and tiling.
+void register_array_gradients(gradient_registry& reg) {
   reg.add("Fill", [](const gradient_context& c) { return grads{output(), sum(c.grad())}; });
   for (auto op : {"Range", "RandomShuffle"})
     reg.add_non_differentiable(op);
@@ -378,6 +392,10 @@ void register_math_gradients(gradient_registry& reg) {
     }
     return grads{reshape(sum(reshape(c.grad(), split_dims), axes), xs.dims()), output()};
   });
+}
+
+/// Batched matrix products, inverse, determinant, segment sums, stitch and partition.
+void register_linalg_segment_gradients(gradient_registry& reg) {
   reg.add("BatchMatMul", [](const gradient_context& c) {
     bool ax = get_attr<bool>(c.n.attrs, "adj_x"), ay = get_attr<bool>(c.n.attrs, "adj_y");
     auto x = c.input(0), y = c.input(1), g = c.grad();
@@ -425,6 +443,17 @@ void register_math_gradients(gradient_registry& reg) {
     return grads{reshape(dynamic_stitch(where, pieces), shape_of(c.input(0))), output()};
   });
   reg.add_non_differentiable("CheckIndices");
+}
+
+} // namespace
+
+void register_math_gradients(gradient_registry& reg) {
+  register_non_differentiable(reg);
+  register_elementwise_gradients(reg);
+  register_reduction_gradients(reg);
+  register_reshaping_gradients(reg);
+  register_array_gradients(reg);
+  register_linalg_segment_gradients(reg);
 }
 
 } // namespace runnel
