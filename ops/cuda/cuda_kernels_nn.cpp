@@ -15,10 +15,10 @@ gpu_pool_options pool_options(const window_attrs& w) {
           .stride_w = w.stride_w, .padding = w.padding};
 }
 
-} // namespace
+using inputs = cuda_kernel::inputs;
 
-void add_nn_cuda_kernels(cuda_kernel_table& t) {
-  using inputs = cuda_kernel::inputs;
+/// Bias, softmax, losses, convolutions and pooling.
+void add_conv_pool_cuda_kernels(cuda_kernel_table& t) {
   t.emplace("BiasAdd", [](const kernel_construction& c, cuda_device& d) {
     return one_output(d, [name = c.node.name](gpu_context& g, inputs in, tensor* out) {
       return bias_add_cuda(g, in[0], in[1], out, name);
@@ -115,6 +115,10 @@ void add_nn_cuda_kernels(cuda_kernel_table& t) {
                   },
                   {slot_memory::host}); // orig_input_shape on the host
             });
+}
+
+/// The LSTM block kernels.
+void add_lstm_cuda_kernels(cuda_kernel_table& t) {
   t.emplace("LSTMBlockCell", [](const kernel_construction& c, cuda_device& d) {
     gpu_lstm_options o{.forget_bias = float(c.attr<double>("forget_bias")),
                        .cell_clip = float(c.attr<double>("cell_clip")),
@@ -167,6 +171,13 @@ void add_nn_cuda_kernels(cuda_kernel_table& t) {
         },
         std::vector<slot_memory>{slot_memory::host}));
   });
+}
+
+} // namespace
+
+void add_nn_cuda_kernels(cuda_kernel_table& t) {
+  add_conv_pool_cuda_kernels(t);
+  add_lstm_cuda_kernels(t);
 }
 
 } // namespace runnel

@@ -137,9 +137,8 @@ struct apply_op {
   int indices = -1;         ///< input slot of the indices (sparse forms)
 };
 
-} // namespace
-
-void add_state_cuda_kernels(cuda_kernel_table& t) {
+/// Variables, their reads and assignments.
+void add_variable_cuda_kernels(cuda_kernel_table& t) {
   t.emplace("VariableV2", [](const kernel_construction& c, cuda_device&) -> result<std::unique_ptr<kernel>> {
     RUNNEL_ASSIGN_OR_RETURN(auto v, node_variable(c, c.node));
     bool needed = !c.output_value_needed.empty() && c.output_value_needed[0];
@@ -187,6 +186,10 @@ void add_state_cuda_kernels(cuda_kernel_table& t) {
                            return {};
                          });
     });
+}
+
+/// The optimizers' Apply* kernels, dense and sparse.
+void add_optimizer_cuda_kernels(cuda_kernel_table& t) {
   // The optimizers: input slots as the CPU kernels read them (ops/cpu/training.cpp).
   static const std::vector<apply_op> applies{
       {"ApplyGradientDescent", gpu_apply_rule::gradient_descent, 1, {1}, 2},
@@ -243,6 +246,10 @@ void add_state_cuda_kernels(cuda_kernel_table& t) {
                                      in[size_t(a.grad)], in[size_t(a.indices)], node, a.op);
           });
     });
+}
+
+/// The multi-tensor Adam and the scatter updates.
+void add_multi_adam_scatter_cuda_kernels(cuda_kernel_table& t) {
   // The graph optimizer's multi-tensor Adam (ops/optimize/multi_tensor.cpp): N variables, their
   // m and v (locked in that order, the variables by name), 6 shared scalars, N gradients.
   t.emplace("_MultiApplyAdam", [](const kernel_construction& c, cuda_device& d) -> result<std::unique_ptr<kernel>> {
@@ -289,6 +296,14 @@ void add_state_cuda_kernels(cuda_kernel_table& t) {
                            return scatter_cuda(g, kind, s[0]->value, in[1], in[2], node, op);
                          });
     });
+}
+
+} // namespace
+
+void add_state_cuda_kernels(cuda_kernel_table& t) {
+  add_variable_cuda_kernels(t);
+  add_optimizer_cuda_kernels(t);
+  add_multi_adam_scatter_cuda_kernels(t);
 }
 
 } // namespace runnel
