@@ -18,20 +18,21 @@
 
 #include "runnel/actors/cluster/cluster.hpp"
 #include "runnel/actors/data/dataset.hpp"
-#include "runnel/actors/state/saver.hpp"
 #include "runnel/actors/exec/session.hpp"
+#include "runnel/actors/state/saver.hpp"
 #include "runnel/apps/support/app_support.hpp"
-#include "runnel/apps/train/fashion_mnist_data.hpp"
-#include "runnel/apps/train/fashion_mnist_model.hpp"
 #include "runnel/apps/support/records_tools.hpp"
 #include "runnel/apps/support/training_log.hpp"
 #include "runnel/apps/train/device_flags.hpp"
+#include "runnel/apps/train/fashion_mnist_data.hpp"
+#include "runnel/apps/train/fashion_mnist_model.hpp"
+#include "runnel/apps/train/fashion_mnist_setup.hpp"
 #include "runnel/ops/layers/data_flow.hpp"
+#include "runnel/ops/layers/nn_layers.hpp"
+#include "runnel/ops/layers/summary.hpp"
 #include "runnel/ops/train/mixed_precision.hpp"
 #include "runnel/ops/train/optimizers.hpp"
-#include "runnel/ops/layers/nn_layers.hpp"
 #include "runnel/ops/train/replica.hpp"
-#include "runnel/ops/layers/summary.hpp"
 #include "runnel/ops/train/sync_replicas.hpp"
 #include "runnel/storage/checkpoint.hpp"
 #include "runnel/storage/record_index.hpp"
@@ -41,6 +42,7 @@ using namespace runnel::apps;
 
 namespace {
 
+// clang-format off
 const char* usage =
     "usage: fashion_mnist [options]\n"
     "Trains on the 60k Fashion-MNIST images and reports accuracy on the 10k test images.\n"
@@ -90,315 +92,172 @@ const char* usage =
     "                           (implies --input memory)\n"
     "  --auth-token-file FILE   the cluster's shared secret (its first line)\n"
     "  --step-delay-ms N        sleep N ms before each step (a straggler, for tests and demos)\n";
+// clang-format on
 
 int64_t shared_step(session& s, const graph_variable& step) {
   auto r = s.run({}, {step.value}).value();
   return *r[0].data<int64_t>();
 }
 
-std::atomic<int> stop_signal{0};
-void on_signal(int sig) {
-  stop_signal = sig;
-}
-
-int run(const flags& f) {
-  // Distributed: start this task's node first; a ps only serves.
-  std::unique_ptr<cluster_node> node;
-  int ps_tasks = 0, task = 0, workers = 1;
-  bool chief = true;
-  // --connect: the tasks are runnel-node daemons; this process is only a client of worker
-  // `task`'s master (the data is fed from here: --input memory).
-  bool connect = f.has("connect");
-  std::string worker_address, auth_token;
-  if (f.has("auth-token-file"))
-    auth_token = read_token(f.get("auth-token-file", "")).value();
-  if (connect && !f.has("cluster"))
-    throw error(invalid_argument("--connect needs --cluster (the daemons' addresses)"));
-  if (connect && f.get("input", "memory") != "memory")
-    throw error(invalid_argument("--connect feeds the data from this process: use --input memory "
-                                 "(a dataset iterator would live in the daemon)"));
-  bool sync = f.has("sync");
-  if (!sync && (f.has("replicas-to-aggregate") || f.has("sync-timeout")))
-    throw error(invalid_argument("--replicas-to-aggregate and --sync-timeout need --sync"));
-  if (sync && !f.has("cluster"))
-    throw error(invalid_argument("--sync trains replicas on a cluster: give --cluster too"));
-  if (f.has("cluster")) {
-    auto spec = cluster_spec::parse(f.get("cluster", "")).value();
-    std::string job = f.get("job", "worker");
-    task = int(f.get_int("task", 0).value());
-    ps_tasks = spec.num_tasks("ps");
-    workers = spec.num_tasks("worker");
-    if (ps_tasks == 0 || workers == 0)
-      throw error(invalid_argument("--cluster needs a 'ps' job and a 'worker' job"));
-    if (connect && job != "worker")
-      throw error(invalid_argument("--connect trains as a worker: the ps tasks are daemons"));
-    if (!connect)
-      node = cluster_node::start(
-                 {.cluster = spec, .job = job, .task = task, .auth_token = auth_token})
-                 .value();
-    if (job == "ps") {
-      std::signal(SIGINT, on_signal);
-      std::signal(SIGTERM, on_signal);
-      std::fprintf(stderr, "ps task %d: serving the parameters; stop with Ctrl-C\n", task);
-      while (stop_signal.load() == 0)
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      return 0;
-    }
-    if (job != "worker")
-      throw error(invalid_argument("--job must be ps or worker, got '" + job + "'"));
-    if (task < 0 || task >= workers)
-      throw error(invalid_argument("--task " + std::to_string(task) + ": the cluster has " +
-                                   std::to_string(workers) + " worker tasks"));
-    chief = task == 0;
-    worker_address = spec.address("worker", task).value();
-  }
-  auto kind = f.get("model", "mlp");
-  auto opt_name = f.get("optimizer", "adam");
-  if (kind != "mlp" && kind != "softmax" && kind != "cnn")
-    throw error(invalid_argument("--model must be mlp, softmax or cnn, got '" + kind + "'"));
-  if (opt_name != "adam" && opt_name != "sgd" && opt_name != "momentum")
-    throw error(
-        invalid_argument("--optimizer must be adam, sgd or momentum, got '" + opt_name + "'"));
-  auto precision = f.get("precision", "f32");
-  dtype compute = precision == "bf16" ? dtype::bf16 : precision == "f16" ? dtype::f16 : dtype::f32;
-  if (precision != "f32" && precision != "bf16" && precision != "f16")
-    throw error(invalid_argument("--precision must be f32, bf16 or f16, got '" + precision + "'"));
-  if (compute == dtype::f16 && f.has("sync"))
-    throw error(invalid_argument("--precision f16 (loss scaling) does not combine with --sync; "
-                                 "bf16 needs no loss scaling and does"));
-  int epochs = int(f.get_int("epochs", 5).value());
-  int64_t batch = f.get_int("batch", 100).value();
-  double lr = f.get_double("lr", opt_name == "adam" ? 0.001 : 0.1).value();
-  int64_t seed = f.get_int("seed", 1).value();
-  int64_t max_steps = f.get_int("max-steps", -1).value();
-  double min_accuracy = f.get_double("min-accuracy", -1).value();
-  int64_t step_delay_ms = f.get_int("step-delay-ms", 0).value();
-  if (epochs < 1 || batch < 1)
-    throw error(invalid_argument("--epochs and --batch must be positive"));
-  auto data = f.get("data", "/usr/share/datasets/fashion-mnist");
-  auto ckpt_dir = f.get("checkpoint-dir", "runnel-fashion-mnist");
-  auto input = f.get("input", connect ? "memory" : "records");
-  if (input != "records" && input != "memory")
-    throw error(invalid_argument("--input must be records or memory, got '" + input + "'"));
-  bool use_records = input == "records";
-  int64_t limit_train = f.get_int("limit-train", -1).value();
-
-  image_set train, test;
-  std::vector<std::string> train_files;
-  int64_t total_examples = 0; // before sharing among workers
-  if (use_records) {
-    auto dir = f.get("records-dir", "runnel-fashion-mnist-records");
-    train_files = record_shards(dir, data, "train", 4);
-    auto test_files = record_shards(dir, data, "test", 1);
-    std::fprintf(stderr, "reading %s/{train,test}-*-of-* through datasets ...\n", dir.c_str());
-    // The training split is read once here only to count it; batches stream from the dataset.
-    int64_t count = 0;
-    for (auto& file : train_files)
-      count += count_records(file, /*use_index=*/true).value();
-    if (limit_train > 0)
-      count = std::min(limit_train, count);
-    total_examples = count;
-    // With W workers, this one trains on examples task, task + W, ... (dataset::shard).
-    train.labels = tensor(dtype::i32, shape{(count - task + workers - 1) / workers});
-    test = read_split(test_files, -1);
-  } else {
-    std::fprintf(stderr, "loading %s ...\n", data.c_str());
-    train = load_image_set(data + "/train-images-idx3-ubyte.gz",
-                           data + "/train-labels-idx1-ubyte.gz", limit_train)
-                .value();
-    test = load_image_set(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz")
-               .value();
-    total_examples = train.size();
-    if (workers > 1) { // this worker's share: examples task, task + W, ...
-      std::vector<int64_t> share;
-      for (int64_t i = task; i < train.size(); i += workers)
-        share.push_back(i);
-      train = {gather_rows(train.images, share, 0, int64_t(share.size())),
-               gather_rows(train.labels, share, 0, int64_t(share.size()))};
-    }
-  }
-  int64_t train_size = train.labels.dim(0);
-  std::fprintf(stderr,
-               "%lld training%s and %lld test images; model %s (%s math), %s lr %g, batch %lld\n",
-               static_cast<long long>(train_size), workers > 1 ? " (this worker's share)" : "",
-               static_cast<long long>(test.size()), kind.c_str(), precision.c_str(),
-               opt_name.c_str(), lr, static_cast<long long>(batch));
-
-  std::optional<sync_replicas_options> sync_options;
-  if (sync) {
-    int aggregate = int(f.get_int("replicas-to-aggregate", workers).value());
-    if (aggregate < 1 || aggregate > workers)
-      throw error(invalid_argument("--replicas-to-aggregate " + std::to_string(aggregate) +
-                                   " must be in [1, " + std::to_string(workers) +
-                                   "] (the cluster's worker tasks)"));
-    double timeout_s = f.get_double("sync-timeout", 60).value();
-    if (!(timeout_s > 0))
-      throw error(invalid_argument("--sync-timeout must be positive"));
-    sync_options = sync_replicas_options{.replicas_to_aggregate = aggregate,
-                                         .total_num_replicas = workers,
-                                         .replica = task,
-                                         .timeout_ms = int64_t(timeout_s * 1000),
-                                         .worker_device = "/job:worker/task:" +
-                                                          std::to_string(task)};
-    std::fprintf(stderr, "synchronous training: %d of %d workers' gradients per step%s\n",
-                 aggregate, workers, aggregate < workers ? " (the rest are backups)" : "");
-  }
-  auto m = build({.kind = kind,
-                  .opt_name = opt_name,
-                  .lr = lr,
-                  .seed = seed,
-                  .device_fn = f.has("cluster") ? replica_device_setter(ps_tasks, "/job:worker/task:" +
-                                                                               std::to_string(task))
-                                                : nullptr,
-                  .sync = sync_options,
-                  .wire_bf16 = f.has("wire-bf16"),
-                  .compute = compute});
-  saver sv(m->g, {}, {.max_to_keep = 3});
-  auto init = global_variables_initializer(m->g);
-  // TensorBoard: the graph, training and test curves, and (from the chief) the weights'
-  // histograms once per epoch through summary ops.
-  training_log log(f.get("logdir", ""), f.has("cluster") ? "worker-" + std::to_string(task) : "");
-  output weight_histograms;
-  if (log.enabled() && chief) {
-    std::vector<output> hists;
-    for (int id : m->g.collection("trainable_variables"))
-      hists.push_back(histogram_summary(m->g.at(id).name, output(&m->g, {id, 0})));
-    weight_histograms = merge_summary(hists, "weight_histograms");
-  }
-  log.graph(m->g);
-  if (node && (f.has("device") || f.has("simulated-gpus")))
-    throw error(invalid_argument("--device and --simulated-gpus are for a local run; a cluster's "
-                                 "tasks place by their own devices"));
-  std::unique_ptr<runtime> local_rt = node ? nullptr : local_training_runtime(f);
-  runtime& rt = node ? node->rt() : *local_rt;
-  // Distributed, the session runs through this worker's own node: its master places the graph
-  // over the cluster.
-  session_options so;
-  so.auth_token = auth_token;
-  auto s_ptr = f.has("cluster")
-                   ? std::make_unique<session>(rt, m->g, "runnel://" + worker_address, so)
-                   : std::make_unique<session>(rt, m->g);
-  session& s = *s_ptr;
-  int64_t steps_per_epoch = (train_size + batch - 1) / batch;
-  if (sync) // counted in shared steps, the same on every worker: the smallest share's batches
-    steps_per_epoch = std::max<int64_t>(1, (total_examples / workers + batch - 1) / batch);
-  int64_t global_step = 0;
-  if (!chief) {
-    // The chief initializes (or restores) the model; wait until it has.
-    std::fprintf(stderr, "worker %d: waiting for the chief to initialize the model ...\n", task);
+/// Initializes the model, restores --resume's checkpoint, or (not the chief) waits until the chief
+/// has done one of those. Returns the global step to go on from.
+int64_t start_model(session& s, const model& m, operation init, saver& sv, const options& o,
+                    const role& r) {
+  if (!r.chief) {
+    std::fprintf(stderr, "worker %d: waiting for the chief to initialize the model ...\n", r.task);
     for (;;) {
-      std::vector<output> fetches{m->step.value};
-      fetches.insert(fetches.end(), m->ready.begin(), m->ready.end());
-      auto r = s.run({}, fetches);
-      if (r.ok()) {
-        // Asynchronous: this worker counts its own steps. Synchronous: every worker goes by the
-        // shared step.
-        global_step = sync ? *r.value()[0].data<int64_t>() : 0;
-        break;
-      }
-      if (r.error().code() != error_code::failed_precondition &&
-          r.error().code() != error_code::unavailable)
-        throw error(r.error());
+      std::vector<output> fetches{m.step.value};
+      fetches.insert(fetches.end(), m.ready.begin(), m.ready.end());
+      auto run = s.run({}, fetches);
+      if (run.ok()) // asynchronous: this worker counts its own steps; synchronous: the shared step
+        return o.sync ? *run.value()[0].data<int64_t>() : 0;
+      if (run.error().code() != error_code::failed_precondition &&
+          run.error().code() != error_code::unavailable)
+        throw error(run.error());
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-  } else if (f.has("resume")) {
-    auto latest = saver::latest_checkpoint(ckpt_dir);
-    if (!latest) {
-      std::fprintf(stderr, "no checkpoint in %s: starting from scratch\n", ckpt_dir.c_str());
-      throw_if_error(s.run({init}));
-    } else {
-      throw_if_error(sv.restore(s, *latest));
-      global_step = read_checkpoint_global_step(*latest).value().value_or(0);
-      std::fprintf(stderr, "resumed from %s (step %lld)\n", latest->c_str(),
-                   static_cast<long long>(global_step));
-    }
-  } else {
-    throw_if_error(s.run({init}));
   }
-
-  // What --min-accuracy compares the final test loss with: the untrained model's test loss,
-  // measured where this process initializes the model. A worker that joins a model the chief
-  // initialized (and may have trained), or a resumed run, uses the loss of predicting all ten
-  // classes uniformly, ln 10, which is where these models start (softmax: exactly).
-  double untrained_loss = std::log(10.0);
-  auto evaluate = [&] {
-    // In slices of 1,000 images: a conv net's activations for all 10,000 at once take GBs.
-    double loss_sum = 0, acc_sum = 0;
-    int64_t n = test.size();
-    std::vector<int64_t> all(static_cast<size_t>(n));
-    std::iota(all.begin(), all.end(), 0);
-    for (int64_t b = 0; b < n; b += 1000) {
-      int64_t e = std::min(n, b + 1000);
-      feed_list feeds{{m->x, gather_rows(test.images, all, b, e)},
-                      {m->y, gather_rows(test.labels, all, b, e)}};
-      if (m->training.valid())
-        feeds.emplace_back(m->training, tensor::scalar<bool>(false));
-      auto r = s.run(feeds, {m->loss, m->accuracy}).value();
-      loss_sum += *r[0].data<float>() * double(e - b);
-      acc_sum += *r[1].data<float>() * double(e - b);
+  if (o.resume) {
+    auto latest = saver::latest_checkpoint(o.ckpt_dir);
+    if (latest) {
+      throw_if_error(sv.restore(s, *latest));
+      int64_t step = read_checkpoint_global_step(*latest).value().value_or(0);
+      std::fprintf(stderr, "resumed from %s (step %lld)\n", latest->c_str(),
+                   static_cast<long long>(step));
+      return step;
     }
-    return std::pair<double, double>{loss_sum / double(n), acc_sum / double(n)};
-  };
-  if (chief && !f.has("resume") && min_accuracy >= 0)
-    untrained_loss = evaluate().first;
+    std::fprintf(stderr, "no checkpoint in %s: starting from scratch\n", o.ckpt_dir.c_str());
+  }
+  throw_if_error(s.run({init}));
+  return 0;
+}
 
+/// The test loss and accuracy, in slices of 1,000 images (a conv net's activations for all
+/// 10,000 at once take GBs).
+std::pair<double, double> evaluate(session& s, const model& m, const image_set& test) {
+  double loss_sum = 0, acc_sum = 0;
+  int64_t n = test.size();
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  std::iota(all.begin(), all.end(), 0);
+  for (int64_t b = 0; b < n; b += 1000) {
+    int64_t e = std::min(n, b + 1000);
+    feed_list feeds{{m.x, gather_rows(test.images, all, b, e)},
+                    {m.y, gather_rows(test.labels, all, b, e)}};
+    if (m.training.valid())
+      feeds.emplace_back(m.training, tensor::scalar<bool>(false));
+    auto r = s.run(feeds, {m.loss, m.accuracy}).value();
+    loss_sum += *r[0].data<float>() * double(e - b);
+    acc_sum += *r[1].data<float>() * double(e - b);
+  }
+  return {loss_sum / double(n), acc_sum / double(n)};
+}
+
+/// --trace: one evaluation step on 100 test images, its timeline as Chrome trace JSON.
+void write_trace(session& s, const model& m, const image_set& test, const std::string& path) {
+  run_metadata md;
+  int64_t n = std::min<int64_t>(100, test.size());
+  std::vector<int64_t> first(static_cast<size_t>(n));
+  std::iota(first.begin(), first.end(), 0);
+  feed_list feeds{{m.x, gather_rows(test.images, first, 0, n)},
+                  {m.y, gather_rows(test.labels, first, 0, n)}};
+  if (m.training.valid())
+    feeds.emplace_back(m.training, tensor::scalar<bool>(false));
+  throw_if_error(s.run(feeds, {m.loss, m.accuracy}, {}, {.trace = true}, &md).error());
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (!out)
+    throw error(not_found("cannot write trace file " + path));
+  auto json = md.to_chrome_trace();
+  std::fwrite(json.data(), 1, json.size(), out);
+  if (std::fclose(out) != 0)
+    throw error(data_loss("cannot write trace file " + path));
+  std::fprintf(stderr, "trace of one step (%zu nodes) -> %s\n", md.nodes.size(), path.c_str());
+}
+
+/// One epoch's running sums: the whole epoch's and the current curve point's.
+struct epoch_sums {
+  double loss = 0, acc = 0, window_loss = 0, window_acc = 0;
+  int64_t n = 0, window = 0;
+};
+
+/// The training loop, epoch after epoch, with its curve, progress line and checkpoints.
+struct trainer {
+  session& s;
+  model& m;
+  runtime& rt;
+  const options& o;
+  const role& r;
+  const datasets& d;
+  training_log& log;
+  saver& sv;
+  output weight_histograms; ///< the chief's, with --logdir
+  int64_t steps_per_epoch;
+  int64_t total_steps;
+  int64_t global_step;
+  progress_line progress{total_steps, o.epochs};
   std::vector<curve_point> curve;
-  int64_t total_steps = int64_t(epochs) * steps_per_epoch;
-  if (max_steps > 0)
-    total_steps = std::min(total_steps, max_steps);
-  progress_line progress(total_steps, epochs);
-  std::vector<int64_t> order(static_cast<size_t>(train_size));
-  double last_loss = 0, test_accuracy = 0, test_loss = 0;
+  std::vector<int64_t> order = std::vector<int64_t>(size_t(d.train.labels.dim(0)));
+  double test_loss = 0, test_accuracy = 0, last_loss = 0;
   std::string last_checkpoint;
-  int start_epoch = int(global_step / steps_per_epoch);
   bool training_ended = false;
   // Steps after the first (which includes building the instance), and when they ran.
   std::chrono::steady_clock::time_point first_step_done, last_step_done;
   int64_t timed_steps = 0;
-  // Synchronous workers go by the shared step, which may move back (a restarted chief restores a
-  // checkpoint) or jump (a late worker): they train until it reaches the total, however many
-  // passes over their share that takes.
-  for (int epoch = start_epoch;
-       (sync || epoch < epochs) && global_step < total_steps && !training_ended; ++epoch) {
-    uint64_t epoch_seed = uint64_t(seed * 1000 + epoch);
-    int64_t resume_batches = global_step % steps_per_epoch;
-    if (use_records) {
-      // This epoch's data: a fixed seed per epoch, so a resumed run skips exactly the batches it
-      // already trained on.
-      auto ds = dataset::records(train_files);
-      if (limit_train > 0)
-        ds = ds.take(limit_train);
-      if (workers > 1)
-        ds = ds.shard(workers, task);
-      ds = ds.shuffle(10'000, epoch_seed + uint64_t(task) * 7919, false)
-               .batch(batch)
-               .skip(resume_batches)
-               .map(decode_batch(), 2)
-               .prefetch(4);
-      throw_if_error(initialize_iterator(rt, "train", ds));
-    } else {
-      std::iota(order.begin(), order.end(), 0);
-      std::shuffle(order.begin(), order.end(), std::mt19937_64(epoch_seed + uint64_t(task) * 7919));
+
+  /// Synchronous workers go by the shared step, which may move back (a restarted chief restores
+  /// a checkpoint) or jump (a late worker): they train until it reaches the total, however many
+  /// passes over their share that takes.
+  void run() {
+    for (int epoch = int(global_step / steps_per_epoch);
+         (o.sync || epoch < o.epochs) && global_step < total_steps && !training_ended; ++epoch) {
+      epoch_sums sums;
+      train_steps(epoch, sums);
+      end_epoch(epoch, sums);
     }
-    double loss_sum = 0, acc_sum = 0, window_loss = 0, window_acc = 0;
-    int64_t n = 0, window = 0;
-    progress.start_epoch(global_step, global_step * batch);
+  }
+
+  /// This epoch's data: a fixed seed per epoch, so a resumed run skips exactly the batches it
+  /// already trained on.
+  void start_data(int epoch, int64_t resume_batches) {
+    uint64_t epoch_seed = uint64_t(o.seed * 1000 + epoch) + uint64_t(r.task) * 7919;
+    if (!o.use_records) {
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), std::mt19937_64(epoch_seed));
+      return;
+    }
+    auto ds = dataset::records(d.train_files);
+    if (o.limit_train > 0)
+      ds = ds.take(o.limit_train);
+    if (r.workers > 1)
+      ds = ds.shard(r.workers, r.task);
+    ds = ds.shuffle(10'000, epoch_seed, false)
+             .batch(o.batch)
+             .skip(resume_batches)
+             .map(decode_batch(), 2)
+             .prefetch(4);
+    throw_if_error(initialize_iterator(rt, "train", ds));
+  }
+
+  void train_steps(int epoch, epoch_sums& sums) {
+    int64_t resume_batches = global_step % steps_per_epoch;
+    start_data(epoch, resume_batches);
+    progress.start_epoch(global_step, global_step * o.batch);
     int64_t log_every = std::max<int64_t>(1, steps_per_epoch / 10);
-    for (int64_t b = resume_batches * batch; b < train_size; b += batch) {
+    int64_t train_size = d.train.labels.dim(0);
+    for (int64_t b = resume_batches * o.batch; b < train_size; b += o.batch) {
       feed_list feeds;
-      if (!use_records) {
-        int64_t e = std::min(train_size, b + batch);
-        feeds = {{m->x, gather_rows(train.images, order, b, e)},
-                 {m->y, gather_rows(train.labels, order, b, e)}};
+      if (!o.use_records) {
+        int64_t e = std::min(train_size, b + o.batch);
+        feeds = {{m.x, gather_rows(d.train.images, order, b, e)},
+                 {m.y, gather_rows(d.train.labels, order, b, e)}};
       }
-      if (m->training.valid())
-        feeds.emplace_back(m->training, tensor::scalar<bool>(true));
-      if (step_delay_ms > 0)
-        std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms));
-      std::vector<output> fetches{m->loss, m->accuracy};
-      if (m->sync)
-        fetches.push_back(m->sync_step);
-      auto step = s.run(feeds, fetches, {m->train});
+      if (m.training.valid())
+        feeds.emplace_back(m.training, tensor::scalar<bool>(true));
+      if (o.step_delay_ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.step_delay_ms));
+      std::vector<output> fetches{m.loss, m.accuracy};
+      if (m.sync)
+        fetches.push_back(m.sync_step);
+      auto step = s.run(feeds, fetches, {m.train});
       if (first_step_done.time_since_epoch().count() == 0)
         first_step_done = std::chrono::steady_clock::now();
       else
@@ -411,118 +270,228 @@ int run(const flags& f) {
         }
         break; // the dataset ended (the last batch may be smaller), or the chief ended training
       }
-      auto r = std::move(step).value();
-      double l = *r[0].data<float>(), a = *r[1].data<float>();
-      loss_sum += l;
-      acc_sum += a;
-      window_loss += l;
-      window_acc += a;
-      ++n;
-      ++window;
+      auto out = std::move(step).value();
+      double l = *out[0].data<float>(), a = *out[1].data<float>();
+      sums.loss += l;
+      sums.acc += a;
+      sums.window_loss += l;
+      sums.window_acc += a;
+      ++sums.n;
+      ++sums.window;
       ++global_step;
-      if (m->sync) // the shared step this worker goes on from (all workers see the same)
-        global_step = *r[2].data<int64_t>();
-      if (window == log_every) { // a point of the training curve (no test evaluation)
-        log.scalar("train/loss", window_loss / double(window), global_step);
-        log.scalar("train/accuracy", window_acc / double(window), global_step);
-        curve.push_back({epoch + 1, global_step, window_loss / double(window),
-                         window_acc / double(window), -1});
-        window_loss = window_acc = 0;
-        window = 0;
+      if (m.sync) // the shared step this worker goes on from (all workers see the same)
+        global_step = *out[2].data<int64_t>();
+      if (sums.window == log_every) { // a point of the training curve (no test evaluation)
+        add_curve_point(epoch, sums, -1);
+        sums.window_loss = sums.window_acc = 0;
+        sums.window = 0;
       }
-      progress.update(epoch + 1, global_step, loss_sum / double(n), acc_sum / double(n),
-                      global_step * batch);
+      progress.update(epoch + 1, global_step, sums.loss / double(sums.n), sums.acc / double(sums.n),
+                      global_step * o.batch);
       if (global_step >= total_steps)
         break;
     }
-    last_loss = n ? loss_sum / double(n) : last_loss;
+  }
+
+  void add_curve_point(int epoch, const epoch_sums& sums, double test_acc) {
+    double loss = sums.window_loss / double(sums.window),
+           acc = sums.window_acc / double(sums.window);
+    if (test_acc < 0) {
+      log.scalar("train/loss", loss, global_step);
+      log.scalar("train/accuracy", acc, global_step);
+    }
+    curve.push_back({epoch + 1, global_step, loss, acc, test_acc});
+  }
+
+  /// The test evaluation, TensorBoard's points, the chief's checkpoint and the epoch's line.
+  void end_epoch(int epoch, const epoch_sums& sums) {
+    last_loss = sums.n ? sums.loss / double(sums.n) : last_loss;
     progress.finish();
     auto eval_start = std::chrono::steady_clock::now();
-    std::tie(test_loss, test_accuracy) = evaluate();
+    std::tie(test_loss, test_accuracy) = evaluate(s, m, d.test);
     double eval_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
     log.scalar("test/loss", test_loss, global_step);
     log.scalar("test/accuracy", test_accuracy, global_step);
     if (weight_histograms.valid())
       log.summary(s.run({}, {weight_histograms}).value()[0], global_step);
-    if (chief) // named by the shared global_step, which counts every worker's steps
-      last_checkpoint = sv.save(s, ckpt_dir + "/model", shared_step(s, m->step)).value();
+    if (r.chief) // named by the shared global_step, which counts every worker's steps
+      last_checkpoint = sv.save(s, o.ckpt_dir + "/model", shared_step(s, m.step)).value();
     std::fprintf(stderr,
                  "epoch %d: train loss %.4f, train accuracy %.4f, test accuracy %.4f -> %s "
                  "(training %s at %.0f ex/s, evaluation %s)\n",
-                 epoch + 1, last_loss, n ? acc_sum / double(n) : 0.0, test_accuracy,
+                 epoch + 1, last_loss, sums.n ? sums.acc / double(sums.n) : 0.0, test_accuracy,
                  last_checkpoint.c_str(), format_seconds(progress.epoch_seconds()).c_str(),
                  progress.epoch_rate(), format_seconds(eval_seconds).c_str());
-    if (window == 0 && !curve.empty() && curve.back().step == global_step)
+    if (sums.window == 0 && !curve.empty() && curve.back().step == global_step)
       curve.back().test_accuracy = test_accuracy;
-    else if (window > 0)
-      curve.push_back({epoch + 1, global_step, window_loss / double(window),
-                       window_acc / double(window), test_accuracy});
+    else if (sums.window > 0)
+      add_curve_point(epoch, sums, test_accuracy);
   }
-  if (m->sync && chief) { // the other workers' next step ends with "training ended"
-    auto dropped = s.run({}, {m->sync->ops().dropped}).value()[0];
+};
+
+/// The chief's histograms of every trainable variable, once per epoch (--logdir).
+output weight_histograms_of(model& m, const training_log& log, const role& r) {
+  if (!log.enabled() || !r.chief)
+    return {};
+  std::vector<output> hists;
+  for (int id : m.g.collection("trainable_variables"))
+    hists.push_back(histogram_summary(m.g.at(id).name, output(&m.g, {id, 0})));
+  return merge_summary(hists, "weight_histograms");
+}
+
+/// What training ends with: the sync stop, the trace, the curves, the summary lines; the exit
+/// status --min-accuracy asks for.
+int finish(const flags& f, trainer& t, double untrained_loss) {
+  session& s = t.s;
+  model& m = t.m;
+  if (m.sync && t.r.chief) { // the other workers' next step ends with "training ended"
+    auto dropped = s.run({}, {m.sync->ops().dropped}).value()[0];
     std::printf("sync: %lld stale gradients dropped\n",
                 static_cast<long long>(*dropped.data<int64_t>()));
-    throw_if_error(s.run({m->sync->ops().stop}));
+    throw_if_error(s.run({m.sync->ops().stop}));
   }
-  if (curve.empty())
-    std::tie(test_loss, test_accuracy) = evaluate();
-  if (f.has("trace")) {
-    run_metadata md;
-    int64_t n = std::min<int64_t>(100, test.size());
-    std::vector<int64_t> first(static_cast<size_t>(n));
-    std::iota(first.begin(), first.end(), 0);
-    feed_list feeds{{m->x, gather_rows(test.images, first, 0, n)},
-                    {m->y, gather_rows(test.labels, first, 0, n)}};
-    if (m->training.valid())
-      feeds.emplace_back(m->training, tensor::scalar<bool>(false));
-    throw_if_error(s.run(feeds,
-                         {m->loss, m->accuracy}, {}, {.trace = true}, &md)
-                       .error());
-    auto path = f.get("trace", "");
-    std::FILE* out = std::fopen(path.c_str(), "w");
-    if (!out)
-      throw error(not_found("cannot write trace file " + path));
-    auto json = md.to_chrome_trace();
-    std::fwrite(json.data(), 1, json.size(), out);
-    if (std::fclose(out) != 0)
-      throw error(data_loss("cannot write trace file " + path));
-    std::fprintf(stderr, "trace of one step (%zu nodes) -> %s\n", md.nodes.size(), path.c_str());
-  }
+  if (t.curve.empty())
+    std::tie(t.test_loss, t.test_accuracy) = evaluate(s, m, t.d.test);
+  if (f.has("trace"))
+    write_trace(s, m, t.d.test, f.get("trace", ""));
   if (f.has("csv"))
-    throw_if_error(write_curve_csv(f.get("csv", ""), curve));
+    throw_if_error(write_curve_csv(f.get("csv", ""), t.curve));
   if (f.has("plot"))
-    throw_if_error(write_curve_svg(f.get("plot", ""), "Fashion-MNIST " + kind, curve));
-  log.close();
-  if (!last_checkpoint.empty())
-    std::printf("checkpoint: %s\n", last_checkpoint.c_str());
-  if (timed_steps > 0) // what bench/sync_backup_bench.sh reads
-    std::printf("step time: %.3f ms (mean of %lld steps after the first)\n",
-                std::chrono::duration<double, std::milli>(last_step_done - first_step_done).count() /
-                    double(timed_steps),
-                static_cast<long long>(timed_steps));
-  std::printf("test accuracy: %.4f\n", test_accuracy);
-  if (min_accuracy >= 0) {
-    if (test_accuracy < min_accuracy) {
-      std::fprintf(stderr, "FAILED: test accuracy %.4f < %.4f\n", test_accuracy, min_accuracy);
-      return 3;
-    }
-    if (!(test_loss < untrained_loss)) {
-      std::fprintf(stderr, "FAILED: the test loss %.4f is not below the untrained model's %.4f\n",
-                   test_loss, untrained_loss);
-      return 3;
-    }
+    throw_if_error(write_curve_svg(f.get("plot", ""), "Fashion-MNIST " + t.o.kind, t.curve));
+  t.log.close();
+  if (!t.last_checkpoint.empty())
+    std::printf("checkpoint: %s\n", t.last_checkpoint.c_str());
+  if (t.timed_steps > 0) // what bench/sync_backup_bench.sh reads
+    std::printf(
+        "step time: %.3f ms (mean of %lld steps after the first)\n",
+        std::chrono::duration<double, std::milli>(t.last_step_done - t.first_step_done).count() /
+            double(t.timed_steps),
+        static_cast<long long>(t.timed_steps));
+  std::printf("test accuracy: %.4f\n", t.test_accuracy);
+  if (t.o.min_accuracy < 0)
+    return 0;
+  if (t.test_accuracy < t.o.min_accuracy) {
+    std::fprintf(stderr, "FAILED: test accuracy %.4f < %.4f\n", t.test_accuracy, t.o.min_accuracy);
+    return 3;
+  }
+  if (!(t.test_loss < untrained_loss)) {
+    std::fprintf(stderr, "FAILED: the test loss %.4f is not below the untrained model's %.4f\n",
+                 t.test_loss, untrained_loss);
+    return 3;
   }
   return 0;
+}
+
+int run(const flags& f) {
+  options o = parse_options(f);
+  // Distributed: start this task's node first; a ps only serves.
+  role r = join_cluster(f, o);
+  if (r.served_parameters)
+    return 0;
+  datasets d = load_data(f, o, r);
+  int64_t train_size = d.train.labels.dim(0);
+  std::fprintf(stderr,
+               "%lld training%s and %lld test images; model %s (%s math), %s lr %g, batch %lld\n",
+               static_cast<long long>(train_size), r.workers > 1 ? " (this worker's share)" : "",
+               static_cast<long long>(d.test.size()), o.kind.c_str(), o.precision.c_str(),
+               o.opt_name.c_str(), o.lr, static_cast<long long>(o.batch));
+  std::optional<sync_replicas_options> sync_options;
+  if (o.sync)
+    sync_options = sync_options_of(f, r);
+  std::string worker_device = "/job:worker/task:" + std::to_string(r.task);
+  auto m = build(
+      {.kind = o.kind,
+       .opt_name = o.opt_name,
+       .lr = o.lr,
+       .seed = o.seed,
+       .device_fn = f.has("cluster") ? replica_device_setter(r.ps_tasks, worker_device) : nullptr,
+       .sync = sync_options,
+       .wire_bf16 = f.has("wire-bf16"),
+       .compute = o.compute});
+  saver sv(m->g, {}, {.max_to_keep = 3});
+  auto init = global_variables_initializer(m->g);
+  // TensorBoard: the graph, training and test curves, and (from the chief) the weights'
+  // histograms once per epoch through summary ops.
+  training_log log(f.get("logdir", ""), f.has("cluster") ? "worker-" + std::to_string(r.task) : "");
+  output weight_histograms = weight_histograms_of(*m, log, r);
+  log.graph(m->g);
+  if (r.node && (f.has("device") || f.has("simulated-gpus")))
+    throw error(invalid_argument("--device and --simulated-gpus are for a local run; a cluster's "
+                                 "tasks place by their own devices"));
+  std::unique_ptr<runtime> local_rt = r.node ? nullptr : local_training_runtime(f);
+  runtime& rt = r.node ? r.node->rt() : *local_rt;
+  // Distributed, the session runs through this worker's own node: its master places the graph
+  // over the cluster.
+  session_options so;
+  so.auth_token = o.auth_token;
+  auto s = f.has("cluster")
+               ? std::make_unique<session>(rt, m->g, "runnel://" + r.worker_address, so)
+               : std::make_unique<session>(rt, m->g);
+  int64_t steps_per_epoch = (train_size + o.batch - 1) / o.batch;
+  if (o.sync) // counted in shared steps, the same on every worker: the smallest share's batches
+    steps_per_epoch = std::max<int64_t>(1, (d.total_examples / r.workers + o.batch - 1) / o.batch);
+  int64_t global_step = start_model(*s, *m, init, sv, o, r);
+  // What --min-accuracy compares the final test loss with: the untrained model's test loss,
+  // measured where this process initializes the model. A worker that joins a model the chief
+  // initialized (and may have trained), or a resumed run, uses the loss of predicting all ten
+  // classes uniformly, ln 10, which is where these models start (softmax: exactly).
+  double untrained_loss = std::log(10.0);
+  if (r.chief && !o.resume && o.min_accuracy >= 0)
+    untrained_loss = evaluate(*s, *m, d.test).first;
+  int64_t total_steps = int64_t(o.epochs) * steps_per_epoch;
+  if (o.max_steps > 0)
+    total_steps = std::min(total_steps, o.max_steps);
+  trainer t{.s = *s,
+            .m = *m,
+            .rt = rt,
+            .o = o,
+            .r = r,
+            .d = d,
+            .log = log,
+            .sv = sv,
+            .weight_histograms = weight_histograms,
+            .steps_per_epoch = steps_per_epoch,
+            .total_steps = total_steps,
+            .global_step = global_step};
+  t.run();
+  return finish(f, t, untrained_loss);
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
   return app_main("fashion_mnist", argc, argv, usage,
-                  {"cluster", "job", "task", "sync", "replicas-to-aggregate", "sync-timeout", "step-delay-ms", "wire-bf16", "precision", "device", "simulated-gpus", "connect", "auth-token-file",
-                   "model", "epochs", "batch", "optimizer", "lr", "data", "input", "records-dir",
-                   "checkpoint-dir", "trace",
-                   "resume", "csv", "plot", "logdir", "limit-train", "max-steps", "min-accuracy", "seed"},
+                  {"cluster",
+                   "job",
+                   "task",
+                   "sync",
+                   "replicas-to-aggregate",
+                   "sync-timeout",
+                   "step-delay-ms",
+                   "wire-bf16",
+                   "precision",
+                   "device",
+                   "simulated-gpus",
+                   "connect",
+                   "auth-token-file",
+                   "model",
+                   "epochs",
+                   "batch",
+                   "optimizer",
+                   "lr",
+                   "data",
+                   "input",
+                   "records-dir",
+                   "checkpoint-dir",
+                   "trace",
+                   "resume",
+                   "csv",
+                   "plot",
+                   "logdir",
+                   "limit-train",
+                   "max-steps",
+                   "min-accuracy",
+                   "seed"},
                   run);
 }
