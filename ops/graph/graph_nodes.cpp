@@ -58,8 +58,7 @@ status graph::import_inputs(node& n) {
     const flow_context* from = context(at(c).context);
     if (from != context_)
       return invalid_argument("node '" + n.name + "' (op " + n.op + ") in " + where(context_) +
-                              " has a control input from '" + at(c).name + "' in " +
-                              where(from) +
+                              " has a control input from '" + at(c).name + "' in " + where(from) +
                               ": control dependencies cannot cross into or out of a while "
                               "loop or cond branch (make the dependency outside it)");
   }
@@ -118,133 +117,133 @@ std::vector<output> graph::build(std::string_view op, std::string_view name_hint
   return outs;
 }
 
-result<int> graph::finish_node(node n) {
-  auto context = "node '" + n.name + "' (op " + n.op + ")";
-  auto fail = [&](const status& s) { return s.with_context(context); };
-  auto def_r = ops_->lookup(n.op);
-  if (!def_r)
-    return fail(def_r.error());
-  const op_def& def = *def_r.value();
-  n.def = &def;
+namespace {
 
-  // Drop internal attributes the op does not declare; reject unknown public ones.
-  for (auto it = n.attrs.begin(); it != n.attrs.end();) {
-    if (!def.find_attr_def(it->first)) {
-      if (it->first.empty() || it->first[0] != '_')
-        return fail(invalid_argument("unknown attribute '" + it->first + "' for op " + n.op));
+/// How many inputs argument `arg` (the a-th) takes, from its list or number attribute, inferring
+/// the attribute from the inputs left when the node does not give it (later arguments are single
+/// tensors). `k` is the first input it takes.
+result<int64_t> argument_count(const graph& g, node& n, const op_def& def, size_t a, size_t k,
+                               const std::vector<dtype>*& list_types) {
+  auto& arg = def.inputs[a];
+  size_t after = def.inputs.size() - a - 1;
+  list_types = nullptr;
+  if (!arg.type_list_attr.empty()) {
+    auto it = n.attrs.find(arg.type_list_attr);
+    if (it == n.attrs.end()) {
+      std::vector<dtype> types;
+      for (size_t j = k; j + after < n.inputs.size(); ++j)
+        types.push_back(g.at(n.inputs[j].node).output_types[size_t(n.inputs[j].index)]);
+      it = n.attrs.emplace(arg.type_list_attr, types).first;
     }
-    ++it;
+    list_types = std::get_if<std::vector<dtype>>(&it->second);
+    if (!list_types)
+      return invalid_argument("attribute '" + arg.type_list_attr + "' must be a list of types");
+    return int64_t(list_types->size());
   }
+  if (arg.number_attr.empty())
+    return int64_t(1);
+  auto it = n.attrs.find(arg.number_attr);
+  if (it == n.attrs.end()) {
+    int64_t count = std::max<int64_t>(0, int64_t(n.inputs.size()) - int64_t(k) - int64_t(after));
+    n.attrs[arg.number_attr] = count;
+    return count;
+  }
+  if (auto* c = std::get_if<int64_t>(&it->second))
+    return *c;
+  return invalid_argument("attribute '" + arg.number_attr + "' must be an int");
+}
 
-  // Match inputs to argument definitions, inferring type and number attributes.
+/// Input k, the j-th of argument `arg`: a variable where the argument is a ref, of the list's,
+/// the fixed or the type attribute's dtype (inferring the attribute from the first such input).
+status check_input(const graph& g, node& n, const arg_def& arg, size_t k, int64_t j,
+                   const std::vector<dtype>* list_types) {
+  auto e = n.inputs[k];
+  auto& producer = g.at(e.node);
+  dtype t = producer.output_types[size_t(e.index)];
+  std::string input = "input " + std::to_string(k) + " ('" + arg.name;
+  if (arg.is_ref && !producer.def->stateful)
+    return invalid_argument(input + "') must be a variable, but comes from '" + producer.name +
+                            "' (op " + producer.op + ")");
+  if (list_types) {
+    dtype want = (*list_types)[size_t(j)];
+    if (t != want)
+      return invalid_argument(input + "[" + std::to_string(j) + "]') must be " +
+                              std::string(name(want)) + " (attribute " + arg.type_list_attr +
+                              "), got " + std::string(name(t)) + " from '" + g.endpoint_name(e) +
+                              "'");
+    return {};
+  }
+  if (arg.fixed != dtype::invalid) {
+    if (t != arg.fixed)
+      return invalid_argument(input + "') must be " + std::string(name(arg.fixed)) + ", got " +
+                              std::string(name(t)) + " from '" + g.endpoint_name(e) + "'");
+    return {};
+  }
+  auto it = n.attrs.find(arg.type_attr);
+  if (it == n.attrs.end()) {
+    n.attrs[arg.type_attr] = t;
+  } else if (auto* want = std::get_if<dtype>(&it->second); want && *want != t) {
+    return invalid_argument(input + "') has dtype " + std::string(name(t)) + " from '" +
+                            g.endpoint_name(e) + "', but " + arg.type_attr + " is " +
+                            std::string(name(*want)) + " (all inputs of type " + arg.type_attr +
+                            " must agree)");
+  }
+  return {};
+}
+
+/// Matches the inputs to the argument definitions, inferring type and number attributes.
+status match_inputs(const graph& g, node& n, const op_def& def) {
   size_t k = 0;
   for (size_t a = 0; a < def.inputs.size(); ++a) {
-    auto& arg = def.inputs[a];
-    int64_t count = 1;
     const std::vector<dtype>* list_types = nullptr;
-    if (!arg.type_list_attr.empty()) {
-      auto it = n.attrs.find(arg.type_list_attr);
-      if (it == n.attrs.end()) {
-        // Inferred from the inputs this list receives (later args are single tensors).
-        size_t after = def.inputs.size() - a - 1;
-        std::vector<dtype> types;
-        for (size_t j = k; j + after < n.inputs.size(); ++j)
-          types.push_back(at(n.inputs[j].node).output_types[size_t(n.inputs[j].index)]);
-        it = n.attrs.emplace(arg.type_list_attr, types).first;
-      }
-      list_types = std::get_if<std::vector<dtype>>(&it->second);
-      if (!list_types)
-        return fail(invalid_argument("attribute '" + arg.type_list_attr +
-                                     "' must be a list of types"));
-      count = int64_t(list_types->size());
-    } else if (!arg.number_attr.empty()) {
-      auto it = n.attrs.find(arg.number_attr);
-      if (it == n.attrs.end()) {
-        size_t after = def.inputs.size() - a - 1; // later args are single tensors
-        count = int64_t(n.inputs.size()) - int64_t(k) - int64_t(after);
-        if (count < 0)
-          count = 0;
-        n.attrs[arg.number_attr] = count;
-      } else if (auto* c = std::get_if<int64_t>(&it->second)) {
-        count = *c;
-      } else {
-        return fail(invalid_argument("attribute '" + arg.number_attr + "' must be an int"));
-      }
-    }
+    RUNNEL_ASSIGN_OR_RETURN(int64_t count, argument_count(g, n, def, a, k, list_types));
     for (int64_t j = 0; j < count; ++j, ++k) {
       if (k >= n.inputs.size())
-        return fail(invalid_argument("expects " +
-                                     std::string(def.inputs.size() == 1 ? "input " : "inputs ") +
-                                     "for argument '" + arg.name + "' but got only " +
-                                     std::to_string(n.inputs.size()) + " inputs"));
-      auto e = n.inputs[k];
-      auto& producer = at(e.node);
-      dtype t = producer.output_types[size_t(e.index)];
-      if (arg.is_ref && !producer.def->stateful)
-        return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
-                                     "') must be a variable, but comes from '" + producer.name +
-                                     "' (op " + producer.op + ")"));
-      if (list_types) {
-        dtype want = (*list_types)[size_t(j)];
-        if (t != want)
-          return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name + "[" +
-                                       std::to_string(j) + "]') must be " +
-                                       std::string(name(want)) + " (attribute " +
-                                       arg.type_list_attr + "), got " + std::string(name(t)) +
-                                       " from '" + endpoint_name(e) + "'"));
-        continue;
-      }
-      if (arg.fixed != dtype::invalid) {
-        if (t != arg.fixed)
-          return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
-                                       "') must be " + std::string(name(arg.fixed)) + ", got " +
-                                       std::string(name(t)) + " from '" + endpoint_name(e) + "'"));
-        continue;
-      }
-      auto it = n.attrs.find(arg.type_attr);
-      if (it == n.attrs.end()) {
-        n.attrs[arg.type_attr] = t;
-      } else if (auto* want = std::get_if<dtype>(&it->second); want && *want != t) {
-        return fail(invalid_argument("input " + std::to_string(k) + " ('" + arg.name +
-                                     "') has dtype " + std::string(name(t)) + " from '" +
-                                     endpoint_name(e) + "', but " + arg.type_attr + " is " +
-                                     std::string(name(*want)) + " (all inputs of type " +
-                                     arg.type_attr + " must agree)"));
-      }
+        return invalid_argument("expects " +
+                                std::string(def.inputs.size() == 1 ? "input " : "inputs ") +
+                                "for argument '" + def.inputs[a].name + "' but got only " +
+                                std::to_string(n.inputs.size()) + " inputs");
+      RUNNEL_RETURN_IF_ERROR(check_input(g, n, def.inputs[a], k, j, list_types));
     }
   }
   if (k != n.inputs.size())
-    return fail(invalid_argument("takes " + std::to_string(k) + " inputs, got " +
-                                 std::to_string(n.inputs.size())));
+    return invalid_argument("takes " + std::to_string(k) + " inputs, got " +
+                            std::to_string(n.inputs.size()));
+  return {};
+}
 
-  // Defaults, required attributes, attribute types and allowed dtypes.
+/// Defaults, required attributes, attribute types and allowed dtypes.
+status check_attrs(node& n, const op_def& def) {
   for (auto& ad : def.attrs) {
     auto it = n.attrs.find(ad.name);
     if (it == n.attrs.end()) {
       if (!ad.default_value)
-        return fail(invalid_argument("missing required attribute '" + ad.name + "' (" +
-                                     to_string(ad.type) + ")"));
+        return invalid_argument("missing required attribute '" + ad.name + "' (" +
+                                to_string(ad.type) + ")");
       it = n.attrs.emplace(ad.name, *ad.default_value).first;
     }
     if (ad.type == attr_type::real && std::holds_alternative<int64_t>(it->second))
       it->second = double(std::get<int64_t>(it->second));
     if (type_of(it->second) != ad.type)
-      return fail(invalid_argument("attribute '" + ad.name + "' must be " + to_string(ad.type) +
-                                   ", got " + to_string(type_of(it->second))));
+      return invalid_argument("attribute '" + ad.name + "' must be " + to_string(ad.type) +
+                              ", got " + to_string(type_of(it->second)));
     if (ad.type == attr_type::type && !ad.allowed.empty()) {
       dtype t = std::get<dtype>(it->second);
       if (std::find(ad.allowed.begin(), ad.allowed.end(), t) == ad.allowed.end()) {
         std::string allowed;
         for (auto a : ad.allowed)
           allowed += (allowed.empty() ? "" : ", ") + std::string(name(a));
-        return fail(invalid_argument("attribute '" + ad.name + "' is " + std::string(name(t)) +
-                                     ", which op " + n.op +
-                                     " does not support (allowed: " + allowed + ")"));
+        return invalid_argument("attribute '" + ad.name + "' is " + std::string(name(t)) +
+                                ", which op " + n.op + " does not support (allowed: " + allowed +
+                                ")");
       }
     }
   }
+  return {};
+}
 
-  // Output dtypes.
+/// The output dtypes, from the output arguments' attributes.
+void set_output_types(node& n, const op_def& def) {
   for (auto& arg : def.outputs) {
     if (!arg.type_list_attr.empty()) {
       for (dtype t : get_attr<std::vector<dtype>>(n.attrs, arg.type_list_attr))
@@ -256,38 +255,55 @@ result<int> graph::finish_node(node n) {
     for (int64_t j = 0; j < count; ++j)
       n.output_types.push_back(t);
   }
+}
 
-  // Shapes.
+/// The output shapes, from the op's shape function (constant inputs' values given to it).
+status infer_output_shapes(const graph& g, node& n, const op_def& def) {
   std::vector<dtype> in_types;
   std::vector<shape> in_shapes;
   std::vector<const tensor*> in_consts;
   for (auto e : n.inputs) {
-    auto& p = at(e.node);
+    auto& p = g.at(e.node);
     in_types.push_back(p.output_types[size_t(e.index)]);
     in_shapes.push_back(p.output_shapes[size_t(e.index)]);
-    const tensor* c = nullptr;
-    if (p.op == "Const")
-      c = &std::get<tensor>(p.attrs.at("value"));
-    in_consts.push_back(c);
+    in_consts.push_back(p.op == "Const" ? &std::get<tensor>(p.attrs.at("value")) : nullptr);
   }
   inference_context ctx(n.name, def, n.attrs, std::move(in_types), std::move(in_shapes),
                         std::move(in_consts), n.output_types.size());
-  if (def.infer_shapes) {
-    status s = def.infer_shapes(ctx);
-    if (!s.ok())
-      return fail(s);
-  }
+  if (def.infer_shapes)
+    RUNNEL_RETURN_IF_ERROR(def.infer_shapes(ctx));
   n.output_shapes = ctx.output_shapes();
+  return {};
+}
 
+} // namespace
+
+result<int> graph::finish_node(node n) {
+  auto context = "node '" + n.name + "' (op " + n.op + ")";
+  auto fail = [&](const status& s) { return s.with_context(context); };
+  auto def_r = ops_->lookup(n.op);
+  if (!def_r)
+    return fail(def_r.error());
+  const op_def& def = *def_r.value();
+  n.def = &def;
+  // Internal attributes ('_' first) the op does not declare stay; unknown public ones fail.
+  for (auto& [attr, value] : n.attrs)
+    if (!def.find_attr_def(attr) && (attr.empty() || attr[0] != '_'))
+      return fail(invalid_argument("unknown attribute '" + attr + "' for op " + n.op));
+  if (status s = match_inputs(*this, n, def); !s.ok())
+    return fail(s);
+  if (status s = check_attrs(n, def); !s.ok())
+    return fail(s);
+  set_output_types(n, def);
+  if (status s = infer_output_shapes(*this, n, def); !s.ok())
+    return fail(s);
   for (auto& c : n.colocation)
     if (!find(c))
       return fail(invalid_argument("colocated with '" + c + "', which does not exist"));
-
   n.id = num_nodes();
   by_name_[n.name] = n.id;
   nodes_.push_back(std::move(n));
   return nodes_.back().id;
 }
-
 
 } // namespace runnel
