@@ -24,18 +24,16 @@
 
 namespace runnel {
 
-result<std::shared_ptr<registration>> master::impl::build(master_session& s,
-                                                          const net::named_tensors& feeds,
-                                                          const std::vector<std::string>& fetches,
-                                                          const std::vector<std::string>& targets) {
-  const graph& base = *s.g;
-  // Fed tensors that are not a Placeholder's output become Placeholders of their own, so the
-  // nodes behind them are pruned and their tasks need not run them.
-  std::vector<std::string> feed_names;
-  std::unique_ptr<graph> rewritten;
-  std::map<std::string, std::string> device_of; // by node name
-  for (size_t v = 0; v < s.device_of_node.size(); ++v)
-    device_of[base.at(int(v)).name] = s.device_of_node[v];
+namespace {
+
+/// Fed tensors that are not a Placeholder's output become Placeholders of their own, so the
+/// nodes behind them are pruned and their tasks need not run them. Fills `feed_names` (what each
+/// feed is called in the graph the steps run) and `device_of` for the new placeholders; null when
+/// every feed is a Placeholder's output already.
+result<std::unique_ptr<graph>> feeds_as_placeholders(const graph& base,
+                                                     const net::named_tensors& feeds,
+                                                     std::map<std::string, std::string>& device_of,
+                                                     std::vector<std::string>& feed_names) {
   graph_def def;
   bool rewrite = false;
   for (auto& [name, t] : feeds) {
@@ -57,30 +55,36 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
       for (auto& in : nd.inputs)
         if (in == tensor_name || (e->index == 0 && in == n.name))
           in = ph;
-    def.nodes.insert(def.nodes.begin(),
-                     node_def{ph, "Placeholder", {}, device_of[n.name],
-                              {{"dtype", n.output_types[size_t(e->index)]},
-                               {"shape", n.output_shapes[size_t(e->index)]}}});
+    def.nodes.insert(def.nodes.begin(), node_def{ph,
+                                                 "Placeholder",
+                                                 {},
+                                                 device_of[n.name],
+                                                 {{"dtype", n.output_types[size_t(e->index)]},
+                                                  {"shape", n.output_shapes[size_t(e->index)]}}});
     device_of[ph] = device_of[n.name];
     feed_names.push_back(ph + ":0");
   }
-  if (rewrite) {
-    auto g2 = from_graph_def(def, base.ops());
-    if (!g2)
-      return g2.error().with_context("rewriting fed tensors as placeholders");
-    rewritten = std::make_unique<graph>(std::move(g2).value());
-  }
-  const graph& g = rewritten ? *rewritten : base;
+  if (!rewrite)
+    return std::unique_ptr<graph>();
+  auto g2 = from_graph_def(def, base.ops());
+  if (!g2)
+    return g2.error().with_context("rewriting fed tensors as placeholders");
+  return std::make_unique<graph>(std::move(g2).value());
+}
 
-  // Prune: what the fetches and targets need (the fed tensors are placeholders by now).
-  std::vector<int> stack;
-  std::vector<std::string> fetch_names;
+/// The fetches' names in `g` (a fetch of a fed tensor reads the placeholder that replaced it),
+/// appending their nodes to `roots`.
+result<std::vector<std::string>> fetch_names_in(const graph& g, const graph& base,
+                                                const net::named_tensors& feeds,
+                                                const std::vector<std::string>& feed_names,
+                                                const std::vector<std::string>& fetches,
+                                                std::vector<int>& roots) {
+  std::vector<std::string> names;
   for (auto& f : fetches) {
     auto e = base.find_endpoint(f);
     if (!e)
       return e.error().with_context("fetch '" + f + "'");
     std::string name = base.at(e->node).name + ":" + std::to_string(e->index);
-    // A fetch of a fed tensor reads the placeholder that replaced it.
     for (size_t i = 0; i < feeds.size(); ++i) {
       auto fe = base.find_endpoint(feeds[i].first);
       if (fe && fe->node == e->node && fe->index == e->index)
@@ -89,18 +93,17 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
     auto ge = g.find_endpoint(name);
     if (!ge)
       return ge.error().with_context("fetch '" + f + "'");
-    fetch_names.push_back(name);
-    stack.push_back(ge->node);
+    names.push_back(name);
+    roots.push_back(ge->node);
   }
-  for (auto& t : targets) {
-    auto id = g.find(t);
-    if (!id)
-      return not_found("target '" + t + "': no node named '" + t + "' in the graph");
-    stack.push_back(*id);
-  }
-  for (auto& f : feed_names)
-    stack.push_back(g.find_endpoint(f).value().node);
-  std::vector<char> needed = prune(g, stack);
+  return names;
+}
+
+/// The partitions pruned to what the roots need, grouped into one graph per task.
+result<std::map<task_id, graph_def>>
+graphs_per_task(const graph& g, const std::vector<int>& roots,
+                const std::map<std::string, std::string>& device_of) {
+  std::vector<char> needed = prune(g, roots);
   std::vector<int> nodes;
   std::vector<std::string> devices;
   for (int v = 0; v < g.num_nodes(); ++v)
@@ -112,8 +115,6 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
       devices.push_back(it->second);
     }
   RUNNEL_ASSIGN_OR_RETURN(auto parts, partition(g, nodes, devices));
-
-  // One graph per task.
   std::map<task_id, graph_def> per_task;
   for (auto& p : parts) {
     RUNNEL_ASSIGN_OR_RETURN(auto t, task_of_device(p.device));
@@ -122,6 +123,46 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
       d.nodes.push_back(std::move(n));
     d.seed = g.seed();
   }
+  return per_task;
+}
+
+/// The indices and names of `names` whose nodes are among `here`.
+void select_here(const std::set<std::string>& here, const std::vector<std::string>& names,
+                 std::vector<size_t>& index, std::vector<std::string>& selected) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (here.count(names[i].substr(0, names[i].rfind(':')))) {
+      index.push_back(i);
+      selected.push_back(names[i]);
+    }
+}
+
+} // namespace
+
+result<std::shared_ptr<registration>> master::impl::build(master_session& s,
+                                                          const net::named_tensors& feeds,
+                                                          const std::vector<std::string>& fetches,
+                                                          const std::vector<std::string>& targets) {
+  const graph& base = *s.g;
+  std::map<std::string, std::string> device_of; // by node name
+  for (size_t v = 0; v < s.device_of_node.size(); ++v)
+    device_of[base.at(int(v)).name] = s.device_of_node[v];
+  std::vector<std::string> feed_names;
+  RUNNEL_ASSIGN_OR_RETURN(auto rewritten,
+                          feeds_as_placeholders(base, feeds, device_of, feed_names));
+  const graph& g = rewritten ? *rewritten : base;
+  // Prune: what the fetches and targets need (the fed tensors are placeholders by now).
+  std::vector<int> roots;
+  RUNNEL_ASSIGN_OR_RETURN(auto fetch_names,
+                          fetch_names_in(g, base, feeds, feed_names, fetches, roots));
+  for (auto& t : targets) {
+    auto id = g.find(t);
+    if (!id)
+      return not_found("target '" + t + "': no node named '" + t + "' in the graph");
+    roots.push_back(*id);
+  }
+  for (auto& f : feed_names)
+    roots.push_back(g.find_endpoint(f).value().node);
+  RUNNEL_ASSIGN_OR_RETURN(auto per_task, graphs_per_task(g, roots, device_of));
   auto reg = std::make_shared<registration>();
   std::vector<std::pair<size_t, std::future<result<std::string>>>> pending;
   for (auto& [t, d] : per_task) {
@@ -133,21 +174,12 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
     std::set<std::string> here;
     for (auto& n : d.nodes)
       here.insert(n.name);
-    for (size_t i = 0; i < feed_names.size(); ++i)
-      if (here.count(feed_names[i].substr(0, feed_names[i].rfind(':')))) {
-        part.feed_index.push_back(i);
-        part.feed_names.push_back(feed_names[i]);
-      }
-    for (size_t i = 0; i < fetch_names.size(); ++i)
-      if (here.count(fetch_names[i].substr(0, fetch_names[i].rfind(':')))) {
-        part.fetch_index.push_back(i);
-        part.fetch_names.push_back(fetch_names[i]);
-      }
+    select_here(here, feed_names, part.feed_index, part.feed_names);
+    select_here(here, fetch_names, part.fetch_index, part.fetch_names);
     auto p = std::make_shared<std::promise<result<std::string>>>();
     pending.emplace_back(reg->parts.size(), p->get_future());
-    part.worker->register_graph(serialize_graph_def(d), [p](result<std::string> r) {
-      p->set_value(std::move(r));
-    });
+    part.worker->register_graph(serialize_graph_def(d),
+                                [p](result<std::string> r) { p->set_value(std::move(r)); });
     reg->parts.push_back(std::move(part));
   }
   status failed;
@@ -157,8 +189,8 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
     if (r)
       reg->parts[i].handle = *r;
     else if (failed.ok())
-      failed = r.error().with_context("registering the partition of task " +
-                                      reg->parts[i].task.name());
+      failed =
+          r.error().with_context("registering the partition of task " + reg->parts[i].task.name());
   }
   if (!failed.ok()) {
     for (auto& p : reg->parts)
@@ -173,8 +205,7 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
   return reg;
 }
 
-void master::impl::start_step(std::shared_ptr<master_session> s,
-                              std::shared_ptr<registration> reg,
+void master::impl::start_step(std::shared_ptr<master_session> s, std::shared_ptr<registration> reg,
                               net::named_tensors feeds, size_t num_fetches, bool trace,
                               net::callback<net::traced<std::vector<tensor>>> done) {
   struct step {
@@ -201,24 +232,24 @@ void master::impl::start_step(std::shared_ptr<master_session> s,
   if (heartbeats) {
     // A task that stops answering fails the step now; its run_graph answer, if it ever comes,
     // is ignored.
-    st->heartbeat = heartbeats->start(
-        reg->heartbeat_tasks, [self, w = std::weak_ptr<step>(st), reg, id](status why) {
-          auto st = w.lock();
-          if (!st)
-            return;
-          net::callback<net::traced<std::vector<tensor>>> done;
-          {
-            std::lock_guard lock(st->mu);
-            if (st->reported)
-              return;
-            st->reported = st->cleaned = true;
-            done = std::move(st->done);
-          }
-          for (auto& part : reg->parts)
-            part.worker->cleanup_step(id);
-          self->log("warn", "step failed: " + why.message());
-          done(std::move(why));
-        });
+    st->heartbeat = heartbeats->start(reg->heartbeat_tasks,
+                                      [self, w = std::weak_ptr<step>(st), reg, id](status why) {
+                                        auto st = w.lock();
+                                        if (!st)
+                                          return;
+                                        net::callback<net::traced<std::vector<tensor>>> done;
+                                        {
+                                          std::lock_guard lock(st->mu);
+                                          if (st->reported)
+                                            return;
+                                          st->reported = st->cleaned = true;
+                                          done = std::move(st->done);
+                                        }
+                                        for (auto& part : reg->parts)
+                                          part.worker->cleanup_step(id);
+                                        self->log("warn", "step failed: " + why.message());
+                                        done(std::move(why));
+                                      });
   }
   for (size_t p = 0; p < reg->parts.size(); ++p) {
     auto& part = reg->parts[p];
@@ -228,66 +259,65 @@ void master::impl::start_step(std::shared_ptr<master_session> s,
     int64_t sent = trace ? net::steady_ns() : 0;
     auto on_reply = [self, s, reg, st, p, id, sent,
                      trace](result<net::traced<net::named_tensors>> r) {
-          auto& part = reg->parts[p];
-          bool cleanup = false, finished = false;
-          int64_t got = trace ? net::steady_ns() : 0;
+      auto& part = reg->parts[p];
+      bool cleanup = false, finished = false;
+      int64_t got = trace ? net::steady_ns() : 0;
+      {
+        std::lock_guard lock(st->mu);
+        if (r && trace) {
+          // The call itself, on a track of the master's, then the task's nodes on this clock.
+          st->nodes.push_back({"runGraph " + part.task.name(), "_RunGraph",
+                               "master: runGraph calls", sent, got, 0});
+          net::align_trace(r->trace, sent, got, st->nodes);
+        }
+        if (!r) {
+          if (st->first.ok())
+            st->first = r.error().with_context("task " + part.task.name());
+          if (!st->cleaned) {
+            st->cleaned = true;
+            cleanup = true;
+          }
+        } else {
+          for (size_t i = 0; i < part.fetch_index.size() && i < r->value.size(); ++i)
+            st->fetches[part.fetch_index[i]] = std::move(r->value[i].second);
+        }
+        finished = --st->remaining == 0 && !st->reported;
+        if (finished) {
+          st->reported = true;
+          st->heartbeat.reset();
+        }
+      }
+      if (cleanup) {
+        // Other tasks may wait for tensors the failed one will never send.
+        for (auto& other : reg->parts)
+          other.worker->cleanup_step(id);
+        auto code = r.error().code();
+        // A kernel's own UNAVAILABLE (e.g. a sync take naming missing workers) says
+        // nothing about the connection to the task that ran it: keep that one.
+        bool from_kernel = r.error().message().find("node '") != std::string::npos &&
+                           r.error().message().find("(op ") != std::string::npos;
+        if ((code == error_code::unavailable && !from_kernel) || code == error_code::aborted) {
+          // A task went away or restarted: fresh connections and registrations next run.
           {
-            std::lock_guard lock(st->mu);
-            if (r && trace) {
-              // The call itself, on a track of the master's, then the task's nodes on this clock.
-              st->nodes.push_back({"runGraph " + part.task.name(), "_RunGraph",
-                                   "master: runGraph calls", sent, got, 0});
-              net::align_trace(r->trace, sent, got, st->nodes);
-            }
-            if (!r) {
-              if (st->first.ok())
-                st->first = r.error().with_context("task " + part.task.name());
-              if (!st->cleaned) {
-                st->cleaned = true;
-                cleanup = true;
-              }
-            } else {
-              for (size_t i = 0; i < part.fetch_index.size() && i < r->value.size(); ++i)
-                st->fetches[part.fetch_index[i]] = std::move(r->value[i].second);
-            }
-            finished = --st->remaining == 0 && !st->reported;
-            if (finished) {
-              st->reported = true;
-              st->heartbeat.reset();
-            }
+            std::lock_guard lock(self->mu);
+            if (self->ep)
+              if (auto a = self->options.cluster.address(part.task))
+                self->ep->forget_peer(*a);
           }
-          if (cleanup) {
-            // Other tasks may wait for tensors the failed one will never send.
-            for (auto& other : reg->parts)
-              other.worker->cleanup_step(id);
-            auto code = r.error().code();
-            // A kernel's own UNAVAILABLE (e.g. a sync take naming missing workers) says
-            // nothing about the connection to the task that ran it: keep that one.
-            bool from_kernel = r.error().message().find("node '") != std::string::npos &&
-                               r.error().message().find("(op ") != std::string::npos;
-            if ((code == error_code::unavailable && !from_kernel) ||
-                code == error_code::aborted) {
-              // A task went away or restarted: fresh connections and registrations next run.
-              {
-                std::lock_guard lock(self->mu);
-                if (self->ep)
-                  if (auto a = self->options.cluster.address(part.task))
-                    self->ep->forget_peer(*a);
-              }
-              std::lock_guard lock(s->mu);
-              s->registered.clear();
-              self->log("warn", "step failed: " + r.error().message() +
-                                    "; partitions will be registered again");
-            }
-          }
-          if (finished) {
-            if (!st->first.ok())
-              st->done(st->first);
-            else
-              st->done(net::traced<std::vector<tensor>>{std::move(st->fetches),
-                                                        {std::move(st->nodes), 0, 0}});
-          }
-        };
+          std::lock_guard lock(s->mu);
+          s->registered.clear();
+          self->log("warn", "step failed: " + r.error().message() +
+                                "; partitions will be registered again");
+        }
+      }
+      if (finished) {
+        if (!st->first.ok())
+          st->done(st->first);
+        else
+          st->done(net::traced<std::vector<tensor>>{std::move(st->fetches),
+                                                    {std::move(st->nodes), 0, 0}});
+      }
+    };
     if (trace)
       part.worker->run_graph_traced(part.handle, id, std::move(part_feeds), part.fetch_names,
                                     std::move(on_reply));

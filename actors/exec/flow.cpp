@@ -41,28 +41,47 @@ flow_kind kind_of(const std::string& op) {
 
 } // namespace
 
-result<std::shared_ptr<flow_plan>> plan_frames(
-    const graph& g, const std::vector<std::shared_ptr<node_setup>>& setups,
-    const std::vector<endpoint>& feeds, const std::vector<char>& elided) {
-  // An elided node's frame is its (forward) input's: a Merge's is its Enter's.
-  auto through = [&](endpoint e) {
-    while (elided[size_t(e.node)] && std::find(feeds.begin(), feeds.end(), e) == feeds.end()) {
+namespace {
+
+/// plan_frames, stage by stage: each node's frame, then each node's part in its frame.
+class frame_planner {
+public:
+  frame_planner(const graph& g, const std::vector<std::shared_ptr<node_setup>>& setups,
+                const std::vector<endpoint>& feeds, const std::vector<char>& elided)
+      : g(g), setups(setups), feeds(feeds), elided(elided), frame_of(size_t(g.num_nodes()), -1) {
+    plan->frames.push_back({});
+  }
+
+  result<std::shared_ptr<flow_plan>> run() {
+    // Insertion order is topological but for back edges (NextIteration -> Merge), checked after.
+    for (int v = 0; v < g.num_nodes(); ++v)
+      if (setups[size_t(v)])
+        RUNNEL_RETURN_IF_ERROR(assign_frame(v));
+    for (int v = 0; v < g.num_nodes(); ++v)
+      if (setups[size_t(v)])
+        RUNNEL_RETURN_IF_ERROR(set_flow(v));
+    return plan;
+  }
+
+private:
+  bool is_fed(endpoint e) const { return std::find(feeds.begin(), feeds.end(), e) != feeds.end(); }
+
+  std::string describe(int v) const { return "'" + g.at(v).name + "' (op " + g.at(v).op + ")"; }
+
+  /// An elided node's frame is its (forward) input's: a Merge's is its Enter's.
+  endpoint through(endpoint e) const {
+    while (elided[size_t(e.node)] && !is_fed(e)) {
       const node& nd = g.at(e.node);
       e = nd.inputs[0];
       if (nd.op == "Merge" && g.at(e.node).op == "NextIteration")
         e = nd.inputs[1];
     }
     return e;
-  };
-  auto plan = std::make_shared<flow_plan>();
-  auto& frames = plan->frames;
-  frames.push_back({});
-  std::map<std::pair<int, std::string>, int> frame_index;
-  int n = g.num_nodes();
-  std::vector<int> frame_of(size_t(n), -1);
-  auto describe = [&](int v) { return "'" + g.at(v).name + "' (op " + g.at(v).op + ")"; };
-  // The frame a node's outputs are in.
-  auto out_frame = [&](int u) -> result<int> {
+  }
+
+  /// The frame node u's outputs are in (an Enter's child frame is added on first sight).
+  result<int> out_frame(int u) {
+    auto& frames = plan->frames;
     const node& p = g.at(u);
     int f = frame_of[size_t(u)];
     if (p.op == "Enter") {
@@ -85,32 +104,28 @@ result<std::shared_ptr<flow_plan>> plan_frames(
       return frames[size_t(f)].parent;
     }
     return f;
-  };
-  // Insertion order is topological but for back edges (NextIteration -> Merge), checked after.
-  for (int v = 0; v < n; ++v) {
-    auto& setup = setups[size_t(v)];
-    if (!setup)
-      continue;
+  }
+
+  /// Node v's frame: the one all its (forward and control) inputs are in.
+  status assign_frame(int v) {
     const node& nd = g.at(v);
     int frame = -1, from = -1;
     auto agree = [&](int f, int u) -> status {
       if (frame >= 0 && f != frame)
-        return invalid_argument(
-            "node " + describe(v) + " has inputs from different frames: " +
-            (from >= 0 ? describe(from) : std::string("a fed tensor")) + " is in " +
-            frame_label(frames, frame) + " but " +
-            (u >= 0 ? describe(u) : std::string("a fed tensor")) + " is in " +
-            frame_label(frames, f));
+        return invalid_argument("node " + describe(v) + " has inputs from different frames: " +
+                                (from >= 0 ? describe(from) : std::string("a fed tensor")) +
+                                " is in " + frame_label(plan->frames, frame) + " but " +
+                                (u >= 0 ? describe(u) : std::string("a fed tensor")) + " is in " +
+                                frame_label(plan->frames, f));
       frame = f;
       from = u;
       return {};
     };
-    for (size_t k = 0; k < nd.inputs.size(); ++k) {
-      auto e = nd.inputs[k];
+    for (auto e : nd.inputs) {
       if (g.at(e.node).op == "NextIteration")
-        continue; // a back edge (checked below)
+        continue; // a back edge (checked by set_flow)
       e = through(e);
-      if (std::find(feeds.begin(), feeds.end(), e) != feeds.end()) {
+      if (is_fed(e)) {
         RUNNEL_RETURN_IF_ERROR(agree(0, -1));
         continue;
       }
@@ -127,63 +142,89 @@ result<std::shared_ptr<flow_plan>> plan_frames(
       RUNNEL_RETURN_IF_ERROR(agree(f, c));
     }
     frame_of[size_t(v)] = std::max(frame, 0);
+    return {};
   }
-  for (int v = 0; v < n; ++v) {
+
+  /// Node v's part in its frame: an Enter's child frame, an Exit's place among its frame's exits,
+  /// a Merge's back edges.
+  status set_flow(int v) {
     auto& setup = setups[size_t(v)];
-    if (!setup)
-      continue;
+    auto& frames = plan->frames;
     const node& nd = g.at(v);
     auto& fl = setup->flow;
     fl.kind = kind_of(nd.op);
     int f = frame_of[size_t(v)];
     switch (fl.kind) {
-    case flow_kind::enter: {
-      RUNNEL_ASSIGN_OR_RETURN(fl.child_frame, out_frame(v));
-      fl.is_constant = get_attr<bool>(nd.attrs, "is_constant");
-      frames[size_t(fl.child_frame)].enters++;
-      break;
-    }
-    case flow_kind::exit:
-      RUNNEL_RETURN_IF_ERROR(out_frame(v).error());
-      fl.exit_index = int(frames[size_t(f)].exits.size());
-      frames[size_t(f)].exits.push_back(setup);
-      break;
-    case flow_kind::next_iteration:
-      if (f == 0)
-        return invalid_argument("NextIteration " + describe(v) +
-                                " is outside any loop: no Enter leads to it");
-      break;
-    case flow_kind::merge:
-      if (!nd.control_inputs.empty())
-        return invalid_argument("Merge " + describe(v) + " has control inputs (not supported)");
-      fl.back_edge.assign(nd.inputs.size(), 0);
-      for (size_t k = 0; k < nd.inputs.size(); ++k) {
-        auto e = nd.inputs[k];
-        bool back = g.at(e.node).op == "NextIteration" &&
-                    (setups[size_t(e.node)] || elided[size_t(e.node)]);
-        int from = -1; // the frame the NextIteration's value is in
-        if (back && elided[size_t(e.node)]) {
-          RUNNEL_ASSIGN_OR_RETURN(from, out_frame(through(e).node));
-        } else if (back) {
-          from = frame_of[size_t(e.node)];
-        }
-        if (back && from != f)
-          return invalid_argument("Merge " + describe(v) + " in " + frame_label(frames, f) +
-                                  " takes NextIteration " + describe(e.node) + " from " +
-                                  frame_label(frames, from));
-        fl.back_edge[k] = back;
-        (back ? fl.back_inputs : fl.forward_inputs)++;
+      case flow_kind::enter: {
+        RUNNEL_ASSIGN_OR_RETURN(fl.child_frame, out_frame(v));
+        fl.is_constant = get_attr<bool>(nd.attrs, "is_constant");
+        frames[size_t(fl.child_frame)].enters++;
+        break;
       }
-      if (fl.back_inputs > 0 && fl.forward_inputs == 0)
-        return invalid_argument("Merge " + describe(v) +
-                                " has only NextIteration inputs: the loop never starts");
-      break;
-    default:
-      break;
+      case flow_kind::exit:
+        RUNNEL_RETURN_IF_ERROR(out_frame(v).error());
+        fl.exit_index = int(frames[size_t(f)].exits.size());
+        frames[size_t(f)].exits.push_back(setup);
+        break;
+      case flow_kind::next_iteration:
+        if (f == 0)
+          return invalid_argument("NextIteration " + describe(v) +
+                                  " is outside any loop: no Enter leads to it");
+        break;
+      case flow_kind::merge:
+        RUNNEL_RETURN_IF_ERROR(set_merge_flow(v, f, fl));
+        break;
+      default:
+        break;
     }
     setup->dynamic = true;
+    return {};
   }
-  return plan;
+
+  /// Which of Merge v's inputs are back edges (a NextIteration's value, from the Merge's frame).
+  status set_merge_flow(int v, int f, flow_node& fl) {
+    const node& nd = g.at(v);
+    if (!nd.control_inputs.empty())
+      return invalid_argument("Merge " + describe(v) + " has control inputs (not supported)");
+    fl.back_edge.assign(nd.inputs.size(), 0);
+    for (size_t k = 0; k < nd.inputs.size(); ++k) {
+      auto e = nd.inputs[k];
+      bool back =
+          g.at(e.node).op == "NextIteration" && (setups[size_t(e.node)] || elided[size_t(e.node)]);
+      int from = -1; // the frame the NextIteration's value is in
+      if (back && elided[size_t(e.node)]) {
+        RUNNEL_ASSIGN_OR_RETURN(from, out_frame(through(e).node));
+      } else if (back) {
+        from = frame_of[size_t(e.node)];
+      }
+      if (back && from != f)
+        return invalid_argument("Merge " + describe(v) + " in " + frame_label(plan->frames, f) +
+                                " takes NextIteration " + describe(e.node) + " from " +
+                                frame_label(plan->frames, from));
+      fl.back_edge[k] = back;
+      (back ? fl.back_inputs : fl.forward_inputs)++;
+    }
+    if (fl.back_inputs > 0 && fl.forward_inputs == 0)
+      return invalid_argument("Merge " + describe(v) +
+                              " has only NextIteration inputs: the loop never starts");
+    return {};
+  }
+
+  const graph& g;
+  const std::vector<std::shared_ptr<node_setup>>& setups;
+  const std::vector<endpoint>& feeds;
+  const std::vector<char>& elided;
+  std::shared_ptr<flow_plan> plan = std::make_shared<flow_plan>();
+  std::map<std::pair<int, std::string>, int> frame_index; ///< (parent frame, name) -> frame
+  std::vector<int> frame_of;                              ///< by node id
+};
+
+} // namespace
+
+result<std::shared_ptr<flow_plan>>
+plan_frames(const graph& g, const std::vector<std::shared_ptr<node_setup>>& setups,
+            const std::vector<endpoint>& feeds, const std::vector<char>& elided) {
+  return frame_planner(g, setups, feeds, elided).run();
 }
 
 // ---- frames of a step ----
@@ -300,32 +341,32 @@ bool flow_state::emit(const node_setup& s, flow_tag in, std::vector<tensor>& out
     frame_state* dst = f;
     int64_t dst_iter = i;
     switch (s.flow.kind) {
-    case flow_kind::enter: {
-      frame_state* c = child(f, i, s.flow.child_frame);
-      if (s.flow.is_constant) {
-        c->invariants.push_back({&to, value, dead});
-        for (int64_t j = c->base; j < c->base + int64_t(c->outstanding.size()); ++j)
-          deliver(c, j, to, value, dead, out);
-        return;
+      case flow_kind::enter: {
+        frame_state* c = child(f, i, s.flow.child_frame);
+        if (s.flow.is_constant) {
+          c->invariants.push_back({&to, value, dead});
+          for (int64_t j = c->base; j < c->base + int64_t(c->outstanding.size()); ++j)
+            deliver(c, j, to, value, dead, out);
+          return;
+        }
+        dst = c;
+        dst_iter = 0;
+        break;
       }
-      dst = c;
-      dst_iter = 0;
-      break;
-    }
-    case flow_kind::exit:
-      if (dead)
-        return; // a dead Exit waits for the frame to end (see done_message)
-      f->exited_live[size_t(s.flow.exit_index)] = 1;
-      dst = f->parent;
-      dst_iter = f->parent_iter;
-      break;
-    case flow_kind::next_iteration:
-      if (dead)
-        return; // deadness stops here: no next iteration
-      dst_iter = i + 1;
-      break;
-    default:
-      break;
+      case flow_kind::exit:
+        if (dead)
+          return; // a dead Exit waits for the frame to end (see done_message)
+        f->exited_live[size_t(s.flow.exit_index)] = 1;
+        dst = f->parent;
+        dst_iter = f->parent_iter;
+        break;
+      case flow_kind::next_iteration:
+        if (dead)
+          return; // deadness stops here: no next iteration
+        dst_iter = i + 1;
+        break;
+      default:
+        break;
     }
     if (fetch_slots && dst == &root_ && !dead)
       for (int k : *fetch_slots)
@@ -358,8 +399,8 @@ status flow_state::check_fetches() const {
   return {};
 }
 
-void dispatch_flow(node_actor::pointer self, const step_ptr& step,
-                   std::vector<flow_message>& out, bool step_done) {
+void dispatch_flow(node_actor::pointer self, const step_ptr& step, std::vector<flow_message>& out,
+                   bool step_done) {
   for (auto& m : out) {
     if (self)
       self->send(m.actor, input_atom::value, step, m.slot, std::move(m.value), m.tag);
