@@ -6,18 +6,76 @@
 
 namespace runnel {
 
+namespace {
+
+/// One token queue per replica, next to global_step: the chief replaces each queue's content
+/// with the new step when a step is done (QueueReset), so a late worker goes on from the newest
+/// step and no worker can take another's token. (TensorFlow shares one queue among all
+/// workers; there a fast worker may take a slow one's token and send two gradients to a step.)
+std::vector<graph_queue> token_queues(graph& g, const graph_variable& global_step,
+                                      const sync_replicas_options& o) {
+  std::vector<graph_queue> tokens;
+  auto col = g.colocate_with(global_step.ref);
+  for (int r = 0; r < o.total_num_replicas; ++r)
+    tokens.push_back(fifo_queue(
+        g, {dtype::i64},
+        {.shapes = {shape{}},
+         .shared_name = global_step.name() + "/sync_token_q_" + std::to_string(r),
+         .timeout_ms = 5 * o.timeout_ms,
+         .timeout_hint = "no token came: the chief (replica " + std::to_string(o.chief_replica) +
+                         ") finished no sync step meanwhile. Is its process alive "
+                         "and training? Steps go on once a chief runs"},
+        "sync_token_q_" + std::to_string(r)));
+  return tokens;
+}
+
+/// The chief's controls: chief_init (empty token queues, the accumulators at global_step),
+/// chief_fail (fails every waiting worker with fail_message's text) and stop (ends training).
+void add_chief_controls(graph& g, const graph_variable& global_step,
+                        std::vector<graph_queue>& tokens, std::vector<graph_accumulator>& accs,
+                        sync_replicas_ops& o) {
+  auto col = g.colocate_with(global_step.ref);
+  auto none = constant(g, tensor(dtype::i64, shape{0}), "no_tokens");
+  std::vector<operation> init;
+  for (auto& q : tokens)
+    init.push_back(q.reset({none}, "reset_token"));
+  for (auto& acc : accs)
+    init.push_back(acc.set_global_step(global_step.value));
+  o.chief_init = group(g, init, "chief_init");
+  o.fail_message = placeholder(g, dtype::string, shape{}, "fail_message");
+  std::vector<operation> fail;
+  for (auto& q : tokens)
+    fail.push_back(q.fail(o.fail_message, "fail_token"));
+  o.chief_fail = group(g, fail, "chief_fail");
+  auto ended = constant(
+      g,
+      tensor::scalar<std::string>("training ended: the chief's session closed, so no more sync "
+                                  "steps run (global_step '" +
+                                  global_step.name() + "')"),
+      "ended_message");
+  std::vector<operation> stop;
+  for (auto& q : tokens)
+    stop.push_back(q.fail(ended, "end_token", error_code::out_of_range));
+  for (auto& acc : accs)
+    stop.push_back(acc.close());
+  o.stop = group(g, stop, "stop");
+}
+
+} // namespace
+
 sync_replicas_optimizer::sync_replicas_optimizer(optimizer& opt, sync_replicas_options options)
     : opt_(opt), o_(std::move(options)) {
   if (o_.total_num_replicas == 0)
     o_.total_num_replicas = o_.replicas_to_aggregate;
   if (o_.replicas_to_aggregate < 1)
     throw error(invalid_argument("sync_replicas_optimizer: replicas_to_aggregate must be at least "
-                                 "1, got " + std::to_string(o_.replicas_to_aggregate)));
+                                 "1, got " +
+                                 std::to_string(o_.replicas_to_aggregate)));
   if (o_.total_num_replicas < o_.replicas_to_aggregate)
-    throw error(invalid_argument(
-        "sync_replicas_optimizer: total_num_replicas (" + std::to_string(o_.total_num_replicas) +
-        ") must be at least replicas_to_aggregate (" + std::to_string(o_.replicas_to_aggregate) +
-        ")"));
+    throw error(invalid_argument("sync_replicas_optimizer: total_num_replicas (" +
+                                 std::to_string(o_.total_num_replicas) +
+                                 ") must be at least replicas_to_aggregate (" +
+                                 std::to_string(o_.replicas_to_aggregate) + ")"));
   if (o_.replica < 0 || o_.replica >= o_.total_num_replicas)
     throw error(invalid_argument("sync_replicas_optimizer: replica " + std::to_string(o_.replica) +
                                  " is outside [0, total_num_replicas " +
@@ -51,26 +109,7 @@ operation sync_replicas_optimizer::apply_gradients(
     o.local_init = operation(assign(local_step, global_step.value, "local_init"));
   }
 
-  // One token queue per replica, next to global_step: the chief replaces each queue's content
-  // with the new step when a step is done (QueueReset), so a late worker goes on from the newest
-  // step and no worker can take another's token. (TensorFlow shares one queue among all
-  // workers; there a fast worker may take a slow one's token and send two gradients to a step.)
-  std::vector<graph_queue> tokens;
-  {
-    auto col = g.colocate_with(global_step.ref);
-    for (int r = 0; r < o_.total_num_replicas; ++r)
-      tokens.push_back(fifo_queue(g, {dtype::i64},
-                                  {.shapes = {shape{}},
-                                   .shared_name = global_step.name() + "/sync_token_q_" +
-                                                  std::to_string(r),
-                                   .timeout_ms = 5 * o_.timeout_ms,
-                                   .timeout_hint =
-                                       "no token came: the chief (replica " +
-                                       std::to_string(o_.chief_replica) +
-                                       ") finished no sync step meanwhile. Is its process alive "
-                                       "and training? Steps go on once a chief runs"},
-                                  "sync_token_q_" + std::to_string(r)));
-  }
+  std::vector<graph_queue> tokens = token_queues(g, global_step, o_);
   std::vector<graph_accumulator> accs;
   std::vector<operation> applies;
   for (auto& [grad, var] : grads_and_vars) {
@@ -121,31 +160,7 @@ operation sync_replicas_optimizer::apply_gradients(
       release.push_back(q.reset({now}, "release_token"));
     o.chief_step = group(g, release, "chief_step");
   }
-  {
-    auto col = g.colocate_with(global_step.ref);
-    auto none = constant(g, tensor(dtype::i64, shape{0}), "no_tokens");
-    std::vector<operation> init;
-    for (auto& q : tokens)
-      init.push_back(q.reset({none}, "reset_token"));
-    for (auto& acc : accs)
-      init.push_back(acc.set_global_step(global_step.value));
-    o.chief_init = group(g, init, "chief_init");
-    o.fail_message = placeholder(g, dtype::string, shape{}, "fail_message");
-    std::vector<operation> fail;
-    for (auto& q : tokens)
-      fail.push_back(q.fail(o.fail_message, "fail_token"));
-    o.chief_fail = group(g, fail, "chief_fail");
-    auto ended = constant(g, tensor::scalar<std::string>(
-                                 "training ended: the chief's session closed, so no more sync "
-                                 "steps run (global_step '" + global_step.name() + "')"),
-                          "ended_message");
-    std::vector<operation> stop;
-    for (auto& q : tokens)
-      stop.push_back(q.fail(ended, "end_token", error_code::out_of_range));
-    for (auto& acc : accs)
-      stop.push_back(acc.close());
-    o.stop = group(g, stop, "stop");
-  }
+  add_chief_controls(g, global_step, tokens, accs, o);
   o.dropped = accs.front().num_dropped("dropped_gradients");
 
   // What the session runs (actors/cluster/sync_runner.cpp).
