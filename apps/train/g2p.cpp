@@ -50,8 +50,7 @@ const char* usage =
     "  --beam N                 beam width for evaluation and the export (default 4)\n"
     "  --max-steps N            stop after N steps in all\n"
     "  --test-words N           evaluate on the first N held-out words (default all)\n"
-    "  --seed N                 (default 1)\n"
-    RUNNEL_DEVICE_FLAGS_USAGE
+    "  --seed N                 (default 1)\n" RUNNEL_DEVICE_FLAGS_USAGE
     "  --records-dir D          (default runnel-g2p-records)\n"
     "  --checkpoint-dir D       checkpoints, g2p.pb and attention.svg (default runnel-g2p)\n"
     "  --logdir DIR             TensorBoard logs\n"
@@ -108,6 +107,172 @@ int decode_main(const flags& f) {
   return 0;
 }
 
+/// The record files of the corpus's two splits, written once per corpus (its fingerprint in
+/// their names).
+std::pair<std::string, std::string> write_records(const g2p_corpus& corpus, const std::string& dict,
+                                                  int64_t max_letters,
+                                                  const std::string& records_dir) {
+  auto fp = fingerprint({dict, std::to_string(max_letters), std::to_string(corpus.train.size())});
+  auto train_file = records_dir + "/train-" + fp + ".tfrecord";
+  auto test_file = records_dir + "/test-" + fp + ".tfrecord";
+  if (!std::filesystem::exists(train_file) || !std::filesystem::exists(test_file)) {
+    std::filesystem::create_directories(records_dir);
+    std::fprintf(stderr, "writing %s and %s ...\n", train_file.c_str(), test_file.c_str());
+    throw_if_error(write_g2p_split(train_file, corpus, corpus.train));
+    throw_if_error(write_g2p_split(test_file, corpus, corpus.test));
+  }
+  return {train_file, test_file};
+}
+
+/// The graph's three towers: training (from the "g2p_train" iterator), evaluation (greedy and
+/// beam search over "g2p_eval"), and serving (one word in, "phonemes" and "phoneme_ids" out).
+struct towers {
+  std::vector<output> next;
+  g2p_model::loss_terms terms;
+  std::vector<output> ev;
+  g2p_decoded greedy, searched;
+  output word, phoneme_ids;
+};
+
+towers build_towers(graph& g, g2p_model& model, const g2p_corpus& corpus, int64_t beam) {
+  towers t;
+  const std::vector<dtype> types{dtype::i32, dtype::i64, dtype::i32, dtype::i64, dtype::i64};
+  const std::vector<shape> shapes{{-1}, {-1, -1}, {-1}, {-1, -1}, {-1, -1}};
+  t.next = iterator_get_next(g, "g2p_train", types, shapes);
+  t.terms = model.train(model.encode(t.next[1], t.next[0]), t.next[3], t.next[4], t.next[2]);
+  t.ev = iterator_get_next(g, "g2p_eval", types, shapes);
+  auto ev_encoded = model.encode(t.ev[1], t.ev[0]);
+  auto limit = reduce_max(t.ev[0]) * constant(g, int32_t(2)) + constant(g, int32_t(4));
+  t.greedy = model.greedy(ev_encoded, limit);
+  t.searched = model.beam_search(ev_encoded, beam, limit);
+  // The serving tower: one word in, its phones out, beam search inside.
+  t.word = placeholder(g, dtype::string, shape{}, "word");
+  auto [letters, count] = word_to_letters(g, corpus, t.word);
+  auto serve_encoded = model.encode(letters, cast(count, dtype::i32));
+  auto serve_limit = cast(count, dtype::i32) * constant(g, int32_t(2)) + constant(g, int32_t(4));
+  auto served =
+      model.beam_search(serve_encoded, beam, reshape(serve_limit, std::vector<int64_t>{}));
+  auto ids = reshape(served.phones, std::vector<int64_t>{-1});
+  auto length = sum(cast(not_equal(ids, constant(g, int64_t(g2p_eos))), dtype::i32));
+  auto kept = slice(ids, reshape(constant(g, int32_t(0)), std::vector<int64_t>{1}),
+                    reshape(length, std::vector<int64_t>{1}));
+  tensor names(dtype::string, shape{int64_t(corpus.phones.size())});
+  for (size_t i = 0; i < corpus.phones.size(); ++i)
+    names.data<std::string>()[i] = i < 2 ? "" : corpus.phones[i];
+  identity(gather(constant(g, names, "phone_table"), kept), "phonemes"); // fetched by name
+  t.phoneme_ids = identity(kept, "phoneme_ids");
+  return t;
+}
+
+/// An attention map for a few held-out words (greedy decoding's alignments), as SVG.
+void write_attention_maps(session& s, const g2p_corpus& corpus, const towers& t,
+                          const std::string& path) {
+  std::vector<attention_map> maps;
+  for (std::string w : {"phoneme", "knight", "photograph", "thought"}) {
+    auto in = g2p_letter_ids(corpus, w);
+    tensor lt(dtype::i64, shape{1, int64_t(in.size())});
+    std::copy(in.begin(), in.end(), lt.data<int64_t>());
+    auto r = s.run({{t.ev[1], lt}, {t.ev[0], tensor::vector<int32_t>({int32_t(in.size())})}},
+                   {t.greedy.phones, t.greedy.alignments})
+                 .value();
+    attention_map m{w, {}, {}};
+    auto ids_row = row_ids(r[0], 0, r[0].dim(1));
+    int64_t letters_n = r[1].dim(2);
+    for (size_t i = 0; i < ids_row.size(); ++i) {
+      m.phones.push_back(corpus.phones[size_t(ids_row[i])]);
+      m.weights.emplace_back(r[1].data<float>() + int64_t(i) * letters_n,
+                             r[1].data<float>() + int64_t(i + 1) * letters_n);
+    }
+    maps.push_back(std::move(m));
+  }
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  throw_if_error(write_attention_svg(path, maps));
+}
+
+/// Freezes the serving tower into CKPT-DIR/g2p.pb, loads it back in a runtime of its own and
+/// checks that it decodes as this session does. Returns the file's path.
+std::string export_and_check(session& s, const graph& g, const towers& t,
+                             const std::string& ckpt_dir) {
+  graph frozen;
+  freeze_stats st;
+  throw_if_error(freeze_graph(s, g, {"phonemes", "phoneme_ids"}, frozen, &st));
+  auto pb = ckpt_dir + "/g2p.pb";
+  throw_if_error(save_tf_graph(frozen, pb));
+  auto loaded = import_tf_graph(pb).value();
+  runtime rt2;
+  session served_s(rt2, loaded);
+  for (auto& w : {"phoneme", "runnel"}) {
+    auto here = s.run({{t.word, tensor::scalar<std::string>(w)}}, {t.phoneme_ids}).value()[0];
+    auto there =
+        served_s.run(named_feed_list{{"word", tensor::scalar<std::string>(w)}}, {"phoneme_ids"})
+            .value()[0];
+    if (here.values_to_string(64) != there.values_to_string(64))
+      throw error(internal_error("exported " + pb + " decodes '" + w + "' as " +
+                                 there.values_to_string(64) + ", the training session as " +
+                                 here.values_to_string(64)));
+  }
+  std::fprintf(stderr, "exported %s (%d nodes, %d variables frozen); attention maps in %s\n",
+               pb.c_str(), st.nodes, st.variables, (ckpt_dir + "/attention.svg").c_str());
+  return pb;
+}
+
+/// Word lengths at which batches are bucketed.
+const std::vector<int64_t> length_bounds{5, 7, 9, 11, 14};
+
+/// Parsed entries in batches of `size` words of similar length.
+dataset bucketed(dataset ds, int64_t size) {
+  return ds.map(g2p_parse_entry())
+      .bucket_by_length([](const element& e) { return int64_t(*e[0].data<int32_t>()); },
+                        length_bounds, std::vector<int64_t>(length_bounds.size() + 1, size));
+}
+
+/// Greedy and beam-search error rates over the first `n_test` held-out words.
+void evaluate(runtime& rt, session& s, const towers& t, const std::string& test_file,
+              int64_t n_test, error_rates& greedy_rates, error_rates& beam_rates) {
+  throw_if_error(initialize_iterator(
+      rt, "g2p_eval", bucketed(dataset::records({test_file}).take(n_test), 256).prefetch(2)));
+  for (;;) {
+    auto r = s.run({}, {t.greedy.phones, t.searched.phones, t.ev[4], t.ev[2]});
+    if (!r && r.error().code() == error_code::out_of_range)
+      break;
+    auto v = std::move(r).value();
+    for (int64_t b = 0; b < v[2].dim(0); ++b) {
+      auto reference = row_ids(v[2], b, v[3].data<int32_t>()[b] - 1);
+      greedy_rates.add(row_ids(v[0], b, v[0].dim(1)), reference);
+      beam_rates.add(row_ids(v[1], b, v[1].dim(1)), reference);
+    }
+  }
+}
+
+struct epoch_result {
+  double loss_sum = 0;
+  int64_t steps = 0;
+  bool complete = false; ///< the dataset ended (not the step limit)
+};
+
+/// One epoch's training steps, until the training dataset ends or `step_limit`.
+epoch_result train_steps(session& s, const towers& t, operation train_op, int epoch,
+                         int64_t step_limit, int64_t& global_step, int64_t& words_done,
+                         progress_line& progress, training_log& log) {
+  epoch_result e;
+  while (global_step < step_limit) {
+    auto r = s.run({}, {t.terms.loss, t.next[0]}, {train_op});
+    if (!r && r.error().code() == error_code::out_of_range) {
+      e.complete = true;
+      break;
+    }
+    auto v = std::move(r).value();
+    e.loss_sum += *v[0].data<float>();
+    words_done += v[1].num_elements();
+    ++e.steps;
+    ++global_step;
+    progress.update(epoch + 1, global_step, e.loss_sum / double(e.steps), -1, words_done);
+    if (global_step % 50 == 0)
+      log.scalar("train/loss", e.loss_sum / double(e.steps), global_step);
+  }
+  return e;
+}
+
 int run(const flags& f) {
   if (f.has("decode"))
     return decode_main(f);
@@ -132,15 +297,7 @@ int run(const flags& f) {
     throw error(invalid_argument("--epochs, --batch, --beam, --lr and --clip must be positive"));
 
   auto corpus = read_g2p_corpus(dict, max_letters).value();
-  auto fp = fingerprint({dict, std::to_string(max_letters), std::to_string(corpus.train.size())});
-  auto train_file = records_dir + "/train-" + fp + ".tfrecord";
-  auto test_file = records_dir + "/test-" + fp + ".tfrecord";
-  if (!std::filesystem::exists(train_file) || !std::filesystem::exists(test_file)) {
-    std::filesystem::create_directories(records_dir);
-    std::fprintf(stderr, "writing %s and %s ...\n", train_file.c_str(), test_file.c_str());
-    throw_if_error(write_g2p_split(train_file, corpus, corpus.train));
-    throw_if_error(write_g2p_split(test_file, corpus, corpus.test));
-  }
+  auto [train_file, test_file] = write_records(corpus, dict, max_letters, records_dir);
   int64_t n_test = test_words > 0 ? std::min<int64_t>(test_words, int64_t(corpus.test.size()))
                                   : int64_t(corpus.test.size());
   std::fprintf(stderr, "%zu words to train on, %lld held out; %zu letters, %zu phones\n",
@@ -156,36 +313,11 @@ int run(const flags& f) {
                    .units = f.get_int("units", 128).value(),
                    .attention = kind == "luong" ? attention_kind::luong : attention_kind::bahdanau,
                    .seed = seed});
-  const std::vector<dtype> types{dtype::i32, dtype::i64, dtype::i32, dtype::i64, dtype::i64};
-  const std::vector<shape> shapes{{-1}, {-1, -1}, {-1}, {-1, -1}, {-1, -1}};
-  auto next = iterator_get_next(g, "g2p_train", types, shapes);
-  auto terms = model.train(model.encode(next[1], next[0]), next[3], next[4], next[2]);
-  auto ev = iterator_get_next(g, "g2p_eval", types, shapes);
-  auto ev_encoded = model.encode(ev[1], ev[0]);
-  auto limit = reduce_max(ev[0]) * constant(g, int32_t(2)) + constant(g, int32_t(4));
-  auto greedy = model.greedy(ev_encoded, limit);
-  auto searched = model.beam_search(ev_encoded, beam, limit);
-  // The serving tower: one word in, its phones out, beam search inside.
-  auto word = placeholder(g, dtype::string, shape{}, "word");
-  auto [letters, count] = word_to_letters(g, corpus, word);
-  auto serve_encoded = model.encode(letters, cast(count, dtype::i32));
-  auto serve_limit = cast(count, dtype::i32) * constant(g, int32_t(2)) + constant(g, int32_t(4));
-  auto served =
-      model.beam_search(serve_encoded, beam, reshape(serve_limit, std::vector<int64_t>{}));
-  auto ids = reshape(served.phones, std::vector<int64_t>{-1});
-  auto length = sum(cast(not_equal(ids, constant(g, int64_t(g2p_eos))), dtype::i32));
-  auto kept = slice(ids, reshape(constant(g, int32_t(0)), std::vector<int64_t>{1}),
-                    reshape(length, std::vector<int64_t>{1}));
-  tensor names(dtype::string, shape{int64_t(corpus.phones.size())});
-  for (size_t i = 0; i < corpus.phones.size(); ++i)
-    names.data<std::string>()[i] = i < 2 ? "" : corpus.phones[i];
-  identity(gather(constant(g, names, "phone_table"), kept), "phonemes"); // fetched by name
-  auto phoneme_ids = identity(kept, "phoneme_ids");
-
+  auto t = build_towers(g, model, corpus, beam);
   auto step_var = variable(g, constant(g, int64_t(0)), "global_step", false);
   epoch_counter epochs_done(g); // bucketed epochs have no fixed step count
   adam_optimizer opt(lr);
-  auto train_op = clipped_update(opt, terms.loss, clip, step_var);
+  auto train_op = clipped_update(opt, t.terms.loss, clip, step_var);
   saver sv(g, {}, {.max_to_keep = 2});
   auto rt_ptr = local_training_runtime(f);
   runtime& rt = *rt_ptr;
@@ -195,29 +327,8 @@ int run(const flags& f) {
   int64_t global_step = restore_or_initialize(s, sv, g, ckpt_dir, f.has("resume"));
   epochs_done.load(s);
 
-  const std::vector<int64_t> bounds{5, 7, 9, 11, 14};
-  auto bucketed = [&](dataset ds, int64_t size) {
-    return ds.map(g2p_parse_entry())
-        .bucket_by_length([](const element& e) { return int64_t(*e[0].data<int32_t>()); }, bounds,
-                          std::vector<int64_t>(bounds.size() + 1, size));
-  };
-  auto evaluate = [&](error_rates& greedy_rates, error_rates& beam_rates) {
-    throw_if_error(initialize_iterator(
-        rt, "g2p_eval", bucketed(dataset::records({test_file}).take(n_test), 256).prefetch(2)));
-    for (;;) {
-      auto r = s.run({}, {greedy.phones, searched.phones, ev[4], ev[2]});
-      if (!r && r.error().code() == error_code::out_of_range)
-        break;
-      auto v = std::move(r).value();
-      for (int64_t b = 0; b < v[2].dim(0); ++b) {
-        auto reference = row_ids(v[2], b, v[3].data<int32_t>()[b] - 1);
-        greedy_rates.add(row_ids(v[0], b, v[0].dim(1)), reference);
-        beam_rates.add(row_ids(v[1], b, v[1].dim(1)), reference);
-      }
-    }
-  };
   int64_t steps_per_epoch =
-      (int64_t(corpus.train.size()) + batch - 1) / batch + int64_t(bounds.size());
+      (int64_t(corpus.train.size()) + batch - 1) / batch + int64_t(length_bounds.size());
   int64_t step_limit = max_steps > 0 ? max_steps : std::numeric_limits<int64_t>::max();
   progress_line progress(std::min(int64_t(epochs) * steps_per_epoch, step_limit), epochs, "words");
   error_rates greedy_rates, beam_rates;
@@ -232,32 +343,16 @@ int run(const flags& f) {
             .skip(skip)
             .prefetch(8);
     throw_if_error(initialize_iterator(rt, "g2p_train", ds));
-    double loss_sum = 0;
-    int64_t n = 0;
     progress.start_epoch(global_step, words_done);
-    bool complete = false;
-    while (global_step < step_limit) {
-      auto r = s.run({}, {terms.loss, next[0]}, {train_op});
-      if (!r && r.error().code() == error_code::out_of_range) {
-        complete = true;
-        break;
-      }
-      auto v = std::move(r).value();
-      loss_sum += *v[0].data<float>();
-      words_done += v[1].num_elements();
-      ++n;
-      ++global_step;
-      progress.update(epoch + 1, global_step, loss_sum / double(n), -1, words_done);
-      if (global_step % 50 == 0)
-        log.scalar("train/loss", loss_sum / double(n), global_step);
-    }
+    auto [loss_sum, n, complete] =
+        train_steps(s, t, train_op, epoch, step_limit, global_step, words_done, progress, log);
     progress.finish();
     if (complete)
       epochs_done.finish_epoch(s, global_step);
     double seconds = progress.epoch_seconds();
     auto eval_start = std::chrono::steady_clock::now();
     greedy_rates = beam_rates = {};
-    evaluate(greedy_rates, beam_rates);
+    evaluate(rt, s, t, test_file, n_test, greedy_rates, beam_rates);
     evaluated = true;
     double eval_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
@@ -274,53 +369,10 @@ int run(const flags& f) {
                  progress.epoch_rate(), format_seconds(eval_seconds).c_str());
   }
   if (!evaluated)
-    evaluate(greedy_rates, beam_rates);
+    evaluate(rt, s, t, test_file, n_test, greedy_rates, beam_rates);
 
-  // An attention map for a few held-out words (greedy decoding's alignments).
-  std::vector<attention_map> maps;
-  {
-    std::vector<std::string> picks{"phoneme", "knight", "photograph", "thought"};
-    for (auto& w : picks) {
-      auto in = g2p_letter_ids(corpus, w);
-      tensor lt(dtype::i64, shape{1, int64_t(in.size())});
-      std::copy(in.begin(), in.end(), lt.data<int64_t>());
-      auto r = s.run({{ev[1], lt}, {ev[0], tensor::vector<int32_t>({int32_t(in.size())})}},
-                     {greedy.phones, greedy.alignments})
-                   .value();
-      attention_map m{w, {}, {}};
-      auto ids_row = row_ids(r[0], 0, r[0].dim(1));
-      int64_t letters_n = r[1].dim(2);
-      for (size_t i = 0; i < ids_row.size(); ++i) {
-        m.phones.push_back(corpus.phones[size_t(ids_row[i])]);
-        m.weights.emplace_back(r[1].data<float>() + int64_t(i) * letters_n,
-                               r[1].data<float>() + int64_t(i + 1) * letters_n);
-      }
-      maps.push_back(std::move(m));
-    }
-    std::filesystem::create_directories(ckpt_dir);
-    throw_if_error(write_attention_svg(ckpt_dir + "/attention.svg", maps));
-  }
-  // The frozen export decodes by itself; it must agree with this session.
-  graph frozen;
-  freeze_stats st;
-  throw_if_error(freeze_graph(s, g, {"phonemes", "phoneme_ids"}, frozen, &st));
-  auto pb = ckpt_dir + "/g2p.pb";
-  throw_if_error(save_tf_graph(frozen, pb));
-  auto loaded = import_tf_graph(pb).value();
-  runtime rt2;
-  session served_s(rt2, loaded);
-  for (auto& w : {"phoneme", "runnel"}) {
-    auto here = s.run({{word, tensor::scalar<std::string>(w)}}, {phoneme_ids}).value()[0];
-    auto there =
-        served_s.run(named_feed_list{{"word", tensor::scalar<std::string>(w)}}, {"phoneme_ids"})
-            .value()[0];
-    if (here.values_to_string(64) != there.values_to_string(64))
-      throw error(internal_error("exported " + pb + " decodes '" + w + "' as " +
-                                 there.values_to_string(64) + ", the training session as " +
-                                 here.values_to_string(64)));
-  }
-  std::fprintf(stderr, "exported %s (%d nodes, %d variables frozen); attention maps in %s\n",
-               pb.c_str(), st.nodes, st.variables, (ckpt_dir + "/attention.svg").c_str());
+  write_attention_maps(s, corpus, t, ckpt_dir + "/attention.svg");
+  auto pb = export_and_check(s, g, t, ckpt_dir);
   std::printf("held-out words: %lld\nbeam search (width %lld): WER %.2f%% PER %.2f%%\n"
               "greedy: WER %.2f%% PER %.2f%%\nexported: %s\n",
               static_cast<long long>(beam_rates.words), static_cast<long long>(beam),
@@ -339,9 +391,10 @@ int run(const flags& f) {
 
 int main(int argc, char** argv) {
   return app_main("g2p", argc, argv, usage,
-                  {"dict",    "max-letters", "embed",          "units",  "attention", "epochs",
-                   "batch",   "lr",          "clip",           "beam",   "max-steps", "test-words",
-                   "seed",    "device", "simulated-gpus", "records-dir", "checkpoint-dir", "logdir", "resume",    "max-wer",
-                   "max-per", "decode",      "model"},
+                  {"dict",        "max-letters",    "embed",  "units",  "attention",
+                   "epochs",      "batch",          "lr",     "clip",   "beam",
+                   "max-steps",   "test-words",     "seed",   "device", "simulated-gpus",
+                   "records-dir", "checkpoint-dir", "logdir", "resume", "max-wer",
+                   "max-per",     "decode",         "model"},
                   run);
 }
