@@ -55,8 +55,7 @@ const char* usage =
     "                           padded: batches padded to the longest sentence possible\n"
     "  --boundaries A,B,...     bucket boundaries in tokens (default 8,12,16,20,25,32,40)\n"
     "  --max-steps N            stop after N steps in all\n"
-    "  --seed N                 (default 1)\n"
-    RUNNEL_DEVICE_FLAGS_USAGE
+    "  --seed N                 (default 1)\n" RUNNEL_DEVICE_FLAGS_USAGE
     "  --records-dir D          where the split's records go (default runnel-lm-records)\n"
     "  --checkpoint-dir D       checkpoints and the exported lm.pb (default runnel-lm)\n"
     "  --logdir DIR             TensorBoard logs (graph, loss and perplexity curves)\n"
@@ -151,6 +150,126 @@ dataset eval_data(const std::string& file, int64_t positions, int64_t max_words)
       .prefetch(2);
 }
 
+/// The training batches: from the "lm_train" dataset iterator, or (--input queue) from
+/// bucketing queues fed by the "lm_records" iterator, whose runners go to `runners`.
+std::vector<output> training_inputs(graph& g, const std::string& input,
+                                    const std::vector<int64_t>& boundaries, int64_t batch,
+                                    std::vector<queue_runner>& runners) {
+  if (input != "queue")
+    return iterator_get_next(g, "lm_train", {dtype::i32, dtype::i64, dtype::i64},
+                             {{-1}, {-1, -1}, {-1, -1}});
+  auto record = iterator_get_next(g, "lm_records", {dtype::string}, {{}})[0];
+  auto parsed = parse_single_sequence_example(record, {}, lm_sequence_specs(), "parse");
+  auto eos = constant(g, tensor::vector<int64_t>({lm_eos}));
+  auto inputs = concat({eos, parsed[0]}, 0), targets = concat({parsed[0], eos}, 0);
+  auto length = cast(parsed[1] + int64_t(1), dtype::i32);
+  auto b = bucket_by_sequence_length(
+      length, {inputs, targets}, boundaries, std::vector<int64_t>(boundaries.size() + 1, batch),
+      {.capacity = 4 * batch, .allow_smaller_final_batch = true, .name = "bucket"});
+  runners = b.runners;
+  return {cast(b.tensors[0], dtype::i32), b.tensors[1], b.tensors[2]};
+}
+
+/// The perplexity of the sentences in `file`.
+double evaluate_perplexity(runtime& rt, session& s, const lm_tower& eval, const std::string& file,
+                           int64_t max_words) {
+  throw_if_error(initialize_iterator(rt, "lm_eval", eval_data(file, 1024, max_words)));
+  double nll = 0, tokens = 0;
+  for (;;) {
+    auto r = s.run({}, {eval.nll_sum, eval.tokens});
+    if (!r && r.error().code() == error_code::out_of_range)
+      break;
+    auto v = std::move(r).value();
+    nll += *v[0].data<float>();
+    tokens += *v[1].data<float>();
+  }
+  return std::exp(nll / tokens);
+}
+
+/// An epoch's training data, shuffled by a seed of the epoch: bucketed by length, or padded.
+dataset train_data(const split_files& files, int epoch, int64_t seed, const std::string& input,
+                   int64_t batch, int64_t max_words, const std::vector<int64_t>& boundaries) {
+  auto ds =
+      dataset::records({files.train})
+          .shuffle(size_t(files.train_sentences), uint64_t(seed) * 1000 + uint64_t(epoch), false)
+          .map(lm_parse_sentence());
+  if (input == "padded")
+    return ds.padded_batch(batch, {shape{}, shape{max_words + 1}, shape{max_words + 1}});
+  return ds.bucket_by_length([](const element& e) { return int64_t(*e[0].data<int32_t>()); },
+                             boundaries, std::vector<int64_t>(boundaries.size() + 1, batch));
+}
+
+/// What a training step runs.
+struct train_step {
+  session& s;
+  const lm_tower& train;
+  output training, computed;
+  const std::vector<output>& next;
+  operation train_op;
+};
+
+struct epoch_result {
+  double loss_sum = 0, real = 0, all = 0; ///< sampled loss; real and computed positions
+  int64_t steps = 0, sentences = 0;
+  bool complete = false; ///< the epoch's data ended (not the step limit)
+  bool ended = false;    ///< the queue form's reader ended: no more epochs
+};
+
+/// One epoch's steps. A dataset's epoch ends when its data does; the queue form's after
+/// `queue_sentences` sentences (the reader runs on over the epochs; -1: a dataset).
+epoch_result train_steps(const train_step& t, int epoch, int64_t limit, int64_t queue_sentences,
+                         int64_t& global_step, int64_t& tokens_done, progress_line& progress,
+                         training_log& log) {
+  epoch_result e;
+  while (global_step < limit && (queue_sentences < 0 || e.sentences < queue_sentences)) {
+    auto r = t.s.run({{t.training, tensor::scalar<bool>(true)}},
+                     {t.train.loss, t.train.tokens, t.computed, t.next[0]}, {t.train_op});
+    if (!r && r.error().code() == error_code::out_of_range) {
+      e.complete = true;
+      e.ended = queue_sentences >= 0;
+      break;
+    }
+    auto v = std::move(r).value();
+    e.loss_sum += *v[0].data<float>();
+    e.real += *v[1].data<float>();
+    e.all += *v[2].data<float>();
+    e.sentences += v[3].num_elements();
+    ++e.steps;
+    ++global_step;
+    tokens_done += int64_t(*v[1].data<float>());
+    progress.update(epoch + 1, global_step, e.loss_sum / double(e.steps), -1, tokens_done);
+    if (global_step % 20 == 0)
+      log.scalar("train/sampled_loss", e.loss_sum / double(e.steps), global_step);
+  }
+  e.complete = e.complete || (queue_sentences >= 0 && e.sentences >= queue_sentences);
+  return e;
+}
+
+/// The model's flags.
+lm_options model_options(const flags& f, int64_t vocab_size, int64_t seed) {
+  return {.vocab = vocab_size,
+          .dim = f.get_int("dim", 200).value(),
+          .layers = f.get_int("layers", 1).value(),
+          .keep_prob = f.get_double("keep-prob", 0.5).value(),
+          .num_sampled = f.get_int("num-sampled", 512).value(),
+          .seed = seed};
+}
+
+/// --input queue: one reader over the epochs left (an epoch is a training set's worth of
+/// sentences) and the bucketing queues' runners.
+void start_queue_reader(runtime& rt, session& s, coordinator& coord,
+                        std::vector<queue_runner>& runners, const split_files& files, int64_t seed,
+                        int first_epoch, int epochs) {
+  auto ds =
+      dataset::records({files.train})
+          .shuffle(size_t(files.train_sentences), uint64_t(seed) * 1000 + uint64_t(first_epoch))
+          .repeat(epochs - first_epoch)
+          .prefetch(256);
+  throw_if_error(initialize_iterator(rt, "lm_records", ds));
+  for (auto& r : runners)
+    throw_if_error(r.start(s, coord));
+}
+
 int run(const flags& f) {
   if (f.has("score"))
     return score_main(f);
@@ -166,12 +285,6 @@ int run(const flags& f) {
   auto input = f.get("input", "bucket");
   auto ckpt_dir = f.get("checkpoint-dir", "runnel-lm");
   auto boundaries = parse_ints(f.get("boundaries", "8,12,16,20,25,32,40"), "--boundaries");
-  lm_options mo{.vocab = vocab_size,
-                .dim = f.get_int("dim", 200).value(),
-                .layers = f.get_int("layers", 1).value(),
-                .keep_prob = f.get_double("keep-prob", 0.5).value(),
-                .num_sampled = f.get_int("num-sampled", 512).value(),
-                .seed = seed};
   if (epochs < 1 || batch < 1 || !(lr > 0) || !(clip > 0) || max_words < 1)
     throw error(invalid_argument("--epochs, --batch, --lr, --clip and --max-words must be "
                                  "positive"));
@@ -181,26 +294,11 @@ int run(const flags& f) {
 
   graph g;
   g.set_seed(seed);
-  lm_model model(g, mo);
+  lm_model model(g, model_options(f, vocab_size, seed));
   auto training = placeholder(g, dtype::boolean, shape{}, "training");
   // The training batches: from a dataset iterator, or from bucketing queues.
-  std::vector<output> next;
   std::vector<queue_runner> runners;
-  if (input == "queue") {
-    auto record = iterator_get_next(g, "lm_records", {dtype::string}, {{}})[0];
-    auto parsed = parse_single_sequence_example(record, {}, lm_sequence_specs(), "parse");
-    auto eos = constant(g, tensor::vector<int64_t>({lm_eos}));
-    auto inputs = concat({eos, parsed[0]}, 0), targets = concat({parsed[0], eos}, 0);
-    auto length = cast(parsed[1] + int64_t(1), dtype::i32);
-    auto b = bucket_by_sequence_length(
-        length, {inputs, targets}, boundaries, std::vector<int64_t>(boundaries.size() + 1, batch),
-        {.capacity = 4 * batch, .allow_smaller_final_batch = true, .name = "bucket"});
-    next = {cast(b.tensors[0], dtype::i32), b.tensors[1], b.tensors[2]};
-    runners = b.runners;
-  } else {
-    next = iterator_get_next(g, "lm_train", {dtype::i32, dtype::i64, dtype::i64},
-                             {{-1}, {-1, -1}, {-1, -1}});
-  }
+  auto next = training_inputs(g, input, boundaries, batch, runners);
   auto train = model.build(next[0], next[1], next[2], training, true);
   auto computed = cast(size(next[1]), dtype::f32); // positions computed, padding included
   auto eval_in = iterator_get_next(g, "lm_eval", {dtype::i32, dtype::i64, dtype::i64},
@@ -222,17 +320,7 @@ int run(const flags& f) {
   int first_epoch = epochs_done.epochs_done();
 
   auto perplexity = [&](const std::string& file) {
-    throw_if_error(initialize_iterator(rt, "lm_eval", eval_data(file, 1024, max_words)));
-    double nll = 0, tokens = 0;
-    for (;;) {
-      auto r = s.run({}, {eval.nll_sum, eval.tokens});
-      if (!r && r.error().code() == error_code::out_of_range)
-        break;
-      auto v = std::move(r).value();
-      nll += *v[0].data<float>();
-      tokens += *v[1].data<float>();
-    }
-    return std::exp(nll / tokens);
+    return evaluate_perplexity(rt, s, eval, file, max_words);
   };
   // Bucketed epochs take a few more steps than full batches would (each bucket's last batch is
   // smaller): the estimate is for the progress line only.
@@ -240,28 +328,9 @@ int run(const flags& f) {
                             (input == "padded" ? 0 : int64_t(boundaries.size()));
   int64_t limit = max_steps > 0 ? max_steps : std::numeric_limits<int64_t>::max();
   int64_t total = std::min(int64_t(epochs) * steps_per_epoch, limit);
-  auto train_data = [&](int epoch) {
-    auto ds =
-        dataset::records({files.train})
-            .shuffle(size_t(files.train_sentences), uint64_t(seed) * 1000 + uint64_t(epoch), false)
-            .map(lm_parse_sentence());
-    if (input == "padded")
-      return ds.padded_batch(batch, {shape{}, shape{max_words + 1}, shape{max_words + 1}});
-    return ds.bucket_by_length([](const element& e) { return int64_t(*e[0].data<int32_t>()); },
-                               boundaries, std::vector<int64_t>(boundaries.size() + 1, batch));
-  };
   coordinator coord;
-  if (input == "queue") {
-    // One reader over the epochs left; an epoch is a training set's worth of sentences.
-    int first = first_epoch;
-    auto ds = dataset::records({files.train})
-                  .shuffle(size_t(files.train_sentences), uint64_t(seed) * 1000 + uint64_t(first))
-                  .repeat(epochs - first)
-                  .prefetch(256);
-    throw_if_error(initialize_iterator(rt, "lm_records", ds));
-    for (auto& r : runners)
-      throw_if_error(r.start(s, coord));
-  }
+  if (input == "queue")
+    start_queue_reader(rt, s, coord, runners, files, seed, first_epoch, epochs);
   progress_line progress(total, epochs, "tok");
   double valid_ppl = 0, test_ppl = 0;
   int64_t tokens_done = 0;
@@ -270,35 +339,16 @@ int run(const flags& f) {
     // queue form starts the epoch's reading again.
     int64_t skip = input == "queue" ? 0 : global_step - epochs_done.epoch_start();
     if (input != "queue")
-      throw_if_error(initialize_iterator(rt, "lm_train", train_data(epoch).skip(skip).prefetch(8)));
-    double loss_sum = 0, real = 0, all = 0;
-    int64_t n = 0, sentences = 0;
-    bool complete = false, ended = false;
+      throw_if_error(
+          initialize_iterator(rt, "lm_train",
+                              train_data(files, epoch, seed, input, batch, max_words, boundaries)
+                                  .skip(skip)
+                                  .prefetch(8)));
     progress.start_epoch(global_step, tokens_done);
-    // A dataset's epoch ends when its data does; the queue form's after a training set's worth
-    // of sentences (the reader runs on over the epochs).
-    while (global_step < limit && (input != "queue" || sentences < files.train_sentences)) {
-      auto r = s.run({{training, tensor::scalar<bool>(true)}},
-                     {train.loss, train.tokens, computed, next[0]}, {train_op});
-      if (!r && r.error().code() == error_code::out_of_range) {
-        complete = true;
-        ended = input == "queue";
-        break;
-      }
-      auto v = std::move(r).value();
-      loss_sum += *v[0].data<float>();
-      real += *v[1].data<float>();
-      all += *v[2].data<float>();
-      sentences += v[3].num_elements();
-      ++n;
-      ++global_step;
-      tokens_done += int64_t(*v[1].data<float>());
-      progress.update(epoch + 1, global_step, loss_sum / double(n), -1, tokens_done);
-      if (global_step % 20 == 0)
-        log.scalar("train/sampled_loss", loss_sum / double(n), global_step);
-    }
+    auto [loss_sum, real, all, n, sentences, complete, ended] = train_steps(
+        {s, train, training, computed, next, train_op}, epoch, limit,
+        input == "queue" ? files.train_sentences : -1, global_step, tokens_done, progress, log);
     progress.finish();
-    complete = complete || (input == "queue" && sentences >= files.train_sentences);
     if (complete)
       epochs_done.finish_epoch(s, global_step);
     double seconds = progress.epoch_seconds();
@@ -342,11 +392,17 @@ int run(const flags& f) {
 } // namespace
 
 int main(int argc, char** argv) {
-  return app_main("lm", argc, argv, usage,
-                  {"books",       "vocab",          "max-words",  "dim",       "layers",
-                   "keep-prob",   "num-sampled",    "epochs",     "batch",     "lr",
-                   "clip",        "input",          "boundaries", "max-steps", "seed", "device", "simulated-gpus",
-                   "records-dir", "checkpoint-dir", "logdir",     "resume",    "max-perplexity",
-                   "score",       "model"},
+  return app_main("lm", argc, argv, usage, {"books",          "vocab",
+                                            "max-words",      "dim",
+                                            "layers",         "keep-prob",
+                                            "num-sampled",    "epochs",
+                                            "batch",          "lr",
+                                            "clip",           "input",
+                                            "boundaries",     "max-steps",
+                                            "seed",           "device",
+                                            "simulated-gpus", "records-dir",
+                                            "checkpoint-dir", "logdir",
+                                            "resume",         "max-perplexity",
+                                            "score",          "model"},
                   run);
 }
