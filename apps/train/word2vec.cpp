@@ -16,15 +16,15 @@
 #include <thread>
 
 #include "runnel/actors/data/dataset.hpp"
-#include "runnel/actors/state/saver.hpp"
 #include "runnel/actors/exec/session.hpp"
+#include "runnel/actors/state/saver.hpp"
 #include "runnel/apps/support/app_support.hpp"
 #include "runnel/apps/support/training_log.hpp"
 #include "runnel/apps/train/text/corpus.hpp"
 #include "runnel/apps/train/text/training.hpp"
 #include "runnel/ops/layers/data_flow.hpp"
-#include "runnel/ops/train/optimizers.hpp"
 #include "runnel/ops/layers/sampled_losses.hpp"
+#include "runnel/ops/train/optimizers.hpp"
 #include "runnel/storage/checkpoint.hpp"
 #include "runnel/storage/example.hpp"
 
@@ -37,7 +37,8 @@ const char* usage =
     "usage: word2vec [options]\n"
     "Trains skip-gram word vectors with NCE on plain-text books.\n"
     "  --corpus F[,F...]        text files (default: Moby Dick and Sherlock Holmes from Debian's\n"
-    "                           golang-github-colinmarc-hdfs-dev and golang-github-jdkato-prose-dev)\n"
+    "                           golang-github-colinmarc-hdfs-dev and "
+    "golang-github-jdkato-prose-dev)\n"
     "  --min-count N            drop words seen fewer times (default 5)\n"
     "  --dim N                  vector size (default 100)\n"
     "  --window N               largest distance of a context word (default 5; each position\n"
@@ -67,7 +68,8 @@ const char* usage =
     "                           vectors.txt)\n"
     "  --trace F                write a Chrome trace of one training step to F\n"
     "  --check                  exit 3 unless the loss of the last quarter of the steps (at most\n"
-    "                           100) is below 0.9x the first's (a smoke test that training works)\n";
+    "                           100) is below 0.9x the first's (a smoke test that training "
+    "works)\n";
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
@@ -97,8 +99,7 @@ map_fn skipgram_pairs(std::shared_ptr<const std::vector<double>> keep_prob, int6
     for (int64_t id : ids) {
       if (id < 0 || id >= int64_t(keep_prob->size()))
         return invalid_argument("a corpus record holds id " + std::to_string(id) +
-                                " outside the vocabulary of " +
-                                std::to_string(keep_prob->size()));
+                                " outside the vocabulary of " + std::to_string(keep_prob->size()));
       if (u(rng) < (*keep_prob)[size_t(id)])
         kept.push_back(id);
     }
@@ -182,6 +183,117 @@ status write_vectors(const std::string& path, const vocabulary& v, const tensor&
   return {};
 }
 
+/// The corpus's word ids as record files of `chunk` words, written once per corpus and
+/// settings (their fingerprint in the file's name).
+std::string write_corpus_records(const std::vector<std::string>& files,
+                                 const std::vector<int64_t>& ids, int64_t min_count, int64_t chunk,
+                                 const std::string& records_dir) {
+  std::vector<std::string> fp_parts{std::to_string(min_count), std::to_string(chunk)};
+  for (auto& file : files)
+    fp_parts.push_back(file + ":" + std::to_string(std::filesystem::file_size(file)));
+  std::filesystem::create_directories(records_dir);
+  auto records = records_dir + "/corpus-" + fingerprint(fp_parts) + ".tfrecord";
+  if (!std::filesystem::exists(records)) {
+    std::fprintf(stderr, "writing %s ...\n", records.c_str());
+    throw_if_error(write_id_records(records, ids, chunk));
+  }
+  return records;
+}
+
+/// word2vec's subsampling: keep a word of frequency f with probability
+/// (sqrt(f / t) + 1) · t / f (capped at 1); all of them with t = 0.
+std::shared_ptr<std::vector<double>> keep_probabilities(const vocabulary& vocab, int64_t words,
+                                                        double subsample) {
+  auto keep = std::make_shared<std::vector<double>>(size_t(vocab.size()), 1.0);
+  if (subsample > 0)
+    for (int64_t i = 0; i < vocab.size(); ++i) {
+      double fr = double(vocab.counts[size_t(i)]) / double(words);
+      (*keep)[size_t(i)] = std::min(1.0, (std::sqrt(fr / subsample) + 1) * subsample / fr);
+    }
+  return keep;
+}
+
+struct model_options {
+  int64_t dim, negatives, threads, seed;
+  bool fused; ///< word2vec's own negative-sampling update; else NCE with Adagrad
+};
+
+struct model {
+  graph_variable emb;
+  output lr_now, loss;
+  operation train;
+};
+
+/// The embeddings and the training op over the "word2vec" iterator's (centre, context) pairs.
+model build_model(graph& g, const vocabulary& vocab, const model_options& o) {
+  int64_t v = vocab.size(), dim = o.dim;
+  model m;
+  m.emb = variable(g, random_uniform(g, shape{v, dim}) * (1.0 / double(dim)) - 0.5 / double(dim),
+                   "embeddings");
+  auto step = variable(g, constant(g, int64_t(0)), "global_step", false);
+  auto next = iterator_get_next(g, "word2vec", {dtype::i64, dtype::i64}, {{-1}, {-1, 1}});
+  auto centres = next[0], contexts = next[1];
+  m.lr_now = placeholder(g, dtype::f32, shape{}, "learning_rate");
+  if (o.fused) {
+    // word2vec's output vectors start at zero.
+    auto out_w = variable(g, zeros(g, dtype::f32, shape{v, dim}), "output_weights");
+    m.loss = neg_train(m.emb, out_w, cast(centres, dtype::i32),
+                       cast(reshape(contexts, std::vector<int64_t>{-1}), dtype::i32), m.lr_now,
+                       vocab.counts, o.negatives, o.threads);
+    auto after = g.control_dependencies({operation(m.loss)});
+    m.train = operation(assign_add(step, constant(g, int64_t(1))));
+    return m;
+  }
+  auto nce_w =
+      variable(g, truncated_normal(g, shape{v, dim}, 1.0 / std::sqrt(double(dim))), "nce_weights");
+  auto nce_b = variable(g, zeros(g, dtype::f32, shape{v}), "nce_biases");
+  auto negatives_drawn = fixed_unigram_candidate_sampler(
+      contexts, o.negatives, std::vector<double>(vocab.counts.begin(), vocab.counts.end()), 0.75, 0,
+      {.seed = o.seed});
+  m.loss = mean(
+      nce_loss(nce_w.value, nce_b.value, contexts, embedding_lookup(m.emb.value, centres),
+               {.num_sampled = o.negatives, .num_classes = v, .sampled_values = negatives_drawn}));
+  adagrad_optimizer opt(m.lr_now);
+  m.train = opt.minimize(m.loss, {}, &step);
+  return m;
+}
+
+/// The vocabulary must hold more words than --negatives draws per example.
+void check_vocabulary(const vocabulary& vocab, int64_t min_count, int64_t negatives) {
+  if (vocab.size() <= negatives)
+    throw error(invalid_argument("the vocabulary has " + std::to_string(vocab.size()) +
+                                 " words (min count " + std::to_string(min_count) +
+                                 "), not more than --negatives " + std::to_string(negatives)));
+}
+
+/// --trace: one step's timeline as Chrome trace JSON.
+void write_trace(const std::string& path, const run_metadata& md) {
+  std::ofstream out(path);
+  out << md.to_chrome_trace();
+  if (!out.flush())
+    throw error(data_loss("cannot write trace file " + path));
+}
+
+/// --check: the mean loss of the last quarter of this run's steps (at most 100) must be below
+/// 0.9x the first quarter's.
+int check_loss(const std::vector<double>& losses) {
+  auto n = std::min<size_t>(100, losses.size() / 4);
+  double first = 0, last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    first += losses[i] / double(n);
+    last += losses[losses.size() - 1 - i] / double(n);
+  }
+  if (!(n > 0 && last < 0.9 * first)) {
+    std::fprintf(stderr,
+                 "FAILED: the loss of the last steps %.4f is not below 0.9x the first "
+                 "steps' %.4f\n",
+                 last, first);
+    return 3;
+  }
+  std::printf("loss: first steps %.4f, last steps %.4f\n", first, last);
+  return 0;
+}
+
 int run(const flags& f) {
   auto files = f.has("corpus") ? split_list(f.get("corpus", "")) : default_books();
   int64_t min_count = f.get_int("min-count", 5).value();
@@ -204,7 +316,8 @@ int run(const flags& f) {
   auto records_dir = f.get("records-dir", "runnel-word2vec-records");
   auto ckpt_dir = f.get("checkpoint-dir", "runnel-word2vec");
   auto out_path = f.get("out", ckpt_dir + "/vectors.txt");
-  auto neighbours = split_list(f.get("neighbours", "whale,ship,captain,sea,holmes,watson,night,eyes"));
+  auto neighbours =
+      split_list(f.get("neighbours", "whale,ship,captain,sea,holmes,watson,night,eyes"));
   if (min_count < 1 || dim < 1 || window < 1 || negatives < 1 || chunk < 2 || epochs < 1 ||
       !(lr > 0) || subsample < 0)
     throw error(invalid_argument("--min-count, --dim, --window, --negatives, --epochs and --lr "
@@ -214,20 +327,9 @@ int run(const flags& f) {
   std::fprintf(stderr, "reading %zu corpus file(s) ...\n", files.size());
   auto words = read_words(files).value();
   auto vocab = build_vocabulary(words, min_count);
-  if (vocab.size() <= negatives)
-    throw error(invalid_argument("the vocabulary has " + std::to_string(vocab.size()) +
-                                 " words (min count " + std::to_string(min_count) +
-                                 "), not more than --negatives " + std::to_string(negatives)));
+  check_vocabulary(vocab, min_count, negatives);
   auto ids = to_ids(vocab, words);
-  std::vector<std::string> fp_parts{std::to_string(min_count), std::to_string(chunk)};
-  for (auto& file : files)
-    fp_parts.push_back(file + ":" + std::to_string(std::filesystem::file_size(file)));
-  std::filesystem::create_directories(records_dir);
-  auto records = records_dir + "/corpus-" + fingerprint(fp_parts) + ".tfrecord";
-  if (!std::filesystem::exists(records)) {
-    std::fprintf(stderr, "writing %s ...\n", records.c_str());
-    throw_if_error(write_id_records(records, ids, chunk));
-  }
+  auto records = write_corpus_records(files, ids, min_count, chunk, records_dir);
   int64_t steps_per_epoch = (int64_t(ids.size()) + chunk - 1) / chunk;
   std::fprintf(stderr,
                "%zu words, %lld kept in a vocabulary of %lld (min count %lld); %lld steps of %lld "
@@ -236,49 +338,14 @@ int run(const flags& f) {
                static_cast<long long>(vocab.size()), static_cast<long long>(min_count),
                static_cast<long long>(steps_per_epoch), static_cast<long long>(chunk));
 
-  // word2vec's subsampling: keep a word of frequency f with probability
-  // (sqrt(f / t) + 1) · t / f (capped at 1).
-  auto keep = std::make_shared<std::vector<double>>(size_t(vocab.size()), 1.0);
-  if (subsample > 0) {
-    double total = double(ids.size());
-    for (int64_t i = 0; i < vocab.size(); ++i) {
-      double fr = double(vocab.counts[size_t(i)]) / total;
-      (*keep)[size_t(i)] = std::min(1.0, (std::sqrt(fr / subsample) + 1) * subsample / fr);
-    }
-  }
+  auto keep = keep_probabilities(vocab, int64_t(ids.size()), subsample);
 
   graph g;
   g.set_seed(seed);
   int64_t v = vocab.size();
-  auto emb = variable(g, random_uniform(g, shape{v, dim}) * (1.0 / double(dim)) - 0.5 / double(dim),
-                      "embeddings");
-  auto step = variable(g, constant(g, int64_t(0)), "global_step", false);
-  auto next = iterator_get_next(g, "word2vec", {dtype::i64, dtype::i64}, {{-1}, {-1, 1}});
-  auto centres = next[0], contexts = next[1];
-  auto lr_now = placeholder(g, dtype::f32, shape{}, "learning_rate");
-  output loss;
-  operation train;
-  if (fused) {
-    // word2vec's output vectors start at zero.
-    auto out_w = variable(g, zeros(g, dtype::f32, shape{v, dim}), "output_weights");
-    loss = neg_train(emb, out_w, cast(centres, dtype::i32),
-                     cast(reshape(contexts, std::vector<int64_t>{-1}), dtype::i32), lr_now,
-                     vocab.counts, negatives, threads);
-    auto after = g.control_dependencies({operation(loss)});
-    train = operation(assign_add(step, constant(g, int64_t(1))));
-  } else {
-    auto nce_w = variable(g, truncated_normal(g, shape{v, dim}, 1.0 / std::sqrt(double(dim))),
-                          "nce_weights");
-    auto nce_b = variable(g, zeros(g, dtype::f32, shape{v}), "nce_biases");
-    auto negatives_drawn = fixed_unigram_candidate_sampler(
-        contexts, negatives, std::vector<double>(vocab.counts.begin(), vocab.counts.end()), 0.75,
-        0, {.seed = seed});
-    loss = mean(nce_loss(nce_w.value, nce_b.value, contexts, embedding_lookup(emb.value, centres),
-                         {.num_sampled = negatives, .num_classes = v,
-                          .sampled_values = negatives_drawn}));
-    adagrad_optimizer opt(lr_now);
-    train = opt.minimize(loss, {}, &step);
-  }
+  auto [emb, lr_now, loss, train] = build_model(
+      g, vocab,
+      {.dim = dim, .negatives = negatives, .threads = threads, .seed = seed, .fused = fused});
   saver sv(g, {}, {.max_to_keep = 2});
   runtime rt;
   session s(rt, g);
@@ -308,17 +375,12 @@ int run(const flags& f) {
       run_metadata md;
       bool trace = f.has("trace") && b == skip + 20; // a step past the warm-up
       // The fused method's rate decays linearly over the run, as word2vec's.
-      double rate = fused ? lr * std::max(1e-4, 1.0 - double(global_step) / double(total_steps))
-                          : lr;
+      double rate =
+          fused ? lr * std::max(1e-4, 1.0 - double(global_step) / double(total_steps)) : lr;
       auto r = s.run({{lr_now, tensor::scalar<float>(float(rate))}}, {loss}, {train},
                      {.trace = trace}, trace ? &md : nullptr);
-      if (trace && r.ok()) {
-        auto path = f.get("trace", "");
-        std::ofstream out(path);
-        out << md.to_chrome_trace();
-        if (!out.flush())
-          throw error(data_loss("cannot write trace file " + path));
-      }
+      if (trace && r.ok())
+        write_trace(f.get("trace", ""), md);
       if (!r && r.error().code() == error_code::out_of_range)
         break;
       double l = *std::move(r).value()[0].data<float>();
@@ -346,30 +408,19 @@ int run(const flags& f) {
   throw_if_error(write_vectors(out_path, vocab, vectors));
   std::printf("vectors: %s (%lld words, %lld dimensions)\n", out_path.c_str(),
               static_cast<long long>(v), static_cast<long long>(dim));
-  if (f.has("check")) {
-    // The first and the last quarter of this run's steps (at most 100 each).
-    auto n = std::min<size_t>(100, losses.size() / 4);
-    double first = 0, last = 0;
-    for (size_t i = 0; i < n; ++i) {
-      first += losses[i] / double(n);
-      last += losses[losses.size() - 1 - i] / double(n);
-    }
-    if (!(n > 0 && last < 0.9 * first)) {
-      std::fprintf(stderr, "FAILED: the loss of the last steps %.4f is not below 0.9x the first "
-                   "steps' %.4f\n", last, first);
-      return 3;
-    }
-    std::printf("loss: first steps %.4f, last steps %.4f\n", first, last);
-  }
+  if (f.has("check"))
+    return check_loss(losses);
   return 0;
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-  return app_main("word2vec", argc, argv, usage,
-                  {"corpus", "min-count", "dim", "window", "negatives", "subsample",
-                   "words-per-step", "epochs", "lr", "max-steps", "seed", "records-dir",
-                   "checkpoint-dir", "resume", "logdir", "neighbours", "out", "check", "trace", "method", "threads"},
-                  run);
+  return app_main(
+      "word2vec", argc, argv, usage,
+      {"corpus",         "min-count", "dim",    "window",     "negatives", "subsample",
+       "words-per-step", "epochs",    "lr",     "max-steps",  "seed",      "records-dir",
+       "checkpoint-dir", "resume",    "logdir", "neighbours", "out",       "check",
+       "trace",          "method",    "threads"},
+      run);
 }
