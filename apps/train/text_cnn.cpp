@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "runnel/actors/data/dataset.hpp"
-#include "runnel/actors/state/saver.hpp"
 #include "runnel/actors/exec/session.hpp"
+#include "runnel/actors/state/saver.hpp"
 #include "runnel/apps/support/app_support.hpp"
 #include "runnel/apps/support/training_log.hpp"
 #include "runnel/apps/train/text/corpus.hpp"
@@ -111,8 +111,8 @@ std::vector<int64_t> encode(const vocabulary& v, const std::vector<std::string>&
   return ids;
 }
 
-void write_split(const std::string& path, const std::vector<fortune>& items,
-                 const vocabulary& v, int64_t length) {
+void write_split(const std::string& path, const std::vector<fortune>& items, const vocabulary& v,
+                 int64_t length) {
   auto tmp = path + ".tmp";
   auto w = record_writer::open(tmp).value();
   for (auto& f : items) {
@@ -158,6 +158,97 @@ int64_t load_vectors(const std::string& path, const vocabulary& v, tensor& table
   return found;
 }
 
+/// The two splits as record files, written once per fingerprint (of the corpus and settings).
+std::pair<std::string, std::string> write_records(const std::string& records_dir,
+                                                  const std::vector<std::string>& fingerprint_of,
+                                                  const std::vector<fortune>& train,
+                                                  const std::vector<fortune>& test,
+                                                  const vocabulary& vocab, int64_t length) {
+  std::filesystem::create_directories(records_dir);
+  auto fp = fingerprint(fingerprint_of);
+  auto train_file = records_dir + "/train-" + fp + ".tfrecord";
+  auto test_file = records_dir + "/test-" + fp + ".tfrecord";
+  if (!std::filesystem::exists(train_file) || !std::filesystem::exists(test_file)) {
+    std::fprintf(stderr, "writing %s and %s ...\n", train_file.c_str(), test_file.c_str());
+    write_split(train_file, train, vocab, length);
+    write_split(test_file, test, vocab, length);
+  }
+  return {train_file, test_file};
+}
+
+/// The embedding table's first values: small random numbers, or --embeddings' vectors for the
+/// words it has; row 0 (padding) zero.
+tensor initial_embeddings(const flags& f, const vocabulary& vocab, int64_t rows, int64_t dim,
+                          int64_t seed) {
+  tensor initial(dtype::f32, shape{rows, dim});
+  uint64_t x = uint64_t(seed) * 2654435761u + 1;
+  for (auto& v : initial.flat<float>()) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v = (float(x >> 40) / float(1 << 24) - 0.5f) * 0.2f;
+  }
+  if (f.has("embeddings")) {
+    auto found = load_vectors(f.get("embeddings", ""), vocab, initial);
+    std::fprintf(stderr, "embeddings: %lld of %lld words from %s\n", static_cast<long long>(found),
+                 static_cast<long long>(vocab.size()), f.get("embeddings", "").c_str());
+  }
+  std::fill_n(initial.data<float>(), dim, 0.0f); // padding
+  return initial;
+}
+
+struct cnn {
+  output training; ///< bool: dropout on
+  output loss;     ///< mean cross-entropy of the batch
+  output correct;  ///< how many of the batch were classified right
+};
+
+/// Kim's CNN over the "fortunes" iterator's batches: convolutions of widths 3, 4 and 5 over the
+/// embedded words, max-pooled over time, dropout, softmax.
+cnn build_cnn(graph& g, const graph_variable& emb, int64_t length, int64_t dim, int64_t filters,
+              int64_t classes) {
+  auto next = iterator_get_next(g, "fortunes", {dtype::i64, dtype::i64}, {{-1, length}, {-1}});
+  auto ids = next[0], labels = next[1];
+  auto training = placeholder(g, dtype::boolean, shape{}, "training");
+  auto words = expand_dims(embedding_lookup(emb.value, ids), -1); // [b, length, dim, 1]
+  std::vector<output> pooled;
+  for (int64_t width : {3, 4, 5}) {
+    auto s = g.name_scope("conv" + std::to_string(width));
+    auto w = variable(g, truncated_normal(g, {width, dim, 1, filters}, 0.1), "weights");
+    auto b = variable(g, filled(g, dtype::f32, {filters}, 0.1), "biases");
+    auto maps = relu(bias_add(conv2d(words, w, {1, 1}, "VALID"), b)); // [b, len-w+1, 1, F]
+    pooled.push_back(reshape(reduce_max(maps, {1}), std::vector<int64_t>{-1, filters}));
+  }
+  auto features = dropout(concat(pooled, 1), 0.5, training);
+  auto w_out = variable(g, truncated_normal(g, {3 * filters, classes}, 0.1), "softmax_weights");
+  auto b_out = variable(g, zeros(g, dtype::f32, {classes}), "softmax_biases");
+  auto logits = bias_add(matmul(features, w_out.value), b_out.value);
+  auto loss = mean(sparse_softmax_cross_entropy_with_logits(logits, labels).first);
+  auto correct = sum(cast(equal(argmax(logits, 1), labels), dtype::f32));
+  return {training, loss, correct};
+}
+
+/// The share of the held-out fortunes classified right.
+double heldout_accuracy(runtime& rt, session& s, const cnn& model, const std::string& test_file,
+                        const std::vector<feature_spec>& specs, int64_t examples) {
+  throw_if_error(initialize_iterator(
+      rt, "fortunes", dataset::records({test_file}).batch(500).parse_examples(specs)));
+  double right = 0;
+  for (;;) {
+    auto r = s.run({{model.training, tensor::scalar<bool>(false)}}, {model.correct});
+    if (!r && r.error().code() == error_code::out_of_range)
+      break;
+    right += *std::move(r).value()[0].data<float>();
+  }
+  return right / double(examples);
+}
+
+/// The share of the held-out fortunes in the largest category (what always guessing it scores).
+double largest_class_share(const std::vector<fortune>& test, size_t categories) {
+  std::vector<int64_t> c(categories, 0);
+  for (auto& t : test)
+    ++c[size_t(t.label)];
+  return double(*std::max_element(c.begin(), c.end())) / double(test.size());
+}
+
 int run(const flags& f) {
   auto dir = f.get("fortunes", "/usr/share/games/fortunes");
   int64_t min_per = f.get_int("min-per-category", 200).value();
@@ -188,54 +279,20 @@ int run(const flags& f) {
   auto vocab = build_vocabulary(train_words, 2);
   std::fprintf(stderr, "%zu fortunes in %zu categories (%zu held out); vocabulary %lld\n",
                all.size(), names.size(), test.size(), static_cast<long long>(vocab.size()));
-  std::filesystem::create_directories(records_dir);
-  auto fp = fingerprint({dir, std::to_string(min_per), std::to_string(length),
-                         std::to_string(all.size())});
-  auto train_file = records_dir + "/train-" + fp + ".tfrecord";
-  auto test_file = records_dir + "/test-" + fp + ".tfrecord";
-  if (!std::filesystem::exists(train_file) || !std::filesystem::exists(test_file)) {
-    std::fprintf(stderr, "writing %s and %s ...\n", train_file.c_str(), test_file.c_str());
-    write_split(train_file, train, vocab, length);
-    write_split(test_file, test, vocab, length);
-  }
+  auto files = write_records(
+      records_dir,
+      {dir, std::to_string(min_per), std::to_string(length), std::to_string(all.size())}, train,
+      test, vocab, length);
+  auto& train_file = files.first; // named references: lambdas below capture them
+  auto& test_file = files.second;
 
   graph g;
   g.set_seed(seed);
   int64_t rows = vocab.size() + 2, classes = int64_t(names.size());
-  tensor initial(dtype::f32, shape{rows, dim});
-  {
-    uint64_t x = uint64_t(seed) * 2654435761u + 1;
-    for (auto& v : initial.flat<float>()) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      v = (float(x >> 40) / float(1 << 24) - 0.5f) * 0.2f;
-    }
-    if (f.has("embeddings")) {
-      auto found = load_vectors(f.get("embeddings", ""), vocab, initial);
-      std::fprintf(stderr, "embeddings: %lld of %lld words from %s\n",
-                   static_cast<long long>(found), static_cast<long long>(vocab.size()),
-                   f.get("embeddings", "").c_str());
-    }
-    std::fill_n(initial.data<float>(), dim, 0.0f); // padding
-  }
+  tensor initial = initial_embeddings(f, vocab, rows, dim, seed);
   auto emb = variable(g, constant(g, initial, "initial_embeddings"), "embeddings");
-  auto next = iterator_get_next(g, "fortunes", {dtype::i64, dtype::i64}, {{-1, length}, {-1}});
-  auto ids = next[0], labels = next[1];
-  auto training = placeholder(g, dtype::boolean, shape{}, "training");
-  auto words = expand_dims(embedding_lookup(emb.value, ids), -1); // [b, length, dim, 1]
-  std::vector<output> pooled;
-  for (int64_t width : {3, 4, 5}) {
-    auto s = g.name_scope("conv" + std::to_string(width));
-    auto w = variable(g, truncated_normal(g, {width, dim, 1, filters}, 0.1), "weights");
-    auto b = variable(g, filled(g, dtype::f32, {filters}, 0.1), "biases");
-    auto maps = relu(bias_add(conv2d(words, w, {1, 1}, "VALID"), b)); // [b, len-w+1, 1, F]
-    pooled.push_back(reshape(reduce_max(maps, {1}), std::vector<int64_t>{-1, filters}));
-  }
-  auto features = dropout(concat(pooled, 1), 0.5, training);
-  auto w_out = variable(g, truncated_normal(g, {3 * filters, classes}, 0.1), "softmax_weights");
-  auto b_out = variable(g, zeros(g, dtype::f32, {classes}), "softmax_biases");
-  auto logits = bias_add(matmul(features, w_out.value), b_out.value);
-  auto loss = mean(sparse_softmax_cross_entropy_with_logits(logits, labels).first);
-  auto correct = sum(cast(equal(argmax(logits, 1), labels), dtype::f32));
+  auto model = build_cnn(g, emb, length, dim, filters, classes);
+  output training = model.training, loss = model.loss;
   auto step_var = variable(g, constant(g, int64_t(0)), "global_step", false);
   adam_optimizer opt(lr);
   auto train_op = opt.minimize(loss, {}, &step_var);
@@ -248,16 +305,7 @@ int run(const flags& f) {
   std::vector<feature_spec> specs{{.key = "ids", .type = dtype::i64, .shape = {length}},
                                   {.key = "label", .type = dtype::i64, .shape = {}}};
   auto evaluate = [&] {
-    throw_if_error(initialize_iterator(
-        rt, "fortunes", dataset::records({test_file}).batch(500).parse_examples(specs)));
-    double right = 0;
-    for (;;) {
-      auto r = s.run({{training, tensor::scalar<bool>(false)}}, {correct});
-      if (!r && r.error().code() == error_code::out_of_range)
-        break;
-      right += *std::move(r).value()[0].data<float>();
-    }
-    return right / double(test.size());
+    return heldout_accuracy(rt, s, model, test_file, specs, int64_t(test.size()));
   };
   int64_t steps_per_epoch = (int64_t(train.size()) + batch - 1) / batch;
   int64_t total = int64_t(epochs) * steps_per_epoch;
@@ -306,12 +354,7 @@ int run(const flags& f) {
   if (global_step == 0 || accuracy == 0)
     accuracy = evaluate();
   std::printf("held-out accuracy: %.4f (%zu categories; the largest is %.4f of the fortunes)\n",
-              accuracy, names.size(), [&] {
-                std::vector<int64_t> c(names.size(), 0);
-                for (auto& t : test)
-                  ++c[size_t(t.label)];
-                return double(*std::max_element(c.begin(), c.end())) / double(test.size());
-              }());
+              accuracy, names.size(), largest_class_share(test, names.size()));
   if (min_accuracy >= 0 && accuracy < min_accuracy) {
     std::fprintf(stderr, "FAILED: held-out accuracy %.4f < %.4f\n", accuracy, min_accuracy);
     return 3;
