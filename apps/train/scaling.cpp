@@ -169,6 +169,104 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// This process's place: a local run (no node), or a task of --cluster with its node started.
+struct place {
+  std::unique_ptr<cluster_node> node;
+  int workers = 1, task = 0;
+  std::string target; ///< the session's: this worker's master
+  session_options so;
+  bool served_parameters = false; ///< a ps task that served until a signal
+};
+
+/// Starts this task's node on --cluster (a ps task serves until stopped) and sets the model's
+/// cluster options; with --trace, names this worker's trace file and the chief's.
+place join_cluster(const flags& f, synthetic_options& o, std::string& trace_file, int64_t traced) {
+  place p;
+  if (!f.has("cluster"))
+    return p;
+  auto spec = cluster_spec::parse(f.get("cluster", "")).value();
+  std::string job = f.get("job", "worker");
+  p.task = int(f.get_int("task", 0).value());
+  p.workers = spec.num_tasks("worker");
+  o.ps_tasks = spec.num_tasks("ps");
+  if (o.ps_tasks == 0 || p.workers == 0)
+    throw error(invalid_argument("--cluster needs a 'ps' job and a 'worker' job"));
+  if (o.replicas != 1)
+    throw error(invalid_argument("--replicas is for a local run: a cluster's replicas are its "
+                                 "workers"));
+  if (f.has("auth-token-file"))
+    p.so.auth_token = read_token(f.get("auth-token-file", "")).value();
+  if (!trace_file.empty() && job == "worker") {
+    // The chief's sync loop traces the step that ends the workers' traced one
+    // (actors/cluster/sync_runner.cpp); each worker its own file. Set before any thread starts.
+    if (p.task == 0)
+      ::setenv("RUNNEL_SYNC_TRACE",
+               (with_suffix(trace_file, "-chief-step") + "@" + std::to_string(traced)).c_str(), 1);
+    trace_file = with_suffix(trace_file, "-worker-" + std::to_string(p.task));
+  }
+  p.node = cluster_node::start(
+               {.cluster = spec, .job = job, .task = p.task, .auth_token = p.so.auth_token})
+               .value();
+  if (job == "ps") {
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    std::fprintf(stderr, "ps task %d: serving parameters; stop with Ctrl-C\n", p.task);
+    while (stop_signal.load() == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    p.served_parameters = true;
+    return p;
+  }
+  if (job != "worker" || p.task < 0 || p.task >= p.workers)
+    throw error(invalid_argument("--job must be ps or worker and --task one of the job's "
+                                 "tasks, got " +
+                                 job + " " + std::to_string(p.task)));
+  double timeout_s = f.get_double("sync-timeout", 60).value();
+  o.task = p.task;
+  o.sync = sync_replicas_options{.replicas_to_aggregate = p.workers,
+                                 .total_num_replicas = p.workers,
+                                 .replica = p.task,
+                                 .timeout_ms = int64_t(timeout_s * 1000),
+                                 .worker_device = "/job:worker/task:" + std::to_string(p.task)};
+  p.target = "runnel://" + spec.address("worker", p.task).value();
+  return p;
+}
+
+/// A worker other than the chief waits (up to 300 s) until the chief has initialized the model.
+void wait_for_chief(session& s, const synthetic_model& m, int task) {
+  std::fprintf(stderr, "worker %d: waiting for the chief to initialize the model ...\n", task);
+  auto waited = std::chrono::steady_clock::now();
+  for (;;) {
+    auto r = s.run({}, m.ready);
+    if (r.ok())
+      return;
+    if (r.error().code() != error_code::failed_precondition &&
+        r.error().code() != error_code::unavailable)
+      throw error(r.error());
+    if (since(waited) > 300)
+      throw error(deadline_exceeded("worker " + std::to_string(task) +
+                                    ": the chief did not initialize the model in 300 s"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+/// The lines bench/scaling_bench.sh reads: step times and throughput, the machine's CPU use.
+void report(std::vector<double> times, const cpu_ticks& cpu_from, const cpu_ticks& cpu_to,
+            int replicas, int64_t batch) {
+  double mean = std::accumulate(times.begin(), times.end(), 0.0) / double(times.size());
+  std::sort(times.begin(), times.end());
+  std::printf("scaling: %d workers, %zu steps, step %.2f ms mean (median %.2f, min %.2f, max "
+              "%.2f), %.1f examples/s\n",
+              replicas, times.size(), mean * 1e3, times[times.size() / 2] * 1e3,
+              times.front() * 1e3, times.back() * 1e3, double(batch * replicas) / mean);
+  if (double total = cpu_to.total - cpu_from.total; total > 0) {
+    int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    double busy = (cpu_to.busy - cpu_from.busy) / total;
+    std::printf("scaling: machine CPU %.2f of %d cores busy during the timed steps (%.0f%%): "
+                "%.0f ms of CPU a step\n",
+                busy * cores, cores, busy * 100, busy * cores * mean * 1e3);
+  }
+}
+
 int run(const flags& f) {
   if (f.has("describe"))
     return describe(f);
@@ -181,59 +279,13 @@ int run(const flags& f) {
     throw error(invalid_argument("--steps and --batch must be at least 1, --warmup at least 0"));
   std::string trace_file = f.get("trace", "");
   int64_t traced = warmup + steps / 2;
-  std::unique_ptr<cluster_node> node;
+  place p = join_cluster(f, o, trace_file, traced);
+  if (p.served_parameters)
+    return 0;
+  auto& [node, workers, task, target, so, served] = p;
   std::optional<runtime> local_rt;
-  int workers = 1, task = 0;
-  std::string target;
-  session_options so;
-  if (f.has("cluster")) {
-    auto spec = cluster_spec::parse(f.get("cluster", "")).value();
-    std::string job = f.get("job", "worker");
-    task = int(f.get_int("task", 0).value());
-    workers = spec.num_tasks("worker");
-    o.ps_tasks = spec.num_tasks("ps");
-    if (o.ps_tasks == 0 || workers == 0)
-      throw error(invalid_argument("--cluster needs a 'ps' job and a 'worker' job"));
-    if (o.replicas != 1)
-      throw error(invalid_argument("--replicas is for a local run: a cluster's replicas are its "
-                                   "workers"));
-    if (f.has("auth-token-file"))
-      so.auth_token = read_token(f.get("auth-token-file", "")).value();
-    if (!trace_file.empty() && f.get("job", "worker") == "worker") {
-      // The chief's sync loop traces the step that ends the workers' traced one
-      // (actors/cluster/sync_runner.cpp); each worker its own file. Set before any thread starts.
-      if (task == 0)
-        ::setenv("RUNNEL_SYNC_TRACE",
-                 (with_suffix(trace_file, "-chief-step") + "@" + std::to_string(traced)).c_str(),
-                 1);
-      trace_file = with_suffix(trace_file, "-worker-" + std::to_string(task));
-    }
-    node = cluster_node::start(
-               {.cluster = spec, .job = job, .task = task, .auth_token = so.auth_token})
-               .value();
-    if (job == "ps") {
-      std::signal(SIGINT, on_signal);
-      std::signal(SIGTERM, on_signal);
-      std::fprintf(stderr, "ps task %d: serving parameters; stop with Ctrl-C\n", task);
-      while (stop_signal.load() == 0)
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      return 0;
-    }
-    if (job != "worker" || task < 0 || task >= workers)
-      throw error(invalid_argument("--job must be ps or worker and --task one of the job's "
-                                   "tasks, got " +
-                                   job + " " + std::to_string(task)));
-    double timeout_s = f.get_double("sync-timeout", 60).value();
-    o.task = task;
-    o.sync = sync_replicas_options{.replicas_to_aggregate = workers,
-                                   .total_num_replicas = workers,
-                                   .replica = task,
-                                   .timeout_ms = int64_t(timeout_s * 1000),
-                                   .worker_device = "/job:worker/task:" + std::to_string(task)};
-    target = "runnel://" + spec.address("worker", task).value();
-  } else {
+  if (!node)
     local_rt.emplace();
-  }
   runtime& rt = node ? node->rt() : *local_rt;
   auto m = build_synthetic(o);
   bool chief = task == 0;
@@ -245,24 +297,10 @@ int run(const flags& f) {
   auto s_ptr = target.empty() ? std::make_unique<session>(rt, m->g)
                               : std::make_unique<session>(rt, m->g, target, so);
   session& s = *s_ptr;
-  if (chief) {
+  if (chief)
     throw_if_error(s.run({global_variables_initializer(m->g)}));
-  } else {
-    std::fprintf(stderr, "worker %d: waiting for the chief to initialize the model ...\n", task);
-    auto waited = std::chrono::steady_clock::now();
-    for (;;) {
-      auto r = s.run({}, m->ready);
-      if (r.ok())
-        break;
-      if (r.error().code() != error_code::failed_precondition &&
-          r.error().code() != error_code::unavailable)
-        throw error(r.error());
-      if (since(waited) > 300)
-        throw error(deadline_exceeded("worker " + std::to_string(task) +
-                                      ": the chief did not initialize the model in 300 s"));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
+  else
+    wait_for_chief(s, *m, task);
   std::vector<double> times;
   cpu_ticks cpu_from;
   auto started = std::chrono::steady_clock::now();
@@ -296,21 +334,7 @@ int run(const flags& f) {
                    mean * 1e3, times.empty() ? " (warming up)" : "");
     }
   }
-  cpu_ticks cpu_to = machine_cpu();
-  double mean = std::accumulate(times.begin(), times.end(), 0.0) / double(times.size());
-  std::sort(times.begin(), times.end());
-  int replicas = o.sync ? workers : o.replicas;
-  std::printf("scaling: %d workers, %zu steps, step %.2f ms mean (median %.2f, min %.2f, max "
-              "%.2f), %.1f examples/s\n",
-              replicas, times.size(), mean * 1e3, times[times.size() / 2] * 1e3,
-              times.front() * 1e3, times.back() * 1e3, double(batch * replicas) / mean);
-  if (double total = cpu_to.total - cpu_from.total; total > 0) {
-    int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    double busy = (cpu_to.busy - cpu_from.busy) / total;
-    std::printf("scaling: machine CPU %.2f of %d cores busy during the timed steps (%.0f%%): "
-                "%.0f ms of CPU a step\n",
-                busy * cores, cores, busy * 100, busy * cores * mean * 1e3);
-  }
+  report(times, cpu_from, machine_cpu(), o.sync ? workers : o.replicas, batch);
   if (f.has("params-out")) {
     auto values = s.run({}, m->parameters).value();
     std::string bytes;
