@@ -7,6 +7,7 @@
 //   its CUDA kernel             ops/cuda/elementwise.cu (`apply`: one element, host and device)
 //   its place in the GPU list   ops/gpu/gpu_kernels.cpp and the CUDA table
 //   the fusion interpreter      ops/cpu/fused_elementwise.cpp (float32)
+//   a fused activation          after MatMul/Conv2D and a bias, if listed in fused_activations
 //
 //   its gradient, if the functor has `grad(x, y, dy)`: a _UnaryGrad node (ops/grad/math_grad.cpp;
 //                               the op is defined and has CPU and CUDA kernels beside the rows')
@@ -245,6 +246,21 @@ inline const unary_op_info* find_unary_op(std::string_view name) {
   for (auto& u : unary_ops)
     if (name == u.name)
       return &u;
+  return nullptr;
+}
+
+/// The rows the graph optimizer fuses after a MatMul or Conv2D and its bias, as Grappler's
+/// remapper does (ops/optimize/remap.cpp): the `activation` attribute of _FusedMatMul and
+/// _FusedConv2D names one (or is empty), and their CPU kernel (ops/cpu/fused.cpp) applies the
+/// row's functor. Adding a row here is all a new fused activation takes.
+inline constexpr unary_op fused_activations[] = {unary_op::Relu, unary_op::Relu6, unary_op::Elu,
+                                                 unary_op::Tanh, unary_op::Sigmoid};
+
+/// The fused activation named `name`, or null.
+inline const unary_op_info* find_fused_activation(std::string_view name) {
+  for (unary_op a : fused_activations)
+    if (name == unary_ops[int(a)].name)
+      return &unary_ops[int(a)];
   return nullptr;
 }
 

@@ -2,67 +2,37 @@
 // run the MatMul or Conv2D kernel, then add the bias and apply the activation in one pass over
 // the product while it is still in cache, block by block on the device's pool: one firing and
 // one pass over memory instead of three.
+#include <optional>
+
+#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 namespace {
 
-enum class activation { none, relu, relu6, elu, tanh, sigmoid };
-
-activation activation_of(const std::string& name) {
-  if (name == "Relu")
-    return activation::relu;
-  if (name == "Relu6")
-    return activation::relu6;
-  if (name == "Elu")
-    return activation::elu;
-  if (name == "Tanh")
-    return activation::tanh;
-  if (name == "Sigmoid")
-    return activation::sigmoid;
-  return activation::none;
-}
-
-/// y[r, c] = act(y[r, c] + bias[c]) over rows [r0, r1).
+/// y[r, c] = act(y[r, c] + bias[c]) over rows [r0, r1), act one of fused_activations
+/// (ops/core/unary_ops.hpp) through its row's functor, or none.
 template <class T>
 void bias_activation(T* y, const T* bias, int64_t r0, int64_t r1, int64_t channels,
-                     activation act) {
-  for (int64_t r = r0; r < r1; ++r) {
-    T* row = y + r * channels;
-    switch (act) {
-      case activation::none:
-        for (int64_t c = 0; c < channels; ++c)
-          row[c] += bias[c];
-        break;
-      case activation::relu:
-        for (int64_t c = 0; c < channels; ++c)
-          row[c] = std::max(row[c] + bias[c], T(0));
-        break;
-      case activation::relu6:
-        for (int64_t c = 0; c < channels; ++c)
-          row[c] = std::min(std::max(row[c] + bias[c], T(0)), T(6));
-        break;
-      case activation::elu:
-        for (int64_t c = 0; c < channels; ++c) {
-          T x = row[c] + bias[c];
-          row[c] = x < T(0) ? std::expm1(x) : x;
-        }
-        break;
-      case activation::tanh:
-        for (int64_t c = 0; c < channels; ++c)
-          row[c] = std::tanh(row[c] + bias[c]);
-        break;
-      case activation::sigmoid:
-        for (int64_t c = 0; c < channels; ++c)
-          row[c] = T(1) / (T(1) + std::exp(-(row[c] + bias[c])));
-        break;
-    }
+                     std::optional<unary_op> act) {
+  if (!act) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < channels; ++c)
+        y[r * channels + c] += bias[c];
+    return;
   }
+  visit_unary(*act, [&]<class F>() {
+    for (int64_t r = r0; r < r1; ++r) {
+      T* row = y + r * channels;
+      for (int64_t c = 0; c < channels; ++c)
+        row[c] = F::apply(T(row[c] + bias[c]));
+    }
+  });
 }
 
 class fused_bias_kernel : public kernel {
 public:
-  fused_bias_kernel(std::unique_ptr<kernel> inner, activation act)
+  fused_bias_kernel(std::unique_ptr<kernel> inner, std::optional<unary_op> act)
       : inner_(std::move(inner)), act_(act) {}
 
   status compute(kernel_context& ctx) override {
@@ -99,7 +69,7 @@ public:
 
 private:
   std::unique_ptr<kernel> inner_;
-  activation act_;
+  std::optional<unary_op> act_;
 };
 
 /// The factory of `fused_op`: the kernel of `base_op` for the node without its bias, wrapped.
@@ -114,8 +84,15 @@ kernel_factory fused_factory(const kernel_registry& reg, std::string base_op) {
     kernel_construction bc{base, c.graph, c.device, c.cpu, c.resources, c.output_value_needed,
                            c.gpu};
     RUNNEL_ASSIGN_OR_RETURN(auto inner, (*factory)(bc));
-    return std::unique_ptr<kernel>(std::make_unique<fused_bias_kernel>(
-        std::move(inner), activation_of(c.attr<std::string>("activation"))));
+    auto name = c.attr<std::string>("activation");
+    std::optional<unary_op> act;
+    if (!name.empty()) {
+      auto* row = find_fused_activation(name);
+      if (!row) // the op definition checks this too
+        return invalid_argument("unknown activation '" + name + "'");
+      act = row->op;
+    }
+    return std::unique_ptr<kernel>(std::make_unique<fused_bias_kernel>(std::move(inner), act));
   };
 }
 

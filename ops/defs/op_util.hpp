@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/graph/op_def.hpp"
 
 namespace runnel::op_defs {
@@ -30,7 +31,7 @@ inline void add(op_registry& reg, op_def def) {
 }
 
 /// The op `base` (registered already) with a bias added along its output's last dimension and
-/// an activation after ("", Relu, Relu6, Elu, Tanh or Sigmoid): the ops the graph optimizer's
+/// an activation after ("" or one of fused_activations, ops/core/unary_ops.hpp): the ops the graph optimizer's
 /// remapping makes (ops/optimize/remap.cpp), kernels in ops/cpu/fused.cpp.
 inline op_def fused_with_bias(const op_registry& reg, std::string name, const std::string& base) {
   op_def d = *reg.find(base);
@@ -47,10 +48,12 @@ inline op_def fused_with_bias(const op_registry& reg, std::string name, const st
                                   out.to_string() + " has " +
                                   std::to_string(out[out.rank() - 1]) + " channels");
     auto act = c.attr<std::string>("activation");
-    if (!act.empty() && act != "Relu" && act != "Relu6" && act != "Elu" && act != "Tanh" &&
-        act != "Sigmoid")
-      return invalid_argument("unknown activation '" + act +
-                              "' (expected Relu, Relu6, Elu, Tanh, Sigmoid or none)");
+    if (!act.empty() && !find_fused_activation(act)) {
+      std::string known;
+      for (unary_op a : fused_activations)
+        known += std::string(unary_ops[int(a)].name) + ", ";
+      return invalid_argument("unknown activation '" + act + "' (expected " + known + "or none)");
+    }
     return {};
   });
   return d;

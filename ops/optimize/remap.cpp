@@ -1,10 +1,11 @@
 // Remapping into fused kernels (Grappler's remapper): on CPUs, MatMul or Conv2D followed by a
-// BiasAdd (or an Add of a vector along the last dimension) and optionally Relu, Relu6, Elu,
-// Tanh or Sigmoid becomes one _FusedMatMul or _FusedConv2D; before that, a FusedBatchNorm at
+// BiasAdd (or an Add of a vector along the last dimension) and optionally an activation
+// (fused_activations in ops/core/unary_ops.hpp) becomes one _FusedMatMul or _FusedConv2D; before that, a FusedBatchNorm at
 // inference after a Conv2D with a constant filter is folded into the filter and a bias.
 #include <algorithm>
 #include <cmath>
 
+#include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/optimize/rewrite.hpp"
 
 namespace runnel::optimize {
@@ -27,7 +28,7 @@ int only_reader(const rgraph& r, const consumer_index& data,
 }
 
 bool is_activation(const std::string& op) {
-  return op == "Relu" || op == "Relu6" || op == "Elu" || op == "Tanh" || op == "Sigmoid";
+  return find_fused_activation(op) != nullptr;
 }
 
 dtype type_attr(const rnode& n) {

@@ -135,3 +135,40 @@ TEST_CASE("each unary row's element functor (what the GPU runs) matches its CPU 
         });
     }
 }
+
+TEST_CASE("each fused activation in _FusedMatMul computes as MatMul, BiasAdd and the activation",
+          "[ops][coverage]") {
+  // The remapper (ops/optimize/remap.cpp), the op definition and the kernel all read
+  // fused_activations; here every entry, and none, against the unfused ops.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  tensor a(dtype::f32, shape{5, 7}), w(dtype::f32, shape{7, 3}), bias(dtype::f32, shape{3});
+  for (tensor* t : {&a, &w, &bias})
+    for (auto& v : t->flat<float>())
+      v = 2 * u(rng);
+  std::vector<std::string> activations{""};
+  for (unary_op act : fused_activations)
+    activations.push_back(unary_ops[int(act)].name);
+  for (auto& act : activations) {
+    INFO("activation '" << act << "'");
+    graph g;
+    auto x = constant(g, a), wc = constant(g, w), bc = constant(g, bias);
+    auto unfused = bias_add(matmul(x, wc), bc);
+    if (!act.empty())
+      unfused = g.build(act, "act", {unfused.ep()})[0];
+    auto fused = g.build("_FusedMatMul", "fused", {x.ep(), wc.ep(), bc.ep()},
+                         {{"activation", act}})[0];
+    auto r = eval({unfused, fused});
+    auto want = r[0].flat<float>(), got = r[1].flat<float>();
+    REQUIRE(want.size() == got.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      REQUIRE(got[i] == Approx(want[i]).epsilon(1e-5).margin(1e-6));
+  }
+  graph g;
+  auto x = constant(g, a);
+  auto bad = g.add_op("_FusedMatMul", "bad", {x.ep(), constant(g, w).ep(), constant(g, bias).ep()},
+                      {{"activation", std::string("Softsign")}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().message(), Catch::Contains("unknown activation 'Softsign'") &&
+                                        Catch::Contains("Relu, Relu6, Elu, Tanh, Sigmoid"));
+}
