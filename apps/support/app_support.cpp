@@ -5,12 +5,16 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
-#include <cstdlib>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
 
@@ -368,6 +372,21 @@ result<std::string> read_token(const std::string& path) {
   if (token.empty())
     return invalid_argument("auth token file '" + path + "' is empty");
   return token;
+}
+
+namespace {
+std::atomic<int> stop_signal{0};
+void on_stop_signal(int sig) {
+  stop_signal = sig;
+}
+} // namespace
+
+void serve_until_signal(int task) {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  std::fprintf(stderr, "ps task %d: serving the parameters; stop with Ctrl-C\n", task);
+  while (stop_signal.load() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
 } // namespace runnel::apps

@@ -108,6 +108,9 @@ struct curve_point {
 };
 /// A cluster's shared secret from `path` (trailing newlines dropped); errors name the file.
 result<std::string> read_token(const std::string& path);
+/// A ps task's life in the training apps: says so on stderr, then waits (its node serving the
+/// parameters meanwhile) until SIGINT or SIGTERM.
+void serve_until_signal(int task);
 
 status write_curve_csv(const std::string& path, const std::vector<curve_point>& points);
 /// Loss (left axis) and accuracies (right axis, 0..1) against the step, as a standalone SVG.

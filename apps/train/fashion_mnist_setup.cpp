@@ -1,23 +1,11 @@
 #include "runnel/apps/train/fashion_mnist_setup.hpp"
 
-#include <atomic>
-#include <chrono>
-#include <csignal>
 #include <cstdio>
-#include <thread>
 
 #include "runnel/apps/train/fashion_mnist_data.hpp"
 #include "runnel/storage/record_index.hpp"
 
 namespace runnel::apps {
-namespace {
-
-std::atomic<int> stop_signal{0};
-void on_signal(int sig) {
-  stop_signal = sig;
-}
-
-} // namespace
 
 options parse_options(const flags& f) {
   options o;
@@ -89,11 +77,7 @@ role join_cluster(const flags& f, const options& o) {
                  {.cluster = spec, .job = job, .task = r.task, .auth_token = o.auth_token})
                  .value();
   if (job == "ps") {
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
-    std::fprintf(stderr, "ps task %d: serving the parameters; stop with Ctrl-C\n", r.task);
-    while (stop_signal.load() == 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    serve_until_signal(r.task);
     r.served_parameters = true;
     return r;
   }

@@ -55,11 +55,6 @@ const char* usage =
     "  --auth-token-file F   the cluster's shared secret (needed off loopback)\n"
     "  --sync-timeout S      fail a step that waits longer than S seconds (default 60)\n";
 
-std::atomic<int> stop_signal{0};
-void on_signal(int sig) {
-  stop_signal = sig;
-}
-
 std::vector<int> parse_counts(const std::string& text) {
   std::vector<int> out;
   std::stringstream in(text);
@@ -208,11 +203,7 @@ place join_cluster(const flags& f, synthetic_options& o, std::string& trace_file
                {.cluster = spec, .job = job, .task = p.task, .auth_token = p.so.auth_token})
                .value();
   if (job == "ps") {
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
-    std::fprintf(stderr, "ps task %d: serving parameters; stop with Ctrl-C\n", p.task);
-    while (stop_signal.load() == 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    serve_until_signal(p.task);
     p.served_parameters = true;
     return p;
   }

@@ -31,8 +31,8 @@ inline void add(op_registry& reg, op_def def) {
 }
 
 /// The op `base` (registered already) with a bias added along its output's last dimension and
-/// an activation after ("" or one of fused_activations, ops/core/unary_ops.hpp): the ops the graph optimizer's
-/// remapping makes (ops/optimize/remap.cpp), kernels in ops/cpu/fused.cpp.
+/// an activation after ("" or one of fused_activations, ops/core/unary_ops.hpp): the ops the graph
+/// optimizer's remapping makes (ops/optimize/remap.cpp), kernels in ops/cpu/fused.cpp.
 inline op_def fused_with_bias(const op_registry& reg, std::string name, const std::string& base) {
   op_def d = *reg.find(base);
   d.name = std::move(name);

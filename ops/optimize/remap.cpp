@@ -1,7 +1,8 @@
 // Remapping into fused kernels (Grappler's remapper): on CPUs, MatMul or Conv2D followed by a
 // BiasAdd (or an Add of a vector along the last dimension) and optionally an activation
-// (fused_activations in ops/core/unary_ops.hpp) becomes one _FusedMatMul or _FusedConv2D; before that, a FusedBatchNorm at
-// inference after a Conv2D with a constant filter is folded into the filter and a bias.
+// (fused_activations in ops/core/unary_ops.hpp) becomes one _FusedMatMul or _FusedConv2D; before
+// that, a FusedBatchNorm at inference after a Conv2D with a constant filter is folded into the
+// filter and a bias.
 #include <algorithm>
 #include <cmath>
 

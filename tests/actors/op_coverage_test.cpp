@@ -156,8 +156,8 @@ TEST_CASE("each fused activation in _FusedMatMul computes as MatMul, BiasAdd and
     auto unfused = bias_add(matmul(x, wc), bc);
     if (!act.empty())
       unfused = g.build(act, "act", {unfused.ep()})[0];
-    auto fused = g.build("_FusedMatMul", "fused", {x.ep(), wc.ep(), bc.ep()},
-                         {{"activation", act}})[0];
+    auto fused =
+        g.build("_FusedMatMul", "fused", {x.ep(), wc.ep(), bc.ep()}, {{"activation", act}})[0];
     auto r = eval({unfused, fused});
     auto want = r[0].flat<float>(), got = r[1].flat<float>();
     REQUIRE(want.size() == got.size());
