@@ -160,14 +160,15 @@ status check_input(const graph& g, node& n, const arg_def& arg, size_t k, int64_
   auto e = n.inputs[k];
   auto& producer = g.at(e.node);
   dtype t = producer.output_types[size_t(e.index)];
-  std::string input = "input " + std::to_string(k) + " ('" + arg.name;
+  // The messages' start, built only when one is returned (this runs for every input added).
+  auto input = [&] { return "input " + std::to_string(k) + " ('" + arg.name; };
   if (arg.is_ref && !producer.def->stateful)
-    return invalid_argument(input + "') must be a variable, but comes from '" + producer.name +
+    return invalid_argument(input() + "') must be a variable, but comes from '" + producer.name +
                             "' (op " + producer.op + ")");
   if (list_types) {
     dtype want = (*list_types)[size_t(j)];
     if (t != want)
-      return invalid_argument(input + "[" + std::to_string(j) + "]') must be " +
+      return invalid_argument(input() + "[" + std::to_string(j) + "]') must be " +
                               std::string(name(want)) + " (attribute " + arg.type_list_attr +
                               "), got " + std::string(name(t)) + " from '" + g.endpoint_name(e) +
                               "'");
@@ -175,7 +176,7 @@ status check_input(const graph& g, node& n, const arg_def& arg, size_t k, int64_
   }
   if (arg.fixed != dtype::invalid) {
     if (t != arg.fixed)
-      return invalid_argument(input + "') must be " + std::string(name(arg.fixed)) + ", got " +
+      return invalid_argument(input() + "') must be " + std::string(name(arg.fixed)) + ", got " +
                               std::string(name(t)) + " from '" + g.endpoint_name(e) + "'");
     return {};
   }
@@ -183,7 +184,7 @@ status check_input(const graph& g, node& n, const arg_def& arg, size_t k, int64_
   if (it == n.attrs.end()) {
     n.attrs[arg.type_attr] = t;
   } else if (auto* want = std::get_if<dtype>(&it->second); want && *want != t) {
-    return invalid_argument(input + "') has dtype " + std::string(name(t)) + " from '" +
+    return invalid_argument(input() + "') has dtype " + std::string(name(t)) + " from '" +
                             g.endpoint_name(e) + "', but " + arg.type_attr + " is " +
                             std::string(name(*want)) + " (all inputs of type " + arg.type_attr +
                             " must agree)");
