@@ -13,7 +13,7 @@
 //                               the op is defined and has CPU and CUDA kernels beside the rows')
 //
 // tests/actors/op_coverage_test.cpp checks, for every row on every machine, that the CPU kernel,
-// the fusion interpreter and `apply` (what the GPU runs) agree; tests/ops/gradients_test.cpp
+// the fusion interpreter and `apply` (what the GPU runs) agree; tests/ops/gradient_cases.cpp
 // checks every row's gradient against finite differences. The older rows keep TensorFlow's named
 // gradient ops (ReluGrad, TanhGrad, ...: TensorFlow's graphs hold them), registered in
 // ops/grad/math_grad.cpp and nn_grad.cpp.

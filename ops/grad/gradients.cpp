@@ -33,6 +33,17 @@ bool gradient_registry::is_non_differentiable(const std::string& op) const {
   return none_.count(op) > 0;
 }
 
+std::vector<std::string> gradient_registry::differentiable_ops() const {
+  std::vector<std::string> ops;
+  for (auto& [op, fn] : fns_)
+    ops.push_back(op);
+  for (auto& [op, fn] : sparse_fns_)
+    if (!fns_.contains(op))
+      ops.push_back(op);
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
 const gradient_registry& builtin_gradients() {
   static const gradient_registry* reg = [] {
     auto* r = new gradient_registry;

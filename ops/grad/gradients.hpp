@@ -107,6 +107,8 @@ public:
   void add_non_differentiable(const std::string& op);
   const gradient_function* find(const std::string& op) const;
   bool is_non_differentiable(const std::string& op) const;
+  /// The ops with a gradient function (dense or sparse), sorted by name.
+  std::vector<std::string> differentiable_ops() const;
 
 private:
   std::unordered_map<std::string, gradient_function> fns_;

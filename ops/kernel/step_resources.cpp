@@ -87,6 +87,9 @@ status tensor_array_resource::write(int64_t index, tensor value) {
     cleared_.resize(size_t(index) + 1, 0);
   }
   auto i = size_t(index);
+  if (written_shapes_.size() <= i)
+    written_shapes_.resize(elems_.size(), shape::unknown());
+  written_shapes_[i] = value.shape();
   if (written_[i]) {
     if (!opts_.multiple_writes_aggregate)
       return invalid_argument("TensorArray " + name_ + ": index " + std::to_string(index) +
@@ -116,8 +119,11 @@ result<tensor> tensor_array_resource::element(int64_t index, const shape& fallba
     }
     return t;
   }
-  // Never written: zeros when the element shape is known (a gradient that did not flow there).
-  shape s = opts_.element_shape.is_fully_defined() ? opts_.element_shape : fallback;
+  // Never written: zeros when the element shape is known (a gradient that did not flow there):
+  // declared, or the forward array's element at this index, or the one asked for.
+  shape s = opts_.element_shape.is_fully_defined()                          ? opts_.element_shape
+            : i < zero_shapes_.size() && zero_shapes_[i].is_fully_defined() ? zero_shapes_[i]
+                                                                            : fallback;
   for (size_t k = 0; !s.is_fully_defined() && k < elems_.size(); ++k)
     if (written_[k])
       s = elems_[k].shape();
@@ -250,13 +256,11 @@ std::shared_ptr<tensor_array_resource> tensor_array_resource::grad(const std::st
     options o = opts_;
     o.multiple_writes_aggregate = true;
     o.dynamic_size = false;
-    if (!o.element_shape.is_fully_defined())
-      for (size_t i = 0; i < elems_.size(); ++i)
-        if (written_[i] && !cleared_[i]) {
-          o.element_shape = elems_[i].shape();
-          break;
-        }
+    // The declared element shape (or, for identical shapes, the one written first) carries
+    // over; elements of differing shapes keep each its own, as the zeros of indices the
+    // gradient never reaches.
     g = std::make_shared<tensor_array_resource>(name_ + "@" + source, int64_t(elems_.size()), o);
+    g->zero_shapes_ = written_shapes_;
   }
   return g;
 }

@@ -59,6 +59,11 @@ private:
   options opts_;
   std::vector<tensor> elems_;
   std::vector<char> written_, cleared_;
+  /// The shape of each element written (kept when a read clears it).
+  std::vector<shape> written_shapes_;
+  /// A gradient array's: the forward array's element shapes, the zeros an index never written
+  /// here stands for (elements may differ in shape: a split into unequal lengths).
+  std::vector<shape> zero_shapes_;
   bool closed_ = false;
   std::map<std::string, std::shared_ptr<tensor_array_resource>> grads_;
 };
