@@ -1,15 +1,12 @@
 #pragma once
-// Element-wise math, written once for the CPU kernels (ops/cpu/elementwise.cpp) and the CUDA
-// ones (ops/cuda/elementwise.cu): each functor's `apply` computes one element and compiles as
-// host and device code, so the CPU tests check the arithmetic both devices run.
+// What the element-wise functors share, on the CPU and in CUDA code: RUNNEL_HD (host and device),
+// 16-bit float conversions, and widen_apply. The functors themselves are the rows of
+// ops/core/unary_ops.hpp and ops/core/binary_ops.hpp. 16-bit floats (half, bfloat16) are never
+// computed in directly: kernels widen each element to float, apply the float functor and round
+// back.
 //
-//   float y = op_add::apply(1.0f, 2.0f);                 // 3
-//   bool  z = op_greater::apply(int32_t(2), int32_t(1)); // true
-//   float h = to_float(bfloat16(0.5f));                  // 16-bit floats compute through float
-//
-// The unary ops' functors are rows of ops/core/unary_ops.hpp. 16-bit floats (half, bfloat16) are
-// never computed in directly: kernels widen each element to float, apply the float functor and
-// round back (`widen_apply`).
+//   float h = to_compute(bfloat16(0.5f)); // 0.5
+//   half y = widen_apply<op_add>(a, b);    // a functor applied to 16-bit floats
 
 #include <cmath>
 #include <cstdint>
@@ -132,124 +129,6 @@ template <class T> RUNNEL_HD T int_pow(T base, T exp) {
   }
   return result;
 }
-
-// --- Binary functors (TensorFlow's argument order for the gradient helpers) -------------------
-
-struct op_add {
-  template <class T> RUNNEL_HD static T apply(T a, T b) { return T(a + b); }
-};
-struct op_sub {
-  template <class T> RUNNEL_HD static T apply(T a, T b) { return T(a - b); }
-};
-struct op_mul {
-  template <class T> RUNNEL_HD static T apply(T a, T b) { return T(a * b); }
-};
-struct op_div {
-  template <class T> RUNNEL_HD static T apply(T a, T b) { return T(a / b); }
-};
-struct op_floor_div {
-  template <class T> RUNNEL_HD static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      T q = a / b;
-      return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
-    } else {
-      return std::floor(a / b);
-    }
-  }
-};
-struct op_mod { // Python semantics: the result has the divisor's sign (TensorFlow's FloorMod)
-  template <class T> RUNNEL_HD static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      T r = a % b;
-      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
-    } else {
-      T r = std::fmod(a, b);
-      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
-    }
-  }
-};
-struct op_maximum {
-  template <class T> RUNNEL_HD static T apply(T p, T q) {
-    if constexpr (std::is_floating_point_v<T>)
-      if (std::isnan(p) || std::isnan(q))
-        return std::numeric_limits<T>::quiet_NaN();
-    return p > q ? p : q;
-  }
-};
-struct op_minimum {
-  template <class T> RUNNEL_HD static T apply(T p, T q) {
-    if constexpr (std::is_floating_point_v<T>)
-      if (std::isnan(p) || std::isnan(q))
-        return std::numeric_limits<T>::quiet_NaN();
-    return p < q ? p : q;
-  }
-};
-struct op_pow {
-  template <class T> RUNNEL_HD static T apply(T p, T q) {
-    if constexpr (std::is_integral_v<T>)
-      return int_pow(p, q);
-    else
-      return T(std::pow(p, q));
-  }
-};
-struct op_squared_difference {
-  template <class T> RUNNEL_HD static T apply(T a, T b) { return T((a - b) * (a - b)); }
-};
-struct op_relu_grad { // (gradients, features)
-  template <class T> RUNNEL_HD static T apply(T g, T x) { return x > T(0) ? g : T(0); }
-};
-struct op_relu6_grad {
-  template <class T> RUNNEL_HD static T apply(T g, T x) {
-    return (x > T(0) && x < T(6)) ? g : T(0);
-  }
-};
-struct op_elu_grad { // (gradients, outputs)
-  template <class T> RUNNEL_HD static T apply(T g, T y) {
-    return y > T(0) ? g : T(g * (y + T(1)));
-  }
-};
-struct op_softplus_grad { // (gradients, features)
-  template <class T> RUNNEL_HD static T apply(T g, T x) { return T(g / (T(1) + std::exp(-x))); }
-};
-struct op_sigmoid_grad { // (y, dy)
-  template <class T> RUNNEL_HD static T apply(T y, T g) { return T(g * y * (T(1) - y)); }
-};
-struct op_tanh_grad {
-  template <class T> RUNNEL_HD static T apply(T y, T g) { return T(g * (T(1) - y * y)); }
-};
-struct op_sqrt_grad {
-  template <class T> RUNNEL_HD static T apply(T y, T g) { return T(g * T(0.5) / y); }
-};
-struct op_rsqrt_grad {
-  template <class T> RUNNEL_HD static T apply(T y, T g) { return T(g * T(-0.5) * y * y * y); }
-};
-struct op_reciprocal_grad {
-  template <class T> RUNNEL_HD static T apply(T y, T g) { return T(-g * y * y); }
-};
-struct op_greater {
-  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a > b; }
-};
-struct op_less {
-  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a < b; }
-};
-struct op_greater_equal {
-  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a >= b; }
-};
-struct op_less_equal {
-  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a <= b; }
-};
-struct op_equal {
-  template <class T> RUNNEL_HD static bool apply(const T& a, const T& b) { return a == b; }
-};
-struct op_not_equal {
-  template <class T> RUNNEL_HD static bool apply(const T& a, const T& b) { return !(a == b); }
-};
-struct op_logical_and {
-  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a && b; }
-};
-struct op_logical_or {
-  template <class T> RUNNEL_HD static bool apply(T a, T b) { return a || b; }
-};
 
 /// Applies a binary functor to 16-bit floats through float; other types directly.
 template <class Op, class T> RUNNEL_HD auto widen_apply(T a, T b) {

@@ -1,11 +1,12 @@
-// Binary element-wise kernels with NumPy broadcasting: arithmetic, comparisons, logic, Select
-// and the activations' gradients (unary math, Cast, AddN and fills: unary.cpp).
+// Binary element-wise kernels with NumPy broadcasting, one per row of ops/core/binary_ops.hpp
+// (arithmetic, comparisons, logic, the activations' gradients), LogicalNot and Select (unary
+// math, Cast, AddN and fills: unary.cpp).
 #include <algorithm>
 #include <array>
 
-#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/core/binary_ops.hpp"
 #include "runnel/ops/core/eigen_access.hpp"
-#include "runnel/ops/core/math_functors.hpp"
+#include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
 namespace {
@@ -327,47 +328,33 @@ template <class K> kernel_factory factory() {
   };
 }
 
-void register_elementwise_kernels(kernel_registry& reg) {
-  const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
-  const std::vector<dtype> reals{dtype::f32, dtype::f64};
+/// The CPU kernel of a row of ops/core/binary_ops.hpp, by its kind.
+template <class Row> void add_binary_kernel(kernel_registry& reg, const char* name) {
+  using F = typename Row::functor;
   // Binary ops also run natively on 16-bit floats (each element through float).
-  const std::vector<dtype> all_numbers{dtype::f16, dtype::bf16, dtype::f32,
-                                       dtype::f64, dtype::i32,  dtype::i64};
-  const std::vector<dtype> all_reals{dtype::f16, dtype::bf16, dtype::f32, dtype::f64};
+  static const std::vector<dtype> numbers{dtype::f16, dtype::bf16, dtype::f32,
+                                          dtype::f64, dtype::i32,  dtype::i64};
+  static const std::vector<dtype> reals{dtype::f16, dtype::bf16, dtype::f32, dtype::f64};
+  static const std::vector<dtype> equatable{dtype::f16, dtype::bf16, dtype::f32,     dtype::f64,
+                                            dtype::i32, dtype::i64,  dtype::boolean, dtype::string};
   auto cpu = device_type::cpu;
-  reg.add("Add", cpu, all_numbers, factory<binary_kernel<op_add, false>>());
-  reg.add("Sub", cpu, all_numbers, factory<binary_kernel<op_sub, false>>());
-  reg.add("Mul", cpu, all_numbers, factory<binary_kernel<op_mul, false>>());
-  reg.add("Div", cpu, all_numbers, factory<binary_kernel<op_div, false>>());
-  reg.add("FloorDiv", cpu, all_numbers, factory<binary_kernel<op_floor_div, false>>());
-  reg.add("FloorMod", cpu, all_numbers, factory<binary_kernel<op_mod, false>>());
-  reg.add("Mod", cpu, all_numbers, factory<binary_kernel<op_mod, false>>());
-  reg.add("Maximum", cpu, all_numbers, factory<binary_kernel<op_maximum, false>>());
-  reg.add("Minimum", cpu, all_numbers, factory<binary_kernel<op_minimum, false>>());
-  reg.add("Pow", cpu, all_numbers, factory<binary_kernel<op_pow, false>>());
-  reg.add("SquaredDifference", cpu, all_numbers,
-          factory<binary_kernel<op_squared_difference, false>>());
-  reg.add("Greater", cpu, all_numbers, factory<binary_kernel<op_greater, true>>());
-  reg.add("Less", cpu, all_numbers, factory<binary_kernel<op_less, true>>());
-  reg.add("GreaterEqual", cpu, all_numbers, factory<binary_kernel<op_greater_equal, true>>());
-  reg.add("LessEqual", cpu, all_numbers, factory<binary_kernel<op_less_equal, true>>());
-  const std::vector<dtype> equatable{dtype::f16, dtype::bf16, dtype::f32,     dtype::f64,
-                                     dtype::i32, dtype::i64,  dtype::boolean, dtype::string};
-  reg.add("Equal", cpu, equatable, factory<binary_kernel<op_equal, true>>());
-  reg.add("NotEqual", cpu, equatable, factory<binary_kernel<op_not_equal, true>>());
-  reg.add("LogicalAnd", cpu, {}, factory<logical_kernel<op_logical_and>>());
-  reg.add("LogicalOr", cpu, {}, factory<logical_kernel<op_logical_or>>());
-  reg.add("LogicalNot", cpu, {}, factory<logical_not_kernel>());
-  reg.add("Select", cpu, {}, factory<select_kernel>());
-  reg.add("ReluGrad", cpu, all_reals, factory<float_binary_kernel<op_relu_grad>>());
-  reg.add("Relu6Grad", cpu, all_reals, factory<float_binary_kernel<op_relu6_grad>>());
-  reg.add("EluGrad", cpu, all_reals, factory<float_binary_kernel<op_elu_grad>>());
-  reg.add("SoftplusGrad", cpu, all_reals, factory<float_binary_kernel<op_softplus_grad>>());
-  reg.add("SigmoidGrad", cpu, all_reals, factory<float_binary_kernel<op_sigmoid_grad>>());
-  reg.add("TanhGrad", cpu, all_reals, factory<float_binary_kernel<op_tanh_grad>>());
-  reg.add("SqrtGrad", cpu, all_reals, factory<float_binary_kernel<op_sqrt_grad>>());
-  reg.add("RsqrtGrad", cpu, all_reals, factory<float_binary_kernel<op_rsqrt_grad>>());
-  reg.add("ReciprocalGrad", cpu, all_reals, factory<float_binary_kernel<op_reciprocal_grad>>());
+  if constexpr (Row::kind == binary_kind::numbers)
+    reg.add(name, cpu, numbers, factory<binary_kernel<F, false>>());
+  else if constexpr (Row::kind == binary_kind::compare)
+    reg.add(name, cpu, numbers, factory<binary_kernel<F, true>>());
+  else if constexpr (Row::kind == binary_kind::equality)
+    reg.add(name, cpu, equatable, factory<binary_kernel<F, true>>());
+  else if constexpr (Row::kind == binary_kind::logical)
+    reg.add(name, cpu, {}, factory<logical_kernel<F>>());
+  else
+    reg.add(name, cpu, reals, factory<float_binary_kernel<F>>());
+}
+
+void register_elementwise_kernels(kernel_registry& reg) {
+  for (auto& b : binary_ops) // every row of ops/core/binary_ops.hpp
+    visit_binary(b.op, [&]<class Row>() { add_binary_kernel<Row>(reg, b.name); });
+  reg.add("LogicalNot", device_type::cpu, {}, factory<logical_not_kernel>());
+  reg.add("Select", device_type::cpu, {}, factory<select_kernel>());
 }
 
 } // namespace runnel

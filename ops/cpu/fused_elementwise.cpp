@@ -6,6 +6,7 @@
 #include <array>
 #include <optional>
 
+#include "runnel/ops/core/binary_ops.hpp"
 #include "runnel/ops/core/eigen_access.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/cpu/kernels.hpp"
@@ -13,36 +14,11 @@
 namespace runnel {
 namespace {
 
-/// The binary ops the interpreter runs; the unary ones are every row of ops/core/unary_ops.hpp.
-enum class ew : uint8_t {
-  add,
-  sub,
-  mul,
-  div,
-  maximum,
-  minimum,
-  squared_difference,
-  relu_grad,
-  sigmoid_grad,
-  tanh_grad
-};
-
-const std::pair<const char*, ew> binary_table[] = {{"Add", ew::add},
-                                                   {"Sub", ew::sub},
-                                                   {"Mul", ew::mul},
-                                                   {"Div", ew::div},
-                                                   {"Maximum", ew::maximum},
-                                                   {"Minimum", ew::minimum},
-                                                   {"SquaredDifference", ew::squared_difference},
-                                                   {"ReluGrad", ew::relu_grad},
-                                                   {"SigmoidGrad", ew::sigmoid_grad},
-                                                   {"TanhGrad", ew::tanh_grad}};
-
-/// One instruction: a unary row, or a binary op.
+/// One instruction: a row of ops/core/unary_ops.hpp, or one of binary_ops.hpp marked `fused`.
 struct instruction {
   bool unary = false;
   unary_op u{};
-  ew b{};
+  binary_op b{};
 };
 
 /// The instruction for `op`, or nothing (asked for every node the fusion pass looks at: no
@@ -50,9 +26,8 @@ struct instruction {
 std::optional<instruction> instruction_of(const std::string& op) {
   if (auto* row = find_unary_op(op))
     return instruction{.unary = true, .u = row->op};
-  for (auto& [name, k] : binary_table)
-    if (op == name)
-      return instruction{.b = k};
+  if (auto* row = find_binary_op(op); row && row->fused)
+    return instruction{.b = row->op};
   return std::nullopt;
 }
 
@@ -68,38 +43,10 @@ void apply(const instruction& in, const float* a, const float* b, float* out, in
     return;
   }
   carr z(b, n);
-  switch (in.b) {
-    case ew::add:
-      y = x + z;
-      break;
-    case ew::sub:
-      y = x - z;
-      break;
-    case ew::mul:
-      y = x * z;
-      break;
-    case ew::div:
-      y = x / z;
-      break;
-    case ew::maximum:
-      y = x.max(z);
-      break;
-    case ew::minimum:
-      y = x.min(z);
-      break;
-    case ew::squared_difference:
-      y = (x - z).square();
-      break;
-    case ew::relu_grad:
-      y = (z > 0.f).select(x, 0.f);
-      break;
-    case ew::sigmoid_grad:
-      y = z * x * (1.f - x);
-      break;
-    case ew::tanh_grad:
-      y = z * (1.f - x * x);
-      break;
-  }
+  visit_binary(in.b, [&]<class Row>() {
+    if constexpr (Row::fused)
+      y = Row::functor::array(x, z);
+  });
 }
 
 class fused_elementwise_kernel : public kernel {
@@ -240,8 +187,9 @@ std::vector<std::string> fused_elementwise_ops() {
   std::vector<std::string> names;
   for (auto& u : unary_ops)
     names.emplace_back(u.name);
-  for (auto& [name, k] : binary_table)
-    names.emplace_back(name);
+  for (auto& b : binary_ops)
+    if (b.fused)
+      names.emplace_back(b.name);
   return names;
 }
 

@@ -10,26 +10,13 @@ namespace runnel {
 
 void add_math_cuda_kernels(cuda_kernel_table& t) {
   using inputs = cuda_kernel::inputs;
-  static const std::vector<std::pair<const char*, gpu_binary>> binaries{
-      {"Add", gpu_binary::add},
-      {"Sub", gpu_binary::sub},
-      {"Mul", gpu_binary::mul},
-      {"Div", gpu_binary::div},
-      {"Maximum", gpu_binary::maximum},
-      {"Minimum", gpu_binary::minimum},
-      {"SquaredDifference", gpu_binary::squared_difference},
-      {"ReluGrad", gpu_binary::relu_grad},
-      {"SigmoidGrad", gpu_binary::sigmoid_grad},
-      {"TanhGrad", gpu_binary::tanh_grad},
-      {"Greater", gpu_binary::greater},
-      {"Less", gpu_binary::less},
-      {"Equal", gpu_binary::equal}};
-  for (auto& [op, kind] : binaries)
-    t.emplace(op, [kind = kind](const kernel_construction& c, cuda_device& d) {
-      return one_output(d, [kind, name = c.node.name](gpu_context& g, inputs in, tensor* out) {
-        return binary_cuda(g, kind, in[0], in[1], out, name);
+  for (auto& b : binary_ops) // the rows of ops/core/binary_ops.hpp with CUDA kernels
+    if (b.devices != binary_devices::cpu)
+      t.emplace(b.name, [kind = b.op](const kernel_construction& c, cuda_device& d) {
+        return one_output(d, [kind, name = c.node.name](gpu_context& g, inputs in, tensor* out) {
+          return binary_cuda(g, kind, in[0], in[1], out, name);
+        });
       });
-    });
   for (auto& u : unary_ops) // every row of ops/core/unary_ops.hpp
     t.emplace(u.name, [kind = u.op](const kernel_construction& c, cuda_device& d) {
       return one_output(d, [kind, name = c.node.name](gpu_context& g, inputs in, tensor* out) {

@@ -166,7 +166,8 @@ void add_variable_cuda_kernels(cuda_kernel_table& t) {
                          return {};
                        });
   });
-  for (auto [op, kind] : {std::pair{"AssignAdd", gpu_binary::add}, std::pair{"AssignSub", gpu_binary::sub}})
+  for (auto [op, kind] :
+       {std::pair{"AssignAdd", binary_op::Add}, std::pair{"AssignSub", binary_op::Sub}})
     t.emplace(op, [kind = kind](const kernel_construction& c, cuda_device& d) -> result<std::unique_ptr<kernel>> {
       RUNNEL_ASSIGN_OR_RETURN(auto var, input_variable(c, 0));
       return make_update(c, d, 1, {},

@@ -139,15 +139,16 @@ status check_device(gpu_context& gpu, const tensor& t, const std::string& node, 
   return {};
 }
 
-template <class Op, class T>
+template <class Row, class T>
 status run_binary(gpu_context& gpu, const tensor& a, const tensor& b, tensor* out,
-                  const std::string& node, bool compare) {
+                  const std::string& node) {
+  using Op = typename Row::functor;
   RUNNEL_ASSIGN_OR_RETURN(shape out_shape, broadcast_shapes(a.shape(), b.shape()));
   RUNNEL_ASSIGN_OR_RETURN(auto s, plan(a.shape(), b.shape(), out_shape));
-  RUNNEL_ASSIGN_OR_RETURN(*out, gpu.allocate(compare ? dtype::boolean : a.type(), out_shape, node));
+  RUNNEL_ASSIGN_OR_RETURN(*out,
+                          gpu.allocate(Row::boolean ? dtype::boolean : a.type(), out_shape, node));
   cudaError_t e;
-  if constexpr (std::is_same_v<Op, op_greater> || std::is_same_v<Op, op_less> ||
-                std::is_same_v<Op, op_equal>)
+  if constexpr (Row::boolean)
     e = launch_binary<Op, T, bool>(gpu.compute(), a.data<T>(), b.data<T>(), out->data<bool>(),
                                    out->num_elements(), s);
   else
@@ -157,42 +158,21 @@ status run_binary(gpu_context& gpu, const tensor& a, const tensor& b, tensor* ou
 }
 
 template <class T>
-status binary_typed(gpu_context& gpu, gpu_binary op, const tensor& a, const tensor& b, tensor* out,
+status binary_typed(gpu_context& gpu, binary_op op, const tensor& a, const tensor& b, tensor* out,
                     const std::string& node) {
-  switch (op) {
-    case gpu_binary::add:
-      return run_binary<op_add, T>(gpu, a, b, out, node, false);
-    case gpu_binary::sub:
-      return run_binary<op_sub, T>(gpu, a, b, out, node, false);
-    case gpu_binary::mul:
-      return run_binary<op_mul, T>(gpu, a, b, out, node, false);
-    case gpu_binary::div:
-      if constexpr (std::is_integral_v<T>)
-        return unimplemented("node '" + node +
-                             "': integer Div has no GPU kernel (it must "
-                             "check for zero divisors): it runs on the CPU");
-      else
-        return run_binary<op_div, T>(gpu, a, b, out, node, false);
-    case gpu_binary::maximum:
-      return run_binary<op_maximum, T>(gpu, a, b, out, node, false);
-    case gpu_binary::minimum:
-      return run_binary<op_minimum, T>(gpu, a, b, out, node, false);
-    case gpu_binary::squared_difference:
-      return run_binary<op_squared_difference, T>(gpu, a, b, out, node, false);
-    case gpu_binary::relu_grad:
-      return run_binary<op_relu_grad, T>(gpu, a, b, out, node, false);
-    case gpu_binary::sigmoid_grad:
-      return run_binary<op_sigmoid_grad, T>(gpu, a, b, out, node, false);
-    case gpu_binary::tanh_grad:
-      return run_binary<op_tanh_grad, T>(gpu, a, b, out, node, false);
-    case gpu_binary::greater:
-      return run_binary<op_greater, T>(gpu, a, b, out, node, true);
-    case gpu_binary::less:
-      return run_binary<op_less, T>(gpu, a, b, out, node, true);
-    case gpu_binary::equal:
-      return run_binary<op_equal, T>(gpu, a, b, out, node, true);
-  }
-  return internal_error("unknown binary op");
+  return visit_binary(op, [&]<class Row>() -> status {
+    constexpr bool floats_only =
+        Row::devices == binary_devices::gpu_floats || Row::kind == binary_kind::reals;
+    if constexpr (Row::devices == binary_devices::cpu || Row::kind == binary_kind::logical)
+      return unimplemented("node '" + node + "': " + binary_ops[size_t(op)].name +
+                           " has no GPU kernel (ops/core/binary_ops.hpp)");
+    else if constexpr (floats_only && std::is_integral_v<T>)
+      return unimplemented("node '" + node + "': integer " + binary_ops[size_t(op)].name +
+                           " has no GPU kernel (it must check for zero divisors): it runs on "
+                           "the CPU");
+    else
+      return run_binary<Row, T>(gpu, a, b, out, node);
+  });
 }
 
 template <class T>
@@ -228,7 +208,7 @@ status unary_typed(gpu_context& gpu, unary_op op, const tensor& x, tensor* out,
 
 } // namespace
 
-status binary_cuda(gpu_context& gpu, gpu_binary op, const tensor& a, const tensor& b, tensor* out,
+status binary_cuda(gpu_context& gpu, binary_op op, const tensor& a, const tensor& b, tensor* out,
                    const std::string& node) {
   RUNNEL_RETURN_IF_ERROR(check_device(gpu, a, node, 0));
   RUNNEL_RETURN_IF_ERROR(check_device(gpu, b, node, 1));

@@ -8,21 +8,15 @@
 #include <string>
 #include <utility>
 
+#include "runnel/ops/core/binary_ops.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/cuda/gpu_context.hpp"
 
 namespace runnel {
 
-// clang-format off
-enum class gpu_binary {
-  add, sub, mul, div, maximum, minimum, squared_difference, // arithmetic
-  relu_grad, sigmoid_grad, tanh_grad,                        // gradient helpers (TF's order)
-  greater, less, equal                                       // comparisons: bool out
-};
-// clang-format on
-
-/// Element-wise binary op with NumPy broadcasting (f16, bf16, f32, f64, i32, i64).
-status binary_cuda(gpu_context& gpu, gpu_binary op, const tensor& a, const tensor& b, tensor* out,
+/// A row of ops/core/binary_ops.hpp whose devices are `gpu` or `gpu_floats`, element-wise with
+/// NumPy broadcasting (f16, bf16, f32, f64, and i32, i64 where the row allows).
+status binary_cuda(gpu_context& gpu, binary_op op, const tensor& a, const tensor& b, tensor* out,
                    const std::string& node);
 /// A row of ops/core/unary_ops.hpp, element-wise (floats).
 status unary_cuda(gpu_context& gpu, unary_op op, const tensor& x, tensor* out,

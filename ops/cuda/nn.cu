@@ -163,7 +163,7 @@ status bias_add_cuda(gpu_context& gpu, const tensor& value, const tensor& bias, 
                             " must be a vector as long as the last dimension of " +
                             value.shape().to_string());
   // value [..., C] + bias [C] is the broadcasting add.
-  return binary_cuda(gpu, gpu_binary::add, value, bias, out, node);
+  return binary_cuda(gpu, binary_op::Add, value, bias, out, node);
 }
 
 status bias_add_grad_cuda(gpu_context& gpu, const tensor& grad, tensor* out,

@@ -1,5 +1,6 @@
 // Math op definitions: element-wise arithmetic, comparisons, logic, casts, AddN,
 // MatMul and BatchMatMul, reductions.
+#include "runnel/ops/core/binary_ops.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/defs/op_util.hpp"
 
@@ -9,22 +10,31 @@ using namespace op_defs;
 
 namespace {
 
-/// Binary arithmetic, comparisons, logic and Select.
+/// The binary element-wise ops (one row each in ops/core/binary_ops.hpp), LogicalNot and Select.
 void add_binary_ops(op_registry& reg) {
-  for (auto n : {"Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow", "FloorDiv", "FloorMod",
-                 "Mod", "SquaredDifference"})
-    add(reg, binary(n, number_types));
-  for (auto n : {"Greater", "Less", "GreaterEqual", "LessEqual"})
-    add(reg, comparison(n, number_types));
-  for (auto n : {"Equal", "NotEqual"})
-    add(reg, comparison(n, {dtype::f32, dtype::f64, dtype::i32, dtype::i64, dtype::boolean,
-                            dtype::string}));
-  for (auto n : {"LogicalAnd", "LogicalOr"})
-    add(reg, op_def(n)
-                 .input("x", dtype::boolean)
-                 .input("y", dtype::boolean)
-                 .output("z", dtype::boolean)
-                 .shape_fn(broadcast_binary_shape));
+  for (auto& b : binary_ops)
+    switch (b.kind) {
+      case binary_kind::numbers:
+        add(reg, binary(b.name, number_types));
+        break;
+      case binary_kind::reals:
+        add(reg, binary(b.name, real_types));
+        break;
+      case binary_kind::compare:
+        add(reg, comparison(b.name, number_types));
+        break;
+      case binary_kind::equality:
+        add(reg, comparison(b.name, {dtype::f32, dtype::f64, dtype::i32, dtype::i64, dtype::boolean,
+                                     dtype::string}));
+        break;
+      case binary_kind::logical:
+        add(reg, op_def(b.name)
+                     .input("x", dtype::boolean)
+                     .input("y", dtype::boolean)
+                     .output("z", dtype::boolean)
+                     .shape_fn(broadcast_binary_shape));
+        break;
+    }
   add(reg, op_def("LogicalNot")
                .input("x", dtype::boolean)
                .output("y", dtype::boolean)
@@ -74,10 +84,6 @@ void add_unary_ops(op_registry& reg) {
                  c.set_output(0, *m);
                  return {};
                }));
-  // Gradient helpers, in TensorFlow's argument order.
-  for (auto n : {"ReluGrad", "Relu6Grad", "EluGrad", "SoftplusGrad", "SigmoidGrad", "TanhGrad",
-                 "SqrtGrad", "RsqrtGrad", "ReciprocalGrad"})
-    add(reg, binary(n, real_types));
   add(reg, op_def("Cast")
                .input("x", "SrcT")
                .output("y", "DstT")

@@ -2,6 +2,7 @@
 // accelerator (CUDA or simulated), so placement sees one list whichever runs it.
 #include "runnel/ops/gpu/accelerator.hpp"
 
+#include "runnel/ops/core/binary_ops.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
 
 namespace runnel {
@@ -15,11 +16,14 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
     const std::vector<dtype> reals{dtype::f32, dtype::f64};
     std::vector<gpu_op> v;
     // math
-    for (auto op : {"Add", "Sub", "Mul", "Maximum", "Minimum", "SquaredDifference", "Greater",
-                    "Less", "Equal", "AddN", "Select"})
+    for (auto& b : binary_ops) // the rows of ops/core/binary_ops.hpp with CUDA kernels
+      if (b.devices == binary_devices::gpu)
+        v.push_back({b.name, "T", b.kind == binary_kind::reals ? floats : numbers});
+      else if (b.devices == binary_devices::gpu_floats)
+        v.push_back({b.name, "T", floats});
+    for (auto op : {"AddN", "Select"})
       v.push_back({op, "T", numbers});
-    for (auto op :
-         {"Div", "ReluGrad", "SigmoidGrad", "TanhGrad", "MatMul", "Sum", "Mean", "Max", "Min"})
+    for (auto op : {"MatMul", "Sum", "Mean", "Max", "Min"})
       v.push_back({op, "T", floats});
     for (auto& u : unary_ops) // every row of ops/core/unary_ops.hpp, for floats
       v.push_back({u.name, "T", floats});
