@@ -208,6 +208,11 @@ enum class binary_op : int {
 enum class binary_kind { numbers, reals, compare, equality, logical };
 enum class binary_devices { gpu, gpu_floats, cpu };
 
+/// Whether a GPU row's CUDA kernel takes floats only: `gpu_floats` rows, and the `reals` kind.
+constexpr bool gpu_floats_only(binary_kind k, binary_devices d) {
+  return d == binary_devices::gpu_floats || k == binary_kind::reals;
+}
+
 /// A row as a type: what visit_binary hands its callable.
 template <class F, binary_kind K, binary_devices D, bool Fused> struct binary_row {
   using functor = F;

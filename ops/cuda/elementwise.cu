@@ -161,8 +161,7 @@ template <class T>
 status binary_typed(gpu_context& gpu, binary_op op, const tensor& a, const tensor& b, tensor* out,
                     const std::string& node) {
   return visit_binary(op, [&]<class Row>() -> status {
-    constexpr bool floats_only =
-        Row::devices == binary_devices::gpu_floats || Row::kind == binary_kind::reals;
+    constexpr bool floats_only = gpu_floats_only(Row::kind, Row::devices);
     if constexpr (Row::devices == binary_devices::cpu || Row::kind == binary_kind::logical)
       return unimplemented("node '" + node + "': " + binary_ops[size_t(op)].name +
                            " has no GPU kernel (ops/core/binary_ops.hpp)");

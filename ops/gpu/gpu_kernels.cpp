@@ -17,10 +17,8 @@ const std::vector<gpu_op>& gpu_kernel_ops() {
     std::vector<gpu_op> v;
     // math
     for (auto& b : binary_ops) // the rows of ops/core/binary_ops.hpp with CUDA kernels
-      if (b.devices == binary_devices::gpu)
-        v.push_back({b.name, "T", b.kind == binary_kind::reals ? floats : numbers});
-      else if (b.devices == binary_devices::gpu_floats)
-        v.push_back({b.name, "T", floats});
+      if (b.devices != binary_devices::cpu)
+        v.push_back({b.name, "T", gpu_floats_only(b.kind, b.devices) ? floats : numbers});
     for (auto op : {"AddN", "Select"})
       v.push_back({op, "T", numbers});
     for (auto op : {"MatMul", "Sum", "Mean", "Max", "Min"})

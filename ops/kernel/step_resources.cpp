@@ -52,7 +52,8 @@ shape element_shape_of(const tensor& value) {
 
 tensor_array_resource::tensor_array_resource(std::string name, int64_t size, options opts)
     : name_(std::move(name)), opts_(std::move(opts)), elems_(size_t(size)),
-      written_(size_t(size), 0), cleared_(size_t(size), 0) {}
+      written_(size_t(size), 0), cleared_(size_t(size), 0),
+      written_shapes_(size_t(size), shape::unknown()) {}
 
 status tensor_array_resource::check_index(int64_t index, const char* what) const {
   if (closed_)
@@ -85,11 +86,9 @@ status tensor_array_resource::write(int64_t index, tensor value) {
     elems_.resize(size_t(index) + 1);
     written_.resize(size_t(index) + 1, 0);
     cleared_.resize(size_t(index) + 1, 0);
+    written_shapes_.resize(size_t(index) + 1, shape::unknown());
   }
   auto i = size_t(index);
-  if (written_shapes_.size() <= i)
-    written_shapes_.resize(elems_.size(), shape::unknown());
-  written_shapes_[i] = value.shape();
   if (written_[i]) {
     if (!opts_.multiple_writes_aggregate)
       return invalid_argument("TensorArray " + name_ + ": index " + std::to_string(index) +
@@ -101,6 +100,7 @@ status tensor_array_resource::write(int64_t index, tensor value) {
     RUNNEL_ASSIGN_OR_RETURN(elems_[i], add(elems_[i], value));
     return {};
   }
+  written_shapes_[i] = value.shape();
   elems_[i] = std::move(value);
   written_[i] = 1;
   return {};
