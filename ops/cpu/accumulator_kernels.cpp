@@ -175,7 +175,7 @@ kernel_factory accumulator_factory(std::optional<bool> sparse, Args... args) {
 
 } // namespace
 
-void register_accumulator_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(accumulator) {
   auto cpu = device_type::cpu;
   for (auto op : {"ConditionalAccumulator", "SparseConditionalAccumulator"})
     reg.add(op, cpu, {}, [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {

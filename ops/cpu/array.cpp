@@ -362,7 +362,7 @@ private:
 
 } // namespace
 
-void register_array_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(array) {
   reg.add("Const", device_type::cpu, {}, make_kernel<const_kernel>);
   reg.add("Placeholder", device_type::cpu, {}, make_kernel<placeholder_kernel>);
   reg.add("Identity", device_type::cpu, {}, make_simple_kernel<identity_kernel>);

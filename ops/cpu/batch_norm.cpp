@@ -144,7 +144,7 @@ private:
 
 } // namespace
 
-void register_batch_norm_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(batch_norm) {
   reg.add("FusedBatchNorm", device_type::cpu, {dtype::f32}, make_kernel<batch_norm_kernel>);
   reg.add("FusedBatchNormGrad", device_type::cpu, {dtype::f32},
           make_kernel<batch_norm_grad_kernel>);

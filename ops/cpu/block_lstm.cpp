@@ -182,7 +182,7 @@ private:
 
 } // namespace
 
-void register_block_lstm_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(block_lstm) {
   reg.add("BlockLSTM", device_type::cpu, {dtype::f32}, make_kernel<block_lstm_kernel>);
   reg.add("BlockLSTMGrad", device_type::cpu, {dtype::f32}, make_kernel<block_lstm_grad_kernel>);
 }

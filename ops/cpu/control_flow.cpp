@@ -37,7 +37,7 @@ public:
 
 } // namespace
 
-void register_control_flow_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(control_flow) {
   for (const char* op : {"Enter", "Exit", "NextIteration", "LoopCond"})
     reg.add(op, device_type::cpu, {}, make_simple_kernel<identity_kernel>);
   reg.add("Switch", device_type::cpu, {}, make_simple_kernel<switch_kernel>);

@@ -510,7 +510,7 @@ private:
 
 } // namespace
 
-void register_conv_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(conv) {
   auto cpu = device_type::cpu;
   const std::vector<dtype> f32{dtype::f32};
   reg.add("Conv2D", cpu, f32, make_kernel<conv2d_kernel>);

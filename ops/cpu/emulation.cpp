@@ -132,7 +132,7 @@ private:
 
 } // namespace
 
-void register_emulation_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(emulation) {
   reg.add("EmulatedCompute", device_type::cpu, {}, make_kernel<emulated_compute_kernel>);
 }
 

@@ -98,7 +98,7 @@ kernel_factory fused_factory(const kernel_registry& reg, std::string base_op) {
 
 } // namespace
 
-void register_fused_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(fused) {
   reg.add("_FusedMatMul", device_type::cpu, {dtype::f32, dtype::f64}, fused_factory(reg, "MatMul"));
   reg.add("_FusedConv2D", device_type::cpu, {dtype::f32}, fused_factory(reg, "Conv2D"));
 }

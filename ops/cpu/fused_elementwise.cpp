@@ -173,7 +173,7 @@ private:
 
 } // namespace
 
-void register_fused_elementwise_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(fused_elementwise) {
   reg.add("_FusedElementwise", device_type::cpu, {dtype::f32},
           make_kernel<fused_elementwise_kernel>);
 }

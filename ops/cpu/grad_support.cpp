@@ -223,7 +223,7 @@ public:
 
 } // namespace
 
-void register_grad_support_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(grad_support) {
   auto cpu = device_type::cpu;
   reg.add("StopGradient", cpu, {}, make_simple_kernel<pass_through_kernel>);
   reg.add("BroadcastGradientArgs", cpu, {}, make_simple_kernel<broadcast_gradient_args_kernel>);

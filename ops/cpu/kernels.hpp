@@ -1,5 +1,5 @@
 #pragma once
-// Registration entry points of the CPU kernel files and helpers they share.
+// Helpers the CPU kernel files share (each file registers its family with RUNNEL_KERNEL_FAMILY).
 #include <cmath>
 #include <random>
 #include <type_traits>
@@ -9,26 +9,10 @@
 
 namespace runnel {
 
-void register_elementwise_kernels(kernel_registry& reg);
-void register_matmul_kernels(kernel_registry& reg);
-void register_reduction_kernels(kernel_registry& reg);
-void register_array_kernels(kernel_registry& reg);
-void register_nn_kernels(kernel_registry& reg);
-void register_random_kernels(kernel_registry& reg);
-void register_state_kernels(kernel_registry& reg);
-void register_grad_support_kernels(kernel_registry& reg);
-void register_training_kernels(kernel_registry& reg);
-void register_conv_kernels(kernel_registry& reg);
-/// _FusedMatMul, _FusedConv2D (ops/cpu/fused.cpp): after MatMul and Conv2D.
-void register_fused_kernels(kernel_registry& reg);
-/// _FusedElementwise (ops/cpu/fused_elementwise.cpp), and whether it runs `op`.
-void register_fused_elementwise_kernels(kernel_registry& reg);
+/// Whether _FusedElementwise (ops/cpu/fused_elementwise.cpp) runs `op`.
 bool fused_elementwise_runs(const std::string& op);
 /// Every op _FusedElementwise runs (the coverage test checks each is a defined op).
 std::vector<std::string> fused_elementwise_ops();
-void register_transform_kernels(kernel_registry& reg);
-void register_unary_kernels(kernel_registry& reg);
-void register_linalg_kernels(kernel_registry& reg);
 /// Finishes an asynchronous kernel that waited for `out` (a dequeue, a take): when its step was
 /// aborted meanwhile, `give_back` returns `out` to where it came from (nothing is lost) and the
 /// kernel ends with `cancelled`; otherwise `out` becomes its outputs.
@@ -44,25 +28,12 @@ inline void finish_wait(kernel_context& ctx, status st, std::vector<tensor> out,
       ctx.set_output(int(i), std::move(out[i]));
   done(std::move(st));
 }
-void register_queue_kernels(kernel_registry& reg);
 /// The runtime name of a resource node: its shared_name, or its node name.
 std::string resource_name(const node& n);
 /// The queue a queue node (FIFOQueueV2, ...) stands for, created on first use.
 result<std::shared_ptr<queue_resource>> queue_of_node(const kernel_construction& c, const node& q);
 /// The queue behind input `i` of the node being built; an error naming the producer otherwise.
 result<std::shared_ptr<queue_resource>> input_queue(const kernel_construction& c, size_t i = 0);
-void register_accumulator_kernels(kernel_registry& reg);
-void register_control_flow_kernels(kernel_registry& reg);
-void register_tensor_array_kernels(kernel_registry& reg);
-void register_sparse_kernels(kernel_registry& reg);
-void register_candidate_sampling_kernels(kernel_registry& reg);
-void register_word2vec_kernels(kernel_registry& reg);
-void register_batch_norm_kernels(kernel_registry& reg);
-void register_lstm_block_kernels(kernel_registry& reg);
-void register_block_lstm_kernels(kernel_registry& reg);
-/// float16 and bfloat16 kernels for every compute op that has a float32 kernel and no 16-bit
-/// one: inputs widened to float32, the float32 kernel, outputs rounded back. Runs last.
-void register_reduced_precision_kernels(kernel_registry& reg);
 
 /// `t` (float16 or bfloat16) as a float32 tensor of the same shape.
 tensor widen_to_f32(const tensor& t, cpu_device* cpu);

@@ -54,7 +54,7 @@ private:
 
 } // namespace
 
-void register_linalg_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(linalg) {
   auto cpu = device_type::cpu;
   const std::vector<dtype> reals{dtype::f32, dtype::f64};
   reg.add("MatrixInverse", cpu, reals, [](const kernel_construction& c) {

@@ -101,7 +101,7 @@ private:
 
 } // namespace
 
-void register_lstm_block_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(lstm_block) {
   reg.add("LSTMBlockCell", device_type::cpu, {dtype::f32}, make_kernel<lstm_block_cell_kernel>);
   reg.add("LSTMBlockCellGrad", device_type::cpu, {dtype::f32},
           make_kernel<lstm_block_cell_grad_kernel>);

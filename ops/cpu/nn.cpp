@@ -260,7 +260,7 @@ private:
 
 } // namespace
 
-void register_nn_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(nn) {
   reg.add("BiasAdd", device_type::cpu, {dtype::f32, dtype::f64, dtype::i32, dtype::i64},
           make_simple_kernel<bias_add_kernel>);
   reg.add("Softmax", device_type::cpu, {dtype::f32, dtype::f64},

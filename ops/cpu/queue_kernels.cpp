@@ -208,7 +208,7 @@ status check_components(const kernel_construction& c, const queue_resource& q,
 
 } // namespace
 
-void register_queue_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(queue) {
   auto cpu = device_type::cpu;
   for (auto op : {"FIFOQueueV2", "RandomShuffleQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2"})
     reg.add(op, cpu, {}, queue_factory());

@@ -105,7 +105,7 @@ void seed_engine(std::mt19937_64& engine, const kernel_construction& c) {
   }
 }
 
-void register_random_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(random) {
   const std::vector<std::pair<const char*, distribution>> kinds{
       {"RandomUniform", distribution::uniform},
       {"RandomStandardNormal", distribution::normal},

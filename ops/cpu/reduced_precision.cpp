@@ -206,7 +206,9 @@ tensor narrow_from_f32(const tensor& t, dtype to, cpu_device* cpu) {
   return out;
 }
 
-void register_reduced_precision_kernels(kernel_registry& reg) {
+/// float16 and bfloat16 kernels for every compute op that has a float32 kernel and no 16-bit one:
+/// inputs widened to float32, the float32 kernel, outputs rounded back.
+RUNNEL_KERNEL_WRAPPERS(reduced_precision) {
   const op_registry& ops = builtin_ops();
   auto all = reg.registrations();
   for (dtype low : {dtype::f16, dtype::bf16}) {

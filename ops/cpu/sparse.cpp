@@ -224,7 +224,7 @@ private:
 
 } // namespace
 
-void register_sparse_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(sparse) {
   auto cpu = device_type::cpu;
   reg.add("ScatterAdd", cpu, {}, scatter_factory(scatter_kind::add));
   reg.add("ScatterSub", cpu, {}, scatter_factory(scatter_kind::sub));

@@ -91,7 +91,7 @@ result<std::unique_ptr<kernel>> make_assign(const kernel_construction& c, assign
 
 } // namespace
 
-void register_state_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(state) {
   reg.add("VariableV2", device_type::cpu, {},
           [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
             RUNNEL_ASSIGN_OR_RETURN(auto v, node_variable(c, c.node));

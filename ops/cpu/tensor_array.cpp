@@ -233,7 +233,7 @@ public:
 
 } // namespace
 
-void register_tensor_array_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(tensor_array) {
   auto cpu = device_type::cpu;
   reg.add("TensorArrayV3", cpu, {}, make_kernel<tensor_array_kernel>);
   reg.add("TensorArrayGradV3", cpu, {}, make_kernel<tensor_array_grad_kernel>);

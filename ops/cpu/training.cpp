@@ -335,7 +335,7 @@ kernel_factory apply_factory(rule r, int refs, std::vector<int> scalars, int gra
 
 } // namespace
 
-void register_training_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(training) {
   const std::vector<dtype> reals{dtype::f32, dtype::f64};
   auto cpu = device_type::cpu;
   reg.add("ApplyGradientDescent", cpu, reals, apply_factory(rule::gradient_descent, 1, {1}, 2));

@@ -351,7 +351,7 @@ private:
 
 } // namespace
 
-void register_transform_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(transform) {
   auto cpu = device_type::cpu;
   reg.add("StridedSlice", device_type::cpu, {}, make_kernel<strided_slice_kernel>);
   reg.add("StridedSliceGrad", device_type::cpu, {dtype::f32, dtype::f64, dtype::i32, dtype::i64},

@@ -194,7 +194,7 @@ private:
 
 } // namespace
 
-void register_unary_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(unary) {
   const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
   auto cpu = device_type::cpu;
   for (auto& u : unary_ops)

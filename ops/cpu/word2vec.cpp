@@ -203,7 +203,7 @@ private:
 
 } // namespace
 
-void register_word2vec_kernels(kernel_registry& reg) {
+RUNNEL_KERNEL_FAMILY(word2vec) {
   reg.add("NegTrain", device_type::cpu, {},
           [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
             RUNNEL_ASSIGN_OR_RETURN(auto in, input_variable(c, 0));

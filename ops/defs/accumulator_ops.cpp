@@ -29,7 +29,7 @@ op_def accumulator_op(const char* name) {
 
 } // namespace
 
-void register_accumulator_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(accumulator) {
   add(reg, accumulator_op("ConditionalAccumulator"));
   add(reg, accumulator_op("SparseConditionalAccumulator"));
   add(reg, op_def("AccumulatorApplyGradient")

@@ -270,7 +270,7 @@ void add_fill_gather_ops(op_registry& reg) {
 
 } // namespace
 
-void register_array_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(array) {
   add_source_and_shape_ops(reg);
   add_transpose_concat_ops(reg);
   add_fill_gather_ops(reg);

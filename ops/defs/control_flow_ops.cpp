@@ -24,7 +24,7 @@ bool is_control_flow_op(std::string_view op) {
          op == "NextIteration" || op == "LoopCond" || op == "ControlTrigger";
 }
 
-void register_control_flow_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(control_flow) {
   // Forwards `data` to output_true when `pred` is true and to output_false otherwise; the other
   // output is dead.
   add(reg, op_def("Switch")

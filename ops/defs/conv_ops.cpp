@@ -67,7 +67,7 @@ status pool_shape(inference_context& c) {
 
 } // namespace
 
-void register_conv_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(conv) {
   auto conv = op_def("Conv2D").input("input", "T").input("filter", "T").output("output", "T");
   conv.type_attr("T", {dtype::f16, dtype::bf16, dtype::f32});
   add(reg, conv_attrs(conv).shape_fn([](inference_context& c) -> status {

@@ -59,7 +59,7 @@ op_def queue_op(const char* name) {
 
 } // namespace
 
-void register_data_flow_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(data_flow) {
   add(reg, queue_op("FIFOQueueV2"));
   add(reg, queue_op("PaddingFIFOQueueV2")
                .attr("padded_shapes", attr_type::list_shape, std::vector<shape>{}));

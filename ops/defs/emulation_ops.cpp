@@ -8,7 +8,7 @@ namespace runnel {
 
 using namespace op_defs;
 
-void register_emulation_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(emulation) {
   add(reg, op_def("EmulatedCompute")
                .input_list("inputs", dtype::f32, "N")
                .output_list("outputs", dtype::f32, "M")

@@ -142,7 +142,7 @@ void add_slice_segment_ops(op_registry& reg) {
 
 } // namespace
 
-void register_gradient_support_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(gradient_support) {
   add_gradient_shape_ops(reg);
   add_slice_segment_ops(reg);
 }

@@ -5,7 +5,7 @@ namespace runnel {
 
 using namespace op_defs;
 
-void register_linalg_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(linalg) {
   auto square_matrices = [](inference_context& c) -> status {
     auto& s = c.input_shape(0);
     RUNNEL_RETURN_IF_ERROR(c.require_rank_at_least(0, 2));

@@ -86,7 +86,7 @@ op_def cell_op(const char* name) {
 
 } // namespace
 
-void register_lstm_block_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(lstm_block) {
   op_def cell = cell_op("LSTMBlockCell");
   for (auto out : cell_outputs)
     cell.output(out, "T");

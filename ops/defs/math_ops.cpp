@@ -253,7 +253,7 @@ void add_reduction_ops(op_registry& reg) {
 
 } // namespace
 
-void register_math_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(math) {
   add_binary_ops(reg);
   add_unary_ops(reg);
   add_matmul_ops(reg);

@@ -6,7 +6,7 @@ namespace runnel {
 
 using namespace op_defs;
 
-void register_nn_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(nn) {
   add(reg, op_def("BiasAdd")
                .input("value", "T")
                .input("bias", "T")

@@ -34,7 +34,7 @@ status check_vectors(inference_context& c, std::initializer_list<int> inputs) {
 
 } // namespace
 
-void register_norm_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(norm) {
   add(reg, op_def("FusedBatchNorm")
                .input("x", "T")
                .input("scale", "T")

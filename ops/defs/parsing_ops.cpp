@@ -77,7 +77,7 @@ op_def parse_op(const char* name, bool batch) {
 
 } // namespace
 
-void register_parsing_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(parsing) {
   add(reg, parse_op("ParseExample", true));
   add(reg, parse_op("ParseSingleExample", false));
   add(reg, op_def("ParseSingleSequenceExample")

@@ -5,7 +5,7 @@ namespace runnel {
 
 using namespace op_defs;
 
-void register_random_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(random) {
   for (auto n : {"RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
     add(reg, op_def(n)
                  .input("shape", "T")

@@ -51,7 +51,7 @@ void add(op_registry& reg, op_def def) {
 
 } // namespace
 
-void register_sampling_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(sampling) {
   add(reg, sampler("UniformCandidateSampler"));
   add(reg, sampler("LogUniformCandidateSampler"));
   add(reg, sampler("FixedUnigramCandidateSampler")

@@ -87,7 +87,7 @@ op_def sparse_apply(const char* name, std::vector<const char*> slots,
 
 } // namespace
 
-void register_sparse_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(sparse) {
   add(reg, scatter("ScatterAdd"));
   add(reg, scatter("ScatterSub"));
   add(reg, scatter("ScatterUpdate"));

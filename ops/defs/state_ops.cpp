@@ -5,7 +5,7 @@ namespace runnel {
 
 using namespace op_defs;
 
-void register_state_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(state) {
   add(reg, op_def("VariableV2")
                .output("ref", "dtype")
                .attr("shape", attr_type::shape)

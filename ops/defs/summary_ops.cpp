@@ -14,7 +14,7 @@ const std::vector<dtype> summary_number_types{dtype::f16, dtype::bf16, dtype::f3
 
 } // namespace
 
-void register_summary_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(summary) {
   add(reg, op_def("ScalarSummary")
                .input("tags", dtype::string)
                .input("values", "T")

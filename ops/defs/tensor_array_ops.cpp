@@ -38,7 +38,7 @@ op_def flow_out(const char* name) {
 
 } // namespace
 
-void register_tensor_array_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(tensor_array) {
   add(reg, op_def("TensorArrayV3")
                .input("size", dtype::i32)
                .output("handle", dtype::string)

@@ -5,7 +5,7 @@ namespace runnel {
 
 using namespace op_defs;
 
-void register_training_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(training) {
   auto apply_shape = [](int grad_input) {
     return [grad_input](inference_context& c) -> status {
       if (!c.input_shape(0).is_compatible_with(c.input_shape(grad_input)))

@@ -228,7 +228,7 @@ void add_range_split_slice_ops(op_registry& reg) {
 
 } // namespace
 
-void register_transform_ops(op_registry& reg) {
+RUNNEL_OP_FAMILY(transform) {
   add_pack_squeeze_ops(reg);
   add_tile_pad_ops(reg);
   add_range_split_slice_ops(reg);

@@ -302,7 +302,7 @@ void backprop::differentiate_loop(while_context& loop) {
   loops_.pop_back();
 }
 
-void register_tensor_array_gradients(gradient_registry& reg) {
+RUNNEL_GRADIENT_FAMILY(tensor_array) {
   for (auto op : {"TensorArrayV3", "TensorArrayGradV3", "TensorArraySizeV3", "TensorArrayCloseV3",
                   "StackV2", "StackPushV2", "StackPopV2", "StackCloseV2", "LoopCond"})
     reg.add_non_differentiable(op);

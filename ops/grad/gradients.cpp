@@ -44,13 +44,18 @@ std::vector<std::string> gradient_registry::differentiable_ops() const {
   return ops;
 }
 
+// Every family of ops/grad/, from the list the build generates out of the RUNNEL_GRADIENT_FAMILY
+// lines (cmake/ops_families.cmake): a new family file is found by itself.
+#define RUNNEL_FAMILY(family) void register_##family##_gradients(gradient_registry& reg);
+#include "runnel/ops/grad/gradient_families.inc"
+#undef RUNNEL_FAMILY
+
 const gradient_registry& builtin_gradients() {
   static const gradient_registry* reg = [] {
     auto* r = new gradient_registry;
-    register_math_gradients(*r);
-    register_nn_gradients(*r);
-    register_lstm_block_gradients(*r);
-    register_tensor_array_gradients(*r);
+#define RUNNEL_FAMILY(family) register_##family##_gradients(*r);
+#include "runnel/ops/grad/gradient_families.inc"
+#undef RUNNEL_FAMILY
     return r;
   }();
   return *reg;

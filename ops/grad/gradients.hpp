@@ -116,12 +116,17 @@ private:
   std::unordered_map<std::string, bool> none_;
 };
 
-void register_math_gradients(gradient_registry& reg);
-void register_nn_gradients(gradient_registry& reg);
-/// LSTMBlockCell (ops/layers/lstm_block.cpp).
-void register_lstm_block_gradients(gradient_registry& reg);
-/// TensorArray and Stack ops; the control-flow primitives are differentiated by gradients() itself.
-void register_tensor_array_gradients(gradient_registry& reg);
+/// Starts the registration function of a gradient family, in its own file under ops/grad/:
+///
+///   RUNNEL_GRADIENT_FAMILY(linalg) {
+///     reg.add("MatrixInverse", [](const gradient_context& c) { ... return {dx}; });
+///   }
+///
+/// The build lists every such line (cmake/ops_families.cmake) and builtin_gradients() calls
+/// them all: the macro begins its line, and the family is named by one lower-case word.
+#define RUNNEL_GRADIENT_FAMILY(family)                                                             \
+  void register_##family##_gradients(::runnel::gradient_registry& reg);                            \
+  void register_##family##_gradients(::runnel::gradient_registry& reg)
 /// Every builtin gradient function, built explicitly on first use.
 const gradient_registry& builtin_gradients();
 

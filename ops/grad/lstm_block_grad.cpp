@@ -5,7 +5,7 @@
 
 namespace runnel {
 
-void register_lstm_block_gradients(gradient_registry& reg) {
+RUNNEL_GRADIENT_FAMILY(lstm_block) {
   reg.add("LSTMBlockCell", [](const gradient_context& c) -> std::vector<output> {
     auto x = c.input(0), h_prev = c.input(2), w = c.input(3);
     std::vector<endpoint> in;

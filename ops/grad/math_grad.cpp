@@ -447,7 +447,7 @@ void register_linalg_segment_gradients(gradient_registry& reg) {
 
 } // namespace
 
-void register_math_gradients(gradient_registry& reg) {
+RUNNEL_GRADIENT_FAMILY(math) {
   register_non_differentiable(reg);
   register_elementwise_gradients(reg);
   register_reduction_gradients(reg);

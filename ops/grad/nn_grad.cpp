@@ -3,7 +3,7 @@
 
 namespace runnel {
 
-void register_nn_gradients(gradient_registry& reg) {
+RUNNEL_GRADIENT_FAMILY(nn) {
   using grads = std::vector<output>;
   auto grad_x = [](const char* op) {
     return [op](const gradient_context& c) {

@@ -184,40 +184,4 @@ std::vector<std::string> op_registry::names() const {
   return out;
 }
 
-/// EmulatedCompute (ops/defs/emulation_ops.cpp): used only here, so not declared in the header.
-void register_emulation_ops(op_registry& reg);
-
-void register_builtin_ops(op_registry& reg) {
-  register_math_ops(reg);
-  register_array_ops(reg);
-  register_nn_ops(reg);
-  register_random_ops(reg);
-  register_state_ops(reg);
-  register_gradient_support_ops(reg);
-  register_training_ops(reg);
-  register_conv_ops(reg);
-  register_transform_ops(reg);
-  register_linalg_ops(reg);
-  register_data_flow_ops(reg);
-  register_accumulator_ops(reg);
-  register_parsing_ops(reg);
-  register_emulation_ops(reg);
-  register_control_flow_ops(reg);
-  register_tensor_array_ops(reg);
-  register_sparse_ops(reg);
-  register_sampling_ops(reg);
-  register_norm_ops(reg);
-  register_lstm_block_ops(reg);
-  register_summary_ops(reg);
-}
-
-const op_registry& builtin_ops() {
-  static const op_registry* reg = [] {
-    auto* r = new op_registry;
-    register_builtin_ops(*r);
-    return r;
-  }();
-  return *reg;
-}
-
 } // namespace runnel

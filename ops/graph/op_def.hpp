@@ -146,38 +146,23 @@ private:
   std::unordered_map<std::string, std::unique_ptr<op_def>> ops_;
 };
 
-/// Registers every builtin op (math, array, nn, random, state, control).
+/// Registers every builtin op: each family of ops/defs/ (generated list, ops/defs/builtin_ops.cpp).
 void register_builtin_ops(op_registry& reg);
-void register_math_ops(op_registry& reg);
-void register_array_ops(op_registry& reg);
-void register_nn_ops(op_registry& reg);
-void register_random_ops(op_registry& reg);
-void register_state_ops(op_registry& reg);
-void register_gradient_support_ops(op_registry& reg);
-void register_training_ops(op_registry& reg);
-void register_conv_ops(op_registry& reg);
-void register_lstm_block_ops(op_registry& reg);
-void register_transform_ops(op_registry& reg);
-void register_linalg_ops(op_registry& reg);
-/// Queues, dataset iterators (ops/defs/data_flow_ops.cpp).
-void register_data_flow_ops(op_registry& reg);
-void register_accumulator_ops(op_registry& reg);
-/// ParseExample, ParseSingleExample, ParseSingleSequenceExample, DecodeRaw; their kernels live
-/// in storage/ (ops/defs/parsing_ops.cpp).
-void register_parsing_ops(op_registry& reg);
-void register_summary_ops(op_registry& reg);
 
-/// Switch, Merge, Enter, Exit, NextIteration, LoopCond, ControlTrigger (ops/defs/control_flow_ops.cpp).
-void register_control_flow_ops(op_registry& reg);
-/// TensorArrayV3 and StackV2 families (ops/defs/tensor_array_ops.cpp).
-void register_tensor_array_ops(op_registry& reg);
-/// Scatter*, SparseApply*, DynamicPartition, DynamicStitch, CheckIndices (ops/defs/sparse_ops.cpp).
-void register_sparse_ops(op_registry& reg);
-/// Uniform, LogUniform and FixedUnigram candidate samplers (ops/defs/sampling_ops.cpp).
-void register_sampling_ops(op_registry& reg);
-/// FusedBatchNorm and its gradient (ops/defs/norm_ops.cpp).
-void register_norm_ops(op_registry& reg);
-/// True for the ops above: what the executor runs with frames, iterations and deadness.
+/// Starts the registration function of an op family, in its own file under ops/defs/:
+///
+///   RUNNEL_OP_FAMILY(linalg) {
+///     reg.add(op_def{"MatrixInverse"}...);
+///   }
+///
+/// The build lists every such line (cmake/ops_families.cmake) and register_builtin_ops calls
+/// them all: the macro begins its line, and the family is named by one lower-case word.
+#define RUNNEL_OP_FAMILY(family)                                                                   \
+  void register_##family##_ops(::runnel::op_registry& reg);                                        \
+  void register_##family##_ops(::runnel::op_registry& reg)
+
+/// True for the control-flow ops (Switch, Merge, Enter, Exit, NextIteration, LoopCond,
+/// ControlTrigger): what the executor runs with frames, iterations and deadness.
 bool is_control_flow_op(std::string_view op);
 
 /// The registry of all builtin ops, built explicitly on first use.

@@ -223,4 +223,20 @@ private:
   std::unordered_map<std::string, std::vector<entry>> kernels_;
 };
 
+/// Starts the registration function of a CPU kernel family, in its own file under ops/cpu/:
+///
+///   RUNNEL_KERNEL_FAMILY(linalg) {
+///     reg.add("MatrixInverse", device_type::cpu, {dtype::f32, dtype::f64}, ...);
+///   }
+///
+/// The build lists every such line (cmake/ops_families.cmake) and register_builtin_kernels
+/// calls them all: the macro begins its line, and the family is named by one lower-case word.
+/// Families register in any order, so an op's kernels on one device take disjoint types (a
+/// coverage test checks it). RUNNEL_KERNEL_WRAPPERS starts a family whose kernels are made from
+/// the others' (the 16-bit float wrappers): those run after every RUNNEL_KERNEL_FAMILY.
+#define RUNNEL_KERNEL_FAMILY(family)                                                               \
+  void register_##family##_kernels(::runnel::kernel_registry& reg);                                \
+  void register_##family##_kernels(::runnel::kernel_registry& reg)
+#define RUNNEL_KERNEL_WRAPPERS(family) RUNNEL_KERNEL_FAMILY(family)
+
 } // namespace runnel

@@ -172,3 +172,23 @@ TEST_CASE("each fused activation in _FusedMatMul computes as MatMul, BiasAdd and
   CHECK_THAT(bad.error().message(), Catch::Contains("unknown activation 'Softsign'") &&
                                         Catch::Contains("Relu, Relu6, Elu, Tanh, Sigmoid"));
 }
+
+TEST_CASE("no two kernels of an op on one device claim the same type", "[ops][coverage]") {
+  // The families register in the order the build lists them, so which one a lookup finds must
+  // not depend on that order: an op's kernels on a device take disjoint types (an untyped kernel
+  // is the op's only one there).
+  std::map<std::pair<std::string, device_type>, std::vector<std::vector<dtype>>> seen;
+  for (auto& r : runtime_kernels().registrations())
+    seen[{r.op, r.device}].push_back(r.types);
+  for (auto& [key, lists] : seen) {
+    INFO("op " << key.first << " on " << (key.second == device_type::cpu ? "CPU" : "GPU"));
+    std::set<dtype> claimed;
+    size_t total = 0;
+    for (auto& types : lists) {
+      CHECK((!types.empty() || lists.size() == 1));
+      claimed.insert(types.begin(), types.end());
+      total += types.size();
+    }
+    CHECK(claimed.size() == total);
+  }
+}

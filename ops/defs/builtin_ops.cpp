@@ -1,0 +1,26 @@
+// The builtin op registry: every family of ops/defs/, from the list the build generates out of
+// the RUNNEL_OP_FAMILY lines (cmake/ops_families.cmake) — a new family file is found by itself.
+#include "runnel/ops/graph/op_def.hpp"
+
+namespace runnel {
+
+#define RUNNEL_FAMILY(family) void register_##family##_ops(op_registry& reg);
+#include "runnel/ops/defs/op_families.inc"
+#undef RUNNEL_FAMILY
+
+void register_builtin_ops(op_registry& reg) {
+#define RUNNEL_FAMILY(family) register_##family##_ops(reg);
+#include "runnel/ops/defs/op_families.inc"
+#undef RUNNEL_FAMILY
+}
+
+const op_registry& builtin_ops() {
+  static const op_registry* reg = [] {
+    auto* r = new op_registry;
+    register_builtin_ops(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+} // namespace runnel
