@@ -103,6 +103,13 @@ struct op_squared_difference {
   template <class T> RUNNEL_HD static T apply(T a, T b) { return T((a - b) * (a - b)); }
   template <class A> static auto array(const A& a, const A& b) { return (a - b).square(); }
 };
+struct op_atan2 { // (y, x): the angle of the point (x, y), in [-pi, pi], as std::atan2
+  template <class T> RUNNEL_HD static T apply(T y, T x) { return T(std::atan2(y, x)); }
+  template <class A> static auto array(const A& y, const A& x) {
+    using S = typename A::Scalar;
+    return y.binaryExpr(x, [](S a, S b) { return S(std::atan2(a, b)); });
+  }
+};
 struct op_relu_grad { // (gradients, features)
   template <class T> RUNNEL_HD static T apply(T g, T x) { return x > T(0) ? g : T(0); }
   template <class A> static auto array(const A& g, const A& x) {
@@ -179,6 +186,7 @@ struct op_logical_or {
   X(Minimum, op_minimum, numbers, gpu, fused)                                                      \
   X(Pow, op_pow, numbers, cpu, unfused)                                                            \
   X(SquaredDifference, op_squared_difference, numbers, gpu, fused)                                 \
+  X(Atan2, op_atan2, reals, gpu, fused)                                                            \
   X(Greater, op_greater, compare, gpu, unfused)                                                    \
   X(Less, op_less, compare, gpu, unfused)                                                          \
   X(GreaterEqual, op_greater_equal, compare, cpu, unfused)                                         \

@@ -99,6 +99,11 @@ void register_elementwise_gradients(gradient_registry& reg) {
     auto d = c.grad() * (a - b) * 2.0;
     return grads{sum_to_shape_of(d, a), sum_to_shape_of(-d, b)};
   });
+  reg.add("Atan2", [](const gradient_context& c) { // d/dy = x / (x² + y²), d/dx = -y / (x² + y²)
+    auto y = c.input(0), x = c.input(1);
+    auto g = c.grad() / (x * x + y * y);
+    return grads{sum_to_shape_of(g * x, y), sum_to_shape_of(-g * y, x)};
+  });
   reg.add("Neg", [](const gradient_context& c) { return grads{-c.grad()}; });
   reg.add("Exp", [](const gradient_context& c) { return grads{c.grad() * c.out(0)}; });
   reg.add("Log",

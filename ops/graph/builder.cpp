@@ -1,5 +1,6 @@
 #include "runnel/ops/graph/builder.hpp"
 
+#include "runnel/ops/core/binary_ops.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/graph/builder_util.hpp"
 
@@ -137,6 +138,9 @@ output equal(output a, output b, std::string_view name) {
 }
 output apply_unary(unary_op op, output x, std::string_view name) {
   return unary(unary_ops[size_t(op)].name, x, name);
+}
+output apply_binary(binary_op op, output a, output b, std::string_view name) {
+  return binary(binary_ops[size_t(op)].name, a, b, name);
 }
 output neg(output x, std::string_view name) {
   return unary("Neg", x, name);

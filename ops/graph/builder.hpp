@@ -108,6 +108,10 @@ output relu(output x, std::string_view name = {});
 /// rebuilds only what includes the table.
 enum class unary_op : int;
 output apply_unary(unary_op op, output x, std::string_view name = {});
+/// Any row of ops/core/binary_ops.hpp by its enumerator, likewise:
+/// apply_binary(binary_op::Atan2, y, x).
+enum class binary_op : int;
+output apply_binary(binary_op op, output a, output b, std::string_view name = {});
 output cast(output x, dtype to, std::string_view name = {});
 output floor_div(output a, output b, std::string_view name = {});
 output floor_mod(output a, output b, std::string_view name = {});

@@ -2,6 +2,7 @@
 // them all and fails when an op in builtin_gradients() has none here: a new gradient comes with
 // its row. Inputs are float64 where the op takes it; ops with float32 kernels only are checked
 // through casts with a wider step and tolerance.
+#include "runnel/ops/core/binary_ops.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/layers/embedding.hpp"
 #include "runnel/ops/layers/lstm_block.hpp"
@@ -59,6 +60,9 @@ void binary(cases& c) {
   c.push_back({"SquaredDifference",
                [](graph&, auto& x) { return squared_difference(x[0], x[1]); },
                {a, row}});
+  c.push_back({"Atan2",
+               [](graph&, auto& x) { return apply_binary(binary_op::Atan2, x[0], x[1]); },
+               {a, col}});
   c.push_back({"FloorMod",
                [](graph& g, auto& x) { return floor_mod(x[0], constant(g, 0.7)); },
                {random_f64({2, 3}, 11)}});

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "runnel/ops/core/binary_ops.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/tests/eval.hpp"
 
@@ -96,6 +97,16 @@ TEST_CASE("unary math kernels", "[ops]") {
   check_close(s[0], tensor::vector<float>({-0.5f, 0, 1 / 3.f, 2 / 3.f}));
   check_close(s[1], tensor::vector<float>({-1.1113307f, 0, 0.52535025f, 2.101402f}));
   check_close(s[2], tensor::vector<float>({-0.84270079f, 0, 0.52049988f, 0.99532227f}));
+  // A row added through ops/core/binary_ops.hpp: atan2(y, x) in every quadrant, on the axes and
+  // at signed zeros (TensorFlow's values: std::atan2), broadcast against one x.
+  auto y = constant(g, {1.f, 1.f, -1.f, -1.f, 0.f, -0.f, 1.f, 0.f});
+  auto x2 = constant(g, {1.f, -1.f, -1.f, 1.f, -1.f, -1.f, 0.f, 0.f});
+  auto at = eval({apply_binary(binary_op::Atan2, y, x2),
+                  apply_binary(binary_op::Atan2, constant(g, {2.f, -2.f}), constant(g, 2.f))});
+  float pi = 3.14159265f;
+  check_close(
+      at[0], tensor::vector<float>({pi / 4, 3 * pi / 4, -3 * pi / 4, -pi / 4, pi, -pi, pi / 2, 0}));
+  check_close(at[1], tensor::vector<float>({pi / 4, -pi / 4}));
   auto i = eval({neg(constant(g, {3, -4})), relu(constant(g, {3, -4}))});
   check_equal(i[0], tensor::vector<int32_t>({-3, 4}));
   check_equal(i[1], tensor::vector<int32_t>({3, 0}));
