@@ -5,8 +5,11 @@
 #   RUNNEL_KERNEL_FAMILY(name)     a CPU kernel family       (ops/kernel/kernel.hpp)
 #   RUNNEL_KERNEL_WRAPPERS(name)   kernels made from the others, registered after them
 #   RUNNEL_GRADIENT_FAMILY(name)   a gradient family         (ops/grad/gradients.hpp)
-# Each list is a sorted `RUNNEL_FAMILY(name)` line per family (`RUNNEL_WRAPPERS(name)` for the
-# wrappers) and is rewritten only when it changes, so an edit elsewhere recompiles nothing.
+# or, for a family written in several files, RUNNEL_OP_FAMILY_PART(name, part) (and likewise
+# for kernels and gradients), one part per file. Each list is a sorted
+# `RUNNEL_FAMILY(name, function)` line per family or part (`RUNNEL_WRAPPERS` for the wrappers),
+# where `function` is `name` or `name_part`, and is rewritten only when it changes, so an edit
+# elsewhere recompiles nothing.
 #
 # In: SOURCES (the sources, separated by '|'), OUTPUT_DIR (the lists go to its defs/, cpu/ and
 # grad/, beside the files that include them).
@@ -19,20 +22,29 @@ endforeach()
 foreach(src IN LISTS sources)
   file(STRINGS "${src}" lines REGEX "^RUNNEL_[A-Z_]+\\(")
   foreach(line IN LISTS lines)
-    if(NOT line MATCHES "^RUNNEL_([A-Z_]+)\\(([a-z][a-z0-9_]*)\\)")
+    if(NOT line MATCHES "^RUNNEL_([A-Z_]+)\\(([a-z][a-z0-9_]*)(, *([a-z][a-z0-9_]*))?\\)")
       continue() # another macro (a family's name is one lower-case word)
     endif()
     set(kind ${CMAKE_MATCH_1})
     set(name ${CMAKE_MATCH_2})
+    set(fn ${CMAKE_MATCH_2})
+    set(part "${CMAKE_MATCH_4}")
+    if(kind MATCHES "^(.*)_PART$")
+      set(kind ${CMAKE_MATCH_1})
+      if(part STREQUAL "")
+        message(FATAL_ERROR "${src}: '${line}' names no part")
+      endif()
+      set(fn ${name}_${part})
+    endif()
     if(NOT kind IN_LIST kinds)
       continue()
     endif()
-    if(DEFINED where_${kind}_${name})
-      message(FATAL_ERROR "${src}: family '${name}' (RUNNEL_${kind}) is registered twice: "
-                          "also in ${where_${kind}_${name}}")
+    if(DEFINED where_${kind}_${fn})
+      message(FATAL_ERROR "${src}: family '${fn}' (RUNNEL_${kind}) is registered twice: "
+                          "also in ${where_${kind}_${fn}}")
     endif()
-    set(where_${kind}_${name} "${src}")
-    list(APPEND names_${kind} ${name})
+    set(where_${kind}_${fn} "${src}")
+    list(APPEND names_${kind} "${fn}:${name}")
   endforeach()
 endforeach()
 
@@ -46,8 +58,11 @@ function(write_list file)
       message(FATAL_ERROR "no RUNNEL_${kind} line in the sources of runnel_ops")
     endif()
     list(SORT names_${kind})
-    foreach(name IN LISTS names_${kind})
-      string(APPEND text "${macro}(${name})\n")
+    foreach(entry IN LISTS names_${kind})
+      string(REPLACE ":" ";" entry "${entry}")
+      list(GET entry 0 fn)
+      list(GET entry 1 name)
+      string(APPEND text "${macro}(${name}, ${fn})\n")
     endforeach()
   endforeach()
   get_filename_component(dir "${OUTPUT_DIR}/${file}" DIRECTORY)

@@ -182,7 +182,7 @@ private:
 
 } // namespace
 
-RUNNEL_KERNEL_FAMILY(block_lstm) {
+RUNNEL_KERNEL_FAMILY_PART(lstm_block, sequence) {
   reg.add("BlockLSTM", device_type::cpu, {dtype::f32}, make_kernel<block_lstm_kernel>);
   reg.add("BlockLSTMGrad", device_type::cpu, {dtype::f32}, make_kernel<block_lstm_grad_kernel>);
 }

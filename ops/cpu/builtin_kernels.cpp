@@ -5,18 +5,34 @@
 
 namespace runnel {
 
-#define RUNNEL_FAMILY(family) void register_##family##_kernels(kernel_registry& reg);
-#define RUNNEL_WRAPPERS(family) RUNNEL_FAMILY(family)
+#define RUNNEL_FAMILY(family, fn) void register_##fn##_kernels(kernel_registry& reg);
+#define RUNNEL_WRAPPERS(family, fn) RUNNEL_FAMILY(family, fn)
 #include "runnel/ops/cpu/kernel_families.inc"
 #undef RUNNEL_WRAPPERS
 #undef RUNNEL_FAMILY
 
 void register_builtin_kernels(kernel_registry& reg) {
-#define RUNNEL_FAMILY(family) register_##family##_kernels(reg);
-#define RUNNEL_WRAPPERS(family) RUNNEL_FAMILY(family)
+#define RUNNEL_FAMILY(family, fn) register_##fn##_kernels(reg);
+#define RUNNEL_WRAPPERS(family, fn) RUNNEL_FAMILY(family, fn)
 #include "runnel/ops/cpu/kernel_families.inc"
 #undef RUNNEL_WRAPPERS
 #undef RUNNEL_FAMILY
+}
+
+std::map<std::string, std::string> builtin_kernel_families() {
+  std::map<std::string, std::string> out;
+  auto record = [&](const char* family, void (*add)(kernel_registry&)) {
+    kernel_registry one;
+    add(one);
+    for (auto& r : one.registrations())
+      out[r.op] = family;
+  };
+#define RUNNEL_FAMILY(family, fn) record(#family, register_##fn##_kernels);
+#define RUNNEL_WRAPPERS(family, fn)
+#include "runnel/ops/cpu/kernel_families.inc"
+#undef RUNNEL_WRAPPERS
+#undef RUNNEL_FAMILY
+  return out;
 }
 
 const kernel_registry& builtin_kernels() {

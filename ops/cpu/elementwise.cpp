@@ -350,7 +350,7 @@ template <class Row> void add_binary_kernel(kernel_registry& reg, const char* na
     reg.add(name, cpu, reals, factory<float_binary_kernel<F>>());
 }
 
-RUNNEL_KERNEL_FAMILY(elementwise) {
+RUNNEL_KERNEL_FAMILY_PART(math, binary) {
   for (auto& b : binary_ops) // every row of ops/core/binary_ops.hpp
     visit_binary(b.op, [&]<class Row>() { add_binary_kernel<Row>(reg, b.name); });
   reg.add("LogicalNot", device_type::cpu, {}, factory<logical_not_kernel>());

@@ -98,8 +98,11 @@ kernel_factory fused_factory(const kernel_registry& reg, std::string base_op) {
 
 } // namespace
 
-RUNNEL_KERNEL_FAMILY(fused) {
+// The wrapped kernel is looked up when a node is built, so the families' order does not matter.
+RUNNEL_KERNEL_FAMILY_PART(math, fused_matmul) {
   reg.add("_FusedMatMul", device_type::cpu, {dtype::f32, dtype::f64}, fused_factory(reg, "MatMul"));
+}
+RUNNEL_KERNEL_FAMILY_PART(conv, fused) {
   reg.add("_FusedConv2D", device_type::cpu, {dtype::f32}, fused_factory(reg, "Conv2D"));
 }
 

@@ -173,7 +173,7 @@ private:
 
 } // namespace
 
-RUNNEL_KERNEL_FAMILY(fused_elementwise) {
+RUNNEL_KERNEL_FAMILY_PART(math, fused_elementwise) {
   reg.add("_FusedElementwise", device_type::cpu, {dtype::f32},
           make_kernel<fused_elementwise_kernel>);
 }

@@ -139,7 +139,7 @@ private:
 
 } // namespace
 
-RUNNEL_KERNEL_FAMILY(matmul) {
+RUNNEL_KERNEL_FAMILY_PART(math, matmul) {
   reg.add("MatMul", device_type::cpu, {dtype::f32, dtype::f64}, make_kernel<matmul_kernel>);
   if (dnnl_matmul::available())
     reg.add("MatMul", device_type::cpu, {dtype::bf16}, make_kernel<matmul_kernel>);

@@ -223,7 +223,7 @@ private:
 
 } // namespace
 
-RUNNEL_KERNEL_FAMILY(reduction) {
+RUNNEL_KERNEL_FAMILY_PART(math, reduction) {
   const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
   const std::vector<std::pair<const char*, reduce_kind>> kinds{{"Sum", reduce_kind::sum},
                                                                {"Mean", reduce_kind::mean},

@@ -194,7 +194,7 @@ private:
 
 } // namespace
 
-RUNNEL_KERNEL_FAMILY(unary) {
+RUNNEL_KERNEL_FAMILY_PART(math, unary) {
   const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};
   auto cpu = device_type::cpu;
   for (auto& u : unary_ops)
@@ -205,6 +205,10 @@ RUNNEL_KERNEL_FAMILY(unary) {
   reg.add("_UnaryGrad", cpu, {dtype::f32, dtype::f64}, make_kernel<unary_grad_kernel>);
   reg.add("Cast", device_type::cpu, {}, make_kernel<cast_kernel>);
   reg.add("AddN", device_type::cpu, numbers, make_simple_kernel<add_n_kernel>);
+}
+
+/// ZerosLike and OnesLike (defined with the array ops).
+RUNNEL_KERNEL_FAMILY_PART(array, fill_like) {
   reg.add("ZerosLike", device_type::cpu, {}, [](const kernel_construction&) {
     return result<std::unique_ptr<kernel>>(std::make_unique<fill_like_kernel>(0.0));
   });

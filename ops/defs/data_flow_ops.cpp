@@ -1,7 +1,7 @@
 // Definitions of the data-flow ops: queues (FIFOQueueV2, RandomShuffleQueueV2, PaddingFIFOQueueV2,
 // PriorityQueueV2 and the Queue*V2 operations on them) and dataset iterators (IteratorGetNext).
 // A queue or iterator node outputs a string scalar naming its resource; the ops that use it take
-// that as their first input. Kernels: ops/cpu/queue_kernels.cpp; the resources live in actors/.
+// that as their first input. Kernels: ops/cpu/data_flow.cpp; the resources live in actors/.
 #include "runnel/ops/graph/op_def.hpp"
 
 namespace runnel {

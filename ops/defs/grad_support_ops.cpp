@@ -142,7 +142,7 @@ void add_slice_segment_ops(op_registry& reg) {
 
 } // namespace
 
-RUNNEL_OP_FAMILY(gradient_support) {
+RUNNEL_OP_FAMILY(grad_support) {
   add_gradient_shape_ops(reg);
   add_slice_segment_ops(reg);
 }

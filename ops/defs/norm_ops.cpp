@@ -1,5 +1,5 @@
 // Definitions of TensorFlow's FusedBatchNorm and FusedBatchNormGrad (NHWC, or any rank with
-// channels last), float32. Kernels: ops/cpu/batch_norm.cpp; builder: batch_norm in
+// channels last), float32. Kernels: ops/cpu/norm.cpp; builder: batch_norm in
 // ops/layers/nn_layers.hpp.
 //
 // Outputs as TensorFlow's: y, batch_mean, batch_variance (Bessel-corrected, what moving averages

@@ -1,7 +1,7 @@
 // Definitions of TensorFlow's candidate samplers (the sampled losses' negatives), with
 // TensorFlow's names, inputs and attributes: UniformCandidateSampler,
 // LogUniformCandidateSampler and FixedUnigramCandidateSampler (counts given as `unigrams`; a
-// vocabulary file is not read). Kernels: ops/cpu/candidate_sampling.cpp; builders:
+// vocabulary file is not read). Kernels: ops/cpu/sampling.cpp; builders:
 // ops/layers/sampled_losses.hpp.
 #include "runnel/ops/graph/op_def.hpp"
 
@@ -60,33 +60,6 @@ RUNNEL_OP_FAMILY(sampling) {
                .attr("num_reserved_ids", attr_type::integer, int64_t(0))
                .attr("num_shards", attr_type::integer, int64_t(1))
                .attr("shard", attr_type::integer, int64_t(0)));
-  // TensorFlow's fused skip-gram update with negative sampling (word2vec_optimized's NegTrain):
-  // for each (example, label) pair, one SGD step of log σ(in·out) + Σ log σ(−in·neg) on the
-  // rows of w_in and w_out, in place. Runnel adds one output TensorFlow's lacks, the pairs' mean
-  // loss before their update (for progress lines), and `num_threads` (Hogwild threads).
-  add(reg, op_def("NegTrain")
-               .input("w_in", "T", true)
-               .input("w_out", "T", true)
-               .input("examples", dtype::i32)
-               .input("labels", dtype::i32)
-               .input("lr", dtype::f32)
-               .output("loss", dtype::f32)
-               .type_attr("T", {dtype::f32}, dtype::f32)
-               .attr("vocab_count", attr_type::list_int)
-               .attr("num_negative_samples", attr_type::integer)
-               .attr("num_threads", attr_type::integer, int64_t(1))
-               .set_stateful()
-               .shape_fn([](inference_context& c) -> status {
-                 RUNNEL_RETURN_IF_ERROR(c.require_rank(0, 2));
-                 RUNNEL_RETURN_IF_ERROR(c.require_rank(1, 2));
-                 RUNNEL_RETURN_IF_ERROR(c.require_rank(2, 1));
-                 RUNNEL_RETURN_IF_ERROR(c.require_rank(3, 1));
-                 RUNNEL_RETURN_IF_ERROR(c.require_rank(4, 0));
-                 if (c.attr<int64_t>("num_negative_samples") < 0)
-                   return invalid_argument("num_negative_samples must not be negative");
-                 c.set_output(0, shape{});
-                 return {};
-               }));
 }
 
 } // namespace runnel

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runnel/ops/grad/families.hpp"
 #include "runnel/ops/grad/gradients_internal.hpp"
 
 namespace runnel {
@@ -46,14 +47,28 @@ std::vector<std::string> gradient_registry::differentiable_ops() const {
 
 // Every family of ops/grad/, from the list the build generates out of the RUNNEL_GRADIENT_FAMILY
 // lines (cmake/ops_families.cmake): a new family file is found by itself.
-#define RUNNEL_FAMILY(family) void register_##family##_gradients(gradient_registry& reg);
+#define RUNNEL_FAMILY(family, fn) void register_##fn##_gradients(gradient_registry& reg);
 #include "runnel/ops/grad/gradient_families.inc"
 #undef RUNNEL_FAMILY
+
+std::map<std::string, std::string> builtin_gradient_families() {
+  std::map<std::string, std::string> out;
+  auto record = [&](const char* family, void (*add)(gradient_registry&)) {
+    gradient_registry one;
+    add(one);
+    for (auto& op : one.differentiable_ops())
+      out[op] = family;
+  };
+#define RUNNEL_FAMILY(family, fn) record(#family, register_##fn##_gradients);
+#include "runnel/ops/grad/gradient_families.inc"
+#undef RUNNEL_FAMILY
+  return out;
+}
 
 const gradient_registry& builtin_gradients() {
   static const gradient_registry* reg = [] {
     auto* r = new gradient_registry;
-#define RUNNEL_FAMILY(family) register_##family##_gradients(*r);
+#define RUNNEL_FAMILY(family, fn) register_##fn##_gradients(*r);
 #include "runnel/ops/grad/gradient_families.inc"
 #undef RUNNEL_FAMILY
     return r;

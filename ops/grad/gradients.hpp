@@ -123,10 +123,13 @@ private:
 ///   }
 ///
 /// The build lists every such line (cmake/ops_families.cmake) and builtin_gradients() calls
-/// them all: the macro begins its line, and the family is named by one lower-case word.
+/// them all: the macro begins its line, and the family is named by one lower-case word. A
+/// family written in several files starts each file's part with
+/// RUNNEL_GRADIENT_FAMILY_PART(family, part).
 #define RUNNEL_GRADIENT_FAMILY(family)                                                             \
   void register_##family##_gradients(::runnel::gradient_registry& reg);                            \
   void register_##family##_gradients(::runnel::gradient_registry& reg)
+#define RUNNEL_GRADIENT_FAMILY_PART(family, part) RUNNEL_GRADIENT_FAMILY(family##_##part)
 /// Every builtin gradient function, built explicitly on first use.
 const gradient_registry& builtin_gradients();
 

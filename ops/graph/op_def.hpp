@@ -156,10 +156,13 @@ void register_builtin_ops(op_registry& reg);
 ///   }
 ///
 /// The build lists every such line (cmake/ops_families.cmake) and register_builtin_ops calls
-/// them all: the macro begins its line, and the family is named by one lower-case word.
+/// them all: the macro begins its line, and the family is named by one lower-case word. A
+/// family written in several files starts each file's part with
+/// RUNNEL_OP_FAMILY_PART(family, part).
 #define RUNNEL_OP_FAMILY(family)                                                                   \
   void register_##family##_ops(::runnel::op_registry& reg);                                        \
   void register_##family##_ops(::runnel::op_registry& reg)
+#define RUNNEL_OP_FAMILY_PART(family, part) RUNNEL_OP_FAMILY(family##_##part)
 
 /// True for the control-flow ops (Switch, Merge, Enter, Exit, NextIteration, LoopCond,
 /// ControlTrigger): what the executor runs with frames, iterations and deadness.

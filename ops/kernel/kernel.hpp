@@ -233,10 +233,12 @@ private:
 /// calls them all: the macro begins its line, and the family is named by one lower-case word.
 /// Families register in any order, so an op's kernels on one device take disjoint types (a
 /// coverage test checks it). RUNNEL_KERNEL_WRAPPERS starts a family whose kernels are made from
-/// the others' (the 16-bit float wrappers): those run after every RUNNEL_KERNEL_FAMILY.
+/// the others' (the 16-bit float wrappers): those run after every RUNNEL_KERNEL_FAMILY. A family
+/// written in several files starts each file's part with RUNNEL_KERNEL_FAMILY_PART(family, part).
 #define RUNNEL_KERNEL_FAMILY(family)                                                               \
   void register_##family##_kernels(::runnel::kernel_registry& reg);                                \
   void register_##family##_kernels(::runnel::kernel_registry& reg)
 #define RUNNEL_KERNEL_WRAPPERS(family) RUNNEL_KERNEL_FAMILY(family)
+#define RUNNEL_KERNEL_FAMILY_PART(family, part) RUNNEL_KERNEL_FAMILY(family##_##part)
 
 } // namespace runnel

@@ -144,7 +144,7 @@ kernel_factory sampler_factory(sampler_kind kind) {
 
 } // namespace
 
-RUNNEL_KERNEL_FAMILY(candidate_sampling) {
+RUNNEL_KERNEL_FAMILY(sampling) {
   auto cpu = device_type::cpu;
   reg.add("UniformCandidateSampler", cpu, {}, sampler_factory(sampler_kind::uniform));
   reg.add("LogUniformCandidateSampler", cpu, {}, sampler_factory(sampler_kind::log_uniform));

@@ -13,8 +13,7 @@ std::string resource_name(const node& n) {
   return shared && !shared->empty() ? *shared : n.name;
 }
 
-result<std::shared_ptr<queue_resource>> queue_of_node(const kernel_construction& c,
-                                                      const node& q) {
+result<std::shared_ptr<queue_resource>> queue_of_node(const kernel_construction& c, const node& q) {
   auto spec = queue_spec::from_node_attrs(q.op, q.attrs);
   if (!spec)
     return spec.error();
@@ -44,14 +43,15 @@ public:
   void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
     const tensor& len = ctx.input(0);
     if (len.rank() != 0)
-      return done(invalid_argument("length must be a scalar, got shape " + len.shape().to_string()));
+      return done(
+          invalid_argument("length must be a scalar, got shape " + len.shape().to_string()));
     int64_t l = *len.data<int64_t>();
-    size_t b = size_t(std::upper_bound(boundaries_.begin(), boundaries_.end(), l) -
-                      boundaries_.begin());
+    size_t b =
+        size_t(std::upper_bound(boundaries_.begin(), boundaries_.end(), l) - boundaries_.begin());
     auto in = ctx.inputs();
     size_t first = 1 + queues_.size();
-    queues_[b]->enqueue(std::vector<tensor>(in.begin() + long(first), in.end()), false,
-                        timeout_ms_, std::move(done));
+    queues_[b]->enqueue(std::vector<tensor>(in.begin() + long(first), in.end()), false, timeout_ms_,
+                        std::move(done));
   }
 
 private:
@@ -80,8 +80,7 @@ public:
   status compute(kernel_context&) override { return internal_error("enqueue is asynchronous"); }
   void compute_async(kernel_context& ctx, std::function<void(status)> done) override {
     auto in = ctx.inputs();
-    q_->enqueue(std::vector<tensor>(in.begin() + 1, in.end()), many_, timeout_ms_,
-                std::move(done));
+    q_->enqueue(std::vector<tensor>(in.begin() + 1, in.end()), many_, timeout_ms_, std::move(done));
   }
 
 private:
@@ -109,9 +108,9 @@ public:
     q_->dequeue(n, mode_, timeout_ms_,
                 [this, &ctx, done = std::move(done)](status st, std::vector<tensor> out) {
                   // Exactly once: an aborted step's elements go back to the queue.
-                  finish_wait(ctx, std::move(st), std::move(out),
-                              [this](std::vector<tensor> o) { q_->put_back(std::move(o), mode_); },
-                              done);
+                  finish_wait(
+                      ctx, std::move(st), std::move(out),
+                      [this](std::vector<tensor> o) { q_->put_back(std::move(o), mode_); }, done);
                 });
   }
 
@@ -123,7 +122,8 @@ private:
 
 class close_kernel : public kernel {
 public:
-  close_kernel(std::shared_ptr<queue_resource> q, bool cancel) : q_(std::move(q)), cancel_(cancel) {}
+  close_kernel(std::shared_ptr<queue_resource> q, bool cancel)
+      : q_(std::move(q)), cancel_(cancel) {}
   bool is_async() const override { return true; }
   status compute(kernel_context&) override { return internal_error("close is asynchronous"); }
   void compute_async(kernel_context&, std::function<void(status)> done) override {
@@ -190,8 +190,7 @@ kernel_factory queue_factory() {
   };
 }
 
-status check_components(const kernel_construction& c, const queue_resource& q,
-                        const char* attr) {
+status check_components(const kernel_construction& c, const queue_resource& q, const char* attr) {
   auto types = c.attr<std::vector<dtype>>(attr);
   if (types != q.spec().types) {
     auto list = [](const std::vector<dtype>& ts) {
@@ -208,7 +207,7 @@ status check_components(const kernel_construction& c, const queue_resource& q,
 
 } // namespace
 
-RUNNEL_KERNEL_FAMILY(queue) {
+RUNNEL_KERNEL_FAMILY(data_flow) {
   auto cpu = device_type::cpu;
   for (auto op : {"FIFOQueueV2", "RandomShuffleQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2"})
     reg.add(op, cpu, {}, queue_factory());
@@ -243,8 +242,7 @@ RUNNEL_KERNEL_FAMILY(queue) {
             auto n = size_t(c.attr<int64_t>("N"));
             auto boundaries = c.attr<std::vector<int64_t>>("boundaries");
             if (n != boundaries.size() + 1)
-              return invalid_argument(std::to_string(boundaries.size()) +
-                                      " boundaries need " +
+              return invalid_argument(std::to_string(boundaries.size()) + " boundaries need " +
                                       std::to_string(boundaries.size() + 1) + " queues, got " +
                                       std::to_string(n));
             std::vector<std::shared_ptr<queue_resource>> qs;
@@ -257,19 +255,21 @@ RUNNEL_KERNEL_FAMILY(queue) {
             return std::unique_ptr<kernel>(std::make_unique<bucket_enqueue_kernel>(
                 std::move(qs), std::move(boundaries), c.attr<int64_t>("timeout_ms")));
           });
-  reg.add("QueueCloseV2", cpu, {}, [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
-    auto q = input_queue(c);
-    if (!q)
-      return q.error();
-    return std::unique_ptr<kernel>(
-        std::make_unique<close_kernel>(*q, c.attr<bool>("cancel_pending_enqueues")));
-  });
-  reg.add("QueueSizeV2", cpu, {}, [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
-    auto q = input_queue(c);
-    if (!q)
-      return q.error();
-    return std::unique_ptr<kernel>(std::make_unique<size_kernel>(*q));
-  });
+  reg.add("QueueCloseV2", cpu, {},
+          [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
+            auto q = input_queue(c);
+            if (!q)
+              return q.error();
+            return std::unique_ptr<kernel>(
+                std::make_unique<close_kernel>(*q, c.attr<bool>("cancel_pending_enqueues")));
+          });
+  reg.add("QueueSizeV2", cpu, {},
+          [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
+            auto q = input_queue(c);
+            if (!q)
+              return q.error();
+            return std::unique_ptr<kernel>(std::make_unique<size_kernel>(*q));
+          });
   reg.add("IteratorGetNext", cpu, {},
           [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {
             if (!c.resources)

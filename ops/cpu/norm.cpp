@@ -32,8 +32,8 @@ public:
 
   status compute(kernel_context& ctx) override {
     const tensor& x = ctx.input(0);
-    RUNNEL_ASSIGN_OR_RETURN(auto l, view(x, {&ctx.input(1), &ctx.input(2), &ctx.input(3),
-                                             &ctx.input(4)}));
+    RUNNEL_ASSIGN_OR_RETURN(auto l,
+                            view(x, {&ctx.input(1), &ctx.input(2), &ctx.input(3), &ctx.input(4)}));
     if (training_ && l.rows == 0)
       return invalid_argument("batch normalization in training needs a non-empty batch");
     int64_t m = l.rows, n = l.channels;
@@ -78,8 +78,8 @@ public:
     for (int64_t c = 0; c < n; ++c) {
       bm[c] = r1[c] = float(mean[size_t(c)]);
       // The unbiased variance, what moving averages track (TensorFlow's batch_variance).
-      bv[c] = float(training_ && m > 1 ? var[size_t(c)] * double(m) / double(m - 1)
-                                       : var[size_t(c)]);
+      bv[c] =
+          float(training_ && m > 1 ? var[size_t(c)] * double(m) / double(m - 1) : var[size_t(c)]);
       r2[c] = float(1.0 / std::sqrt(var[size_t(c)] + epsilon_));
     }
     return {};
@@ -123,9 +123,9 @@ public:
           continue;
         }
         double xhat = (in[r * n + c] - mean[c]) * inv[c];
-        dx[r * n + c] = float(k / double(m) *
-                              (double(m) * g[r * n + c] - doffset[size_t(c)] -
-                               xhat * dscale[size_t(c)]));
+        dx[r * n + c] =
+            float(k / double(m) *
+                  (double(m) * g[r * n + c] - doffset[size_t(c)] - xhat * dscale[size_t(c)]));
       }
     float* ds = ctx.allocate_output(1, dtype::f32, shape{n}).data<float>();
     float* db = ctx.allocate_output(2, dtype::f32, shape{n}).data<float>();
@@ -144,7 +144,7 @@ private:
 
 } // namespace
 
-RUNNEL_KERNEL_FAMILY(batch_norm) {
+RUNNEL_KERNEL_FAMILY(norm) {
   reg.add("FusedBatchNorm", device_type::cpu, {dtype::f32}, make_kernel<batch_norm_kernel>);
   reg.add("FusedBatchNormGrad", device_type::cpu, {dtype::f32},
           make_kernel<batch_norm_grad_kernel>);
