@@ -144,4 +144,23 @@ inline status shape_from_input(inference_context& c, int i) {
   }
   return {};
 }
+
+/// A scatter's or sparse update's `updates` input must be indices.shape + var.shape[1:].
+inline status check_updates_shape(inference_context& c, int var, int indices, int updates) {
+  auto& v = c.input_shape(var);
+  auto& idx = c.input_shape(indices);
+  auto& u = c.input_shape(updates);
+  if (!v.has_known_rank() || !idx.has_known_rank() || !u.has_known_rank())
+    return {};
+  if (v.rank() < 1)
+    return c.input_error(var, "must have rank at least 1, got shape " + v.to_string());
+  std::vector<int64_t> want(idx.dims());
+  want.insert(want.end(), v.dims().begin() + 1, v.dims().end());
+  if (!shape(want).is_compatible_with(u))
+    return c.input_error(updates, "has shape " + u.to_string() + " but indices " + idx.to_string() +
+                                      " and a variable of shape " + v.to_string() + " need " +
+                                      shape(want).to_string());
+  return {};
+}
+
 } // namespace runnel::op_defs

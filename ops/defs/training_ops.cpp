@@ -1,9 +1,45 @@
-// Training op definitions: the optimizers' Apply* updates.
+// Training op definitions: the optimizers' Apply* updates, dense and sparse (SparseApply*).
 #include "runnel/ops/defs/op_util.hpp"
 
 namespace runnel {
 
 using namespace op_defs;
+
+namespace {
+
+/// A SparseApply* op: refs first (the variable, then its slots), then `scalars` before the
+/// gradient, the gradient, the indices, then `after` scalars.
+op_def sparse_apply(const char* name, std::vector<const char*> slots,
+                    std::vector<const char*> scalars, std::vector<const char*> after = {}) {
+  op_def d(name);
+  d.input("var", "T", true);
+  for (auto* s : slots)
+    d.input(s, "T", true);
+  for (auto* s : scalars)
+    d.input(s, "T");
+  d.input("grad", "T").input("indices", "Tindices");
+  for (auto* s : after)
+    d.input(s, "T");
+  int grad = int(1 + slots.size() + scalars.size());
+  int nslots = int(slots.size());
+  return d.output("out", "T")
+      .type_attr("T", wide_real_types)
+      .type_attr("Tindices", index_types)
+      .attr("use_locking", attr_type::boolean, false)
+      .set_stateful()
+      .shape_fn([grad, nslots](inference_context& c) -> status {
+        for (int i = 1; i <= nslots; ++i)
+          if (!c.input_shape(0).is_compatible_with(c.input_shape(i)))
+            return c.input_error(i, "(a slot) has shape " + c.input_shape(i).to_string() +
+                                        " but the variable has " + c.input_shape(0).to_string());
+        RUNNEL_RETURN_IF_ERROR(c.require_rank(grad + 1, 1));
+        RUNNEL_RETURN_IF_ERROR(check_updates_shape(c, 0, grad + 1, grad));
+        c.set_output(0, c.input_shape(0));
+        return {};
+      });
+}
+
+} // namespace
 
 RUNNEL_OP_FAMILY(training) {
   auto apply_shape = [](int grad_input) {
@@ -107,6 +143,19 @@ RUNNEL_OP_FAMILY(training) {
   for (int i = 0; i < 3; ++i)
     multi_adam.inputs[size_t(i)].is_ref = true;
   add(reg, std::move(multi_adam));
+  // The sparse updates: only the rows in `indices`. SparseApplyGradientDescent and
+  // SparseApplyAdam are Runnel's own (gradient descent's and lazy Adam's updates of the rows
+  // seen, which TensorFlow builds from scatter ops in Python; one kernel each saves a pass over
+  // the rows).
+  add(reg, sparse_apply("SparseApplyGradientDescent", {}, {"alpha"}));
+  add(reg, sparse_apply("SparseApplyMomentum", {"accum"}, {"lr"}, {"momentum"})
+               .attr("use_nesterov", attr_type::boolean, false));
+  add(reg, sparse_apply("SparseApplyAdagrad", {"accum"}, {"lr"})
+               .attr("update_slots", attr_type::boolean, true));
+  add(reg, sparse_apply("SparseApplyRMSProp", {"ms", "mom"}, {"lr", "rho", "momentum", "epsilon"}));
+  add(reg, sparse_apply("SparseApplyAdam", {"m", "v"},
+                        {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"})
+               .attr("use_nesterov", attr_type::boolean, false));
 }
 
 } // namespace runnel

@@ -6,7 +6,8 @@
 
 namespace runnel {
 
-/// Op name -> the family that registers its gradient function (dense or sparse).
+/// Op name -> the family that registers its gradient function (dense or sparse) or marks it as
+/// having none.
 std::map<std::string, std::string> builtin_gradient_families();
 
 } // namespace runnel

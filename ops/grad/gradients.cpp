@@ -45,6 +45,14 @@ std::vector<std::string> gradient_registry::differentiable_ops() const {
   return ops;
 }
 
+std::vector<std::string> gradient_registry::non_differentiable_ops() const {
+  std::vector<std::string> ops;
+  for (auto& [op, none] : none_)
+    ops.push_back(op);
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
 // Every family of ops/grad/, from the list the build generates out of the RUNNEL_GRADIENT_FAMILY
 // lines (cmake/ops_families.cmake): a new family file is found by itself.
 #define RUNNEL_FAMILY(family, fn) void register_##fn##_gradients(gradient_registry& reg);
@@ -57,6 +65,8 @@ std::map<std::string, std::string> builtin_gradient_families() {
     gradient_registry one;
     add(one);
     for (auto& op : one.differentiable_ops())
+      out[op] = family;
+    for (auto& op : one.non_differentiable_ops())
       out[op] = family;
   };
 #define RUNNEL_FAMILY(family, fn) record(#family, register_##fn##_gradients);
@@ -74,6 +84,13 @@ const gradient_registry& builtin_gradients() {
     return r;
   }();
   return *reg;
+}
+
+attr_map same_attrs(const node& n, std::initializer_list<const char*> keys) {
+  attr_map a;
+  for (auto k : keys)
+    a[k] = n.attrs.at(k);
+  return a;
 }
 
 output sum_to_shape_of(output grad, output x) {

@@ -11,6 +11,7 @@
 // Gradient nodes are named "gradients/<node>_grad/...".
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -109,6 +110,8 @@ public:
   bool is_non_differentiable(const std::string& op) const;
   /// The ops with a gradient function (dense or sparse), sorted by name.
   std::vector<std::string> differentiable_ops() const;
+  /// The ops marked as having no gradient, sorted by name.
+  std::vector<std::string> non_differentiable_ops() const;
 
 private:
   std::unordered_map<std::string, gradient_function> fns_;
@@ -135,5 +138,9 @@ const gradient_registry& builtin_gradients();
 
 /// Sums `grad` (shaped like a broadcast result) down to the shape of `x`.
 output sum_to_shape_of(output grad, output x);
+
+/// The attributes `keys` of forward node `n`, for a gradient op that takes the same ones
+/// (Conv2D's strides and padding for its backprop ops...).
+attr_map same_attrs(const node& n, std::initializer_list<const char*> keys);
 
 } // namespace runnel

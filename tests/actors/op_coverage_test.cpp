@@ -196,47 +196,20 @@ TEST_CASE("no two kernels of an op on one device claim the same type", "[ops][co
   }
 }
 
-namespace {
-
-/// Kernel or gradient families that serve ops another definition family defines: what is left
-/// of issue 39's "the same family name in defs, cpu and grad". Each pair is (family in cpu/ or
-/// grad/, the defs/ family of the ops it serves); the list only shrinks (a pair that no longer
-/// occurs fails the test too, so it is struck off when it is mended).
-const std::set<std::pair<std::string, std::string>> family_mismatches = {
-    {"cpu/training", "sparse"}, // the SparseApply* kernels share the dense updates' code
-    // Gradients: grad/ has files for math, nn, lstm_block and tensor_array only.
-    {"grad/math", "array"},
-    {"grad/math", "grad_support"},
-    {"grad/math", "linalg"},
-    {"grad/math", "sparse"},
-    {"grad/math", "transform"},
-    {"grad/nn", "conv"},
-    {"grad/nn", "math"}, // Relu, Relu6, Elu, Softplus
-    {"grad/nn", "norm"},
-};
-
-} // namespace
-
+// Each op's CPU kernels and its gradient function (or its mark of having none) are registered
+// by a family of the same name as the one that defines it: `defs/F_ops.cpp`, `cpu/F.cpp` (or
+// parts of F) and `grad/F_grad.cpp`, so everything about an op is found from its family's name.
 TEST_CASE("an op's kernels and gradient belong to the family that defines it", "[ops][coverage]") {
   auto defs = builtin_op_families();
-  std::set<std::pair<std::string, std::string>> found;
   auto check = [&](const std::map<std::string, std::string>& layer, std::string what) {
     for (auto& [op, name] : layer) {
-      std::string family = what + "/" + name;
       INFO(what << " of " << op);
       REQUIRE(defs.count(op) == 1);
-      if (name == defs[op])
-        continue;
-      found.insert({family, defs[op]});
-      if (!family_mismatches.count({family, defs[op]}))
-        FAIL_CHECK(family << " registers " << op << ", which defs/" << defs[op]
-                          << " defines: name the families alike");
+      if (name != defs[op])
+        FAIL_CHECK(what << "/" << name << " registers " << op << ", which defs/" << defs[op]
+                        << " defines: name the families alike");
     }
   };
   check(builtin_kernel_families(), "cpu");
   check(builtin_gradient_families(), "grad");
-  for (auto& pair : family_mismatches) {
-    INFO("listed mismatch " << pair.first << " -> " << pair.second << " no longer occurs");
-    CHECK(found.count(pair) == 1);
-  }
 }
