@@ -5,6 +5,7 @@
 #   RUNNEL_KERNEL_FAMILY(name)     a CPU kernel family       (ops/kernel/kernel.hpp)
 #   RUNNEL_KERNEL_WRAPPERS(name)   kernels made from the others, registered after them
 #   RUNNEL_GRADIENT_FAMILY(name)   a gradient family         (ops/grad/gradients.hpp)
+#   RUNNEL_CUDA_KERNEL_FAMILY(name) a CUDA kernel family     (ops/cuda/cuda_kernel.hpp)
 # or, for a family written in several files, RUNNEL_OP_FAMILY_PART(name, part) (and likewise
 # for kernels and gradients), one part per file. Each list is a sorted
 # `RUNNEL_FAMILY(name, function)` line per family or part (`RUNNEL_WRAPPERS` for the wrappers),
@@ -12,10 +13,11 @@
 # elsewhere recompiles nothing.
 #
 # In: SOURCES (the sources, separated by '|'), OUTPUT_DIR (the lists go to its defs/, cpu/ and
-# grad/, beside the files that include them).
+# grad/, beside the files that include them), LAYER (`ops`: those three lists; `cuda`: the CUDA
+# kernel list, cuda/cuda_kernel_families.inc, for runnel_cuda's own sources).
 cmake_minimum_required(VERSION 3.21) # file(COPY_FILE ... ONLY_IF_DIFFERENT)
 string(REPLACE "|" ";" sources "${SOURCES}")
-set(kinds OP_FAMILY KERNEL_FAMILY KERNEL_WRAPPERS GRADIENT_FAMILY)
+set(kinds OP_FAMILY KERNEL_FAMILY KERNEL_WRAPPERS GRADIENT_FAMILY CUDA_KERNEL_FAMILY)
 foreach(kind IN LISTS kinds)
   set(names_${kind} "")
 endforeach()
@@ -55,7 +57,7 @@ function(write_list file)
     list(GET pair 0 kind)
     list(GET pair 1 macro)
     if(names_${kind} STREQUAL "" AND NOT kind STREQUAL "KERNEL_WRAPPERS")
-      message(FATAL_ERROR "no RUNNEL_${kind} line in the sources of runnel_ops")
+      message(FATAL_ERROR "no RUNNEL_${kind} line in the sources given")
     endif()
     list(SORT names_${kind})
     foreach(entry IN LISTS names_${kind})
@@ -72,6 +74,10 @@ function(write_list file)
   file(REMOVE "${OUTPUT_DIR}/${file}.tmp")
 endfunction()
 
-write_list(defs/op_families.inc OP_FAMILY:RUNNEL_FAMILY)
-write_list(cpu/kernel_families.inc KERNEL_FAMILY:RUNNEL_FAMILY KERNEL_WRAPPERS:RUNNEL_WRAPPERS)
-write_list(grad/gradient_families.inc GRADIENT_FAMILY:RUNNEL_FAMILY)
+if(LAYER STREQUAL "cuda")
+  write_list(cuda/cuda_kernel_families.inc CUDA_KERNEL_FAMILY:RUNNEL_FAMILY)
+else()
+  write_list(defs/op_families.inc OP_FAMILY:RUNNEL_FAMILY)
+  write_list(cpu/kernel_families.inc KERNEL_FAMILY:RUNNEL_FAMILY KERNEL_WRAPPERS:RUNNEL_WRAPPERS)
+  write_list(grad/gradient_families.inc GRADIENT_FAMILY:RUNNEL_FAMILY)
+endif()

@@ -265,16 +265,35 @@ result<window_attrs> read_window_attrs(const kernel_construction& c, bool has_ks
   return w;
 }
 
+// Every CUDA kernel family, from the list the build generates out of the
+// RUNNEL_CUDA_KERNEL_FAMILY lines of cuda_kernels_*.cpp (cmake/ops_families.cmake).
+#define RUNNEL_FAMILY(family, fn) void add_##fn##_cuda_kernels(cuda_kernel_table& t);
+#include "runnel/ops/cuda/cuda_kernel_families.inc"
+#undef RUNNEL_FAMILY
+
 const cuda_kernel_table& cuda_kernels() {
   static const cuda_kernel_table table = [] {
     cuda_kernel_table t;
-    add_math_cuda_kernels(t);
-    add_nn_cuda_kernels(t);
-    add_array_cuda_kernels(t);
-    add_state_cuda_kernels(t);
+#define RUNNEL_FAMILY(family, fn) add_##fn##_cuda_kernels(t);
+#include "runnel/ops/cuda/cuda_kernel_families.inc"
+#undef RUNNEL_FAMILY
     return t;
   }();
   return table;
+}
+
+std::map<std::string, std::string> builtin_cuda_kernel_families() {
+  std::map<std::string, std::string> out;
+  auto record = [&](const char* family, void (*add)(cuda_kernel_table&)) {
+    cuda_kernel_table one;
+    add(one);
+    for (auto& [op, factory] : one)
+      out[op] = family;
+  };
+#define RUNNEL_FAMILY(family, fn) record(#family, add_##fn##_cuda_kernels);
+#include "runnel/ops/cuda/cuda_kernel_families.inc"
+#undef RUNNEL_FAMILY
+  return out;
 }
 
 std::vector<std::string> cuda_kernel_op_names() {

@@ -5,8 +5,8 @@
 // watches); either way the node's actor never blocks (cuda_device::finish).
 //
 // Every op with a CUDA kernel has one factory in one table, by op name (cuda_kernels(), filled
-// by each family's add_*_cuda_kernels in cuda_kernels_*.cpp). ops/gpu/gpu_kernels.cpp lists the
-// same ops with their dtypes for placement (the simulated GPU needs that list without CUDA);
+// by the RUNNEL_CUDA_KERNEL_FAMILY functions of cuda_kernels_*.cpp). ops/gpu/gpu_kernels.cpp lists
+// the same ops with their dtypes for placement (the simulated GPU needs that list without CUDA);
 // the [gpu_host] test "the CUDA kernel table and the GPU op list name the same ops" keeps the
 // two in step.
 //
@@ -77,10 +77,19 @@ using cuda_kernel_table = std::unordered_map<std::string, cuda_factory>;
 
 /// Every op's CUDA kernel factory.
 const cuda_kernel_table& cuda_kernels();
-void add_math_cuda_kernels(cuda_kernel_table& t);  // element-wise, casts, reductions, MatMul
-void add_nn_cuda_kernels(cuda_kernel_table& t);    // bias, softmax, losses, conv, pooling, LSTM
-void add_array_cuda_kernels(cuda_kernel_table& t); // Const, shapes and views, gather, segments
-void add_state_cuda_kernels(cuda_kernel_table& t); // variables, Assign*, Apply*, Scatter*
+
+/// Starts the function that adds a family's CUDA kernels to the table, in a cuda_kernels_*.cpp:
+///
+///   RUNNEL_CUDA_KERNEL_FAMILY(linalg) { t.emplace("MatrixInverse", ...); }
+///
+/// The build lists every such line (cmake/ops_families.cmake) and cuda_kernels() calls them all;
+/// the family is the one that defines the ops (ops/defs/F_ops.cpp), as for CPU kernels
+/// (RUNNEL_KERNEL_FAMILY), and a family written in several functions names each part:
+/// RUNNEL_CUDA_KERNEL_FAMILY_PART(family, part).
+#define RUNNEL_CUDA_KERNEL_FAMILY(family)                                                          \
+  void add_##family##_cuda_kernels(::runnel::cuda_kernel_table& t);                                \
+  void add_##family##_cuda_kernels(::runnel::cuda_kernel_table& t)
+#define RUNNEL_CUDA_KERNEL_FAMILY_PART(family, part) RUNNEL_CUDA_KERNEL_FAMILY(family##_##part)
 
 /// A kernel with one output, which `f(gpu, inputs, &out)` allocates and enqueues.
 template <class F>

@@ -1,7 +1,8 @@
-// CUDA kernels of the array family: Const, the ops that only look at shapes or pass buffers
-// along (they run their CPU kernels on the host, never touching device memory, so a GPU's
-// values stay in place: TensorFlow registers them with HostMemory shape outputs), fills,
-// GatherV2 and UnsortedSegmentSum.
+// CUDA kernels of the array, transform and grad_support families: Const, the ops that only look
+// at shapes or pass buffers along (they run their CPU kernels on the host, never touching device
+// memory, so a GPU's values stay in place: TensorFlow registers them with HostMemory shape
+// outputs), fills, GatherV2 (array); Squeeze (transform); BiasAddGrad and UnsortedSegmentSum
+// (grad_support).
 #include "runnel/ops/cpu/builtin_kernels.hpp"
 #include "runnel/ops/cuda/cuda_kernel.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
@@ -38,10 +39,9 @@ result<int64_t> scalar_int(const tensor& t, const std::string& where, const char
 
 } // namespace
 
-void add_array_cuda_kernels(cuda_kernel_table& t) {
+RUNNEL_CUDA_KERNEL_FAMILY(array) {
   using inputs = cuda_kernel::inputs;
-  for (auto op : {"Identity", "StopGradient", "Reshape", "ExpandDims", "Squeeze",
-                  "Shape", "Size", "Rank"})
+  for (auto op : {"Identity", "Reshape", "Shape"})
     t.emplace(op, [](const kernel_construction& c, cuda_device&) { return host_side(c); });
   t.emplace("Const", [](const kernel_construction& c, cuda_device& d) -> result<std::unique_ptr<kernel>> {
     if (!is_floating(c.attr<tensor>("value").type()))
@@ -91,6 +91,21 @@ void add_array_cuda_kernels(cuda_kernel_table& t) {
           return gather_cuda(g, in[0], in[1], axis, out, name);
         },
         {slot_memory::device, slot_memory::host, slot_memory::host});
+  });
+}
+
+RUNNEL_CUDA_KERNEL_FAMILY(transform) {
+  t.emplace("Squeeze", [](const kernel_construction& c, cuda_device&) { return host_side(c); });
+}
+
+RUNNEL_CUDA_KERNEL_FAMILY(grad_support) {
+  using inputs = cuda_kernel::inputs;
+  for (auto op : {"StopGradient", "ExpandDims", "Size", "Rank"})
+    t.emplace(op, [](const kernel_construction& c, cuda_device&) { return host_side(c); });
+  t.emplace("BiasAddGrad", [](const kernel_construction& c, cuda_device& d) {
+    return one_output(d, [name = c.node.name](gpu_context& g, inputs in, tensor* out) {
+      return bias_add_grad_cuda(g, in[0], out, name);
+    });
   });
   t.emplace("UnsortedSegmentSum", [](const kernel_construction& c, cuda_device& d) {
     return one_output(

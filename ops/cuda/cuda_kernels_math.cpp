@@ -1,4 +1,5 @@
-// CUDA kernels of the math family: element-wise ops, Cast, AddN, Select, reductions, MatMul.
+// CUDA kernels of the math family (element-wise ops, Cast, AddN, Select, reductions, MatMul) and
+// of the random family (RandomUniform).
 #include <atomic>
 #include <memory>
 #include <random>
@@ -8,7 +9,7 @@
 
 namespace runnel {
 
-void add_math_cuda_kernels(cuda_kernel_table& t) {
+RUNNEL_CUDA_KERNEL_FAMILY(math) {
   using inputs = cuda_kernel::inputs;
   for (auto& b : binary_ops) // the rows of ops/core/binary_ops.hpp with CUDA kernels
     if (b.devices != binary_devices::cpu)
@@ -54,6 +55,27 @@ void add_math_cuda_kernels(cuda_kernel_table& t) {
       return cast_cuda(g, in[0], to, out, name);
     });
   });
+  t.emplace("AddN", [](const kernel_construction& c, cuda_device& d) {
+    return one_output(d, [name = c.node.name](gpu_context& g, inputs in, tensor* out) {
+      return add_n_cuda(g, in, out, name);
+    });
+  });
+  t.emplace("Select", [](const kernel_construction& c, cuda_device& d) {
+    return one_output(d, [name = c.node.name](gpu_context& g, inputs in, tensor* out) {
+      return select_cuda(g, in[0], in[1], in[2], out, name);
+    });
+  });
+  t.emplace("MatMul", [](const kernel_construction& c, cuda_device& d) {
+    gpu_matmul_options o{.transpose_a = c.attr<bool>("transpose_a"),
+                         .transpose_b = c.attr<bool>("transpose_b")};
+    return one_output(d, [o, name = c.node.name](gpu_context& g, inputs in, tensor* out) {
+      return matmul_cuda(g, in[0], in[1], o, out, name);
+    });
+  });
+}
+
+RUNNEL_CUDA_KERNEL_FAMILY(random) {
+  using inputs = cuda_kernel::inputs;
   t.emplace("RandomUniform", [](const kernel_construction& c, cuda_device& d) {
     // Seeds as on the CPU: both zero draws a fresh sequence; else the same one every time.
     auto seed = uint64_t(c.attr<int64_t>("seed")), seed2 = uint64_t(c.attr<int64_t>("seed2"));
@@ -75,23 +97,6 @@ void add_math_cuda_kernels(cuda_kernel_table& t) {
           return random_uniform_cuda(g, type, shape(dims), key, runs->fetch_add(1), out, name);
         },
         {slot_memory::host}); // the shape is read on the host
-  });
-  t.emplace("AddN", [](const kernel_construction& c, cuda_device& d) {
-    return one_output(d, [name = c.node.name](gpu_context& g, inputs in, tensor* out) {
-      return add_n_cuda(g, in, out, name);
-    });
-  });
-  t.emplace("Select", [](const kernel_construction& c, cuda_device& d) {
-    return one_output(d, [name = c.node.name](gpu_context& g, inputs in, tensor* out) {
-      return select_cuda(g, in[0], in[1], in[2], out, name);
-    });
-  });
-  t.emplace("MatMul", [](const kernel_construction& c, cuda_device& d) {
-    gpu_matmul_options o{.transpose_a = c.attr<bool>("transpose_a"),
-                         .transpose_b = c.attr<bool>("transpose_b")};
-    return one_output(d, [o, name = c.node.name](gpu_context& g, inputs in, tensor* out) {
-      return matmul_cuda(g, in[0], in[1], o, out, name);
-    });
   });
 }
 

@@ -1,5 +1,6 @@
-// CUDA kernels of the nn family: BiasAdd and its gradient, Softmax, the sparse cross-entropy,
-// Conv2D and its backprops (cuDNN), pooling and its gradients, the fused LSTM block.
+// CUDA kernels of the nn, conv and lstm_block families: BiasAdd, Softmax, the sparse
+// cross-entropy (nn); Conv2D and its backprops (cuDNN), pooling and its gradients (conv); the
+// fused LSTM block.
 #include "runnel/ops/cuda/cuda_kernel.hpp"
 #include "runnel/ops/cuda/kernels.hpp"
 
@@ -17,16 +18,13 @@ gpu_pool_options pool_options(const window_attrs& w) {
 
 using inputs = cuda_kernel::inputs;
 
-/// Bias, softmax, losses, convolutions and pooling.
-void add_conv_pool_cuda_kernels(cuda_kernel_table& t) {
+} // namespace
+
+/// Bias, softmax and losses.
+RUNNEL_CUDA_KERNEL_FAMILY(nn) {
   t.emplace("BiasAdd", [](const kernel_construction& c, cuda_device& d) {
     return one_output(d, [name = c.node.name](gpu_context& g, inputs in, tensor* out) {
       return bias_add_cuda(g, in[0], in[1], out, name);
-    });
-  });
-  t.emplace("BiasAddGrad", [](const kernel_construction& c, cuda_device& d) {
-    return one_output(d, [name = c.node.name](gpu_context& g, inputs in, tensor* out) {
-      return bias_add_grad_cuda(g, in[0], out, name);
     });
   });
   t.emplace("Softmax", [](const kernel_construction& c, cuda_device& d) {
@@ -44,6 +42,10 @@ void add_conv_pool_cuda_kernels(cuda_kernel_table& t) {
           return {};
         }));
   });
+}
+
+/// Convolutions and pooling.
+RUNNEL_CUDA_KERNEL_FAMILY(conv) {
   t.emplace("Conv2D", [](const kernel_construction& c, cuda_device& d) -> result<std::unique_ptr<kernel>> {
     RUNNEL_ASSIGN_OR_RETURN(auto w, read_window_attrs(c, false));
     return one_output(d, [o = conv_options(w), name = c.node.name](gpu_context& g, inputs in,
@@ -118,7 +120,7 @@ void add_conv_pool_cuda_kernels(cuda_kernel_table& t) {
 }
 
 /// The LSTM block kernels.
-void add_lstm_cuda_kernels(cuda_kernel_table& t) {
+RUNNEL_CUDA_KERNEL_FAMILY(lstm_block) {
   t.emplace("LSTMBlockCell", [](const kernel_construction& c, cuda_device& d) {
     gpu_lstm_options o{.forget_bias = float(c.attr<double>("forget_bias")),
                        .cell_clip = float(c.attr<double>("cell_clip")),
@@ -171,13 +173,6 @@ void add_lstm_cuda_kernels(cuda_kernel_table& t) {
         },
         std::vector<slot_memory>{slot_memory::host}));
   });
-}
-
-} // namespace
-
-void add_nn_cuda_kernels(cuda_kernel_table& t) {
-  add_conv_pool_cuda_kernels(t);
-  add_lstm_cuda_kernels(t);
 }
 
 } // namespace runnel

@@ -1,9 +1,10 @@
-// CUDA kernels of the state family: variables that live in GPU memory (VariableV2), and the
-// updates that change them in place there: Assign, AssignAdd, AssignSub, the optimizers'
-// Apply* and SparseApply*, ScatterAdd/Sub/Update. As on the CPU, an update runs at its
-// variable's actor, one at a time; it enqueues its kernel on the compute stream and the node
-// completes as other GPU nodes do (cuda_device::finish). A buffer a reader still holds is
-// copied on the device first (copy-on-write, as make_writable does on the host).
+// CUDA kernels of the state, training and sparse families: variables that live in GPU memory
+// (VariableV2), and the updates that change them in place there: Assign, AssignAdd, AssignSub
+// (state), the optimizers' Apply* and SparseApply* (training), ScatterAdd/Sub/Update (sparse). As
+// on the CPU, an update runs at its variable's actor, one at a time; it enqueues its kernel on the
+// compute stream and the node completes as other GPU nodes do (cuda_device::finish). A buffer a
+// reader still holds is copied on the device first (copy-on-write, as make_writable does on the
+// host).
 #include <algorithm>
 
 #include "runnel/ops/cuda/cuda_kernel.hpp"
@@ -137,8 +138,10 @@ struct apply_op {
   int indices = -1;         ///< input slot of the indices (sparse forms)
 };
 
+} // namespace
+
 /// Variables, their reads and assignments.
-void add_variable_cuda_kernels(cuda_kernel_table& t) {
+RUNNEL_CUDA_KERNEL_FAMILY(state) {
   t.emplace("VariableV2", [](const kernel_construction& c, cuda_device&) -> result<std::unique_ptr<kernel>> {
     RUNNEL_ASSIGN_OR_RETURN(auto v, node_variable(c, c.node));
     bool needed = !c.output_value_needed.empty() && c.output_value_needed[0];
@@ -190,7 +193,7 @@ void add_variable_cuda_kernels(cuda_kernel_table& t) {
 }
 
 /// The optimizers' Apply* kernels, dense and sparse.
-void add_optimizer_cuda_kernels(cuda_kernel_table& t) {
+RUNNEL_CUDA_KERNEL_FAMILY_PART(training, apply) {
   // The optimizers: input slots as the CPU kernels read them (ops/cpu/training.cpp).
   static const std::vector<apply_op> applies{
       {"ApplyGradientDescent", gpu_apply_rule::gradient_descent, 1, {1}, 2},
@@ -249,8 +252,8 @@ void add_optimizer_cuda_kernels(cuda_kernel_table& t) {
     });
 }
 
-/// The multi-tensor Adam and the scatter updates.
-void add_multi_adam_scatter_cuda_kernels(cuda_kernel_table& t) {
+/// The multi-tensor Adam.
+RUNNEL_CUDA_KERNEL_FAMILY_PART(training, multi_adam) {
   // The graph optimizer's multi-tensor Adam (ops/optimize/multi_tensor.cpp): N variables, their
   // m and v (locked in that order, the variables by name), 6 shared scalars, N gradients.
   t.emplace("_MultiApplyAdam", [](const kernel_construction& c, cuda_device& d) -> result<std::unique_ptr<kernel>> {
@@ -283,6 +286,10 @@ void add_multi_adam_scatter_cuda_kernels(cuda_kernel_table& t) {
                                   in.subspan(3 * n, 6), grads, node, "_MultiApplyAdam");
         });
   });
+}
+
+/// The scatter updates.
+RUNNEL_CUDA_KERNEL_FAMILY(sparse) {
   for (auto [op, kind] : {std::pair{"ScatterAdd", gpu_scatter::add},
                           std::pair{"ScatterSub", gpu_scatter::sub},
                           std::pair{"ScatterUpdate", gpu_scatter::update}})
@@ -297,14 +304,6 @@ void add_multi_adam_scatter_cuda_kernels(cuda_kernel_table& t) {
                            return scatter_cuda(g, kind, s[0]->value, in[1], in[2], node, op);
                          });
     });
-}
-
-} // namespace
-
-void add_state_cuda_kernels(cuda_kernel_table& t) {
-  add_variable_cuda_kernels(t);
-  add_optimizer_cuda_kernels(t);
-  add_multi_adam_scatter_cuda_kernels(t);
 }
 
 } // namespace runnel

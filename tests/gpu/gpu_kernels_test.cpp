@@ -11,6 +11,7 @@
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/ops/cuda/cublas_api.hpp"
 #include "runnel/ops/cuda/cuda_accelerator.hpp"
+#include "runnel/ops/defs/families.hpp"
 #include "runnel/ops/gpu/accelerator.hpp"
 #include "runnel/tests/gpu/gpu_test_util.hpp"
 
@@ -82,6 +83,21 @@ TEST_CASE("the CUDA kernel table and the GPU op list name the same ops", "[gpu_h
   // Every listed op is a defined op.
   for (auto& op : listed)
     CHECK(builtin_ops().find(op) != nullptr);
+}
+
+TEST_CASE("an op's CUDA kernel belongs to the family that defines it", "[gpu_host]") {
+  // As the CPU kernels and gradients do (op_coverage_test): RUNNEL_CUDA_KERNEL_FAMILY(F) in
+  // ops/cuda/ registers only ops that ops/defs/F_ops.cpp defines.
+  auto defs = builtin_op_families();
+  auto cuda = builtin_cuda_kernel_families();
+  CHECK(cuda.size() == cuda_kernel_op_names().size());
+  for (auto& [op, family] : cuda) {
+    INFO("the CUDA kernel of " << op);
+    REQUIRE(defs.count(op) == 1);
+    if (family != defs[op])
+      FAIL_CHECK("cuda/" << family << " registers " << op << ", which defs/" << defs[op]
+                         << " defines: name the families alike");
+  }
 }
 
 TEST_CASE("GPU fills, selects, AddN and Floor match the CPU", "[.gpu]") {
