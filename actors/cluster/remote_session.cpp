@@ -12,6 +12,42 @@ namespace runnel {
 
 namespace {
 
+/// A master of the client's own (session_options::client_master): it places and partitions the
+/// session's graphs and calls each task's worker itself, through the client's endpoint, so a
+/// step costs one runGraph round trip per task instead of a call to the node's master and the
+/// master's to the tasks.
+class client_side_master final : public net::remote_master {
+public:
+  client_side_master(std::string address, cluster_spec cluster, net::endpoint& ep)
+      : address_(std::move(address)), master_(master_options{.cluster = std::move(cluster)}) {
+    master_.attach(&ep, nullptr);
+  }
+  const std::string& address() const override { return address_; }
+  void create_session(std::string graph_bytes, bool cost_model,
+                      net::callback<std::string> done) override {
+    master_.create_session(std::move(graph_bytes), cost_model, std::move(done));
+  }
+  void extend_session(const std::string& handle, std::string graph_bytes,
+                      std::function<void(status)> done) override {
+    master_.extend_session(handle, std::move(graph_bytes), std::move(done));
+  }
+  void run(const std::string& handle, net::named_tensors feeds, std::vector<std::string> fetches,
+           std::vector<std::string> targets, net::callback<std::vector<tensor>> done) override {
+    master_.run(handle, std::move(feeds), std::move(fetches), std::move(targets), std::move(done));
+  }
+  void run_traced(const std::string& handle, net::named_tensors feeds,
+                  std::vector<std::string> fetches, std::vector<std::string> targets,
+                  net::callback<net::traced<std::vector<tensor>>> done) override {
+    master_.run_traced(handle, std::move(feeds), std::move(fetches), std::move(targets),
+                       std::move(done));
+  }
+  void close_session(const std::string& handle) override { master_.close_session(handle); }
+
+private:
+  std::string address_;
+  master master_;
+};
+
 struct cluster_session : session::remote {
   const graph& g;
   std::string target;
@@ -41,6 +77,24 @@ struct cluster_session : session::remote {
     return {};
   }
 
+  /// session_options::client_master: a master of this process's own, for the cluster the target
+  /// node was started with (asked for on the first run, again after a failure).
+  status start_client_master() {
+    std::string address = target.substr(std::string("runnel://").size());
+    auto p = std::make_shared<std::promise<result<net::worker_status>>>();
+    auto f = p->get_future();
+    ep->worker(address)->status([p](result<net::worker_status> r) { p->set_value(std::move(r)); });
+    RUNNEL_RETURN_IF_ERROR(wait_for_reply(f, "asking for the cluster spec"));
+    auto st = f.get();
+    if (!st)
+      return st.error().with_context("asking " + target + " for its cluster spec");
+    auto spec = cluster_spec::parse(st->cluster);
+    if (!spec)
+      return spec.error().with_context("the cluster spec " + target + " reports");
+    master = std::make_shared<client_side_master>(address, std::move(spec).value(), *ep);
+    return {};
+  }
+
   /// Creates the master's session, or extends it with nodes added since (blocks).
   status sync_graph() {
     std::lock_guard lock(mu);
@@ -48,6 +102,8 @@ struct cluster_session : session::remote {
       return cancelled("the session is closed");
     if (!broken.ok())
       return broken;
+    if (!master)
+      RUNNEL_RETURN_IF_ERROR(start_client_master());
     if (!handle.empty() && g.num_nodes() == sent_nodes)
       return {};
     int nodes = g.num_nodes();
@@ -175,7 +231,8 @@ static std::shared_ptr<session::remote> make_remote_session(const graph& g, cons
     return r;
   }
   r->ep = std::move(ep).value();
-  r->master = r->ep->master(address);
+  if (!options.client_master) // else made on the first run (cluster_session::start_client_master)
+    r->master = r->ep->master(address);
   return r;
 }
 

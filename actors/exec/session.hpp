@@ -58,6 +58,12 @@ struct session_options {
   /// its master directly, without a connection; false: over the network, as from another process
   /// (docs/cluster.md, "How a step runs").
   bool in_process_master = true;
+  /// Remote sessions: place, partition and drive steps in this process, with a master of its own
+  /// for the cluster the target node was started with, calling each task's worker directly (a
+  /// step is one round trip per task), instead of calling the target node's master. This
+  /// process must reach every task; targets in this process still use their node's master
+  /// while `in_process_master` holds.
+  bool client_master = false;
   /// The graph optimization passes run on each signature's nodes before they are instantiated
   /// (ops/optimize/graph_optimizer.hpp); the environment variable RUNNEL_GRAPH_OPTIMIZER
   /// ("off", or "no-cse,...") overrides them. Graphs with loops or conditionals are not rewritten.

@@ -1,5 +1,7 @@
 // Cluster nodes inside one test process (several runtimes, real loopback connections): remote
 // sessions, partitions across tasks, errors. tests/cluster/ runs real processes.
+#include <algorithm>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -585,4 +587,70 @@ TEST_CASE("a session in a node's own process calls its master directly, until th
   REQUIRE(!after.ok());
   CHECK(after.error().code() == error_code::unavailable);
   CHECK(after.error().message().find(spec.address("worker", 0).value()) != std::string::npos);
+}
+
+TEST_CASE("a client master of its own places the graph and calls the tasks' workers directly",
+          "[actors][cluster]") {
+  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
+  // What the nodes' masters log: a session they create says so.
+  auto lines = std::make_shared<std::pair<std::mutex, std::vector<std::string>>>();
+  auto logged = [lines, &spec](std::string job) {
+    node_options o = quiet(spec, job, 0);
+    o.log = [lines](const std::string&, const std::string& message) {
+      std::lock_guard lock(lines->first);
+      lines->second.push_back(message);
+    };
+    return o;
+  };
+  auto ps = cluster_node::start(logged("ps")).value();
+  auto worker = cluster_node::start(logged("worker")).value();
+  auto sessions_created = [lines] {
+    std::lock_guard lock(lines->first);
+    return std::count_if(lines->second.begin(), lines->second.end(), [](const std::string& l) {
+      return l.find(" created: ") != std::string::npos;
+    });
+  };
+  graph g;
+  auto x = placeholder(g, dtype::f32, {2}, "x");
+  graph_variable w;
+  {
+    auto d = g.device("/job:ps/task:0");
+    w = variable(g, constant(g, tensor::from_values<float>(shape{2}, {1, 2})), "w");
+  }
+  output y;
+  {
+    auto d = g.device("/job:worker/task:0");
+    y = x * w.value + 1.0;
+  }
+  auto bump = assign_add(w, constant(g, tensor::from_values<float>(shape{2}, {1, 1})));
+  std::string target = "runnel://" + spec.address("worker", 0).value();
+  session own(client_runtime(), g, target,
+              session_options{.in_process_master = false, .client_master = true});
+  REQUIRE(own.run({global_variables_initializer(g)}).ok());
+  auto r = own.run({{x, tensor::from_values<float>(shape{2}, {3, 4})}}, {y});
+  INFO(r.error().to_string());
+  REQUIRE(r.ok());
+  CHECK(r.value()[0].data<float>()[0] == 4.f);
+  CHECK(r.value()[0].data<float>()[1] == 9.f);
+  REQUIRE(own.run({}, {}, {bump}).ok());
+  run_metadata md;
+  auto traced = own.run({{x, tensor::from_values<float>(shape{2}, {1, 1})}}, {y}, {},
+                        run_options{.trace = true}, &md);
+  REQUIRE(traced.ok());
+  CHECK(traced.value()[0].data<float>()[1] == 4.f); // the ps's state, updated by the bump
+  CHECK(!md.nodes.empty());
+  // Neither node's master made a session: this process placed and drove the steps.
+  CHECK(sessions_created() == 0);
+  // The same through the worker node's master, for contrast: it logs its session.
+  session via_node(client_runtime(), g, target, session_options{.in_process_master = false});
+  REQUIRE(via_node.run({{x, tensor::from_values<float>(shape{2}, {1, 1})}}, {y}).ok());
+  CHECK(sessions_created() == 1);
+  // A target that is not a node: the first run fails naming it, and nothing hangs.
+  session nowhere(client_runtime(), g, "runnel://127.0.0.1:" + std::to_string(free_ports(1)[0]),
+                  session_options{.remote_timeout = std::chrono::milliseconds(5000),
+                                  .in_process_master = false,
+                                  .client_master = true});
+  auto failed = nowhere.run({{x, tensor::from_values<float>(shape{2}, {1, 1})}}, {y});
+  REQUIRE(!failed.ok());
+  CHECK(failed.error().message().find("cluster spec") != std::string::npos);
 }
