@@ -12,7 +12,8 @@
 //   remote_step          a trivial step through a runnel-node (client -> master -> worker -> back),
 //                        median µs, beside a raw TCP round trip of a few bytes; remote_step_busy
 //                        the same with one core kept busy (an idle VM's cores wake slowly);
-//                        remote_control_call(_busy) a bare status call to the same node
+//                        remote_control_call(_busy) a bare status call to the same node;
+//                        remote_step_client_master(_busy) the step with a master in this process
 //   ps_training_cpu      the CPU time per step of ps_training's two processes against the local
 //                        session's
 //   sparse_ps_update     an embedding of 1M x 64 float32 split over 2 ps processes, 1,000 distinct
@@ -61,11 +62,12 @@ void write_trace(const run_metadata& md, const std::string& path) {
     std::fprintf(stderr, "cluster_bench: %s\n", s.to_string().c_str());
 }
 
-/// With `trace_path`, also writes the trace of the median of 21 traced steps.
 /// The median µs of a trivial remote step through a runnel-node; into `control_call`, the median
-/// of a bare getStatus call to the same node.
+/// of a bare getStatus call to the same node; into `client_master_step`, the median step of a
+/// session with a master of its own (session_options::client_master: one runGraph per step).
+/// With `trace_path`, also writes the trace of the median of 21 traced steps.
 double remote_step(const std::string& node_binary, int rounds, double& control_call,
-                   const std::string& trace_path = {}) {
+                   double& client_master_step, const std::string& trace_path = {}) {
   int port;
   {
     int a = listen_any(port);
@@ -91,13 +93,23 @@ double remote_step(const std::string& node_binary, int rounds, double& control_c
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  for (int i = 0; i < 200; ++i)
-    throw_if_error(s.run(feeds, {y}).error());
-  std::vector<double> times;
-  for (int r = 0; r < rounds; ++r) {
-    double t0 = now();
-    throw_if_error(s.run(feeds, {y}).error());
-    times.push_back(now() - t0);
+  auto median_step = [&](session& on) {
+    for (int i = 0; i < 200; ++i)
+      throw_if_error(on.run(feeds, {y}).error());
+    std::vector<double> times;
+    for (int r = 0; r < rounds; ++r) {
+      double t0 = now();
+      throw_if_error(on.run(feeds, {y}).error());
+      times.push_back(now() - t0);
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  double step = median_step(s);
+  {
+    session own(*rt, g, "runnel://" + address, session_options{.client_master = true});
+    client_master_step = median_step(own);
+    own.close();
   }
   // The control plane alone: a getStatus call, answered on the node's event loop (no master,
   // no executor), through an endpoint of this process.
@@ -130,8 +142,7 @@ double remote_step(const std::string& node_binary, int rounds, double& control_c
   s.close();
   ::kill(child, SIGTERM);
   ::waitpid(child, nullptr, 0);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return step;
 }
 
 struct mlp {
@@ -428,36 +439,37 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   if (wanted("remote_step")) {
-    double rtt = raw_round_trip(2000), control = 0;
-    double step = remote_step(node_binary, 2000, control);
-    std::printf("bench remote_step: %.3g us median (%.2fx a raw TCP round trip of %.3g us; target "
-                "3x)\n",
-                step * 1e6, step / rtt, rtt * 1e6);
-    std::printf("bench remote_control_call: %.3g us median for a bare status call to the same "
-                "node (%.2fx the raw round trip; target 2x)\n",
-                control * 1e6, control / rtt);
-    std::fflush(stdout);
-    // Again with one core kept busy by a spinning process: an idle VM's cores wake slowly
+    // Idle, then with one core kept busy by a spinning process: an idle VM's cores wake slowly
     // (~50 us), which makes the raw round trip slow and the ratio flattering; busy, the round
     // trip is a few context switches and every hand-off of the step shows.
-    pid_t spinner = ::fork();
-    if (spinner == 0) {
-      volatile uint64_t spins = 0;
-      for (;;)
-        spins = spins + 1;
+    for (bool busy : {false, true}) {
+      pid_t spinner = busy ? ::fork() : -1;
+      if (spinner == 0) {
+        volatile uint64_t spins = 0;
+        for (;;)
+          spins = spins + 1;
+      }
+      double rtt = raw_round_trip(2000), control = 0, own = 0;
+      double step =
+          remote_step(node_binary, 2000, control, own,
+                      busy && !trace_dir.empty() ? trace_dir + "/remote_step_busy.json" : "");
+      if (busy) {
+        ::kill(spinner, SIGKILL);
+        ::waitpid(spinner, nullptr, 0);
+      }
+      const char* suffix = busy ? "_busy" : "";
+      const char* state = busy ? ", both with one core kept busy" : "";
+      std::printf("bench remote_step%s: %.3g us median (%.2fx a raw TCP round trip of %.3g us%s; "
+                  "target %dx)\n",
+                  suffix, step * 1e6, step / rtt, rtt * 1e6, state, busy ? 4 : 3);
+      std::printf("bench remote_control_call%s: %.3g us median for a bare status call to the same "
+                  "node (%.2fx the raw round trip%s; target 2x)\n",
+                  suffix, control * 1e6, control / rtt, state);
+      std::printf("bench remote_step_client_master%s: %.3g us median with a master in the client "
+                  "process (%.2fx the raw round trip%s; target %dx)\n",
+                  suffix, own * 1e6, own / rtt, state, busy ? 4 : 3);
+      std::fflush(stdout);
     }
-    double busy_rtt = raw_round_trip(2000);
-    double busy_control = 0;
-    double busy_step = remote_step(node_binary, 2000, busy_control,
-                                   trace_dir.empty() ? "" : trace_dir + "/remote_step_busy.json");
-    ::kill(spinner, SIGKILL);
-    ::waitpid(spinner, nullptr, 0);
-    std::printf("bench remote_step_busy: %.3g us median (%.2fx a raw TCP round trip of %.3g us, "
-                "both with one core kept busy; target 4x)\n",
-                busy_step * 1e6, busy_step / busy_rtt, busy_rtt * 1e6);
-    std::printf("bench remote_control_call_busy: %.3g us median (%.2fx the raw round trip, both "
-                "with one core kept busy; target 2x)\n",
-                busy_control * 1e6, busy_control / busy_rtt);
   }
   return 0;
 }
