@@ -12,49 +12,15 @@ namespace runnel {
 
 namespace {
 
-/// A master of the client's own (session_options::client_master): it places and partitions the
-/// session's graphs and calls each task's worker itself, through the client's endpoint, so a
-/// step costs one runGraph round trip per task instead of a call to the node's master and the
-/// master's to the tasks.
-class client_side_master final : public net::remote_master {
-public:
-  client_side_master(std::string address, cluster_spec cluster, net::endpoint& ep)
-      : address_(std::move(address)), master_(master_options{.cluster = std::move(cluster)}) {
-    master_.attach(&ep, nullptr);
-  }
-  const std::string& address() const override { return address_; }
-  void create_session(std::string graph_bytes, bool cost_model,
-                      net::callback<std::string> done) override {
-    master_.create_session(std::move(graph_bytes), cost_model, std::move(done));
-  }
-  void extend_session(const std::string& handle, std::string graph_bytes,
-                      std::function<void(status)> done) override {
-    master_.extend_session(handle, std::move(graph_bytes), std::move(done));
-  }
-  void run(const std::string& handle, net::named_tensors feeds, std::vector<std::string> fetches,
-           std::vector<std::string> targets, net::callback<std::vector<tensor>> done) override {
-    master_.run(handle, std::move(feeds), std::move(fetches), std::move(targets), std::move(done));
-  }
-  void run_traced(const std::string& handle, net::named_tensors feeds,
-                  std::vector<std::string> fetches, std::vector<std::string> targets,
-                  net::callback<net::traced<std::vector<tensor>>> done) override {
-    master_.run_traced(handle, std::move(feeds), std::move(fetches), std::move(targets),
-                       std::move(done));
-  }
-  void close_session(const std::string& handle) override { master_.close_session(handle); }
-
-private:
-  std::string address_;
-  master master_;
-};
-
 struct cluster_session : session::remote {
   const graph& g;
   std::string target;
   session_options options;
   status broken; ///< a bad target: every run fails with it
   std::unique_ptr<net::endpoint> ep;
-  std::shared_ptr<net::remote_master> master;
+  /// The node's master (over the network or in this process), or this process's own
+  /// (session_options::client_master): only its master_service calls are used.
+  std::shared_ptr<net::master_service> master;
   std::mutex mu;
   std::string handle;
   int sent_nodes = 0;
@@ -91,7 +57,11 @@ struct cluster_session : session::remote {
     auto spec = cluster_spec::parse(st->cluster);
     if (!spec)
       return spec.error().with_context("the cluster spec " + target + " reports");
-    master = std::make_shared<client_side_master>(address, std::move(spec).value(), *ep);
+    // It places and partitions the graphs and calls each task's worker through this endpoint,
+    // so a step costs one runGraph round trip per task.
+    auto own = std::make_shared<runnel::master>(master_options{.cluster = std::move(spec).value()});
+    own->attach(ep.get(), nullptr);
+    master = std::move(own);
     return {};
   }
 
