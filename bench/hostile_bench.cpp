@@ -72,7 +72,7 @@ void attack(int port, int n, std::atomic<bool>& stop, std::atomic<long>& reopene
     conns[size_t(i)] = {attack_socket(port), i % 3, 0};
   std::mt19937 rng(7);
   std::string garbage(1024, '\0');
-  const std::string preamble = std::string("RUNNEL01") + char(1) + std::string(7, '\0');
+  const std::string preamble = std::string("RUNNEL02") + char(1) + std::string(7, '\0');
   while (!stop) {
     for (auto& c : conns) {
       char buf[64];

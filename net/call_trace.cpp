@@ -49,6 +49,10 @@ void remote_worker::run_graph_traced(const std::string& handle, int64_t step_id,
             with_empty_trace<named_tensors>(std::move(done)));
 }
 
+void remote_worker::heartbeat(std::function<void(runnel::status)> done) {
+  status([done = std::move(done)](result<worker_status> r) { done(r.error()); });
+}
+
 void master_service::run_traced(const std::string& handle, named_tensors feeds,
                                 std::vector<std::string> fetches,
                                 std::vector<std::string> targets,

@@ -99,3 +99,35 @@ struct TensorFrame {
   stringTensor @6 :Tensor;
   senderIncarnation @7 :UInt64;
 }
+
+# Step calls (docs/cluster.md, "Step calls"): on a connection of their own kind, each message is
+# a little-endian uint32 header length, this header as a flat Cap'n Proto message, then the raw
+# payloads of its tensors in the order listed (each as a TensorFrame describes it: `key` is the
+# tensor's name; string tensors travel whole in the header). Calls are written by the calling
+# thread and answered, by call id, on the thread that reads the socket.
+struct RunGraphCall {
+  handle @0 :Text;
+  stepId @1 :Int64;
+  feeds @2 :List(TensorFrame);
+  fetches @3 :List(Text);
+  trace @4 :Bool;
+}
+
+struct RunGraphReply {
+  error @0 :Status;
+  tensors @1 :List(TensorFrame);
+  trace @2 :CallTrace;
+}
+
+struct StepMessage {
+  callId @0 :UInt64;
+  union {
+    runGraph @1 :RunGraphCall;
+    runGraphReply @2 :RunGraphReply;
+    cleanupStep @3 :Int64;       # no reply
+    heartbeat @4 :Void;
+    heartbeatReply @5 :Void;
+    # The server could not take the call (over its calls in flight): no other reply comes.
+    refused @6 :Status;
+  }
+}

@@ -8,7 +8,10 @@
 
 #include <limits>
 
+#include <fcntl.h>
+
 #include "runnel/net/endpoint_impl.hpp"
+#include "runnel/net/step_plane.hpp"
 
 namespace runnel::net {
 
@@ -121,19 +124,32 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> endpoint::impl::loop_state::open(const s
             return s.write(pre.begin(), pre.size())
                 .attach(kj::mv(pre))
                 .then([&s, &a]() { return s.read(&a, 1); })
+                .then([&s, &a]() -> kj::Promise<int> {
+                  if (handshake_answer(a) != handshake_answer::bad_version)
+                    return -1;
+                  // One more byte: the node's own version.
+                  auto v = kj::heap<kj::byte>(0);
+                  auto& vr = *v;
+                  return s.read(&vr, 1).then([&vr]() { return int(vr); }).attach(kj::mv(v));
+                })
                 .then([stream = kj::mv(stream),
-                       answer = kj::mv(answer)]() mutable -> kj::Own<kj::AsyncIoStream> {
+                       answer = kj::mv(answer)](int version) mutable -> kj::Own<kj::AsyncIoStream> {
                   switch (handshake_answer(*answer)) {
-                  case handshake_answer::ok:
-                    return kj::mv(stream);
-                  case handshake_answer::bad_token:
-                    KJ_FAIL_REQUIRE("the node refused our auth token (is --auth-token-file the "
-                                    "same on both sides?)");
-                  case handshake_answer::busy:
-                    KJ_FAIL_REQUIRE("the node refused the connection: it is at its connection "
-                                    "limit for this host");
-                  default:
-                    KJ_FAIL_REQUIRE("the node refused the connection preamble");
+                    case handshake_answer::ok:
+                      return kj::mv(stream);
+                    case handshake_answer::bad_version:
+                      KJ_FAIL_REQUIRE("the node speaks Runnel wire version " +
+                                      std::to_string(version) + "; this process speaks version " +
+                                      std::to_string(wire_version) +
+                                      " (run the same Runnel release on every node)");
+                    case handshake_answer::bad_token:
+                      KJ_FAIL_REQUIRE("the node refused our auth token (is --auth-token-file the "
+                                      "same on both sides?)");
+                    case handshake_answer::busy:
+                      KJ_FAIL_REQUIRE("the node refused the connection: it is at its connection "
+                                      "limit for this host");
+                    default:
+                      KJ_FAIL_REQUIRE("the node refused the connection preamble");
                   }
                 });
           });
@@ -387,6 +403,40 @@ void endpoint::impl::loop_state::send_tensor(std::string address, int64_t step, 
                     }));
 }
 
+int detail::take_socket(kj::AsyncIoStream& s) {
+  int fd = -1;
+  KJ_IF_MAYBE (f, s.getFd()) {
+    fd = ::fcntl(*f, F_DUPFD_CLOEXEC, 0);
+  }
+  if (fd < 0)
+    return -1;
+  // The copy shares the socket's flags: kj made it non-blocking, and kj reads it no more.
+  int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+void endpoint::impl::loop_state::open_step(const std::string& address,
+                                           std::function<void(result<int>)> done) {
+  // Answered once: with the socket, the failure, or `cancelled` if the loop stops first.
+  auto cb = std::make_shared<once<result<int>>>(std::move(done));
+  tasks.add(open(address, conn_kind::step)
+                .then(
+                    [cb, address](kj::Own<kj::AsyncIoStream> stream) {
+                      int fd = take_socket(*stream);
+                      if (fd < 0)
+                        (*cb)(unavailable("task at " + address +
+                                          ": cannot take the step connection's socket"));
+                      else
+                        (*cb)(fd);
+                    },
+                    [cb, address](kj::Exception&& e) {
+                      (*cb)(from_exception(e, "task at " + address));
+                    }));
+}
+
 void endpoint::impl::loop_state::forget(const std::string& address) {
   rpc_peers.erase(address);
   auto it = data_peers.find(address);
@@ -527,9 +577,18 @@ result<std::unique_ptr<endpoint>> endpoint::start(endpoint_options options) {
   i->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (i->wake_fd < 0)
     return internal_error("eventfd failed: " + std::string(std::strerror(errno)));
+  if (const char* v = std::getenv("RUNNEL_STEP_CALLS"); v && std::string(v) == "0")
+    i->options.step_calls = false;
+  auto* raw = i.get();
+  i->steps = std::make_shared<step_plane>(
+      *raw, [raw](const std::string& address, std::function<void(result<int>)> done) {
+        // (Once the loop stops, the plane has failed its calls: a dropped task answers nothing.)
+        auto cb = std::make_shared<std::function<void(result<int>)>>(std::move(done));
+        if (!raw->post([raw, address, cb] { raw->loop->open_step(address, std::move(*cb)); }))
+          (*cb)(cancelled("the network endpoint shut down"));
+      });
   std::promise<status> started;
   auto ready = started.get_future();
-  auto* raw = i.get();
   i->thread = std::thread([raw, &started] { raw->run_loop(started); });
   status s = ready.get();
   if (!s.ok()) {
@@ -540,6 +599,8 @@ result<std::unique_ptr<endpoint>> endpoint::start(endpoint_options options) {
 }
 
 endpoint::~endpoint() {
+  // First the step connections' threads: they call the services and post to the loop.
+  impl_->steps->stop();
   impl_->post(impl_->stop_task);
   impl_->thread.join();
   std::deque<std::function<void()>> left;
@@ -571,6 +632,7 @@ void endpoint::send_tensor(const std::string& address, int64_t step, const std::
 
 void endpoint::forget_peer(const std::string& address) {
   auto* i = impl_.get();
+  i->steps->forget(address);
   i->post([i, address] { i->loop->forget(address); });
 }
 

@@ -11,16 +11,18 @@
 //   w->status([](result<net::worker_status> s) { ... });
 //   ep->send_tensor("127.0.0.1:2223", step, key, t, {}, [](status s) { ... });
 //
-// Every connection starts with a preamble (net/wire_frame.hpp): the 8 bytes "RUNNEL01", one byte
-// for its kind (1: RPC, 2: data), three zero bytes, a little-endian uint32 token length (at most
-// 4096), and the token. The server answers one byte: 0 accepted, 1 bad token, 2 bad preamble,
-// 3 busy (the peer's host is at its connection limit), then closes the connection unless it
-// accepted. The handshake must finish within `handshake_timeout`; an accepted connection that
+// Every connection starts with a preamble (net/wire_frame.hpp): "RUNNEL" and the wire version as
+// two digits ("RUNNEL02"), one byte for its kind (1: RPC, 2: data, 3: step calls), three zero
+// bytes, a little-endian uint32 token length (at most 4096), and the token. The server answers
+// one byte: 0 accepted, 1 bad token, 2 bad preamble, 3 busy (the peer's host is at its connection
+// limit), 4 another wire version (then one more byte: its own), then closes the connection unless
+// it accepted. The handshake must finish within `handshake_timeout`; an accepted connection that
 // moves no byte for `idle_timeout` with no call in flight is closed (peers reconnect on their
-// next call). docs/reliability.md has the security model. An RPC connection then carries Cap'n Proto RPC (net/cluster.capnp,
-// bootstrap `Node`); a data connection carries tensor frames one way (see TensorFrame), and frames
-// of one connection arrive in order. Malformed input closes the connection and is logged; it
-// never stops the node.
+// next call). docs/reliability.md has the security model. An RPC connection then carries Cap'n
+// Proto RPC (net/cluster.capnp, bootstrap `Node`); a data connection carries tensor frames one way
+// (see TensorFrame), and frames of one connection arrive in order; a step connection carries step
+// calls and their replies (StepMessage), off the event loop (net/step_plane.hpp). Malformed input
+// closes the connection and is logged; it never stops the node.
 //
 // Callbacks (service calls, replies, received tensors) run on the endpoint's thread: they must
 // not block. Services answer through their `done` callbacks, from any thread.
@@ -158,6 +160,9 @@ public:
                                 callback<traced<named_tensors>> done);
   virtual void cleanup_step(int64_t step_id) = 0;
   virtual void deregister_graph(const std::string& handle) = 0;
+  /// A sign of life: `done` runs with ok once the worker's process answers (default: a status
+  /// call; on step connections, a heartbeat message answered by the thread reading them).
+  virtual void heartbeat(std::function<void(runnel::status)> done);
 };
 
 /// A master elsewhere (a node's), for remote sessions.
@@ -240,6 +245,11 @@ struct endpoint_options {
   /// queues, the simulated hosts of scripts/lib/netns.sh) let one class pass another.
   int data_tos = -1;
   int rpc_tos = -1;
+  /// Step calls (runGraph, its reply, step cleanup, heartbeats) on connections of their own,
+  /// written by the calling thread and read by a thread per connection (docs/cluster.md, "Step
+  /// calls"); false, or RUNNEL_STEP_CALLS=0 in the environment: as Cap'n Proto RPC calls through
+  /// the event loop. With TLS, step calls always go as RPC calls.
+  bool step_calls = true;
   /// Frames with larger payloads are read into buffers that grow with the bytes that arrived,
   /// so that a header cannot reserve memory its sender never fills.
   uint64_t direct_payload_bytes = uint64_t(64) << 20;

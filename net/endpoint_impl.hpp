@@ -32,6 +32,7 @@
 #include "runnel/net/wire_frame.hpp"
 
 namespace runnel::net {
+class step_plane;
 namespace detail {
 
 constexpr auto connect_timeout = 5 * kj::SECONDS;
@@ -56,6 +57,9 @@ inline kj::Duration to_kj(std::chrono::milliseconds d) {
   return d.count() * kj::MILLISECONDS;
 }
 
+/// A blocking copy of a connected stream's socket (TCP_NODELAY set), for a step connection; -1
+/// when the stream has none (TLS).
+int take_socket(kj::AsyncIoStream& s);
 /// A kj exception as a status naming the peer.
 status from_exception(const kj::Exception& e, const std::string& peer);
 void write_status(wire::Status::Builder b, const status& s);
@@ -114,6 +118,10 @@ struct endpoint::impl {
   }
 
   std::thread thread;
+
+  /// Step calls on connections of their own, off the loop (net/step_plane.hpp).
+  std::shared_ptr<step_plane> steps;
+  bool steps_enabled() const { return steps && options.step_calls && options.tls_cert.empty(); }
 
   // Loop-thread state (created and destroyed on the loop thread).
   struct loop_state;
@@ -229,6 +237,8 @@ struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
                    send_options opts, std::function<void(status)> done);
   /// Drops the connections to `address` (its task failed): the next call reconnects.
   void forget(const std::string& address);
+  /// Opens a step connection to `address` and hands its socket, made blocking, to `done`.
+  void open_step(const std::string& address, std::function<void(result<int>)> done);
 
   /// Runs `call` against the RPC connection to `address`; failures reach `fail`.
   template <class Call>
@@ -263,6 +273,8 @@ struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
   kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream, std::string peer);
   kj::Promise<void> serve_rpc(kj::Own<served> c);
   kj::Promise<void> serve_data(kj::Own<served> c);
+  /// Hands a step connection's socket to the step plane; resolves when its thread ends.
+  kj::Promise<void> serve_step(kj::Own<served> c);
   kj::Promise<void> read_frames(frame_reader& r);
   kj::Promise<void> read_payload(frame_reader& r);
   kj::Promise<void> deliver(frame_reader& r);

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 
 #include "runnel/net/endpoint_impl.hpp"
+#include "runnel/net/step_plane.hpp"
 
 namespace runnel::net {
 
@@ -171,6 +172,15 @@ kj::Promise<void> endpoint::impl::loop_state::serve(kj::Own<kj::AsyncIoStream> r
             if (!pre) {
               ep.stats.connections_rejected++;
               log_limit("rejected a connection from " + peer + ": " + pre.error().message());
+              if (pre.error().code() == error_code::failed_precondition) {
+                // Another wire version: say which one this node speaks.
+                auto two = kj::heapArray<kj::byte>(
+                    {kj::byte(handshake_answer::bad_version), kj::byte(wire_version)});
+                auto& t = two;
+                return s.write(t.begin(), t.size()).attach(kj::mv(two)).then([]() {
+                  return uint8_t(0);
+                });
+              }
               return answer(handshake_answer::bad_preamble, 0);
             }
             auto token = kj::heapArray<kj::byte>(pre->token_bytes);
@@ -207,12 +217,13 @@ kj::Promise<void> endpoint::impl::loop_state::serve(kj::Own<kj::AsyncIoStream> r
             if (conn->kind == 0)
               return kj::READY_NOW;
             ep.stats.connections_accepted++;
-            debug(std::string("accepted a ") +
-                  (conn->kind == uint8_t(conn_kind::rpc) ? "rpc" : "data") +
-                  " connection from " + peer);
+            static const char* const kinds[] = {"", "rpc", "data", "step"};
+            debug(std::string("accepted a ") + kinds[conn->kind] + " connection from " + peer);
             auto c = kj::heap<served>(*this, kj::mv(conn->stream), peer);
             if (conn->kind == uint8_t(conn_kind::rpc))
               return serve_rpc(kj::mv(c));
+            if (conn->kind == uint8_t(conn_kind::step))
+              return serve_step(kj::mv(c));
             return serve_data(kj::mv(c));
           },
           [this, peer](kj::Exception&& e) -> kj::Promise<void> {
@@ -275,6 +286,38 @@ kj::Promise<void> endpoint::impl::loop_state::serve_rpc(kj::Own<served> c) {
       capnp::makeRpcServer(*k->network, make_node_server(ep, k->s->calls)));
   auto done = k->network->onDisconnect().exclusiveJoin(idle_watch(*k->s));
   return done.attach(kj::mv(k));
+}
+
+// ---- step calls --------------------------------------------------------------------------------
+
+kj::Promise<void> endpoint::impl::loop_state::serve_step(kj::Own<served> c) {
+  int fd = tls ? -1 : take_socket(*c->stream);
+  if (fd < 0) {
+    ep.log("closed a step connection from " + c->peer +
+           (tls ? ": step calls go as RPC calls under TLS" : ": its socket cannot be taken"));
+    return kj::READY_NOW;
+  }
+  // kj's copy goes now, so that the loop's poller no longer wakes for this socket; the connection
+  // counts against the peer's limit until its thread ends (`c` lives as long).
+  c->stream = nullptr;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  uint64_t id = ep.next_reply_id++;
+  pending_replies.emplace(id, kj::mv(paf.fulfiller));
+  auto* epp = &ep;
+  ep.steps->serve(fd, c->peer, [epp, id] {
+    epp->post([epp, id] {
+      auto it = epp->loop->pending_replies.find(id);
+      if (it == epp->loop->pending_replies.end())
+        return;
+      auto f = kj::mv(it->second);
+      epp->loop->pending_replies.erase(it);
+      f->fulfill();
+    });
+  });
+  return paf.promise.attach(kj::mv(c), kj::defer([epp, id] {
+                              if (epp->loop)
+                                epp->loop->pending_replies.erase(id);
+                            }));
 }
 
 // ---- the data plane: receiving ---------------------------------------------------------------

@@ -1,6 +1,7 @@
 // Remote workers and masters: calls posted to the endpoint's loop, made on its RPC connections,
-// answered once (docs/cluster.md).
+// answered once; a worker's step calls on step connections instead (docs/cluster.md).
 #include "runnel/net/endpoint_impl.hpp"
+#include "runnel/net/step_plane.hpp"
 
 namespace runnel::net {
 
@@ -41,8 +42,12 @@ protected:
     });
   }
 
-private:
+  /// Whether step calls go on a step connection (endpoint_options::step_calls).
+  bool steps() const { return ep_->steps_enabled(); }
+
   std::shared_ptr<endpoint::impl> ep_;
+
+private:
   std::string address_;
 };
 
@@ -83,6 +88,27 @@ public:
   void run_graph_call(const std::string& handle, int64_t step_id, named_tensors feeds,
                       std::vector<std::string> fetches, bool trace,
                       callback<traced<named_tensors>> done) {
+    if (steps()) {
+      step_message m;
+      m.kind = step_call::run_graph;
+      m.handle = handle;
+      m.step_id = step_id;
+      m.tensors = std::move(feeds);
+      m.fetches = std::move(fetches);
+      m.trace = trace;
+      auto cb = std::make_shared<once<result<traced<named_tensors>>>>(std::move(done));
+      ep_->steps->call(address(), std::move(m), [cb, trace](result<step_message> r) {
+        if (!r)
+          (*cb)(r.error());
+        else if (!r->error.ok())
+          (*cb)(r->error);
+        else if (trace)
+          (*cb)(traced<named_tensors>{std::move(r->tensors), std::move(r->record)});
+        else
+          (*cb)(traced<named_tensors>{std::move(r->tensors), {}});
+      });
+      return;
+    }
     call<traced<named_tensors>>(
         std::move(done), [handle, step_id, feeds = std::move(feeds), fetches = std::move(fetches),
                           trace](auto& c, auto cb) {
@@ -114,6 +140,13 @@ public:
   }
 
   void cleanup_step(int64_t step_id) override {
+    if (steps()) {
+      step_message m;
+      m.kind = step_call::cleanup_step;
+      m.step_id = step_id;
+      ep_->steps->call(address(), std::move(m), nullptr);
+      return;
+    }
     call<bool>([](result<bool>) {}, [step_id](auto& c, auto cb) {
       auto req = c.worker.cleanupStepRequest();
       req.setStepId(step_id);
@@ -129,6 +162,16 @@ public:
     });
   }
 
+  void heartbeat(std::function<void(runnel::status)> done) override {
+    if (!steps()) {
+      remote_worker::heartbeat(std::move(done));
+      return;
+    }
+    step_message m;
+    m.kind = step_call::heartbeat;
+    ep_->steps->call(address(), std::move(m),
+                     [done = std::move(done)](result<step_message> r) { done(r.error()); });
+  }
 };
 
 class remote_master_impl final : public remote_handle<remote_master> {

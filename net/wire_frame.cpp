@@ -6,18 +6,25 @@
 #include <kj/exception.h>
 
 #include "net/cluster.capnp.h"
+#include "runnel/net/endpoint_impl.hpp"
 #include "runnel/net/tensor_codec.hpp"
 
 namespace runnel::net {
 
 namespace {
-constexpr char magic[8] = {'R', 'U', 'N', 'N', 'E', 'L', '0', '1'};
-}
+constexpr char magic[6] = {'R', 'U', 'N', 'N', 'E', 'L'};
+} // namespace
 
 result<preamble> parse_preamble(const uint8_t* head) {
-  if (std::memcmp(head, magic, 8) != 0)
+  if (std::memcmp(head, magic, 6) != 0 || head[6] < '0' || head[6] > '9' || head[7] < '0' ||
+      head[7] > '9')
     return invalid_argument("not a Runnel peer (bad preamble magic)");
-  if (head[8] != uint8_t(conn_kind::rpc) && head[8] != uint8_t(conn_kind::data))
+  int version = (head[6] - '0') * 10 + (head[7] - '0');
+  if (version != wire_version)
+    return failed_precondition("the peer speaks Runnel wire version " + std::to_string(version) +
+                               "; this node speaks version " + std::to_string(wire_version) +
+                               " (run the same Runnel release on every node)");
+  if (head[8] < uint8_t(conn_kind::rpc) || head[8] > uint8_t(conn_kind::step))
     return invalid_argument("unknown connection kind " + std::to_string(head[8]));
   if (head[9] != 0 || head[10] != 0 || head[11] != 0)
     return invalid_argument("reserved preamble bytes are not zero");
@@ -31,7 +38,9 @@ result<preamble> parse_preamble(const uint8_t* head) {
 
 std::string make_preamble(conn_kind kind, const std::string& token) {
   std::string out(preamble_bytes, '\0');
-  std::memcpy(out.data(), magic, 8);
+  std::memcpy(out.data(), magic, 6);
+  out[6] = char('0' + wire_version / 10);
+  out[7] = char('0' + wire_version % 10);
   out[8] = char(kind);
   uint32_t n = uint32_t(token.size());
   std::memcpy(out.data() + 12, &n, 4);
@@ -52,9 +61,9 @@ bool tokens_equal(const uint8_t* presented, size_t presented_bytes, const std::s
   return v == 0;
 }
 
-std::string encode_frame_header(const frame_header& f) {
-  capnp::MallocMessageBuilder msg;
-  auto h = msg.initRoot<wire::TensorFrame>();
+namespace {
+
+void write_frame_fields(wire::TensorFrame::Builder h, const frame_header& f) {
   h.setStepId(f.step);
   h.setKey(f.key);
   h.setSenderIncarnation(f.sender_incarnation);
@@ -64,6 +73,10 @@ std::string encode_frame_header(const frame_header& f) {
     write_tensor(h.initStringTensor(), f.string_value);
   h.setWireBf16(f.bf16);
   h.setPayloadBytes(f.payload_bytes);
+}
+
+/// The words of `msg` with their length in front.
+std::string framed(capnp::MessageBuilder& msg) {
   auto flat = capnp::messageToFlatArray(msg);
   auto bytes = flat.asBytes();
   uint32_t n = uint32_t(bytes.size());
@@ -72,65 +85,213 @@ std::string encode_frame_header(const frame_header& f) {
   return out;
 }
 
-result<frame_header> decode_frame_header(const void* words, size_t bytes, frame_limits limits) {
+/// Reads and checks one tensor's description into `f`; returns what is wrong ("" if nothing).
+std::string read_frame_fields(wire::TensorFrame::Reader h, frame_limits limits, frame_header& f) {
+  f.step = h.getStepId();
+  f.key = std::string(h.getKey().cStr(), h.getKey().size());
+  f.sender_incarnation = h.getSenderIncarnation();
+  f.payload_bytes = h.getPayloadBytes();
+  f.bf16 = h.getWireBf16();
+  auto type = from_wire(h.getDtype());
+  auto sh = read_shape(h.getShape());
+  if (!type || !sh)
+    return (!type ? type.error() : sh.error()).message();
+  f.type = *type;
+  f.shape = *sh;
+  if (*type == dtype::string) {
+    auto t = read_tensor(h.getStringTensor());
+    if (!t)
+      return t.error().message();
+    if (f.payload_bytes != 0 || f.bf16)
+      return "a string tensor with a payload";
+    f.string_value = std::move(t).value();
+    return "";
+  }
+  if (!sh->is_fully_defined())
+    return "shape " + sh->to_string() + " is not fully defined";
+  if (f.bf16 && *type != dtype::f32)
+    return "bf16 on the wire for a " + std::string(name(*type)) + " tensor";
+  // At most 2^40 elements (read_shape checked) of at most 16 bytes: no overflow.
+  uint64_t elements = uint64_t(sh->num_elements());
+  uint64_t want = f.bf16 ? elements * 2 : elements * size_of(*type);
+  if (f.payload_bytes != want || f.payload_bytes > limits.max_payload_bytes)
+    return "payload of " + std::to_string(f.payload_bytes) + " bytes for a " +
+           std::string(name(*type)) + " tensor of shape " + sh->to_string() + " (" +
+           std::to_string(want) + " expected, limit " + std::to_string(limits.max_payload_bytes) +
+           ")";
+  return "";
+}
+
+/// Runs `read` on the flat message at `words`, turning a malformed message into an error.
+template <class Root, class Read>
+status read_message(const void* words, size_t bytes, const char* what, Read read) {
   if (bytes == 0 || bytes % 8 != 0)
-    return invalid_argument("frame header of " + std::to_string(bytes) +
+    return invalid_argument(std::string(what) + " of " + std::to_string(bytes) +
                             " bytes (a positive multiple of 8 expected)");
   capnp::ReaderOptions opts;
   opts.traversalLimitInWords = bytes / 8 * 4 + 64;
   opts.nestingLimit = 16;
-  frame_header f;
   std::string problem;
   KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
                 kj::ArrayPtr<const capnp::word> w(static_cast<const capnp::word*>(words),
                                                   bytes / 8);
                 capnp::FlatArrayMessageReader msg(w, opts);
-                auto h = msg.getRoot<wire::TensorFrame>();
-                f.step = h.getStepId();
-                f.key = std::string(h.getKey().cStr(), h.getKey().size());
-                f.sender_incarnation = h.getSenderIncarnation();
-                f.payload_bytes = h.getPayloadBytes();
-                f.bf16 = h.getWireBf16();
-                auto type = from_wire(h.getDtype());
-                auto sh = read_shape(h.getShape());
-                if (!type || !sh) {
-                  problem = (!type ? type.error() : sh.error()).message();
-                  return;
-                }
-                f.type = *type;
-                f.shape = *sh;
-                if (*type == dtype::string) {
-                  auto t = read_tensor(h.getStringTensor());
-                  if (!t)
-                    problem = t.error().message();
-                  else if (f.payload_bytes != 0 || f.bf16)
-                    problem = "a string tensor with a payload";
-                  else
-                    f.string_value = std::move(t).value();
-                  return;
-                }
-                if (!sh->is_fully_defined()) {
-                  problem = "shape " + sh->to_string() + " is not fully defined";
-                  return;
-                }
-                if (f.bf16 && *type != dtype::f32) {
-                  problem = "bf16 on the wire for a " + std::string(name(*type)) + " tensor";
-                  return;
-                }
-                // At most 2^40 elements (read_shape checked) of at most 16 bytes: no overflow.
-                uint64_t elements = uint64_t(sh->num_elements());
-                uint64_t want = f.bf16 ? elements * 2 : elements * size_of(*type);
-                if (f.payload_bytes != want || f.payload_bytes > limits.max_payload_bytes)
-                  problem = "payload of " + std::to_string(f.payload_bytes) + " bytes for a " +
-                            std::string(name(*type)) + " tensor of shape " + sh->to_string() +
-                            " (" + std::to_string(want) + " expected, limit " +
-                            std::to_string(limits.max_payload_bytes) + ")";
+                problem = read(msg.getRoot<Root>());
               })) {
     problem = std::string(e->getDescription().cStr());
   }
   if (!problem.empty())
     return invalid_argument(problem);
+  return {};
+}
+
+} // namespace
+
+std::string encode_frame_header(const frame_header& f) {
+  capnp::MallocMessageBuilder msg;
+  write_frame_fields(msg.initRoot<wire::TensorFrame>(), f);
+  return framed(msg);
+}
+
+result<frame_header> decode_frame_header(const void* words, size_t bytes, frame_limits limits) {
+  frame_header f;
+  auto s = read_message<wire::TensorFrame>(
+      words, bytes, "frame header",
+      [&](wire::TensorFrame::Reader h) { return read_frame_fields(h, limits, f); });
+  if (!s.ok())
+    return s;
   return f;
+}
+
+// ---- step messages ---------------------------------------------------------------------------
+
+namespace {
+
+void write_tensors(capnp::List<wire::TensorFrame>::Builder list, const named_tensors& ts,
+                   std::vector<tensor>& payloads) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    auto& [key, t] = ts[i];
+    frame_header f;
+    f.key = key;
+    f.type = t.type();
+    f.shape = t.shape();
+    if (t.type() == dtype::string) {
+      f.string_value = t;
+    } else {
+      f.payload_bytes = t.bytes();
+      if (f.payload_bytes > 0)
+        payloads.push_back(t);
+    }
+    write_frame_fields(list[uint(i)], f);
+  }
+}
+
+std::string read_tensors(capnp::List<wire::TensorFrame>::Reader list, frame_limits limits,
+                         step_header& out) {
+  uint64_t total = 0;
+  for (auto h : list) {
+    frame_header f;
+    if (auto problem = read_frame_fields(h, limits, f); !problem.empty())
+      return "tensor '" + f.key + "': " + problem;
+    if (f.bf16)
+      return "tensor '" + f.key + "': bf16 is not used in step calls";
+    total += f.payload_bytes;
+    if (total > limits.max_payload_bytes)
+      return "the tensors' payloads exceed " + std::to_string(limits.max_payload_bytes) + " bytes";
+    out.message.tensors.emplace_back(f.key, f.string_value);
+    out.tensors.push_back(std::move(f));
+  }
+  return "";
+}
+
+} // namespace
+
+encoded_step encode_step_message(const step_message& m) {
+  capnp::MallocMessageBuilder msg;
+  auto b = msg.initRoot<wire::StepMessage>();
+  b.setCallId(m.call_id);
+  encoded_step out;
+  switch (m.kind) {
+    case step_call::run_graph: {
+      auto c = b.initRunGraph();
+      c.setHandle(m.handle);
+      c.setStepId(m.step_id);
+      c.setTrace(m.trace);
+      write_tensors(c.initFeeds(uint(m.tensors.size())), m.tensors, out.payloads);
+      auto f = c.initFetches(uint(m.fetches.size()));
+      for (size_t i = 0; i < m.fetches.size(); ++i)
+        f.set(uint(i), m.fetches[i]);
+      break;
+    }
+    case step_call::run_graph_reply: {
+      auto r = b.initRunGraphReply();
+      detail::write_status(r.initError(), m.error);
+      write_tensors(r.initTensors(uint(m.tensors.size())), m.tensors, out.payloads);
+      if (!m.record.nodes.empty() || m.record.received_ns != 0)
+        detail::write_trace(r.initTrace(), m.record);
+      break;
+    }
+    case step_call::cleanup_step:
+      b.setCleanupStep(m.step_id);
+      break;
+    case step_call::heartbeat:
+      b.setHeartbeat();
+      break;
+    case step_call::heartbeat_reply:
+      b.setHeartbeatReply();
+      break;
+    case step_call::refused:
+      detail::write_status(b.initRefused(), m.error);
+      break;
+  }
+  out.head = framed(msg);
+  return out;
+}
+
+result<step_header> decode_step_header(const void* words, size_t bytes, frame_limits limits) {
+  step_header out;
+  auto& m = out.message;
+  auto s = read_message<wire::StepMessage>(
+      words, bytes, "step message header", [&](wire::StepMessage::Reader r) -> std::string {
+        m.call_id = r.getCallId();
+        switch (r.which()) {
+          case wire::StepMessage::RUN_GRAPH: {
+            auto c = r.getRunGraph();
+            m.kind = step_call::run_graph;
+            m.handle = detail::to_std(c.getHandle());
+            m.step_id = c.getStepId();
+            m.trace = c.getTrace();
+            m.fetches = detail::read_texts(c.getFetches());
+            return read_tensors(c.getFeeds(), limits, out);
+          }
+          case wire::StepMessage::RUN_GRAPH_REPLY: {
+            auto c = r.getRunGraphReply();
+            m.kind = step_call::run_graph_reply;
+            m.error = detail::read_status(c.getError());
+            if (c.hasTrace())
+              m.record = detail::read_trace(c.getTrace());
+            return read_tensors(c.getTensors(), limits, out);
+          }
+          case wire::StepMessage::CLEANUP_STEP:
+            m.kind = step_call::cleanup_step;
+            m.step_id = r.getCleanupStep();
+            return "";
+          case wire::StepMessage::HEARTBEAT:
+            m.kind = step_call::heartbeat;
+            return "";
+          case wire::StepMessage::HEARTBEAT_REPLY:
+            m.kind = step_call::heartbeat_reply;
+            return "";
+          case wire::StepMessage::REFUSED:
+            m.kind = step_call::refused;
+            m.error = detail::read_status(r.getRefused());
+            return "";
+        }
+        return "unknown step message kind " + std::to_string(int(r.which()));
+      });
+  if (!s.ok())
+    return s;
+  return out;
 }
 
 } // namespace runnel::net

@@ -78,7 +78,7 @@ void heartbeat_monitor::loop() {
           }
         }
         if (send) {
-          worker->status([p = pings_, name](result<net::worker_status>) {
+          worker->heartbeat([p = pings_, name](status) {
             std::lock_guard plock(p->mu); // any answer, even an error, is a sign of life
             p->outstanding.erase(name);
           });

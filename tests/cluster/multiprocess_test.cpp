@@ -319,8 +319,8 @@ TEST_CASE("a node survives garbage on its port and keeps serving", "[multiproces
     junk += char((i * 131) % 256);
   for (int i = 0; i < 3; ++i)
     CHECK(net::send_raw_bytes(addr, junk).ok());
-  CHECK(net::send_raw_bytes(addr, "RUNNEL01").ok()); // a preamble cut short
-  CHECK(net::send_raw_bytes(addr, std::string("RUNNEL01\x01\0\0\0\xff\xff\xff\xff", 16)).ok());
+  CHECK(net::send_raw_bytes(addr, "RUNNEL02").ok()); // a preamble cut short
+  CHECK(net::send_raw_bytes(addr, std::string("RUNNEL02\x01\0\0\0\xff\xff\xff\xff", 16)).ok());
   REQUIRE(worker.running());
   graph g;
   auto c = constant(g, 20.f) + 1.0;

@@ -183,6 +183,27 @@ void wire_seeds() {
   s.shape = shape{2};
   s.string_value = tensor::vector<std::string>({"a", "bc"});
   frame(s);
+  // Step messages (mode 2): a traced run_graph call with a number and a string feed, and a reply.
+  auto step = [](const net::step_message& m) {
+    seed("wire", std::string(1, char(2)) + net::encode_step_message(m).head.substr(4));
+  };
+  net::step_message call;
+  call.call_id = 9;
+  call.kind = net::step_call::run_graph;
+  call.handle = "partition-1";
+  call.step_id = 77;
+  call.tensors = {{"x", tensor::from_values<float>(shape{2}, {1, 2})},
+                  {"s", tensor::vector<std::string>({"a"})}};
+  call.fetches = {"y:0"};
+  call.trace = true;
+  step(call);
+  net::step_message reply;
+  reply.call_id = 9;
+  reply.kind = net::step_call::run_graph_reply;
+  reply.error = invalid_argument("node 'y' (op Add): shapes differ");
+  reply.record.nodes.push_back({"y", "Add", "/job:w/task:0/device:CPU:0", 1, 2, 8});
+  reply.record.received_ns = 5;
+  step(reply);
 }
 
 void checkpoint_seeds(const fs::path& tmp) {

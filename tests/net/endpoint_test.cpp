@@ -235,7 +235,7 @@ TEST_CASE("a node refuses a wrong token and survives garbage", "[net]") {
   for (int i = 0; i < 5000; ++i)
     noise += char((i * 7919) % 251);
   CHECK(send_raw_bytes(address, noise).ok());
-  std::string pre = std::string("RUNNEL01") + char(2) + std::string(3, '\0');
+  std::string pre = std::string("RUNNEL02") + char(2) + std::string(3, '\0');
   uint32_t n = 6;
   pre.append(reinterpret_cast<const char*>(&n), 4);
   pre += "s3cret";

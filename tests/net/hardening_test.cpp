@@ -17,84 +17,12 @@
 
 #include "runnel/net/endpoint.hpp"
 #include "runnel/net/wire_frame.hpp"
+#include "runnel/tests/net/raw_peers.hpp"
 #include "runnel/tests/net/wait_until.hpp"
 
 using namespace runnel;
 using namespace runnel::net;
-
-namespace {
-
-/// A plain blocking TCP client: holds a connection open, writes bytes, reads until the server
-/// closes (with a 20 s safety net, so a broken server fails the test instead of hanging it).
-class raw_conn {
-public:
-  explicit raw_conn(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(uint16_t(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    timeval tv{20, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  ~raw_conn() { ::close(fd_); }
-  void send(const std::string& bytes) {
-    REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size()));
-  }
-  /// The next byte, or -1 when the server closed the connection.
-  int read_byte() {
-    unsigned char c;
-    ssize_t n = ::recv(fd_, &c, 1, 0);
-    if (n < 0 && errno == ECONNRESET)
-      return -1; // closed with our bytes unread: the kernel resets instead of FIN
-    REQUIRE(n >= 0); // < 0 otherwise: the 20 s safety net ran out
-    return n == 0 ? -1 : c;
-  }
-  /// Reads until the server closes; the bytes read before.
-  std::string read_to_close() {
-    std::string out;
-    for (int c; (c = read_byte()) >= 0;)
-      out += char(c);
-    return out;
-  }
-
-private:
-  int fd_ = -1;
-};
-
-class never_answering_worker : public worker_service {
-public:
-  worker_status status() override { return {{"worker", 0}, 7, {}, ""}; }
-  void register_graph(std::string, callback<std::string> done) override { done(std::string("h")); }
-  void run_graph(const std::string&, int64_t, named_tensors, std::vector<std::string>,
-                 callback<named_tensors> done) override {
-    std::lock_guard lock(mu);
-    held.push_back(std::move(done)); // answered at the end of the test
-  }
-  void cleanup_step(int64_t) override {}
-  void deregister_graph(const std::string&) override {}
-  void answer_all() {
-    std::vector<callback<named_tensors>> h;
-    {
-      std::lock_guard lock(mu);
-      h.swap(held);
-    }
-    for (auto& d : h)
-      d(named_tensors{});
-  }
-  std::mutex mu;
-  std::vector<callback<named_tensors>> held;
-};
-
-endpoint_options quiet_server() {
-  endpoint_options o;
-  o.listen = "127.0.0.1:0";
-  o.log = [](const std::string& l) { if (std::getenv("HT_LOG")) std::fprintf(stderr, "%s\n", l.c_str()); };
-  return o;
-}
-
-} // namespace
+using namespace runnel::testing;
 
 TEST_CASE("frame headers whose sizes overflow or lie are refused before anything is allocated",
           "[net][security]") {
@@ -228,26 +156,32 @@ TEST_CASE("an idle connection is closed, and the client reconnects on its next c
   CHECK(idle.read_to_close().empty());
   testing::wait_until([&] { return server->stats().idle_closed.load() >= 1; });
 
-  // An RPC connection with a call in flight is not idle, however long the call takes.
-  auto client = endpoint::start(endpoint_options{}).value();
-  auto address = "127.0.0.1:" + std::to_string(server->port());
-  auto worker = client->worker(address);
-  std::promise<result<named_tensors>> reply;
-  worker->run_graph("h", 1, {}, {}, [&](result<named_tensors> r) { reply.set_value(r); });
-  // The call is held by the service; the status call shows the connection is up and served.
-  std::promise<result<worker_status>> st;
-  worker->status([&](result<worker_status> r) { st.set_value(r); });
-  REQUIRE(st.get_future().get().ok());
-  uint64_t closed_before = server->stats().idle_closed.load();
-  // Wait past the idle timeout on the event of another idle connection closing.
-  raw_conn marker(server->port());
-  marker.send(make_preamble(conn_kind::data, ""));
-  REQUIRE(marker.read_byte() == int(handshake_answer::ok));
-  CHECK(marker.read_to_close().empty());
-  testing::wait_until([&] { return server->stats().idle_closed.load() >= closed_before + 1; });
-  CHECK(server->stats().idle_closed.load() == closed_before + 1); // only the marker
-  w.answer_all();
-  REQUIRE(reply.get_future().get().ok());
+  // A connection with a call in flight is not idle, however long the call takes: a step
+  // connection, or with step calls off, an RPC connection.
+  for (bool step_calls : {true, false}) {
+    CAPTURE(step_calls);
+    endpoint_options co;
+    co.step_calls = step_calls;
+    auto client = endpoint::start(co).value();
+    auto address = "127.0.0.1:" + std::to_string(server->port());
+    auto worker = client->worker(address);
+    std::promise<result<named_tensors>> reply;
+    worker->run_graph("h", 1, {}, {}, [&](result<named_tensors> r) { reply.set_value(r); });
+    // The call is held by the service; a heartbeat on the same connection shows it is served.
+    std::promise<status> beat;
+    worker->heartbeat([&](status s) { beat.set_value(s); });
+    REQUIRE(beat.get_future().get().ok());
+    uint64_t closed_before = server->stats().idle_closed.load();
+    // Wait past the idle timeout on the event of another idle connection closing.
+    raw_conn marker(server->port());
+    marker.send(make_preamble(conn_kind::data, ""));
+    REQUIRE(marker.read_byte() == int(handshake_answer::ok));
+    CHECK(marker.read_to_close().empty());
+    testing::wait_until([&] { return server->stats().idle_closed.load() >= closed_before + 1; });
+    CHECK(server->stats().idle_closed.load() == closed_before + 1); // only the marker
+    w.answer_all();
+    REQUIRE(reply.get_future().get().ok());
+  }
 }
 
 TEST_CASE("connections past the per-host limit are refused as busy", "[net][security]") {
