@@ -12,7 +12,8 @@
 //   remote_step          a trivial step through a runnel-node (client -> master -> worker -> back),
 //                        median µs, beside a raw TCP round trip of a few bytes; remote_step_busy
 //                        the same with one core kept busy (an idle VM's cores wake slowly);
-//                        remote_control_call(_busy) a bare status call to the same node;
+//                        remote_control_call(_busy) a bare step-connection call (a heartbeat)
+//                        to the same node, remote_rpc_call(_busy) a bare getStatus RPC;
 //                        remote_step_client_master(_busy) the step with a master in this process
 //   ps_training_cpu      the CPU time per step of ps_training's two processes against the local
 //                        session's
@@ -62,12 +63,19 @@ void write_trace(const run_metadata& md, const std::string& path) {
     std::fprintf(stderr, "cluster_bench: %s\n", s.to_string().c_str());
 }
 
-/// The median µs of a trivial remote step through a runnel-node; into `control_call`, the median
-/// of a bare getStatus call to the same node; into `client_master_step`, the median step of a
-/// session with a master of its own (session_options::client_master: one runGraph per step).
-/// With `trace_path`, also writes the trace of the median of 21 traced steps.
-double remote_step(const std::string& node_binary, int rounds, double& control_call,
-                   double& client_master_step, const std::string& trace_path = {}) {
+/// Medians, in seconds, of: a trivial remote step through a runnel-node; the same step from a
+/// session with a master of its own (session_options::client_master: one runGraph per step); a
+/// bare step-connection call to the same node (a heartbeat: nothing behind it); and a bare
+/// Cap'n Proto RPC call (getStatus, through both event loops).
+struct remote_step_figures {
+  double step = 0, client_master_step = 0, control_call = 0, rpc_call = 0;
+};
+
+/// The medians of remote_step_figures; with `trace_path`, also writes the trace of the median of
+/// 21 traced steps.
+remote_step_figures remote_step(const std::string& node_binary, int rounds,
+                                const std::string& trace_path = {}) {
+  remote_step_figures out;
   int port;
   {
     int a = listen_any(port);
@@ -105,28 +113,36 @@ double remote_step(const std::string& node_binary, int rounds, double& control_c
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
   };
-  double step = median_step(s);
+  out.step = median_step(s);
   {
     session own(*rt, g, "runnel://" + address, session_options{.client_master = true});
-    client_master_step = median_step(own);
+    out.client_master_step = median_step(own);
     own.close();
   }
-  // The control plane alone: a getStatus call, answered on the node's event loop (no master,
-  // no executor), through an endpoint of this process.
+  // Bare calls, through an endpoint of this process: a heartbeat on the step connection (read
+  // and answered by the node's connection thread), and a getStatus RPC (answered on the node's
+  // event loop); neither reaches a master or an executor.
   {
     auto ep = net::endpoint::start({}).value();
     auto w = ep->worker(address);
-    std::vector<double> rpc;
-    for (int r = 0; r < rounds; ++r) {
-      std::promise<void> got;
-      double t0 = now();
+    auto median_call = [&](auto start) {
+      std::vector<double> times;
+      for (int r = 0; r < rounds; ++r) {
+        std::promise<void> got;
+        double t0 = now();
+        start(got);
+        got.get_future().wait();
+        if (r >= 100)
+          times.push_back(now() - t0);
+      }
+      std::sort(times.begin(), times.end());
+      return times[times.size() / 2];
+    };
+    out.control_call =
+        median_call([&](std::promise<void>& got) { w->heartbeat([&](status) { got.set_value(); }); });
+    out.rpc_call = median_call([&](std::promise<void>& got) {
       w->status([&](result<net::worker_status>) { got.set_value(); });
-      got.get_future().wait();
-      if (r >= 100)
-        rpc.push_back(now() - t0);
-    }
-    std::sort(rpc.begin(), rpc.end());
-    control_call = rpc[rpc.size() / 2];
+    });
   }
   if (!trace_path.empty()) {
     std::vector<std::pair<int64_t, run_metadata>> traced(21);
@@ -142,7 +158,7 @@ double remote_step(const std::string& node_binary, int rounds, double& control_c
   s.close();
   ::kill(child, SIGTERM);
   ::waitpid(child, nullptr, 0);
-  return step;
+  return out;
 }
 
 struct mlp {
@@ -449,10 +465,9 @@ int main(int argc, char** argv) {
         for (;;)
           spins = spins + 1;
       }
-      double rtt = raw_round_trip(2000), control = 0, own = 0;
-      double step =
-          remote_step(node_binary, 2000, control, own,
-                      busy && !trace_dir.empty() ? trace_dir + "/remote_step_busy.json" : "");
+      double rtt = raw_round_trip(2000);
+      auto f = remote_step(node_binary, 2000,
+                           busy && !trace_dir.empty() ? trace_dir + "/remote_step_busy.json" : "");
       if (busy) {
         ::kill(spinner, SIGKILL);
         ::waitpid(spinner, nullptr, 0);
@@ -461,13 +476,17 @@ int main(int argc, char** argv) {
       const char* state = busy ? ", both with one core kept busy" : "";
       std::printf("bench remote_step%s: %.3g us median (%.2fx a raw TCP round trip of %.3g us%s; "
                   "target %dx)\n",
-                  suffix, step * 1e6, step / rtt, rtt * 1e6, state, busy ? 4 : 3);
-      std::printf("bench remote_control_call%s: %.3g us median for a bare status call to the same "
-                  "node (%.2fx the raw round trip%s; target 2x)\n",
-                  suffix, control * 1e6, control / rtt, state);
+                  suffix, f.step * 1e6, f.step / rtt, rtt * 1e6, state, busy ? 4 : 3);
+      std::printf("bench remote_control_call%s: %.3g us median for a bare step-connection call "
+                  "(a heartbeat) to the same node (%.2fx the raw round trip%s; target 2x)\n",
+                  suffix, f.control_call * 1e6, f.control_call / rtt, state);
+      std::printf("bench remote_rpc_call%s: %.3g us median for a bare Cap'n Proto RPC (getStatus) "
+                  "to the same node (%.2fx the raw round trip%s)\n",
+                  suffix, f.rpc_call * 1e6, f.rpc_call / rtt, state);
       std::printf("bench remote_step_client_master%s: %.3g us median with a master in the client "
                   "process (%.2fx the raw round trip%s; target %dx)\n",
-                  suffix, own * 1e6, own / rtt, state, busy ? 4 : 3);
+                  suffix, f.client_master_step * 1e6, f.client_master_step / rtt, state,
+                  busy ? 4 : 3);
       std::fflush(stdout);
     }
   }

@@ -100,7 +100,8 @@ struct TensorFrame {
   senderIncarnation @7 :UInt64;
 }
 
-# Step calls (docs/cluster.md, "Step calls"): on a connection of their own kind, each message is
+# Step calls (docs/cluster.md, "Step calls": a worker's runGraph, cleanupStep and heartbeat, and a
+# master's run): on a connection of their own kind, each message is
 # a little-endian uint32 header length, this header as a flat Cap'n Proto message, then the raw
 # payloads of its tensors in the order listed (each as a TensorFrame describes it: `key` is the
 # tensor's name; string tensors travel whole in the header). Calls are written by the calling
@@ -119,6 +120,15 @@ struct RunGraphReply {
   trace @2 :CallTrace;
 }
 
+# A remote session's step, to a node's master (Master.run's parameters).
+struct MasterRunCall {
+  handle @0 :Text;
+  feeds @1 :List(TensorFrame);
+  fetches @2 :List(Text);
+  targets @3 :List(Text);
+  trace @4 :Bool;
+}
+
 struct StepMessage {
   callId @0 :UInt64;
   union {
@@ -129,5 +139,7 @@ struct StepMessage {
     heartbeatReply @5 :Void;
     # The server could not take the call (over its calls in flight): no other reply comes.
     refused @6 :Status;
+    run @7 :MasterRunCall;
+    runReply @8 :RunGraphReply;  # the fetched tensors unnamed, in the order asked
   }
 }

@@ -1,5 +1,6 @@
 // Remote workers and masters: calls posted to the endpoint's loop, made on its RPC connections,
-// answered once; a worker's step calls on step connections instead (docs/cluster.md).
+// answered once; step calls (a worker's runGraph, cleanupStep and heartbeat, a master's run) on
+// step connections instead (docs/cluster.md).
 #include "runnel/net/endpoint_impl.hpp"
 #include "runnel/net/step_plane.hpp"
 
@@ -221,6 +222,33 @@ public:
   void run_call(const std::string& handle, named_tensors feeds, std::vector<std::string> fetches,
                 std::vector<std::string> targets, bool trace,
                 callback<traced<std::vector<tensor>>> done) {
+    if (steps()) {
+      step_message m;
+      m.kind = step_call::master_run;
+      m.handle = handle;
+      m.tensors = std::move(feeds);
+      m.fetches = std::move(fetches);
+      m.targets = std::move(targets);
+      m.trace = trace;
+      auto cb = std::make_shared<once<result<traced<std::vector<tensor>>>>>(std::move(done));
+      ep_->steps->call(address(), std::move(m), [cb, trace](result<step_message> r) {
+        if (!r) {
+          (*cb)(r.error());
+          return;
+        }
+        if (!r->error.ok()) {
+          (*cb)(r->error);
+          return;
+        }
+        traced<std::vector<tensor>> out;
+        for (auto& [name, t] : r->tensors)
+          out.value.push_back(std::move(t));
+        if (trace)
+          out.trace = std::move(r->record);
+        (*cb)(std::move(out));
+      });
+      return;
+    }
     call<traced<std::vector<tensor>>>(
         std::move(done), [handle, feeds = std::move(feeds), fetches = std::move(fetches),
                           targets = std::move(targets), trace](auto& c, auto cb) {

@@ -305,8 +305,8 @@ void step_plane::read_replies(std::shared_ptr<client> c) {
                   (e.code() == error_code::out_of_range ? "closed by the task" : e.message())));
       break;
     }
-    if (m->kind != step_call::run_graph_reply && m->kind != step_call::heartbeat_reply &&
-        m->kind != step_call::refused) {
+    if (m->kind != step_call::run_graph_reply && m->kind != step_call::master_run_reply &&
+        m->kind != step_call::heartbeat_reply && m->kind != step_call::refused) {
       ep_.log("step connection to " + peer + ": a call where a reply belongs; closing it");
       fail(c, unavailable("connection to " + peer + " lost: it broke the step-call protocol"));
       break;
@@ -460,54 +460,14 @@ void step_plane::serve_connection(std::shared_ptr<step_link> link, const std::st
 bool step_plane::dispatch(const std::shared_ptr<step_link>& link, step_message m,
                           const std::shared_ptr<std::atomic<int>>& in_flight, int64_t received_ns,
                           const std::string& peer) {
-  auto* worker = ep_.options.worker;
   switch (m.kind) {
-    case step_call::run_graph: {
-      step_message answer;
-      answer.call_id = m.call_id;
-      answer.kind = step_call::run_graph_reply;
-      if (!worker) {
-        answer.error = failed_precondition("this endpoint serves no worker");
-        link->write(encode_step_message(answer));
-        return true;
-      }
-      if (*in_flight >= ep_.options.max_pending_rpcs) {
-        ep_.stats.rpcs_refused++;
-        answer.kind = step_call::refused;
-        answer.error = resource_exhausted(
-            "the node has " + std::to_string(in_flight->load()) +
-            " step calls in flight on this connection (max_pending_rpcs); retry later");
-        link->write(encode_step_message(answer));
-        return true;
-      }
-      ++*in_flight;
-      bool trace = m.trace;
-      auto done = [link, answer = std::move(answer), in_flight, received_ns,
-                   trace](result<traced<named_tensors>> r) mutable {
-        if (!r) {
-          answer.error = r.error();
-        } else {
-          answer.tensors = std::move(r->value);
-          if (trace) {
-            answer.record = std::move(r->trace);
-            answer.record.received_ns = received_ns;
-            answer.record.replied_ns = steady_ns();
-          }
-        }
-        link->write(encode_step_message(answer));
-        --*in_flight;
-      };
-      if (trace)
-        worker->run_graph_traced(m.handle, m.step_id, std::move(m.tensors), std::move(m.fetches),
-                                 std::move(done));
-      else
-        worker->run_graph(m.handle, m.step_id, std::move(m.tensors), std::move(m.fetches),
-                          with_empty_trace<named_tensors>(std::move(done)));
+    case step_call::run_graph:
+    case step_call::master_run:
+      start_call(link, std::move(m), in_flight, received_ns);
       return true;
-    }
     case step_call::cleanup_step:
-      if (worker)
-        worker->cleanup_step(m.step_id);
+      if (ep_.options.worker)
+        ep_.options.worker->cleanup_step(m.step_id);
       return true;
     case step_call::heartbeat: {
       step_message answer;
@@ -522,6 +482,76 @@ bool step_plane::dispatch(const std::shared_ptr<step_link>& link, step_message m
               ": a reply where a call belongs; closing the connection");
       return false;
   }
+}
+
+void step_plane::start_call(const std::shared_ptr<step_link>& link, step_message m,
+                            const std::shared_ptr<std::atomic<int>>& in_flight,
+                            int64_t received_ns) {
+  auto* worker = ep_.options.worker;
+  auto* master = ep_.options.master;
+  bool graph = m.kind == step_call::run_graph;
+  step_message answer;
+  answer.call_id = m.call_id;
+  answer.kind = graph ? step_call::run_graph_reply : step_call::master_run_reply;
+  if (graph ? !worker : !master) {
+    answer.error = failed_precondition(graph ? "this node serves no worker"
+                                             : "this node serves no master");
+    link->write(encode_step_message(answer));
+    return;
+  }
+  if (*in_flight >= ep_.options.max_pending_rpcs) {
+    ep_.stats.rpcs_refused++;
+    answer.kind = step_call::refused;
+    answer.error = resource_exhausted(
+        "the node has " + std::to_string(in_flight->load()) +
+        " step calls in flight on this connection (max_pending_rpcs); retry later");
+    link->write(encode_step_message(answer));
+    return;
+  }
+  ++*in_flight;
+  bool trace = m.trace;
+  // Runs on whichever thread the service answers on; touches only the link and the counter.
+  auto done = [link, answer = std::move(answer), in_flight, received_ns,
+               trace](result<traced<named_tensors>> r) mutable {
+    if (!r) {
+      answer.error = r.error();
+    } else {
+      answer.tensors = std::move(r->value);
+      if (trace) {
+        answer.record = std::move(r->trace);
+        answer.record.received_ns = received_ns;
+        answer.record.replied_ns = steady_ns();
+      }
+    }
+    link->write(encode_step_message(answer));
+    --*in_flight;
+  };
+  if (graph) {
+    if (trace)
+      worker->run_graph_traced(m.handle, m.step_id, std::move(m.tensors), std::move(m.fetches),
+                               std::move(done));
+    else
+      worker->run_graph(m.handle, m.step_id, std::move(m.tensors), std::move(m.fetches),
+                        with_empty_trace<named_tensors>(std::move(done)));
+    return;
+  }
+  // A master's fetched tensors go back unnamed, in the order asked.
+  auto unnamed = [done = std::move(done)](result<traced<std::vector<tensor>>> r) mutable {
+    if (!r) {
+      done(r.error());
+      return;
+    }
+    traced<named_tensors> out{{}, std::move(r->trace)};
+    for (auto& t : r->value)
+      out.value.emplace_back(std::string(), std::move(t));
+    done(std::move(out));
+  };
+  if (trace)
+    master->run_traced(m.handle, std::move(m.tensors), std::move(m.fetches),
+                       std::move(m.targets), std::move(unnamed));
+  else
+    master->run(m.handle, std::move(m.tensors), std::move(m.fetches), std::move(m.targets),
+                with_empty_trace<std::vector<tensor>>(std::move(unnamed)));
 }
 
 } // namespace runnel::net

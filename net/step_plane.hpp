@@ -1,8 +1,8 @@
 #pragma once
-// Step calls (runGraph, its reply, step cleanup, the heartbeat) on connections of their own
-// (conn_kind::step), off the event loop: a call is written by the thread that makes it, and read,
-// dispatched and answered on a thread per connection that blocks on its socket. The event loop
-// only connects and runs the handshake (auth, per-peer limits) and then hands the socket over.
+// Step calls (runGraph, its reply, step cleanup, the heartbeat, and a master's run) on connections
+// of their own (conn_kind::step), off the event loop: a call is written by the thread that makes
+// it, and read, dispatched and answered on a thread per connection that blocks on its socket. The
+// event loop only connects and runs the handshake (auth, per-peer limits), then hands it over.
 // Private to net/; docs/cluster.md ("Step calls") has the why and the figures.
 //
 //   ep.steps->call("10.0.0.2:2222", msg, [](result<step_message> r) { ... }); // reply thread
@@ -85,6 +85,9 @@ private:
                 const std::shared_ptr<std::atomic<int>>& in_flight, int64_t received_ns,
                 const std::string& peer);
   /// Fails `c`'s calls with `why` and closes it (idempotent).
+  /// Runs a worker's run_graph or a master's run; the reply goes when the service answers.
+  void start_call(const std::shared_ptr<step_link>& link, step_message m,
+                  const std::shared_ptr<std::atomic<int>>& in_flight, int64_t received_ns);
   void fail(const std::shared_ptr<client>& c, status why);
   void end_thread();
 

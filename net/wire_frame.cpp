@@ -223,8 +223,22 @@ encoded_step encode_step_message(const step_message& m) {
         f.set(uint(i), m.fetches[i]);
       break;
     }
-    case step_call::run_graph_reply: {
-      auto r = b.initRunGraphReply();
+    case step_call::master_run: {
+      auto c = b.initRun();
+      c.setHandle(m.handle);
+      c.setTrace(m.trace);
+      write_tensors(c.initFeeds(uint(m.tensors.size())), m.tensors, out.payloads);
+      auto f = c.initFetches(uint(m.fetches.size()));
+      for (size_t i = 0; i < m.fetches.size(); ++i)
+        f.set(uint(i), m.fetches[i]);
+      auto t = c.initTargets(uint(m.targets.size()));
+      for (size_t i = 0; i < m.targets.size(); ++i)
+        t.set(uint(i), m.targets[i]);
+      break;
+    }
+    case step_call::run_graph_reply:
+    case step_call::master_run_reply: {
+      auto r = m.kind == step_call::run_graph_reply ? b.initRunGraphReply() : b.initRunReply();
       detail::write_status(r.initError(), m.error);
       write_tensors(r.initTensors(uint(m.tensors.size())), m.tensors, out.payloads);
       if (!m.record.nodes.empty() || m.record.received_ns != 0)
@@ -264,9 +278,20 @@ result<step_header> decode_step_header(const void* words, size_t bytes, frame_li
             m.fetches = detail::read_texts(c.getFetches());
             return read_tensors(c.getFeeds(), limits, out);
           }
-          case wire::StepMessage::RUN_GRAPH_REPLY: {
-            auto c = r.getRunGraphReply();
-            m.kind = step_call::run_graph_reply;
+          case wire::StepMessage::RUN: {
+            auto c = r.getRun();
+            m.kind = step_call::master_run;
+            m.handle = detail::to_std(c.getHandle());
+            m.trace = c.getTrace();
+            m.fetches = detail::read_texts(c.getFetches());
+            m.targets = detail::read_texts(c.getTargets());
+            return read_tensors(c.getFeeds(), limits, out);
+          }
+          case wire::StepMessage::RUN_GRAPH_REPLY:
+          case wire::StepMessage::RUN_REPLY: {
+            bool graph = r.which() == wire::StepMessage::RUN_GRAPH_REPLY;
+            auto c = graph ? r.getRunGraphReply() : r.getRunReply();
+            m.kind = graph ? step_call::run_graph_reply : step_call::master_run_reply;
             m.error = detail::read_status(c.getError());
             if (c.hasTrace())
               m.record = detail::read_trace(c.getTrace());

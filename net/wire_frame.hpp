@@ -88,19 +88,22 @@ enum class step_call : uint8_t {
   cleanup_step,
   heartbeat,
   heartbeat_reply,
-  refused
+  refused,
+  master_run,
+  master_run_reply
 };
 
 struct step_message {
   uint64_t call_id = 0;
   step_call kind = step_call::heartbeat;
-  std::string handle;               ///< run_graph
+  std::string handle;               ///< run_graph, master_run
   int64_t step_id = 0;              ///< run_graph, cleanup_step
-  named_tensors tensors;            ///< run_graph: the feeds; run_graph_reply: the fetched
-  std::vector<std::string> fetches; ///< run_graph
-  bool trace = false;               ///< run_graph
-  status error;                     ///< run_graph_reply, refused
-  call_trace record;                ///< run_graph_reply of a traced call
+  named_tensors tensors;            ///< the calls' feeds; the replies' fetched tensors
+  std::vector<std::string> fetches; ///< run_graph, master_run
+  std::vector<std::string> targets; ///< master_run
+  bool trace = false;               ///< run_graph, master_run
+  status error;                     ///< the replies, refused
+  call_trace record;                ///< the reply to a traced call
 };
 
 /// A step message as it goes on the wire: its header (length in front), then the payloads of the
