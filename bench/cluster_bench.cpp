@@ -138,8 +138,8 @@ remote_step_figures remote_step(const std::string& node_binary, int rounds,
       std::sort(times.begin(), times.end());
       return times[times.size() / 2];
     };
-    out.control_call =
-        median_call([&](std::promise<void>& got) { w->heartbeat([&](status) { got.set_value(); }); });
+    out.control_call = median_call(
+        [&](std::promise<void>& got) { w->heartbeat([&](status) { got.set_value(); }); });
     out.rpc_call = median_call([&](std::promise<void>& got) {
       w->status([&](result<net::worker_status>) { got.set_value(); });
     });

@@ -98,6 +98,11 @@ struct TensorFrame {
   wireBf16 @5 :Bool;
   stringTensor @6 :Tensor;
   senderIncarnation @7 :UInt64;
+  # On a connection whose sender offered a shared-memory ring the receiver mapped (docs/cluster.md,
+  # "Shared memory on one host"): the payload sits in the ring at running position shmPos instead
+  # of following the header.
+  shmPos @8 :UInt64;
+  inShm @9 :Bool;
 }
 
 # Step calls (docs/cluster.md, "Step calls": a worker's runGraph, cleanupStep and heartbeat, and a

@@ -98,15 +98,16 @@ kj::Promise<kj::Own<kj::NetworkAddress>> endpoint::impl::loop_state::resolve(con
   return io.provider->getNetwork().parseAddress(split->first, uint(split->second));
 }
 
-kj::Promise<kj::Own<kj::AsyncIoStream>> endpoint::impl::loop_state::open(const std::string& address,
-                                                                        conn_kind kind) {
+kj::Promise<kj::Own<kj::AsyncIoStream>>
+endpoint::impl::loop_state::open(const std::string& address, conn_kind kind, std::string extra,
+                                 std::shared_ptr<uint8_t> second) {
   // Connecting and the handshake share one deadline: a node that accepts TCP but never answers
   // (stopped, or its accept queue full) fails the call instead of holding it forever.
   auto handshake =
       resolve(address)
           .then([](kj::Own<kj::NetworkAddress> a) { return a->connect().attach(kj::mv(a)); })
-          .then([this, address, kind](kj::Own<kj::AsyncIoStream> stream)
-                    -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+          .then([this, address, kind](
+                    kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
             set_traffic_class(*stream, kind == conn_kind::rpc ? ep.options.rpc_tos
                                                               : ep.options.data_tos);
             if (!tls)
@@ -115,8 +116,8 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> endpoint::impl::loop_state::open(const s
             auto host = cluster_spec::split_address(address).value().first;
             return tls->wrapClient(kj::mv(stream), host);
           })
-          .then([this, kind](kj::Own<kj::AsyncIoStream> stream) {
-            std::string bytes = make_preamble(kind, ep.options.auth_token);
+          .then([this, kind, extra, second](kj::Own<kj::AsyncIoStream> stream) {
+            std::string bytes = make_preamble(kind, ep.options.auth_token) + extra;
             auto pre = kj::heapArray<kj::byte>(bytes_of(bytes)); // (has NULs: not a string)
             auto& s = *stream;
             auto answer = kj::heap<kj::byte>(0);
@@ -124,18 +125,21 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> endpoint::impl::loop_state::open(const s
             return s.write(pre.begin(), pre.size())
                 .attach(kj::mv(pre))
                 .then([&s, &a]() { return s.read(&a, 1); })
-                .then([&s, &a]() -> kj::Promise<int> {
-                  if (handshake_answer(a) != handshake_answer::bad_version)
+                .then([&s, &a, second]() -> kj::Promise<int> {
+                  if (handshake_answer(a) != handshake_answer::bad_version &&
+                      !(handshake_answer(a) == handshake_answer::ok && second))
                     return -1;
-                  // One more byte: the node's own version.
+                  // One more byte: the node's own version, or whether it mapped our ring.
                   auto v = kj::heap<kj::byte>(0);
                   auto& vr = *v;
                   return s.read(&vr, 1).then([&vr]() { return int(vr); }).attach(kj::mv(v));
                 })
-                .then([stream = kj::mv(stream),
-                       answer = kj::mv(answer)](int version) mutable -> kj::Own<kj::AsyncIoStream> {
+                .then([stream = kj::mv(stream), answer = kj::mv(answer),
+                       second](int version) mutable -> kj::Own<kj::AsyncIoStream> {
                   switch (handshake_answer(*answer)) {
                     case handshake_answer::ok:
+                      if (second)
+                        *second = uint8_t(version);
                       return kj::mv(stream);
                     case handshake_answer::bad_version:
                       KJ_FAIL_REQUIRE("the node speaks Runnel wire version " +
@@ -218,8 +222,18 @@ kj::Promise<endpoint::impl::loop_state::data_peer*> endpoint::impl::loop_state::
   KJ_IF_MAYBE(c, peer->connecting) {
     return c->addBranch().then([this, address]() { return data_to(address); });
   }
-  auto fork = open(address, conn_kind::data)
-                  .then([this, peer](kj::Own<kj::AsyncIoStream> stream) {
+  std::shared_ptr<shm_ring> ring;
+  if (ring_wanted(address))
+    ring = shm_ring::create(ep.options.shm_ring_bytes);
+  auto mapped = ring ? std::make_shared<uint8_t>(0) : nullptr;
+  auto opening = ring ? open(address, conn_kind::data_shm, ring->offer().encode(), mapped)
+                      : open(address, conn_kind::data);
+  auto
+      fork =
+          kj::mv(opening)
+              .then(
+                  [this, peer, ring, mapped](kj::Own<kj::AsyncIoStream> stream) {
+                    peer->ring = ring && *mapped == 1 ? ring : nullptr;
                     if (peer->stream) {
                       // Its watches end once its dead peer's reset arrives; the oldest of a
                       // few are long past that.
@@ -279,11 +293,11 @@ kj::Promise<endpoint::impl::loop_state::data_peer*> endpoint::impl::loop_state::
                                       })
                                   .attach(kj::mv(byte)));
                   },
-                        [peer](kj::Exception&& e) {
-                          peer->connecting = nullptr;
-                          kj::throwFatalException(kj::mv(e));
-                        })
-                  .fork();
+                  [peer](kj::Exception&& e) {
+                    peer->connecting = nullptr;
+                    kj::throwFatalException(kj::mv(e));
+                  })
+              .fork();
   auto branch = fork.addBranch();
   peer->connecting = kj::mv(fork);
   return branch.then([peer]() { return peer; });
@@ -317,6 +331,7 @@ endpoint::impl::loop_state::make_frame(int64_t step, const std::string& key, ten
     h.payload_bytes = value.bytes();
   }
   f->head = encode_frame_header(h);
+  f->header = std::move(h);
   f->value = std::move(value);
   f->pieces.push_back(bytes_of(f->head));
   for (uint64_t off = 0; off < h.payload_bytes; off += ep.options.chunk_bytes)
@@ -336,7 +351,7 @@ kj::Promise<void> endpoint::impl::loop_state::write_frame(std::string address, s
   bool was_open = it != data_peers.end() && it->second->stream && !it->second->broken;
   auto used = std::make_shared<uint64_t>(0); // the generation this write went to
   return data_to(address)
-      .then([f, used](data_peer* peer) {
+      .then([this, f, used](data_peer* peer) {
         auto gen = peer->generation;
         *used = gen;
         auto written = kj::newPromiseAndFulfiller<void>();
@@ -344,7 +359,7 @@ kj::Promise<void> endpoint::impl::loop_state::write_frame(std::string address, s
                               data_peer::waiting_frame{f, kj::mv(written.fulfiller)});
         // This link of the chain writes the most urgent frame of its generation waiting now
         // (every frame of the generation added a link, so each is written exactly once).
-        auto write = kj::mv(peer->last).then([peer, gen]() {
+        auto write = kj::mv(peer->last).then([this, peer, gen]() {
           auto it = peer->waiting.lower_bound(
               std::make_tuple(gen, std::numeric_limits<int64_t>::min(), uint64_t(0)));
           KJ_ASSERT(it != peer->waiting.end() && std::get<0>(it->first) == gen);
@@ -358,6 +373,17 @@ kj::Promise<void> endpoint::impl::loop_state::write_frame(std::string address, s
           if (peer->broken || peer->generation != gen)
             return lost(KJ_EXCEPTION(DISCONNECTED, "connection lost"));
           auto& pieces = next.f->pieces;
+          next.f->shm_head.clear();
+          if (peer->ring)
+            place_in_ring(*peer, *next.f);
+          if (!next.f->shm_head.empty())
+            return peer->stream->write(next.f->shm_head.data(), next.f->shm_head.size())
+                .then(
+                    [next = kj::mv(next)]() mutable -> kj::Promise<void> {
+                      next.written->fulfill();
+                      return kj::READY_NOW;
+                    },
+                    [lost, keep = next.f](kj::Exception&& e) { return lost(kj::mv(e)); });
           return peer->stream->write(kj::arrayPtr(pieces.data(), pieces.size()))
               .then([next = kj::mv(next)]() mutable -> kj::Promise<void> {
                       next.written->fulfill();
@@ -384,6 +410,33 @@ kj::Promise<void> endpoint::impl::loop_state::write_frame(std::string address, s
           peer->second->broken = true;
         return write_frame(address, f, false);
       });
+}
+
+bool endpoint::impl::loop_state::ring_wanted(const std::string& address) const {
+  if (tls || ep.options.shm_ring_bytes == 0)
+    return false;
+  auto split = cluster_spec::split_address(address);
+  if (!split)
+    return false;
+  auto& host = split->first;
+  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1" || host == "[::1]";
+}
+
+void endpoint::impl::loop_state::place_in_ring(data_peer& peer, frame& f) {
+  uint64_t payload = f.total - f.head.size();
+  if (payload < ep.options.shm_min_payload_bytes)
+    return;
+  std::vector<std::pair<const void*, size_t>> pieces;
+  for (size_t i = 1; i < f.pieces.size(); ++i)
+    pieces.emplace_back(f.pieces[i].begin(), f.pieces[i].size());
+  auto pos = peer.ring->put(pieces, payload);
+  if (!pos)
+    return; // no room now: this one goes on the socket
+  frame_header h = f.header;
+  h.in_shm = true;
+  h.shm_pos = *pos;
+  f.shm_head = encode_frame_header(h);
+  ep.stats.frames_sent_shm++;
 }
 
 void endpoint::impl::loop_state::send_tensor(std::string address, int64_t step, std::string key, tensor value,
@@ -579,6 +632,8 @@ result<std::unique_ptr<endpoint>> endpoint::start(endpoint_options options) {
     return internal_error("eventfd failed: " + std::string(std::strerror(errno)));
   if (const char* v = std::getenv("RUNNEL_STEP_CALLS"); v && std::string(v) == "0")
     i->options.step_calls = false;
+  if (const char* v = std::getenv("RUNNEL_SHM"); v && std::string(v) == "0")
+    i->options.shm_ring_bytes = 0;
   auto* raw = i.get();
   i->steps = std::make_shared<step_plane>(
       *raw, [raw](const std::string& address, std::function<void(result<int>)> done) {

@@ -191,6 +191,8 @@ struct endpoint_stats {
   std::atomic<uint64_t> rpcs_refused{0};         ///< over max_pending_rpcs
   std::atomic<uint64_t> frames_received{0};
   std::atomic<uint64_t> frames_rejected{0};      ///< malformed or oversized
+  std::atomic<uint64_t> frames_received_shm{0};  ///< of frames_received, through shared memory
+  std::atomic<uint64_t> frames_sent_shm{0};      ///< frames whose payload went by shared memory
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<int64_t> connections_open{0};      ///< accepted and past the handshake
@@ -250,6 +252,12 @@ struct endpoint_options {
   /// calls"); false, or RUNNEL_STEP_CALLS=0 in the environment: as Cap'n Proto RPC calls through
   /// the event loop. With TLS, step calls always go as RPC calls.
   bool step_calls = true;
+  /// Shared memory for tensors to a peer on a loopback address (docs/cluster.md, "Shared memory
+  /// on one host"): each such data connection offers a ring of this many bytes, and payloads of
+  /// at least `shm_min_payload_bytes` (at most a quarter of the ring) go through it while it has
+  /// room. 0, TLS, or RUNNEL_SHM=0 in the environment: every payload goes on the socket.
+  uint64_t shm_ring_bytes = uint64_t(32) << 20;
+  uint64_t shm_min_payload_bytes = uint64_t(64) << 10;
   /// Frames with larger payloads are read into buffers that grow with the bytes that arrived,
   /// so that a header cannot reserve memory its sender never fills.
   uint64_t direct_payload_bytes = uint64_t(64) << 20;

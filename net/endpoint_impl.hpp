@@ -28,6 +28,7 @@
 
 #include "net/cluster.capnp.h"
 #include "runnel/net/endpoint.hpp"
+#include "runnel/net/shm_ring.hpp"
 #include "runnel/net/tensor_codec.hpp"
 #include "runnel/net/wire_frame.hpp"
 
@@ -194,7 +195,9 @@ struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
 
   // A frame ready to write: header length and header, payload pieces.
   struct frame {
+    frame_header header;        // what `head` encodes
     std::string head;           // encode_frame_header's bytes
+    std::string shm_head;       // the header sent instead when the payload went by the ring
     tensor value;               // keeps the buffer alive until written
     std::vector<uint16_t> bf16; // the payload, when truncated
     std::vector<kj::ArrayPtr<const kj::byte>> pieces;
@@ -212,6 +215,8 @@ struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
     kj::Promise<void> last = kj::READY_NOW; // the tail of the write chain
     bool broken = false;
     uint64_t generation = 0;
+    /// This connection's shared-memory ring, when its receiver mapped it (net/shm_ring.hpp).
+    std::shared_ptr<shm_ring> ring;
     /// Frames waiting for their turn, by (generation, priority, arrival): each frame adds one
     /// link to the write chain, and each link writes the most urgent frame of its generation
     /// waiting then (send_options::priority).
@@ -226,10 +231,18 @@ struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
 
   kj::Promise<kj::Own<kj::NetworkAddress>> resolve(const std::string& address);
   /// Connects to `address` and exchanges the preamble for a connection of `kind`.
-  kj::Promise<kj::Own<kj::AsyncIoStream>> open(const std::string& address, conn_kind kind);
+  /// With `extra`, those bytes follow the token (a data_shm connection's ring offer), and the
+  /// byte after the server's `ok` lands in `*second` (whether it mapped the ring).
+  kj::Promise<kj::Own<kj::AsyncIoStream>> open(const std::string& address, conn_kind kind,
+                                               std::string extra = {},
+                                               std::shared_ptr<uint8_t> second = nullptr);
   /// The RPC connection to `address`, connecting if needed.
   kj::Promise<rpc_conn*> rpc_to(const std::string& address);
   kj::Promise<data_peer*> data_to(const std::string& address);
+  /// Whether data connections to `address` offer a shared-memory ring (a loopback address).
+  bool ring_wanted(const std::string& address) const;
+  /// Puts `f`'s payload into `peer`'s ring if it fits there now; then `f->shm_head` is set.
+  void place_in_ring(data_peer& peer, frame& f);
   std::shared_ptr<frame> make_frame(int64_t step, const std::string& key, tensor value,
                                     send_options opts);
   kj::Promise<void> write_frame(std::string address, std::shared_ptr<frame> f, bool may_retry);
@@ -271,6 +284,10 @@ struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
 
   kj::Promise<void> accept_loop();
   kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream, std::string peer);
+  /// Reads a data_shm connection's ring offer, maps the ring if the peer is on this host, and
+  /// answers `ok` and whether it did; yields conn_kind::data.
+  kj::Promise<uint8_t> accept_ring(kj::AsyncIoStream& s, std::unique_ptr<shm_view>& into,
+                                   const std::string& peer);
   kj::Promise<void> serve_rpc(kj::Own<served> c);
   kj::Promise<void> serve_data(kj::Own<served> c);
   /// Hands a step connection's socket to the step plane; resolves when its thread ends.

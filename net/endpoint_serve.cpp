@@ -84,6 +84,7 @@ struct endpoint::impl::loop_state::served {
   kj::Own<watched_stream> stream;
   std::string peer;
   std::shared_ptr<int> calls = std::make_shared<int>(0); ///< RPC calls in flight
+  std::unique_ptr<shm_view> shm; ///< a data connection's sender's ring, when it offered one
   served(loop_state& l, kj::Own<watched_stream> s, std::string p)
       : loop(l), stream(kj::mv(s)), peer(std::move(p)) {
     ++loop.connections_by_peer[peer];
@@ -143,8 +144,39 @@ namespace {
 struct handshaken {
   uint8_t kind = 0;
   kj::Own<watched_stream> stream;
+  std::unique_ptr<shm_view> shm; ///< the sender's ring, mapped (data_shm connections)
 };
+
+bool loopback_host(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "::1";
+}
 } // namespace
+
+kj::Promise<uint8_t> endpoint::impl::loop_state::accept_ring(kj::AsyncIoStream& s,
+                                                             std::unique_ptr<shm_view>& into,
+                                                             const std::string& peer) {
+  auto offer = kj::heapArray<kj::byte>(shm_offer_bytes);
+  auto& o = offer;
+  return s.read(o.begin(), o.size()).then([this, &s, &into, peer, offer = kj::mv(offer)]() mutable {
+    uint8_t mapped = 0;
+    // Only a peer on this host can share memory with us (and one behind TLS is not trusted
+    // to): a ring offered from elsewhere is not looked at.
+    if (!tls && ep.options.shm_ring_bytes > 0 && loopback_host(peer)) {
+      auto v = shm_view::open(shm_offer::decode(offer.begin()));
+      if (v) {
+        into = std::move(v).value();
+        mapped = 1;
+      } else {
+        debug("not using the ring offered by " + peer + ": " + v.error().message());
+      }
+    }
+    auto two = kj::heapArray<kj::byte>({kj::byte(handshake_answer::ok), kj::byte(mapped)});
+    auto& t = two;
+    return s.write(t.begin(), t.size()).attach(kj::mv(two)).then([]() {
+      return uint8_t(conn_kind::data);
+    });
+  });
+}
 
 kj::Promise<void> endpoint::impl::loop_state::serve(kj::Own<kj::AsyncIoStream> raw,
                                                     std::string peer) {
@@ -158,53 +190,56 @@ kj::Promise<void> endpoint::impl::loop_state::serve(kj::Own<kj::AsyncIoStream> r
     auto conn = kj::heap<handshaken>();
     conn->stream = kj::heap<watched_stream>(kj::mv(plain), timer);
     auto& s = *conn->stream;
+    auto* hc = conn.get();
     auto head = kj::heapArray<kj::byte>(preamble_bytes);
     auto& h = head;
     auto answered =
-      s.read(h.begin(), preamble_bytes)
-          .then([this, &s, head = kj::mv(head), peer]() mutable -> kj::Promise<uint8_t> {
-            auto answer = [&s](handshake_answer a, uint8_t kind) {
-              auto byte = kj::heap<kj::byte>(kj::byte(a));
-              auto& b = *byte;
-              return s.write(&b, 1).attach(kj::mv(byte)).then([kind]() { return kind; });
-            };
-            auto pre = parse_preamble(head.begin());
-            if (!pre) {
-              ep.stats.connections_rejected++;
-              log_limit("rejected a connection from " + peer + ": " + pre.error().message());
-              if (pre.error().code() == error_code::failed_precondition) {
-                // Another wire version: say which one this node speaks.
-                auto two = kj::heapArray<kj::byte>(
-                    {kj::byte(handshake_answer::bad_version), kj::byte(wire_version)});
-                auto& t = two;
-                return s.write(t.begin(), t.size()).attach(kj::mv(two)).then([]() {
-                  return uint8_t(0);
-                });
+        s.read(h.begin(), preamble_bytes)
+            .then([this, &s, hc, head = kj::mv(head), peer]() mutable -> kj::Promise<uint8_t> {
+              auto answer = [&s](handshake_answer a, uint8_t kind) {
+                auto byte = kj::heap<kj::byte>(kj::byte(a));
+                auto& b = *byte;
+                return s.write(&b, 1).attach(kj::mv(byte)).then([kind]() { return kind; });
+              };
+              auto pre = parse_preamble(head.begin());
+              if (!pre) {
+                ep.stats.connections_rejected++;
+                log_limit("rejected a connection from " + peer + ": " + pre.error().message());
+                if (pre.error().code() == error_code::failed_precondition) {
+                  // Another wire version: say which one this node speaks.
+                  auto two = kj::heapArray<kj::byte>(
+                      {kj::byte(handshake_answer::bad_version), kj::byte(wire_version)});
+                  auto& t = two;
+                  return s.write(t.begin(), t.size()).attach(kj::mv(two)).then([]() {
+                    return uint8_t(0);
+                  });
+                }
+                return answer(handshake_answer::bad_preamble, 0);
               }
-              return answer(handshake_answer::bad_preamble, 0);
-            }
-            auto token = kj::heapArray<kj::byte>(pre->token_bytes);
-            auto& t = token;
-            uint8_t kind = uint8_t(pre->kind);
-            return s.read(t.begin(), t.size())
-                .then([this, token = kj::mv(token), kind, peer, answer]() mutable {
-                  if (!tokens_equal(token.begin(), token.size(), ep.options.auth_token)) {
-                    ep.stats.connections_rejected++;
-                    log_limit("rejected a connection from " + peer + ": wrong auth token");
-                    return answer(handshake_answer::bad_token, 0);
-                  }
-                  auto it = connections_by_peer.find(peer);
-                  if (it != connections_by_peer.end() &&
-                      it->second >= ep.options.max_connections_per_peer) {
-                    ep.stats.connections_refused_busy++;
-                    log_limit("refused a connection from " + peer + ": it has " +
-                              std::to_string(it->second) +
-                              " open (max_connections_per_peer)");
-                    return answer(handshake_answer::busy, 0);
-                  }
-                  return answer(handshake_answer::ok, kind);
-                });
-          });
+              auto token = kj::heapArray<kj::byte>(pre->token_bytes);
+              auto& t = token;
+              uint8_t kind = uint8_t(pre->kind);
+              return s.read(t.begin(), t.size())
+                  .then([this, &s, hc, token = kj::mv(token), kind, peer,
+                         answer]() mutable -> kj::Promise<uint8_t> {
+                    if (!tokens_equal(token.begin(), token.size(), ep.options.auth_token)) {
+                      ep.stats.connections_rejected++;
+                      log_limit("rejected a connection from " + peer + ": wrong auth token");
+                      return answer(handshake_answer::bad_token, 0);
+                    }
+                    auto it = connections_by_peer.find(peer);
+                    if (it != connections_by_peer.end() &&
+                        it->second >= ep.options.max_connections_per_peer) {
+                      ep.stats.connections_refused_busy++;
+                      log_limit("refused a connection from " + peer + ": it has " +
+                                std::to_string(it->second) + " open (max_connections_per_peer)");
+                      return answer(handshake_answer::busy, 0);
+                    }
+                    if (kind == uint8_t(conn_kind::data_shm))
+                      return accept_ring(s, hc->shm, peer);
+                    return answer(handshake_answer::ok, kind);
+                  });
+            });
     return answered.then([conn = kj::mv(conn)](uint8_t kind) mutable {
       conn->kind = kind;
       return kj::mv(conn);
@@ -220,6 +255,7 @@ kj::Promise<void> endpoint::impl::loop_state::serve(kj::Own<kj::AsyncIoStream> r
             static const char* const kinds[] = {"", "rpc", "data", "step"};
             debug(std::string("accepted a ") + kinds[conn->kind] + " connection from " + peer);
             auto c = kj::heap<served>(*this, kj::mv(conn->stream), peer);
+            c->shm = std::move(conn->shm);
             if (conn->kind == uint8_t(conn_kind::rpc))
               return serve_rpc(kj::mv(c));
             if (conn->kind == uint8_t(conn_kind::step))
@@ -402,6 +438,17 @@ kj::Promise<void> endpoint::impl::loop_state::read_payload(frame_reader& r) {
       return resource_exhausted(std::string("cannot allocate the tensor: ") + e.what());
     }
   };
+  if (r.h.in_shm) {
+    // The payload is in the sender's ring: copied out, and released for the sender to reuse.
+    if (!r.c->shm)
+      return reject(r, "a payload in shared memory on a connection without a ring");
+    if (auto s = allocate(); !s.ok())
+      return reject(r, s.message());
+    if (auto s = r.c->shm->take(r.h.shm_pos, total, r.value.raw_data()); !s.ok())
+      return reject(r, s.message());
+    ep.stats.frames_received_shm++;
+    return kj::READY_NOW;
+  }
   if (total <= ep.options.direct_payload_bytes) {
     // Small enough to allocate on the header's word, and read in place.
     if (auto s = allocate(); !s.ok())

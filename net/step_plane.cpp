@@ -494,8 +494,8 @@ void step_plane::start_call(const std::shared_ptr<step_link>& link, step_message
   answer.call_id = m.call_id;
   answer.kind = graph ? step_call::run_graph_reply : step_call::master_run_reply;
   if (graph ? !worker : !master) {
-    answer.error = failed_precondition(graph ? "this node serves no worker"
-                                             : "this node serves no master");
+    answer.error =
+        failed_precondition(graph ? "this node serves no worker" : "this node serves no master");
     link->write(encode_step_message(answer));
     return;
   }
@@ -547,8 +547,8 @@ void step_plane::start_call(const std::shared_ptr<step_link>& link, step_message
     done(std::move(out));
   };
   if (trace)
-    master->run_traced(m.handle, std::move(m.tensors), std::move(m.fetches),
-                       std::move(m.targets), std::move(unnamed));
+    master->run_traced(m.handle, std::move(m.tensors), std::move(m.fetches), std::move(m.targets),
+                       std::move(unnamed));
   else
     master->run(m.handle, std::move(m.tensors), std::move(m.fetches), std::move(m.targets),
                 with_empty_trace<std::vector<tensor>>(std::move(unnamed)));

@@ -24,7 +24,7 @@ result<preamble> parse_preamble(const uint8_t* head) {
     return failed_precondition("the peer speaks Runnel wire version " + std::to_string(version) +
                                "; this node speaks version " + std::to_string(wire_version) +
                                " (run the same Runnel release on every node)");
-  if (head[8] < uint8_t(conn_kind::rpc) || head[8] > uint8_t(conn_kind::step))
+  if (head[8] < uint8_t(conn_kind::rpc) || head[8] > uint8_t(conn_kind::data_shm))
     return invalid_argument("unknown connection kind " + std::to_string(head[8]));
   if (head[9] != 0 || head[10] != 0 || head[11] != 0)
     return invalid_argument("reserved preamble bytes are not zero");
@@ -73,6 +73,8 @@ void write_frame_fields(wire::TensorFrame::Builder h, const frame_header& f) {
     write_tensor(h.initStringTensor(), f.string_value);
   h.setWireBf16(f.bf16);
   h.setPayloadBytes(f.payload_bytes);
+  h.setInShm(f.in_shm);
+  h.setShmPos(f.shm_pos);
 }
 
 /// The words of `msg` with their length in front.
@@ -92,6 +94,8 @@ std::string read_frame_fields(wire::TensorFrame::Reader h, frame_limits limits, 
   f.sender_incarnation = h.getSenderIncarnation();
   f.payload_bytes = h.getPayloadBytes();
   f.bf16 = h.getWireBf16();
+  f.in_shm = h.getInShm();
+  f.shm_pos = h.getShmPos();
   auto type = from_wire(h.getDtype());
   auto sh = read_shape(h.getShape());
   if (!type || !sh)
@@ -102,7 +106,7 @@ std::string read_frame_fields(wire::TensorFrame::Reader h, frame_limits limits, 
     auto t = read_tensor(h.getStringTensor());
     if (!t)
       return t.error().message();
-    if (f.payload_bytes != 0 || f.bf16)
+    if (f.payload_bytes != 0 || f.bf16 || f.in_shm)
       return "a string tensor with a payload";
     f.string_value = std::move(t).value();
     return "";
@@ -193,8 +197,8 @@ std::string read_tensors(capnp::List<wire::TensorFrame>::Reader list, frame_limi
     frame_header f;
     if (auto problem = read_frame_fields(h, limits, f); !problem.empty())
       return "tensor '" + f.key + "': " + problem;
-    if (f.bf16)
-      return "tensor '" + f.key + "': bf16 is not used in step calls";
+    if (f.bf16 || f.in_shm)
+      return "tensor '" + f.key + "': neither bf16 nor shared memory is used in step calls";
     total += f.payload_bytes;
     if (total > limits.max_payload_bytes)
       return "the tensors' payloads exceed " + std::to_string(limits.max_payload_bytes) + " bytes";

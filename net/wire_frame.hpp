@@ -28,7 +28,10 @@ constexpr uint32_t max_token_bytes = 4096;
 /// The wire version this build speaks (the preamble's two digits). 2: step calls (conn_kind::step)
 /// and this version check; 1: before them.
 constexpr int wire_version = 2;
-enum class conn_kind : uint8_t { rpc = 1, data = 2, step = 3 };
+/// data_shm: a data connection whose sender offers a shared-memory ring (net/shm_ring.hpp): 16
+/// more bytes follow the token, and the answer `ok` is followed by one more byte, 1 if the
+/// receiver mapped it.
+enum class conn_kind : uint8_t { rpc = 1, data = 2, step = 3, data_shm = 4 };
 
 /// What the server answers a preamble with (one byte; bad_version is followed by one more, the
 /// server's wire version).
@@ -65,6 +68,10 @@ struct frame_header {
   bool bf16 = false;
   /// A string tensor's value (other dtypes: invalid; the payload follows).
   tensor string_value;
+  /// The payload is in the sender's shared-memory ring at this running position, not on the
+  /// socket (data_shm connections only).
+  bool in_shm = false;
+  uint64_t shm_pos = 0;
 };
 
 struct frame_limits {

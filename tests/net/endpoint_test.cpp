@@ -9,9 +9,11 @@
 #include <thread>
 
 #include "runnel/net/endpoint.hpp"
+#include "runnel/tests/net/raw_peers.hpp"
 
 using namespace runnel;
 using namespace runnel::net;
+using namespace runnel::testing;
 
 namespace {
 
@@ -58,30 +60,6 @@ template <class T> result<T> wait_for(std::function<void(callback<T>)> call) {
   auto p = std::make_shared<std::promise<result<T>>>();
   auto f = p->get_future();
   call([p](result<T> r) { p->set_value(std::move(r)); });
-  REQUIRE(f.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
-  return f.get();
-}
-
-struct received {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::tuple<int64_t, std::string, tensor>> items;
-  void add(int64_t step, std::string key, tensor t) {
-    std::lock_guard lock(mu);
-    items.emplace_back(step, std::move(key), std::move(t));
-    cv.notify_all();
-  }
-  bool wait(size_t n) {
-    std::unique_lock lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(20), [&] { return items.size() >= n; });
-  }
-};
-
-status send_and_wait(endpoint& ep, const std::string& address, int64_t step,
-                     const std::string& key, tensor t, send_options o = {}) {
-  std::promise<status> p;
-  auto f = p.get_future();
-  ep.send_tensor(address, step, key, std::move(t), o, [&p](status s) { p.set_value(s); });
   REQUIRE(f.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
   return f.get();
 }

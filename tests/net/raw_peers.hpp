@@ -1,7 +1,7 @@
 #pragma once
 // Peers for the network tests: a raw TCP client that writes bytes and reads until the server
-// closes, a worker service that holds every run_graph until told, and a server's options that log
-// only when HT_LOG is set.
+// closes, a worker service that holds every run_graph until told, a server's options that log
+// only when HT_LOG is set, and what a data plane received (with a send that waits).
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -10,10 +10,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runnel/net/endpoint.hpp"
@@ -93,6 +97,30 @@ inline endpoint_options quiet_server() {
       std::fprintf(stderr, "%s\n", l.c_str());
   };
   return o;
+}
+
+struct received {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::tuple<int64_t, std::string, tensor>> items;
+  void add(int64_t step, std::string key, tensor t) {
+    std::lock_guard lock(mu);
+    items.emplace_back(step, std::move(key), std::move(t));
+    cv.notify_all();
+  }
+  bool wait(size_t n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(20), [&] { return items.size() >= n; });
+  }
+};
+
+inline status send_and_wait(endpoint& ep, const std::string& address, int64_t step,
+                            const std::string& key, tensor t, send_options o = {}) {
+  std::promise<status> p;
+  auto f = p.get_future();
+  ep.send_tensor(address, step, key, std::move(t), o, [&p](status s) { p.set_value(s); });
+  REQUIRE(f.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  return f.get();
 }
 
 } // namespace runnel::testing

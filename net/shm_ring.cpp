@@ -1,0 +1,154 @@
+#include "runnel/net/shm_ring.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <random>
+
+namespace runnel::net {
+
+namespace {
+
+// The ring's first page: magic, id, data size, and (on its own cache line) the running position
+// up to which the receiver has taken payloads. The data follows the page.
+constexpr uint64_t page = 4096;
+constexpr char magic[8] = {'R', 'U', 'N', 'S', 'H', 'M', '0', '1'};
+constexpr const char* memfd_name = "runnel-data";
+
+struct ring_head {
+  char magic[8];
+  uint64_t id;
+  uint64_t size;
+  uint64_t pad[5];
+  uint64_t released; // atomic_ref only
+};
+static_assert(offsetof(ring_head, released) == 64);
+
+std::atomic_ref<uint64_t> released(uint8_t* base) {
+  return std::atomic_ref<uint64_t>(reinterpret_cast<ring_head*>(base)->released);
+}
+
+} // namespace
+
+std::string shm_offer::encode() const {
+  std::string out(shm_offer_bytes, '\0');
+  std::memcpy(out.data(), &pid, 4);
+  std::memcpy(out.data() + 4, &fd, 4);
+  std::memcpy(out.data() + 8, &id, 8);
+  return out;
+}
+
+shm_offer shm_offer::decode(const uint8_t* bytes) {
+  shm_offer o;
+  std::memcpy(&o.pid, bytes, 4);
+  std::memcpy(&o.fd, bytes + 4, 4);
+  std::memcpy(&o.id, bytes + 8, 8);
+  return o;
+}
+
+std::unique_ptr<shm_ring> shm_ring::create(uint64_t bytes) {
+  bytes = (bytes + page - 1) / page * page;
+  if (bytes == 0)
+    return nullptr;
+  int fd = ::memfd_create(memfd_name, MFD_CLOEXEC);
+  if (fd < 0)
+    return nullptr;
+  if (::ftruncate(fd, off_t(page + bytes)) != 0) {
+    ::close(fd);
+    return nullptr;
+  }
+  void* m = ::mmap(nullptr, page + bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    ::close(fd);
+    return nullptr;
+  }
+  std::unique_ptr<shm_ring> r(new shm_ring);
+  r->base_ = static_cast<uint8_t*>(m);
+  r->size_ = bytes;
+  r->offer_.pid = uint32_t(::getpid());
+  r->offer_.fd = fd;
+  std::random_device rd;
+  r->offer_.id = (uint64_t(rd()) << 32 | rd()) | 1;
+  auto* h = reinterpret_cast<ring_head*>(r->base_);
+  std::memcpy(h->magic, magic, 8);
+  h->id = r->offer_.id;
+  h->size = bytes;
+  released(r->base_).store(0, std::memory_order_release);
+  return r;
+}
+
+shm_ring::~shm_ring() {
+  ::munmap(base_, page + size_);
+  ::close(offer_.fd);
+}
+
+std::optional<uint64_t> shm_ring::put(const std::vector<std::pair<const void*, size_t>>& pieces,
+                                      uint64_t total) {
+  if (total == 0 || total > size_ / 4)
+    return std::nullopt;
+  uint64_t pos = head_;
+  if (pos % size_ + total > size_)
+    pos += size_ - pos % size_; // a payload never wraps: start the next lap
+  if (pos + total - released(base_).load(std::memory_order_acquire) > size_)
+    return std::nullopt; // the receiver has not taken enough yet
+  uint8_t* out = base_ + page + pos % size_;
+  for (auto& [p, n] : pieces) {
+    std::memcpy(out, p, n);
+    out += n;
+  }
+  head_ = (pos + total + 63) / 64 * 64;
+  return pos;
+}
+
+result<std::unique_ptr<shm_view>> shm_view::open(const shm_offer& o) {
+  std::string path = "/proc/" + std::to_string(o.pid) + "/fd/" + std::to_string(o.fd);
+  char target[64] = {};
+  ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+  std::string want = std::string("/memfd:") + memfd_name;
+  if (n < 0 || std::strncmp(target, want.c_str(), want.size()) != 0)
+    return unavailable(path + " is not a Runnel ring" +
+                       (n < 0 ? std::string(" (") + std::strerror(errno) + ")" : ""));
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return unavailable("cannot open " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) <= page) {
+    ::close(fd);
+    return unavailable(path + " is too small for a ring");
+  }
+  uint64_t mapped = uint64_t(st.st_size);
+  void* m = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (m == MAP_FAILED)
+    return unavailable("cannot map " + path + ": " + std::strerror(errno));
+  std::unique_ptr<shm_view> v(new shm_view);
+  v->base_ = static_cast<uint8_t*>(m);
+  v->mapped_ = mapped;
+  auto* h = reinterpret_cast<const ring_head*>(v->base_);
+  if (std::memcmp(h->magic, magic, 8) != 0 || h->id != o.id || h->size != mapped - page)
+    return unavailable(path + " is not the ring offered");
+  v->size_ = h->size;
+  return v;
+}
+
+shm_view::~shm_view() {
+  ::munmap(base_, mapped_);
+}
+
+status shm_view::take(uint64_t pos, uint64_t bytes, void* out) {
+  if (bytes > size_ || pos % size_ + bytes > size_)
+    return invalid_argument("a payload of " + std::to_string(bytes) + " bytes at ring position " +
+                            std::to_string(pos) + " lies outside the ring of " +
+                            std::to_string(size_) + " bytes");
+  std::memcpy(out, base_ + page + pos % size_, bytes);
+  released(base_).store(pos + bytes, std::memory_order_release);
+  return {};
+}
+
+} // namespace runnel::net

@@ -1,0 +1,77 @@
+#pragma once
+// Tensor payloads through shared memory between two processes on one host (docs/cluster.md,
+// "Shared memory on one host"): the sender of a data connection to a loopback address offers a
+// ring (a memfd of its own) in the handshake; the receiver maps it by /proc/<pid>/fd/<fd> and
+// says whether it could. Then a frame's payload may sit in the ring instead of following its
+// header on the socket: the sender copies it in, the header names where, and the receiver copies
+// it out into the new tensor and releases it. Frames are consumed in order, so the ring is
+// released in order too: one counter in the ring's first page, written by the receiver.
+//
+//   auto ring = net::shm_ring::create(32 << 20);               // sender
+//   if (auto pos = ring->put(pieces, total)) header.shm_pos = *pos;
+//   auto view = net::shm_view::open(offer);                    // receiver (in the handshake)
+//   view->take(pos, bytes, tensor.raw_data());
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runnel/ops/core/status.hpp"
+
+namespace runnel::net {
+
+/// What a sender offers in the handshake (16 bytes on the wire, little-endian).
+struct shm_offer {
+  uint32_t pid = 0;
+  int32_t fd = -1;
+  uint64_t id = 0; ///< random: the receiver checks the ring it mapped is this one
+  std::string encode() const;
+  static shm_offer decode(const uint8_t* bytes);
+};
+constexpr size_t shm_offer_bytes = 16;
+
+/// The sender's side: a ring it writes payloads into. Not thread-safe (the event loop owns it).
+class shm_ring {
+public:
+  /// A ring of `bytes` (null when shared memory is not available here).
+  static std::unique_ptr<shm_ring> create(uint64_t bytes);
+  ~shm_ring();
+  shm_ring(const shm_ring&) = delete;
+  shm_ring& operator=(const shm_ring&) = delete;
+  shm_offer offer() const { return offer_; }
+  /// Copies `total` bytes from `pieces` into the ring; their position, or nothing when the ring
+  /// has no room now (the payload then goes on the socket).
+  std::optional<uint64_t> put(const std::vector<std::pair<const void*, size_t>>& pieces,
+                              uint64_t total);
+
+private:
+  shm_ring() = default;
+  shm_offer offer_;
+  uint8_t* base_ = nullptr;
+  uint64_t size_ = 0; ///< of the data area
+  uint64_t head_ = 0; ///< where the next payload may start (a running count, not an offset)
+};
+
+/// The receiver's side: a sender's ring, mapped.
+class shm_view {
+public:
+  /// Maps the ring `o` names; an error says why not (the sender then uses the socket only).
+  static result<std::unique_ptr<shm_view>> open(const shm_offer& o);
+  ~shm_view();
+  shm_view(const shm_view&) = delete;
+  shm_view& operator=(const shm_view&) = delete;
+  /// Copies the `bytes` at running position `pos` to `out` and releases them; an error when the
+  /// position lies outside the ring.
+  status take(uint64_t pos, uint64_t bytes, void* out);
+
+private:
+  shm_view() = default;
+  uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+  uint64_t mapped_ = 0;
+};
+
+} // namespace runnel::net

@@ -1,0 +1,155 @@
+// Tensors between two processes' endpoints on one host through a shared-memory ring
+// (net/shm_ring.hpp): intact and in order, on the socket when the ring is full or the receiver
+// will not map it, and a forged ring position or offer refused.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <future>
+
+#include "runnel/net/endpoint.hpp"
+#include "runnel/net/shm_ring.hpp"
+#include "runnel/net/wire_frame.hpp"
+#include "runnel/tests/net/raw_peers.hpp"
+#include "runnel/tests/net/wait_until.hpp"
+
+using namespace runnel;
+using namespace runnel::net;
+using namespace runnel::testing;
+
+namespace {
+
+tensor numbered(int64_t n, float base) {
+  tensor t(dtype::f32, shape{n});
+  for (int64_t i = 0; i < n; ++i)
+    t.data<float>()[i] = base + float(i);
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("tensors to a peer on this host go by shared memory, intact and in order, and by the "
+          "socket when the ring is full",
+          "[net]") {
+  received got;
+  std::promise<void> open_gate;
+  auto gate = open_gate.get_future().share();
+  auto so = quiet_server();
+  // The first frame holds the receiver until the test opens the gate: the ring is not released
+  // meanwhile, so the sender must fall back to the socket once it is full.
+  so.on_tensor = [&](int64_t step, std::string key, tensor t) {
+    if (step == 0)
+      gate.wait();
+    got.add(step, std::move(key), std::move(t));
+  };
+  auto server = endpoint::start(so).value();
+  endpoint_options co;
+  co.shm_ring_bytes = 256 << 10; // payloads of at most 64 KiB go by the ring
+  co.shm_min_payload_bytes = 16 << 10;
+  auto client = endpoint::start(co).value();
+  std::string address = "127.0.0.1:" + std::to_string(server->port());
+
+  const int frames = 12;
+  std::vector<std::promise<status>> sent(frames + 2);
+  auto send = [&](int i, tensor t, send_options o = {}) {
+    client->send_tensor(address, i, "t" + std::to_string(i), std::move(t), o,
+                        [&sent, i](status s) { sent[size_t(i)].set_value(s); });
+  };
+  for (int i = 0; i < frames; ++i)
+    send(i, numbered(10000, float(i) * 1e5f)); // 40 KB each: six fill the ring
+  for (int i = 0; i < frames; ++i)
+    REQUIRE(sent[size_t(i)].get_future().get().ok());
+  uint64_t by_ring = client->stats().frames_sent_shm.load();
+  CHECK(by_ring >= 1);
+  CHECK(by_ring < uint64_t(frames));
+  open_gate.set_value();
+  REQUIRE(got.wait(frames));                               // all taken: the ring is empty again
+  send(frames, numbered(100, 7.f));                        // small: the socket
+  send(frames + 1, numbered(20000, -3.f), {.bf16 = true}); // 40 KB as bf16: the ring
+  REQUIRE(sent[frames].get_future().get().ok());
+  REQUIRE(sent[frames + 1].get_future().get().ok());
+  REQUIRE(got.wait(frames + 2));
+
+  std::lock_guard lock(got.mu);
+  for (int i = 0; i < frames + 2; ++i) {
+    CAPTURE(i);
+    auto& [step, key, t] = got.items[size_t(i)];
+    CHECK(step == i);
+    CHECK(key == "t" + std::to_string(i));
+    if (i < frames) {
+      REQUIRE(t.num_elements() == 10000);
+      CHECK(t.data<float>()[0] == float(i) * 1e5f);
+      CHECK(t.data<float>()[9999] == float(i) * 1e5f + 9999.f);
+    }
+  }
+  CHECK(std::get<2>(got.items[frames]).data<float>()[99] == 106.f);
+  auto& half = std::get<2>(got.items[frames + 1]);
+  CHECK(half.data<float>()[0] == -3.f);
+  CHECK(half.data<float>()[1] == -2.f);
+  CHECK(std::abs(half.data<float>()[19999] - 19996.f) < 19996.f / 128); // 8 bits of mantissa
+  CHECK(server->stats().frames_received_shm.load() == by_ring + 1);
+  CHECK(client->stats().frames_sent_shm.load() == by_ring + 1);
+}
+
+TEST_CASE("a receiver that will not share memory gets every payload on the socket", "[net]") {
+  received got;
+  auto so = quiet_server();
+  so.shm_ring_bytes = 0; // as RUNNEL_SHM=0 does
+  so.on_tensor = [&](int64_t step, std::string key, tensor t) { got.add(step, key, t); };
+  auto server = endpoint::start(so).value();
+  auto client = endpoint::start({}).value();
+  std::string address = "127.0.0.1:" + std::to_string(server->port());
+  REQUIRE(send_and_wait(*client, address, 1, "big", numbered(1 << 18, 1.f)).ok());
+  REQUIRE(got.wait(1));
+  CHECK(std::get<2>(got.items[0]).data<float>()[(1 << 18) - 1] == float(1 << 18));
+  CHECK(client->stats().frames_sent_shm.load() == 0);
+  CHECK(server->stats().frames_received_shm.load() == 0);
+}
+
+TEST_CASE("a forged ring offer is not mapped, and a ring position without a ring is refused",
+          "[net][security]") {
+  auto so = quiet_server();
+  so.on_tensor = [](int64_t, std::string, tensor) {};
+  auto server = endpoint::start(so).value();
+
+  // An offer naming a descriptor that is no ring (this process's stdin): answered "not mapped".
+  raw_conn offer(server->port());
+  shm_offer bogus;
+  bogus.pid = uint32_t(::getpid());
+  bogus.fd = 0;
+  bogus.id = 42;
+  offer.send(make_preamble(conn_kind::data_shm, "") + bogus.encode());
+  CHECK(offer.read_byte() == int(handshake_answer::ok));
+  CHECK(offer.read_byte() == 0);
+
+  // A frame that says its payload is in a ring, on a plain data connection.
+  raw_conn plain(server->port());
+  plain.send(make_preamble(conn_kind::data, ""));
+  REQUIRE(plain.read_byte() == int(handshake_answer::ok));
+  frame_header h;
+  h.key = "x";
+  h.type = dtype::f32;
+  h.shape = shape{4};
+  h.payload_bytes = 16;
+  h.in_shm = true;
+  plain.send(encode_frame_header(h));
+  CHECK(plain.read_to_close().empty());
+  wait_until([&] { return server->stats().frames_rejected.load() == 1; });
+  CHECK(server->stats().frames_received.load() == 0);
+
+  // A ring that refuses a position outside it.
+  auto ring = shm_ring::create(1 << 16);
+  REQUIRE(ring);
+  auto view = shm_view::open(ring->offer());
+  REQUIRE(view.ok());
+  std::vector<char> out(1 << 16);
+  CHECK((*view)->take(1 << 15, (1 << 15) + 8, out.data()).code() == error_code::invalid_argument);
+  float x = 2.5f;
+  auto pos = ring->put({{&x, sizeof x}}, sizeof x);
+  REQUIRE(pos);
+  float y = 0;
+  REQUIRE((*view)->take(*pos, sizeof y, &y).ok());
+  CHECK(y == 2.5f);
+}
