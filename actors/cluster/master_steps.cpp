@@ -99,6 +99,36 @@ result<std::vector<std::string>> fetch_names_in(const graph& g, const graph& bas
   return names;
 }
 
+/// A NoOp that only gathers control edges from one device (an optimizer's `update` group over
+/// one ps) and that nothing in the step waits for runs on that device: placed on another task, it
+/// would cost each step a control Send/Recv pair per input and that task's wait for them after
+/// the last update (measured: ~0.3 ms of a 5 ms ps_training step). The step still ends only when
+/// every task has run its part.
+void colocate_gathering_noops(const graph& g, const std::vector<int>& nodes,
+                              std::vector<std::string>& devices) {
+  std::vector<const std::string*> device_of_node(size_t(g.num_nodes()), nullptr);
+  std::vector<char> consumed(size_t(g.num_nodes()), 0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    device_of_node[size_t(nodes[i])] = &devices[i];
+    for (auto& e : g.at(nodes[i]).inputs)
+      consumed[size_t(e.node)] = 1;
+    for (int c : g.at(nodes[i]).control_inputs)
+      consumed[size_t(c)] = 1;
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const node& n = g.at(nodes[i]);
+    if (n.op != "NoOp" || !n.inputs.empty() || n.control_inputs.empty() ||
+        consumed[size_t(nodes[i])])
+      continue;
+    const std::string* there = device_of_node[size_t(n.control_inputs[0])];
+    bool one_device = there != nullptr;
+    for (int c : n.control_inputs)
+      one_device = one_device && device_of_node[size_t(c)] && *device_of_node[size_t(c)] == *there;
+    if (one_device)
+      devices[i] = *there;
+  }
+}
+
 /// The partitions pruned to what the roots need, grouped into one graph per task.
 result<std::map<task_id, graph_def>>
 graphs_per_task(const graph& g, const std::vector<int>& roots,
@@ -114,6 +144,7 @@ graphs_per_task(const graph& g, const std::vector<int>& roots,
         return internal_error("node '" + g.at(v).name + "' was never placed");
       devices.push_back(it->second);
     }
+  colocate_gathering_noops(g, nodes, devices);
   RUNNEL_ASSIGN_OR_RETURN(auto parts, partition(g, nodes, devices));
   std::map<task_id, graph_def> per_task;
   for (auto& p : parts) {
