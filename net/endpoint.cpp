@@ -108,8 +108,9 @@ endpoint::impl::loop_state::open(const std::string& address, conn_kind kind, std
           .then([](kj::Own<kj::NetworkAddress> a) { return a->connect().attach(kj::mv(a)); })
           .then([this, address, kind](
                     kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
-            set_traffic_class(*stream, kind == conn_kind::rpc ? ep.options.rpc_tos
-                                                              : ep.options.data_tos);
+            // Step calls are calls: they must not queue behind tensors on a shared link.
+            bool calls = kind == conn_kind::rpc || kind == conn_kind::step;
+            set_traffic_class(*stream, calls ? ep.options.rpc_tos : ep.options.data_tos);
             if (!tls)
               return kj::mv(stream);
             // The server's certificate must name the host as the cluster spec gives it.

@@ -92,10 +92,15 @@ std::optional<uint64_t> shm_ring::put(const std::vector<std::pair<const void*, s
                                       uint64_t total) {
   if (total == 0 || total > size_ / 4)
     return std::nullopt;
+  uint64_t taken = released(base_).load(std::memory_order_acquire);
   uint64_t pos = head_;
-  if (pos % size_ + total > size_)
-    pos += size_ - pos % size_; // a payload never wraps: start the next lap
-  if (pos + total - released(base_).load(std::memory_order_acquire) > size_)
+  // A payload never wraps: it starts the next lap instead. So does one the receiver has caught up
+  // with: the ring's first pages are reused while it keeps up, and only as many pages as are in
+  // flight at once are ever touched (memory the ring costs only when it is needed).
+  bool caught_up = (taken + 63) / 64 * 64 == head_; // head_ is the last payload's end, aligned
+  if (pos % size_ + total > size_ || (caught_up && pos % size_ != 0))
+    pos += size_ - pos % size_;
+  if (pos + total - taken > size_)
     return std::nullopt; // the receiver has not taken enough yet
   uint8_t* out = base_ + page + pos % size_;
   for (auto& [p, n] : pieces) {

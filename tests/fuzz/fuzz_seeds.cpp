@@ -163,6 +163,8 @@ void interop_seeds(const fs::path& tmp) {
 void wire_seeds() {
   seed("wire", std::string(1, char(1)) + net::make_preamble(net::conn_kind::rpc, "s3cret-token"));
   seed("wire", std::string(1, char(1)) + net::make_preamble(net::conn_kind::data, ""));
+  seed("wire", std::string(1, char(1)) + net::make_preamble(net::conn_kind::step, "t"));
+  seed("wire", std::string(1, char(1)) + net::make_preamble(net::conn_kind::data_shm, ""));
   auto frame = [](net::frame_header h) {
     auto bytes = net::encode_frame_header(h);
     seed("wire", std::string(1, char(0)) + bytes.substr(4)); // the header words, as decoded
@@ -176,6 +178,11 @@ void wire_seeds() {
   frame(h);
   h.bf16 = true;
   h.payload_bytes = 12;
+  frame(h);
+  h.bf16 = false;
+  h.payload_bytes = 24;
+  h.in_shm = true; // the payload in the sender's shared-memory ring
+  h.shm_pos = 1 << 20;
   frame(h);
   net::frame_header s;
   s.key = "strings";

@@ -108,7 +108,8 @@ TEST_CASE("a receiver that will not share memory gets every payload on the socke
   CHECK(server->stats().frames_received_shm.load() == 0);
 }
 
-TEST_CASE("a forged ring offer is not mapped, and a ring position without a ring is refused",
+TEST_CASE("a forged ring offer is not mapped, a ring position without a ring or outside it is "
+          "refused, and a ring caught up with starts over",
           "[net][security]") {
   auto so = quiet_server();
   so.on_tensor = [](int64_t, std::string, tensor) {};
@@ -152,4 +153,9 @@ TEST_CASE("a forged ring offer is not mapped, and a ring position without a ring
   float y = 0;
   REQUIRE((*view)->take(*pos, sizeof y, &y).ok());
   CHECK(y == 2.5f);
+  // The receiver has caught up: the next payload reuses the ring's first bytes.
+  auto again = ring->put({{&x, sizeof x}}, sizeof x);
+  REQUIRE(again);
+  CHECK(*again > *pos);
+  CHECK(*again % (1 << 16) == 0);
 }
