@@ -190,6 +190,11 @@ void write_tensors(capnp::List<wire::TensorFrame>::Builder list, const named_ten
   }
 }
 
+void write_texts(capnp::List<capnp::Text>::Builder list, const std::vector<std::string>& texts) {
+  for (size_t i = 0; i < texts.size(); ++i)
+    list.set(uint(i), texts[i]);
+}
+
 std::string read_tensors(capnp::List<wire::TensorFrame>::Reader list, frame_limits limits,
                          step_header& out) {
   uint64_t total = 0;
@@ -222,9 +227,7 @@ encoded_step encode_step_message(const step_message& m) {
       c.setStepId(m.step_id);
       c.setTrace(m.trace);
       write_tensors(c.initFeeds(uint(m.tensors.size())), m.tensors, out.payloads);
-      auto f = c.initFetches(uint(m.fetches.size()));
-      for (size_t i = 0; i < m.fetches.size(); ++i)
-        f.set(uint(i), m.fetches[i]);
+      write_texts(c.initFetches(uint(m.fetches.size())), m.fetches);
       break;
     }
     case step_call::master_run: {
@@ -232,12 +235,8 @@ encoded_step encode_step_message(const step_message& m) {
       c.setHandle(m.handle);
       c.setTrace(m.trace);
       write_tensors(c.initFeeds(uint(m.tensors.size())), m.tensors, out.payloads);
-      auto f = c.initFetches(uint(m.fetches.size()));
-      for (size_t i = 0; i < m.fetches.size(); ++i)
-        f.set(uint(i), m.fetches[i]);
-      auto t = c.initTargets(uint(m.targets.size()));
-      for (size_t i = 0; i < m.targets.size(); ++i)
-        t.set(uint(i), m.targets[i]);
+      write_texts(c.initFetches(uint(m.fetches.size())), m.fetches);
+      write_texts(c.initTargets(uint(m.targets.size())), m.targets);
       break;
     }
     case step_call::run_graph_reply:

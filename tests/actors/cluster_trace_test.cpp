@@ -13,9 +13,7 @@ using namespace runnel::testing;
 
 TEST_CASE("a traced remote step records every task's nodes on the client's clock",
           "[actors][cluster]") {
-  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
-  auto ps = cluster_node::start(quiet(spec, "ps", 0)).value();
-  auto worker = cluster_node::start(quiet(spec, "worker", 0)).value();
+  auto nodes = start_ps_and_worker();
   graph g;
   auto x = placeholder(g, dtype::f32, {2, 3}, "x");
   graph_variable w;
@@ -37,7 +35,7 @@ TEST_CASE("a traced remote step records every task's nodes on the client's clock
   SECTION("over the network") {
     so.in_process_master = false;
   }
-  session s(client_runtime(), g, "runnel://" + spec.address("worker", 0).value(), so);
+  session s(client_runtime(), g, nodes.target(), so);
   REQUIRE(s.run({global_variables_initializer(g)}).ok());
   auto xv = tensor::from_values<float>(shape{2, 3}, {1, 0, -1, 0.5f, 2, 3});
   run_metadata md;
@@ -87,9 +85,7 @@ TEST_CASE("a traced remote step records every task's nodes on the client's clock
 
 TEST_CASE("an update group over one ps runs on the ps: the worker waits for no control edge",
           "[actors][cluster]") {
-  auto spec = local_cluster({"ps=1", "worker=1"}, free_ports(2));
-  auto ps = cluster_node::start(quiet(spec, "ps", 0)).value();
-  auto worker = cluster_node::start(quiet(spec, "worker", 0)).value();
+  auto nodes = start_ps_and_worker();
   graph g;
   auto x = placeholder(g, dtype::f32, {2, 3}, "x");
   graph_variable w, b;
@@ -107,7 +103,7 @@ TEST_CASE("an update group over one ps runs on the ps: the worker waits for no c
   }
   REQUIRE(train.node().op == "NoOp");
   REQUIRE(train.node().device == "/job:worker/task:0");
-  session s(client_runtime(), g, "runnel://" + spec.address("worker", 0).value());
+  session s(client_runtime(), g, nodes.target());
   REQUIRE(s.run({global_variables_initializer(g)}).ok());
   auto xv = tensor::from_values<float>(shape{2, 3}, {1, 1, 1, 1, 1, 1});
   run_metadata md;

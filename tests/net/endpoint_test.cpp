@@ -56,14 +56,6 @@ public:
   std::atomic<int64_t> cleaned{0};
 };
 
-template <class T> result<T> wait_for(std::function<void(callback<T>)> call) {
-  auto p = std::make_shared<std::promise<result<T>>>();
-  auto f = p->get_future();
-  call([p](result<T> r) { p->set_value(std::move(r)); });
-  REQUIRE(f.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
-  return f.get();
-}
-
 } // namespace
 
 TEST_CASE("a worker service answers RPCs over loopback", "[net]") {

@@ -1,7 +1,7 @@
 #pragma once
 // Peers for the network tests: a raw TCP client that writes bytes and reads until the server
 // closes, a worker service that holds every run_graph until told, a server's options that log
-// only when HT_LOG is set, and what a data plane received (with a send that waits).
+// only when HT_LOG is set, what a data plane received, and a send and a call that wait.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -113,6 +113,15 @@ struct received {
     return cv.wait_for(lock, std::chrono::seconds(20), [&] { return items.size() >= n; });
   }
 };
+
+/// Makes a call and waits (at most 20 s) for its answer.
+template <class T> result<T> wait_for(std::function<void(callback<T>)> call) {
+  auto p = std::make_shared<std::promise<result<T>>>();
+  auto f = p->get_future();
+  call([p](result<T> r) { p->set_value(std::move(r)); });
+  REQUIRE(f.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  return f.get();
+}
 
 inline status send_and_wait(endpoint& ep, const std::string& address, int64_t step,
                             const std::string& key, tensor t, send_options o = {}) {
