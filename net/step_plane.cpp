@@ -124,8 +124,10 @@ status read_grown(int fd, uint64_t total, std::vector<char>& out, std::chrono::m
   return {};
 }
 
-result<step_message> read_message(int fd, const step_read_limits& limits,
-                                  std::chrono::milliseconds stall, uint64_t& bytes_read) {
+} // namespace
+
+result<step_message> read_step_message(int fd, const step_read_limits& limits,
+                                       std::chrono::milliseconds stall, uint64_t& bytes_read) {
   uint32_t length = 0;
   if (auto s = read_full(fd, &length, 4, true, stall, bytes_read); !s.ok())
     return s;
@@ -168,13 +170,6 @@ result<step_message> read_message(int fd, const step_read_limits& limits,
     m.tensors[i].second = std::move(t);
   }
   return std::move(m);
-}
-
-} // namespace
-
-result<step_message> read_step_message(int fd, const step_read_limits& limits,
-                                       uint64_t& bytes_read) {
-  return read_message(fd, limits, std::chrono::milliseconds(0), bytes_read);
 }
 
 // ---- the plane -------------------------------------------------------------------------------
@@ -294,7 +289,7 @@ void step_plane::read_replies(std::shared_ptr<client> c) {
   std::string peer = "task at " + c->address;
   uint64_t bytes = 0;
   for (;;) {
-    auto m = read_message(link->fd(), limits, std::chrono::milliseconds(0), bytes);
+    auto m = read_step_message(link->fd(), limits, std::chrono::milliseconds(0), bytes);
     if (!m) {
       status e = m.error();
       if (e.code() == error_code::invalid_argument)
@@ -432,7 +427,7 @@ void step_plane::serve_connection(std::shared_ptr<step_link> link, const std::st
   uint64_t messages = 0;
   for (;;) {
     uint64_t bytes = 0;
-    auto m = read_message(link->fd(), limits, idle, bytes); // idle 0: no stall limit either
+    auto m = read_step_message(link->fd(), limits, idle, bytes); // idle 0: no stall limit either
     ep_.stats.bytes_received += bytes;
     if (!m) {
       status e = m.error();

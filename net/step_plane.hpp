@@ -10,6 +10,7 @@
 //   ep.steps->stop();                          // before the loop stops: joins every thread
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -49,11 +50,13 @@ struct step_read_limits {
   uint64_t direct_payload_bytes = uint64_t(64) << 20;
 };
 
-/// Reads one whole message from the blocking socket `fd`. Errors: `out_of_range` for the end of
-/// the stream between messages (a clean close), `unavailable` for a failed or timed-out read,
+/// Reads one whole message from the blocking socket `fd`, counting into `bytes_read`. Errors:
+/// `out_of_range` for the end of the stream between messages (a clean close),
+/// `deadline_exceeded` for a receive timeout (SO_RCVTIMEO) before its first byte, `unavailable`
+/// for a failed read or, with `stall` > 0, one that moved no byte that long midway, and
 /// `invalid_argument` for a malformed message (what is wrong, and where).
 result<step_message> read_step_message(int fd, const step_read_limits& limits,
-                                       uint64_t& bytes_read);
+                                       std::chrono::milliseconds stall, uint64_t& bytes_read);
 
 class step_plane : public std::enable_shared_from_this<step_plane> {
 public:
