@@ -12,13 +12,14 @@
 //   ep->send_tensor("127.0.0.1:2223", step, key, t, {}, [](status s) { ... });
 //
 // Every connection starts with a preamble (net/wire_frame.hpp): "RUNNEL" and the wire version as
-// two digits ("RUNNEL02"), one byte for its kind (1: RPC, 2: data, 3: step calls), three zero
-// bytes, a little-endian uint32 token length (at most 4096), and the token. The server answers
-// one byte: 0 accepted, 1 bad token, 2 bad preamble, 3 busy (the peer's host is at its connection
-// limit), 4 another wire version (then one more byte: its own), then closes the connection unless
-// it accepted. The handshake must finish within `handshake_timeout`; an accepted connection that
-// moves no byte for `idle_timeout` with no call in flight is closed (peers reconnect on their
-// next call). docs/reliability.md has the security model. An RPC connection then carries Cap'n
+// two digits ("RUNNEL02"), one byte for its kind (1: RPC, 2: data, 3: step calls, 4: data with a
+// shared-memory ring offered in 16 more bytes after the token), three zero bytes, a little-endian
+// uint32 token length (at most 4096), and the token. The server answers one byte: 0 accepted (for
+// kind 4 then one more, 1 if it mapped the ring), 1 bad token, 2 bad preamble, 3 busy (the peer's
+// host is at its connection limit), 4 another wire version (then one more byte: its own), then
+// closes the connection unless it accepted. The handshake must finish within
+// `handshake_timeout`; an accepted connection that moves no byte for `idle_timeout` with no call
+// in flight is closed (peers reconnect on their next call). docs/reliability.md has the security model. An RPC connection then carries Cap'n
 // Proto RPC (net/cluster.capnp, bootstrap `Node`); a data connection carries tensor frames one way
 // (see TensorFrame), and frames of one connection arrive in order; a step connection carries step
 // calls and their replies (StepMessage), off the event loop (net/step_plane.hpp). Malformed input
@@ -247,7 +248,7 @@ struct endpoint_options {
   /// queues, the simulated hosts of scripts/lib/netns.sh) let one class pass another.
   int data_tos = -1;
   int rpc_tos = -1;
-  /// Step calls (runGraph, its reply, step cleanup, heartbeats) on connections of their own,
+  /// Step calls (runGraph, step cleanup, heartbeats, a master's run) on connections of their own,
   /// written by the calling thread and read by a thread per connection (docs/cluster.md, "Step
   /// calls"); false, or RUNNEL_STEP_CALLS=0 in the environment: as Cap'n Proto RPC calls through
   /// the event loop. With TLS, step calls always go as RPC calls.
