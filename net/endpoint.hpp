@@ -19,11 +19,12 @@
 // host is at its connection limit), 4 another wire version (then one more byte: its own), then
 // closes the connection unless it accepted. The handshake must finish within
 // `handshake_timeout`; an accepted connection that moves no byte for `idle_timeout` with no call
-// in flight is closed (peers reconnect on their next call). docs/reliability.md has the security model. An RPC connection then carries Cap'n
-// Proto RPC (net/cluster.capnp, bootstrap `Node`); a data connection carries tensor frames one way
-// (see TensorFrame), and frames of one connection arrive in order; a step connection carries step
-// calls and their replies (StepMessage), off the event loop (net/step_plane.hpp). Malformed input
-// closes the connection and is logged; it never stops the node.
+// in flight is closed (peers reconnect on their next call). docs/reliability.md has the security
+// model. An RPC connection then carries Cap'n Proto RPC (net/cluster.capnp, bootstrap `Node`); a
+// data connection carries tensor frames one way (see TensorFrame), and frames of one connection
+// arrive in order; a step connection carries step calls and their replies (StepMessage), off the
+// event loop (net/step_plane.hpp). Malformed input closes the connection and is logged; it never
+// stops the node.
 //
 // Callbacks (service calls, replies, received tensors) run on the endpoint's thread: they must
 // not block. Services answer through their `done` callbacks, from any thread.
