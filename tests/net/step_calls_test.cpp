@@ -218,3 +218,66 @@ TEST_CASE("step calls in flight fail naming the task when its connection goes, a
   CHECK_THAT(l.error().message(), Catch::Contains("connection to task at " + address + " lost"));
   w.answer_all();
 }
+
+namespace {
+
+/// The IP TOS byte of every TCP socket of this process connected to or accepted on `port`:
+/// (TOS of the connections dialled to it, TOS of those it accepted).
+std::pair<std::multiset<int>, std::multiset<int>> traffic_classes(int port) {
+  std::multiset<int> dialled, accepted;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in local{}, peer{};
+    socklen_t n = sizeof local, m = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &n) != 0 ||
+        local.sin_family != AF_INET ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &m) != 0)
+      continue; // not a socket, not IPv4, or a listener
+    int tos = -1;
+    socklen_t t = sizeof tos;
+    REQUIRE(::getsockopt(fd, IPPROTO_IP, IP_TOS, &tos, &t) == 0);
+    if (ntohs(peer.sin_port) == port)
+      dialled.insert(tos);
+    else if (ntohs(local.sin_port) == port)
+      accepted.insert(tos);
+  }
+  return {dialled, accepted};
+}
+
+} // namespace
+
+TEST_CASE("each connection kind carries its traffic class: tensors theirs, calls and step calls "
+          "the calls', replies the server's",
+          "[net]") {
+  for (bool step_calls : {true, false}) {
+    CAPTURE(step_calls);
+    echo_worker w;
+    received got;
+    auto so = quiet_server();
+    so.worker = &w;
+    so.rpc_tos = 0x68; // what an accepted connection sends: replies, acks
+    so.on_tensor = [&](int64_t step, std::string key, tensor t) { got.add(step, key, t); };
+    auto server = endpoint::start(so).value();
+    endpoint_options co;
+    co.step_calls = step_calls;
+    co.data_tos = 0x20; // a lower class for bulk tensors
+    co.rpc_tos = 0xb8;  // expedited for calls
+    auto client = endpoint::start(co).value();
+    auto remote = client->worker(address_of(*server));
+    REQUIRE(wait_for<worker_status>([&](auto cb) { remote->status(cb); }).ok());
+    auto r = wait_for<named_tensors>([&](auto cb) {
+      remote->run_graph("h", 1, {{"f", tensor::scalar<float>(1.f)}}, {"f"}, cb);
+    });
+    REQUIRE(r.ok());
+    REQUIRE(send_and_wait(*client, address_of(*server), 1, "t", tensor::scalar<float>(2.f)).ok());
+    REQUIRE(got.wait(1));
+
+    auto [dialled, accepted] = traffic_classes(server->port());
+    // RPC and data always; a step connection of its own with step calls, in the calls' class
+    // (in the tensors' class, runGraph calls queued behind gradients: docs/cluster.md).
+    CHECK(dialled.count(0x20) == 1);
+    CHECK(dialled.count(0xb8) == (step_calls ? 2 : 1));
+    CHECK(dialled.size() == (step_calls ? 3 : 2));
+    CHECK(accepted.size() == dialled.size());
+    CHECK(accepted.count(0x68) == accepted.size());
+  }
+}
