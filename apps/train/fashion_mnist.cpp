@@ -89,7 +89,9 @@ const char* usage =
     RUNNEL_DEVICE_FLAGS_USAGE
     "  --connect                the tasks are runnel-node daemons (systemd, Kubernetes): train as\n"
     "                           a client of worker --task's daemon, feeding the data from here\n"
-    "                           (implies --input memory)\n"
+    "                           (implies --input memory); this process places the graph and\n"
+    "                           calls every task's worker itself (one round trip per task)\n"
+    "  --daemon-master          with --connect: go through the daemon's master instead\n"
     "  --auth-token-file FILE   the cluster's shared secret (its first line)\n"
     "  --step-delay-ms N        sleep N ms before each step (a straggler, for tests and demos)\n";
 // clang-format on
@@ -425,6 +427,9 @@ int run(const flags& f) {
   // over the cluster.
   session_options so;
   so.auth_token = o.auth_token;
+  // A client that runs no node is its own master: a step is one runGraph per task instead of a
+  // call to the daemon's master and its calls to the tasks (docs/cluster.md, "How a step runs").
+  so.client_master = o.connect && !f.has("daemon-master");
   auto s = f.has("cluster")
                ? std::make_unique<session>(rt, m->g, "runnel://" + r.worker_address, so)
                : std::make_unique<session>(rt, m->g);
@@ -474,6 +479,7 @@ int main(int argc, char** argv) {
                    "device",
                    "simulated-gpus",
                    "connect",
+                   "daemon-master",
                    "auth-token-file",
                    "model",
                    "epochs",

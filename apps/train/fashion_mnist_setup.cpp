@@ -16,6 +16,8 @@ options parse_options(const flags& f) {
     o.auth_token = read_token(f.get("auth-token-file", "")).value();
   if (o.connect && !f.has("cluster"))
     throw error(invalid_argument("--connect needs --cluster (the daemons' addresses)"));
+  if (f.has("daemon-master") && !o.connect)
+    throw error(invalid_argument("--daemon-master is for --connect (a client of daemons)"));
   if (o.connect && f.get("input", "memory") != "memory")
     throw error(invalid_argument("--connect feeds the data from this process: use --input memory "
                                  "(a dataset iterator would live in the daemon)"));

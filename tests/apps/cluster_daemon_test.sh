@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A shipped training program against runnel-node daemons, as systemd or Kubernetes start them
 # (docs/cluster.md): a ps and a worker daemon with a shared secret, and fashion_mnist --connect
-# training through the worker's master with the same secret; a wrong secret is refused.
+# training with the same secret, as its own master (the daemons' masters see no session) and
+# then with --daemon-master through the worker daemon's; a wrong secret is refused.
 # Usage: cluster_daemon_test.sh RUNNEL_NODE FASHION_MNIST WORK
 set -euo pipefail
 node=$1 bin=$2 work=$3
@@ -25,13 +26,27 @@ for job in ps worker; do
 done
 spec="ps=127.0.0.1:$p0;worker=127.0.0.1:$p1"
 common=(--cluster "$spec" --job worker --task 0 --connect --model softmax --limit-train 3000
-        --epochs 1 --max-steps 60 --checkpoint-dir "$work/ckpt")
+        --epochs 1 --max-steps 60)
 if "$bin" "${common[@]}" --auth-token-file "$work/wrong" >"$work/wrong.out" 2>"$work/wrong.log"; then
   echo "FAILED: a client with the wrong secret trained"; exit 1
 fi
 grep -qi "token\|auth" "$work/wrong.log" || { echo "FAILED: the refusal does not say why:"; cat "$work/wrong.log"; exit 1; }
-"$bin" "${common[@]}" --auth-token-file "$work/token" --min-accuracy 0.5 >"$work/w0.out" 2>"$work/w0.log" ||
-  { echo "FAILED: training against the daemons:"; tail -n 5 "$work/w0.log"; tail -n 5 "$work/worker.log"; exit 1; }
-cat "$work/w0.out"
+for master in client daemon; do
+  extra=(--checkpoint-dir "$work/ckpt-$master")
+  [[ $master == client ]] || extra+=(--daemon-master)
+  "$bin" "${common[@]}" "${extra[@]}" --auth-token-file "$work/token" --min-accuracy 0.5 \
+    >"$work/$master.out" 2>"$work/$master.log" ||
+    { echo "FAILED: training against the daemons ($master master):"; tail -n 5 "$work/$master.log"
+      tail -n 5 "$work/worker.log"; exit 1; }
+  cat "$work/$master.out"
+  # The worker daemon's master logs each session it creates: none while the client is its own.
+  created=$(grep -c "session-[0-9]* created" "$work/worker.log" || true)
+  if [[ $master == client ]] && ((created != 0)); then
+    echo "FAILED: the daemon's master ran the session of a client that is its own master"; exit 1
+  fi
+  if [[ $master == daemon ]] && ((created == 0)); then
+    echo "FAILED: --daemon-master did not go through the daemon's master"; exit 1
+  fi
+done
 grep -q "refused\|rejected" "$work/worker.log" "$work/ps.log" ||
   { echo "FAILED: the daemons did not log the refused connection"; exit 1; }
