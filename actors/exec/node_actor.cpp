@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "runnel/actors/exec/flow.hpp"
+#include "runnel/ops/core/float_env.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -164,6 +165,7 @@ void run_inline(node_actor::pointer self, const consumer& c, const step_ptr& ste
 
 /// Runs the kernel; a node some producer may run inline holds its lock while it computes.
 status compute(node_setup& s, kernel_context& ctx) {
+  scoped_flush_denormals flush; // as TensorFlow's executor: ops/core/float_env.hpp
   if (!s.inlinable)
     return s.kern->compute(ctx);
   std::lock_guard lock(s.compute_mu);

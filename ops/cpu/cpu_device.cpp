@@ -10,11 +10,28 @@
 #include <thread>
 #include <unsupported/Eigen/CXX11/ThreadPool>
 
+#include "runnel/ops/core/float_env.hpp"
+
 namespace runnel {
+
+namespace {
+
+/// Eigen's threads, flushing denormals to zero as the kernels that hand them work do
+/// (ops/core/float_env.hpp).
+struct flushing_environment : Eigen::StlThreadEnvironment {
+  EnvThread* CreateThread(std::function<void()> f) {
+    return new EnvThread([f = std::move(f)] {
+      flush_denormals_on_this_thread();
+      f();
+    });
+  }
+};
+
+} // namespace
 
 struct cpu_device::impl {
   explicit impl(int threads) : pool(threads) {}
-  Eigen::ThreadPool pool;
+  Eigen::ThreadPoolTempl<flushing_environment> pool;
 };
 
 cpu_device::cpu_device(int threads) {

@@ -1,5 +1,7 @@
 #include "runnel/ops/kernel/variable.hpp"
 
+#include "runnel/ops/core/float_env.hpp"
+
 namespace runnel {
 
 result<tensor> variable::read() const {
@@ -28,6 +30,8 @@ bool variable::initialized() const {
 
 std::pair<status, tensor> variable::apply(const update_fn& fn) {
   std::lock_guard lock(mu_);
+  // Updates are kernels' work run later, on the variable's actor: flushed as kernels are.
+  scoped_flush_denormals flush;
   status s = fn(state_);
   return {s, s.ok() ? state_.value : tensor()};
 }

@@ -3,6 +3,7 @@
 // control flow, nodes that wait on others, nodes placed on GPUs (their kernels compute them; the
 // CPU kernels here are what those are checked against) and results over the size bound stay; a
 // kernel that fails leaves its node as it is (the step reports the error, as without folding).
+#include "runnel/ops/core/float_env.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/ops/kernel/kernel.hpp"
 #include "runnel/ops/optimize/rewrite.hpp"
@@ -39,6 +40,7 @@ std::optional<std::vector<tensor>> evaluate(const rgraph& r, const rnode& n,
   if (!k || (*k)->is_async())
     return std::nullopt;
   kernel_context ctx(inputs, tn.num_outputs(), cpu);
+  scoped_flush_denormals flush; // a folded constant is what the executor would have computed
   if (!(*k)->compute(ctx).ok())
     return std::nullopt;
   int64_t bytes = 0;
