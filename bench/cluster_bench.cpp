@@ -3,8 +3,10 @@
 //                        into its tensor, acknowledged), against raw TCP moving the same bytes
 //                        between the same two processes into a reused buffer
 //   ps_training          Fashion-MNIST's MLP (784-512-10, Adam, batches of 100) with its parameters
-//                        on a ps process and this process as the worker, against a local session;
-//                        then ps_training_bound: its step time against max(the local step, the
+//                        on a ps process and this process as the worker, against a local session
+//                        in the same process, in 10 interleaved rounds of 100 steps each (the
+//                        medians of the rounds' ratios, with their ranges); then
+//                        ps_training_bound: its step time against max(the local step, the
 //                        step's bytes on the wire / the data plane's bandwidth measured here), and
 //                        ps_training_prefetch: the same with 2 steps in flight (each pulls its
 //                        parameters while the other finishes); --trace-dir DIR writes one
@@ -207,55 +209,50 @@ feed_list batch_of(mlp& m) {
   return {{m.x, xv}, {m.y, yv}};
 }
 
-/// Examples per second over `steps` training steps (after a warm-up); with `node`, also the
-/// bytes its endpoint moved per step (both directions) into `bytes_per_step`; with `cpu_ms`, the
-/// CPU time per step of this process and of the ps process (spinning threads included).
-double examples_per_s(session& s, mlp& m, int steps, cluster_node* node = nullptr,
-                      double* bytes_per_step = nullptr, double* cpu_ms = nullptr) {
+/// Initializes `m` and runs 20 warm-up steps.
+void warm_up(session& s, mlp& m) {
   feed_list feeds = batch_of(m);
   throw_if_error(s.run({m.init}));
   for (int i = 0; i < 20; ++i)
     throw_if_error(s.run(feeds, {m.loss}, {m.train}).error());
-  double best = 0;
-  uint64_t before = node ? node->bytes_sent() + node->bytes_received() : 0;
-  double cpu0 = cpu_seconds(0), ps0 = ps_pid ? cpu_seconds(ps_pid) : 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    double t0 = now();
-    for (int i = 0; i < steps; ++i)
-      throw_if_error(s.run(feeds, {m.loss}, {m.train}).error());
-    best = std::max(best, 100.0 * steps / (now() - t0));
-  }
-  if (cpu_ms) {
-    cpu_ms[0] = (cpu_seconds(0) - cpu0) / (3 * steps) * 1e3;
-    cpu_ms[1] = ps_pid ? (cpu_seconds(ps_pid) - ps0) / (3 * steps) * 1e3 : 0.0;
-  }
-  if (node && bytes_per_step)
-    *bytes_per_step =
-        double(node->bytes_sent() + node->bytes_received() - before) / double(3 * steps);
-  return best;
 }
 
-/// As examples_per_s, with `depth` steps in flight (run_async): the next steps' parameters are
-/// pulled while the oldest finishes.
-double examples_per_s_pipelined(session& s, mlp& m, int steps, int depth) {
+/// What one block of training steps measured: examples per second, and the CPU time per step of
+/// this process and of the ps process (spinning threads included).
+struct block_figures {
+  double rate = 0, cpu_ms = 0, ps_cpu_ms = 0;
+};
+
+/// `steps` training steps of `m` on `s`, one after another (`depth` 1) or with `depth` in flight
+/// (run_async: the next steps' parameters are pulled while the oldest finishes).
+block_figures run_block(session& s, mlp& m, int steps, int depth = 1) {
   feed_list feeds = batch_of(m);
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    std::deque<std::future<result<std::vector<tensor>>>> inflight;
-    double t0 = now();
-    for (int i = 0; i < steps; ++i) {
-      if (int(inflight.size()) == depth) {
-        throw_if_error(inflight.front().get().error());
-        inflight.pop_front();
-      }
-      inflight.push_back(s.run_async(feeds, {m.loss}, {m.train}));
+  double cpu0 = cpu_seconds(0), ps0 = ps_pid ? cpu_seconds(ps_pid) : 0, t0 = now();
+  std::deque<std::future<result<std::vector<tensor>>>> inflight;
+  for (int i = 0; i < steps; ++i) {
+    if (int(inflight.size()) == depth) {
+      throw_if_error(inflight.front().get().error());
+      inflight.pop_front();
     }
-    for (auto& f : inflight)
-      throw_if_error(f.get().error());
-    best = std::max(best, 100.0 * steps / (now() - t0));
+    inflight.push_back(s.run_async(feeds, {m.loss}, {m.train}));
   }
-  return best;
+  for (auto& f : inflight)
+    throw_if_error(f.get().error());
+  block_figures b;
+  b.rate = 100.0 * steps / (now() - t0);
+  b.cpu_ms = (cpu_seconds(0) - cpu0) / steps * 1e3;
+  b.ps_cpu_ms = ps_pid ? (cpu_seconds(ps_pid) - ps0) / steps * 1e3 : 0.0;
+  return b;
 }
+
+/// The median of `v` and its range, as "M (L-H)" with `digits` decimals.
+struct spread {
+  double median = 0, low = 0, high = 0;
+  explicit spread(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    median = v[v.size() / 2], low = v.front(), high = v.back();
+  }
+};
 
 /// Writes one traced step of `m` on `s` as a Chrome trace to `path`, and prints where the
 /// step's time went per track.
@@ -295,15 +292,19 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
     _exit(127);
   }
   ps_pid = child;
-  double local_rate, remote_rate, pipelined_rate, bytes_per_step = 0;
-  double local_cpu[2], remote_cpu[2];
+  // The local session and the distributed one side by side, measured in interleaved rounds (a
+  // local block, a distributed block, a pipelined one): this VM's speed drifts by a third between
+  // minutes, so each round's ratio compares like with like, and the figures are the medians of
+  // the rounds' ratios with their ranges.
+  constexpr int rounds = 10, steps = 100;
+  std::vector<double> rate_x, cpu_x, prefetch_x, bound_x, local_rates, local_cpus, remote_cpus,
+      remote_ms, prefetch_rates, bound_mss;
+  double bytes_per_step = 0, worker_cpu = 0, ps_cpu = 0;
   {
     auto* rt = new runtime; // never destroyed: see tests/eval.hpp
-    mlp m(false);
-    session s(*rt, m.g);
-    local_rate = examples_per_s(s, m, 100, nullptr, nullptr, local_cpu);
-  }
-  {
+    mlp lm(false);
+    session ls(*rt, lm.g);
+    warm_up(ls, lm);
     auto node = cluster_node::start({.cluster = cluster_spec::parse(cluster).value(),
                                      .job = "worker",
                                      .task = 0,
@@ -311,44 +312,63 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
                     .value();
     mlp m(true);
     session s(node->rt(), m.g, "runnel://127.0.0.1:" + std::to_string(worker_port));
-    remote_rate = examples_per_s(s, m, 100, node.get(), &bytes_per_step, remote_cpu);
-    pipelined_rate = examples_per_s_pipelined(s, m, 100, 2);
+    warm_up(s, m);
+    for (int r = 0; r < rounds; ++r) {
+      block_figures local = run_block(ls, lm, steps);
+      uint64_t before = node->bytes_sent() + node->bytes_received();
+      block_figures remote = run_block(s, m, steps);
+      bytes_per_step = double(node->bytes_sent() + node->bytes_received() - before) / double(steps);
+      block_figures pipelined = run_block(s, m, steps, 2);
+      // The bound: the local step, or the step's bytes at the data plane's bandwidth (measured
+      // above, 64 MiB one way; loopback, so both processes' copies share this machine's cores).
+      double bound_ms = std::max(100.0 / local.rate, bytes_per_step / bandwidth) * 1e3;
+      rate_x.push_back(remote.rate / local.rate);
+      prefetch_x.push_back(pipelined.rate / local.rate);
+      bound_x.push_back(100.0 / remote.rate * 1e3 / bound_ms);
+      cpu_x.push_back((remote.cpu_ms + remote.ps_cpu_ms) / local.cpu_ms);
+      local_rates.push_back(local.rate);
+      remote_ms.push_back(100.0 / remote.rate * 1e3);
+      prefetch_rates.push_back(pipelined.rate);
+      bound_mss.push_back(bound_ms);
+      local_cpus.push_back(local.cpu_ms);
+      remote_cpus.push_back(remote.cpu_ms + remote.ps_cpu_ms);
+      worker_cpu += remote.cpu_ms / rounds, ps_cpu += remote.ps_cpu_ms / rounds;
+    }
     if (!trace_dir.empty())
       write_step_trace(s, m, trace_dir + "/ps_training_step.json");
     s.close();
     if (!trace_dir.empty()) { // and a synchronous step of the same model
       mlp ms(true, true);
       session ss(node->rt(), ms.g, "runnel://127.0.0.1:" + std::to_string(worker_port));
-      examples_per_s(ss, ms, 10);
+      warm_up(ss, ms);
       write_step_trace(ss, ms, trace_dir + "/ps_training_sync_step.json");
       ss.close();
     }
   }
   ::kill(child, SIGTERM);
   ::waitpid(child, nullptr, 0);
+  spread rate(rate_x), bound(bound_x), prefetch(prefetch_x), cpu(cpu_x), local(local_rates),
+      local_cpu(local_cpus), remote_cpu(remote_cpus), step_ms(remote_ms), bound_at(bound_mss),
+      prefetch_rate(prefetch_rates);
   std::printf("bench ps_training: %.0f examples/s with 1 ps + 1 worker process (%.2fx the local "
-              "session's %.0f examples/s; target 0.85x)\n",
-              remote_rate, remote_rate / local_rate, local_rate);
-  // The physical bound for the same run: the step cannot be shorter than the local step, nor
-  // than the time the data plane takes to move the step's bytes (measured just now, 64 MiB
-  // one way; loopback, so both processes' copies share this machine's cores).
-  double local_ms = 100.0 / local_rate * 1e3, ours_ms = 100.0 / remote_rate * 1e3;
-  double wire_ms = bytes_per_step / bandwidth * 1e3;
-  double bound_ms = std::max(local_ms, wire_ms);
+              "session's %.0f examples/s; median of %d interleaved rounds, %.2f-%.2fx; target "
+              "0.85x)\n",
+              100.0 / step_ms.median * 1e3, rate.median, local.median, rounds, rate.low, rate.high);
   std::printf("bench ps_training_bound: %.2f ms/step (%.2fx the bound %.2f ms = max(local step "
-              "%.2f ms, %.2f MB per step / %.2f GB/s data plane = %.2f ms); target 1.3x)\n",
-              ours_ms, ours_ms / bound_ms, bound_ms, local_ms, bytes_per_step / 1e6,
-              bandwidth / 1e9, wire_ms);
+              "%.2f ms, %.2f MB per step / %.2f GB/s data plane = %.2f ms); %.2f-%.2fx; target "
+              "1.3x)\n",
+              step_ms.median, bound.median, bound_at.median, 100.0 / local.median * 1e3,
+              bytes_per_step / 1e6, bandwidth / 1e9, bytes_per_step / bandwidth * 1e3, bound.low,
+              bound.high);
   std::printf("bench ps_training_prefetch: %.0f examples/s with 2 steps in flight, each pulling "
-              "its parameters while the other finishes (%.2fx the local session; staleness <= 1 "
-              "step of this worker's own)\n",
-              pipelined_rate, pipelined_rate / local_rate);
-  double remote_total = remote_cpu[0] + remote_cpu[1];
+              "its parameters while the other finishes (%.2fx the local session; %.2f-%.2fx; "
+              "staleness <= 1 step of this worker's own; target 1.0x)\n",
+              prefetch_rate.median, prefetch.median, prefetch.low, prefetch.high);
   std::printf("bench ps_training_cpu: %.2f ms of CPU per step with 1 ps + 1 worker (worker %.2f, "
-              "ps %.2f; threads that spin included) (%.2fx the local session's %.2f ms; target "
-              "1.2x)\n",
-              remote_total, remote_cpu[0], remote_cpu[1], remote_total / local_cpu[0],
-              local_cpu[0]);
+              "ps %.2f; threads that spin included) (%.2fx the local session's %.2f ms; "
+              "%.2f-%.2fx; target 1.2x)\n",
+              remote_cpu.median, worker_cpu, ps_cpu, cpu.median, local_cpu.median, cpu.low,
+              cpu.high);
 }
 
 void sparse_ps_update(const std::string& node_binary) {
