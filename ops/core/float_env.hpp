@@ -1,9 +1,9 @@
 #pragma once
 // Denormal floats are flushed to zero where kernels run, as TensorFlow's executor does around
 // every op. Arithmetic on a denormal (a float32 under 1.2e-38 in magnitude) takes a microcode
-// assist on x86 that costs tens of times a normal operation: Adam's second moments decay into
-// that range on a model that has nearly converged, and a ps applying Adam slowed 2.5x per step
-// after ~900 steps (docs/performance.md, "Denormals").
+// assist on x86 that costs several times a normal operation: Adam's moments decay into that
+// range as a model converges, and a ps applying Adam more than doubled its CPU per step after
+// ~620 steps (docs/performance.md, "Denormals").
 //
 //   { scoped_flush_denormals flush; kernel.compute(ctx); }   // the executor, per kernel
 //   flush_denormals_on_this_thread();                          // a thread the runtime owns

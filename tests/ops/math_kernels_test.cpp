@@ -1,7 +1,10 @@
 #include <cmath>
+#include <cstring>
+#include <random>
 
 #include "runnel/ops/core/binary_ops.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
+#include "runnel/ops/cpu/adam_dense.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;
@@ -227,4 +230,33 @@ TEST_CASE("reductions over non-adjacent axes of a rank-3 tensor", "[ops]") {
   check_equal(r[0], tensor::vector<int32_t>(expect));
   check_equal(r[1], vals<int32_t>({1, 3, 1}, {15, 19, 23}));
   check_equal(r[2], vals<int32_t>({2, 4}, {4, 5, 6, 7, 16, 17, 18, 19}));
+}
+
+TEST_CASE("Adam's vectorized dense update gives the bits of the scalar rule, tails included",
+          "[ops]") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int64_t n : {1, 7, 16, 17, 1000, 4099}) {
+    for (bool nesterov : {false, true}) {
+      CAPTURE(n, nesterov);
+      const auto len = static_cast<size_t>(n);
+      std::vector<float> var(len), m(len), v(len), g(len);
+      for (int64_t i = 0; i < n; ++i) {
+        var[size_t(i)] = normal(rng), m[size_t(i)] = normal(rng) * 0.1f,
+        v[size_t(i)] = std::abs(normal(rng)) * 0.01f, g[size_t(i)] = normal(rng);
+      }
+      auto rvar = var, rm = m, rv = v;
+      const float lr_t = 0.00123f, b1 = 0.9f, b2 = 0.999f, eps = 1e-7f;
+      adam_dense_f32(var.data(), m.data(), v.data(), g.data(), n, lr_t, b1, b2, eps, nesterov);
+      for (size_t i = 0; i < size_t(n); ++i) { // the scalar rule of ops/cpu/training.cpp
+        rm[i] += (g[i] - rm[i]) * (1.f - b1);
+        rv[i] += (g[i] * g[i] - rv[i]) * (1.f - b2);
+        float step = nesterov ? rm[i] * b1 + (1.f - b1) * g[i] : rm[i];
+        rvar[i] -= lr_t * step / (std::sqrt(rv[i]) + eps);
+      }
+      CHECK(std::memcmp(var.data(), rvar.data(), size_t(n) * 4) == 0);
+      CHECK(std::memcmp(m.data(), rm.data(), size_t(n) * 4) == 0);
+      CHECK(std::memcmp(v.data(), rv.data(), size_t(n) * 4) == 0);
+    }
+  }
 }
