@@ -230,6 +230,10 @@ block_figures run_block(session& s, mlp& m, int steps, int depth = 1) {
   double cpu0 = cpu_seconds(0), ps0 = ps_pid ? cpu_seconds(ps_pid) : 0, t0 = now();
   std::deque<std::future<result<std::vector<tensor>>>> inflight;
   for (int i = 0; i < steps; ++i) {
+    if (depth == 1) { // as a training loop runs its steps
+      throw_if_error(s.run(feeds, {m.loss}, {m.train}).error());
+      continue;
+    }
     if (int(inflight.size()) == depth) {
       throw_if_error(inflight.front().get().error());
       inflight.pop_front();
@@ -245,7 +249,7 @@ block_figures run_block(session& s, mlp& m, int steps, int depth = 1) {
   return b;
 }
 
-/// The median of `v` and its range, as "M (L-H)" with `digits` decimals.
+/// The median of `v` (the upper one of an even count) and its range.
 struct spread {
   double median = 0, low = 0, high = 0;
   explicit spread(std::vector<double> v) {
