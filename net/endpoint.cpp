@@ -389,6 +389,8 @@ result<std::unique_ptr<endpoint>> endpoint::start(endpoint_options options) {
     i->options.step_calls = false;
   if (const char* v = std::getenv("RUNNEL_SHM"); v && std::string(v) == "0")
     i->options.shm_ring_bytes = 0;
+  if (const char* v = std::getenv("RUNNEL_SHM_LEND"); v && std::string(v) == "0")
+    i->options.shm_lend = false;
   auto* raw = i.get();
   i->steps = std::make_shared<step_plane>(
       *raw, [raw](const std::string& address, std::function<void(result<int>)> done) {

@@ -194,6 +194,7 @@ struct endpoint_stats {
   std::atomic<uint64_t> frames_received{0};
   std::atomic<uint64_t> frames_rejected{0};      ///< malformed or oversized
   std::atomic<uint64_t> frames_received_shm{0};  ///< of frames_received, through shared memory
+  std::atomic<uint64_t> frames_lent_shm{0};      ///< of those, viewed in place (not copied)
   std::atomic<uint64_t> frames_sent_shm{0};      ///< frames whose payload went by shared memory
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
@@ -260,6 +261,10 @@ struct endpoint_options {
   /// room. 0, TLS, or RUNNEL_SHM=0 in the environment: every payload goes on the socket.
   uint64_t shm_ring_bytes = uint64_t(32) << 20;
   uint64_t shm_min_payload_bytes = uint64_t(64) << 10;
+  /// A floating-point payload that arrives through the ring becomes a tensor viewing it in place
+  /// (its bytes reused once the tensor goes) instead of a copy; false, or RUNNEL_SHM_LEND=0 in
+  /// the environment: every payload is copied out.
+  bool shm_lend = true;
   /// Frames with larger payloads are read into buffers that grow with the bytes that arrived,
   /// so that a header cannot reserve memory its sender never fills.
   uint64_t direct_payload_bytes = uint64_t(64) << 20;

@@ -286,7 +286,7 @@ struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
   kj::Promise<void> serve(kj::Own<kj::AsyncIoStream> stream, std::string peer);
   /// Reads a data_shm connection's ring offer, maps the ring if the peer is on this host, and
   /// answers `ok` and whether it did; yields conn_kind::data.
-  kj::Promise<uint8_t> accept_ring(kj::AsyncIoStream& s, std::unique_ptr<shm_view>& into,
+  kj::Promise<uint8_t> accept_ring(kj::AsyncIoStream& s, std::shared_ptr<shm_view>& into,
                                    const std::string& peer);
   kj::Promise<void> serve_rpc(kj::Own<served> c);
   kj::Promise<void> serve_data(kj::Own<served> c);

@@ -84,7 +84,7 @@ struct endpoint::impl::loop_state::served {
   kj::Own<watched_stream> stream;
   std::string peer;
   std::shared_ptr<int> calls = std::make_shared<int>(0); ///< RPC calls in flight
-  std::unique_ptr<shm_view> shm; ///< a data connection's sender's ring, when it offered one
+  std::shared_ptr<shm_view> shm; ///< a data connection's sender's ring, when it offered one
   served(loop_state& l, kj::Own<watched_stream> s, std::string p)
       : loop(l), stream(kj::mv(s)), peer(std::move(p)) {
     ++loop.connections_by_peer[peer];
@@ -144,7 +144,7 @@ namespace {
 struct handshaken {
   uint8_t kind = 0;
   kj::Own<watched_stream> stream;
-  std::unique_ptr<shm_view> shm; ///< the sender's ring, mapped (data_shm connections)
+  std::shared_ptr<shm_view> shm; ///< the sender's ring, mapped (data_shm connections)
 };
 
 bool loopback_host(const std::string& host) {
@@ -153,7 +153,7 @@ bool loopback_host(const std::string& host) {
 } // namespace
 
 kj::Promise<uint8_t> endpoint::impl::loop_state::accept_ring(kj::AsyncIoStream& s,
-                                                             std::unique_ptr<shm_view>& into,
+                                                             std::shared_ptr<shm_view>& into,
                                                              const std::string& peer) {
   auto offer = kj::heapArray<kj::byte>(shm_offer_bytes);
   auto& o = offer;
@@ -439,9 +439,19 @@ kj::Promise<void> endpoint::impl::loop_state::read_payload(frame_reader& r) {
     }
   };
   if (r.h.in_shm) {
-    // The payload is in the sender's ring: copied out, and released for the sender to reuse.
+    // The payload is in the sender's ring: viewed in place until the tensor goes (floating
+    // point), or copied out and released for the sender to reuse at once.
     if (!r.c->shm)
       return reject(r, "a payload in shared memory on a connection without a ring");
+    if (ep.options.shm_lend && !r.h.bf16 && shm_view::lendable(r.h.type)) {
+      auto t = r.c->shm->lend(r.h.shm_pos, r.h.type, r.h.shape);
+      if (!t)
+        return reject(r, t.error().message());
+      r.value = std::move(t).value();
+      ep.stats.frames_received_shm++;
+      ep.stats.frames_lent_shm++;
+      return kj::READY_NOW;
+    }
     if (auto s = allocate(); !s.ok())
       return reject(r, s.message());
     if (auto s = r.c->shm->take(r.h.shm_pos, total, r.value.raw_data()); !s.ok())

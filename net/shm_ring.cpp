@@ -56,10 +56,12 @@ std::unique_ptr<shm_ring> shm_ring::create(uint64_t bytes) {
   bytes = (bytes + page - 1) / page * page;
   if (bytes == 0)
     return nullptr;
-  int fd = ::memfd_create(memfd_name, MFD_CLOEXEC);
+  int fd = ::memfd_create(memfd_name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0)
     return nullptr;
-  if (::ftruncate(fd, off_t(page + bytes)) != 0) {
+  // Sealed at its size for good: a receiver reads lent tensors in place long after the handshake.
+  if (::ftruncate(fd, off_t(page + bytes)) != 0 ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
     ::close(fd);
     return nullptr;
   }
@@ -111,7 +113,7 @@ std::optional<uint64_t> shm_ring::put(const std::vector<std::pair<const void*, s
   return pos;
 }
 
-result<std::unique_ptr<shm_view>> shm_view::open(const shm_offer& o) {
+result<std::shared_ptr<shm_view>> shm_view::open(const shm_offer& o) {
   std::string path = "/proc/" + std::to_string(o.pid) + "/fd/" + std::to_string(o.fd);
   char target[64] = {};
   ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
@@ -122,6 +124,11 @@ result<std::unique_ptr<shm_view>> shm_view::open(const shm_offer& o) {
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0)
     return unavailable("cannot open " + path + ": " + std::strerror(errno));
+  if (int seals = ::fcntl(fd, F_GET_SEALS);
+      seals < 0 || !(seals & F_SEAL_SHRINK) || !(seals & F_SEAL_SEAL)) {
+    ::close(fd);
+    return unavailable(path + " is not sealed against shrinking");
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) <= page) {
     ::close(fd);
@@ -132,7 +139,7 @@ result<std::unique_ptr<shm_view>> shm_view::open(const shm_offer& o) {
   ::close(fd);
   if (m == MAP_FAILED)
     return unavailable("cannot map " + path + ": " + std::strerror(errno));
-  std::unique_ptr<shm_view> v(new shm_view);
+  std::shared_ptr<shm_view> v(new shm_view);
   v->base_ = static_cast<uint8_t*>(m);
   v->mapped_ = mapped;
   auto* h = reinterpret_cast<const ring_head*>(v->base_);
@@ -146,14 +153,80 @@ shm_view::~shm_view() {
   ::munmap(base_, mapped_);
 }
 
-status shm_view::take(uint64_t pos, uint64_t bytes, void* out) {
+status shm_view::inside(uint64_t pos, uint64_t bytes) const {
   if (bytes > size_ || pos % size_ + bytes > size_)
     return invalid_argument("a payload of " + std::to_string(bytes) + " bytes at ring position " +
                             std::to_string(pos) + " lies outside the ring of " +
                             std::to_string(size_) + " bytes");
-  std::memcpy(out, base_ + page + pos % size_, bytes);
-  released(base_).store(pos + bytes, std::memory_order_release);
   return {};
+}
+
+status shm_view::claim(uint64_t pos, uint64_t bytes, bool released_now) {
+  std::lock_guard lock(mu_);
+  if (pos < next_)
+    return invalid_argument("a payload at ring position " + std::to_string(pos) +
+                            " comes before the end of the previous one at " +
+                            std::to_string(next_));
+  next_ = pos + bytes;
+  if (held_.empty() && released_now)
+    released(base_).store(pos + bytes, std::memory_order_release); // nothing older held
+  else
+    held_.emplace(pos, std::make_pair(pos + bytes, released_now));
+  return {};
+}
+
+void shm_view::release(uint64_t pos) {
+  std::lock_guard lock(mu_);
+  auto it = held_.find(pos);
+  if (it == held_.end())
+    return;
+  it->second.second = true;
+  uint64_t to = 0;
+  while (!held_.empty() && held_.begin()->second.second) {
+    to = held_.begin()->second.first;
+    held_.erase(held_.begin());
+  }
+  if (to != 0)
+    released(base_).store(to, std::memory_order_release);
+}
+
+status shm_view::take(uint64_t pos, uint64_t bytes, void* out) {
+  if (auto st = inside(pos, bytes); !st.ok())
+    return st;
+  std::memcpy(out, base_ + page + pos % size_, bytes); // before the sender may reuse them
+  return claim(pos, bytes, true);
+}
+
+namespace {
+struct lent_bytes {
+  std::shared_ptr<shm_view> view;
+  uint64_t pos;
+};
+} // namespace
+
+result<tensor> shm_view::lend(uint64_t pos, dtype type, const shape& s) {
+  if (!lendable(type))
+    return invalid_argument("only floating-point payloads are lent from a ring, not " +
+                            std::string(name(type)));
+  uint64_t bytes = uint64_t(s.num_elements()) * size_of(type);
+  if (auto st = inside(pos, bytes); !st.ok())
+    return st;
+  if (auto st = claim(pos, bytes, false); !st.ok())
+    return st;
+  auto* ctx = new lent_bytes{shared_from_this(), pos};
+  return tensor::wrap(
+      type, s, base_ + page + pos % size_,
+      [](void* c) {
+        auto* l = static_cast<lent_bytes*>(c);
+        l->view->release(l->pos);
+        delete l;
+      },
+      ctx);
+}
+
+size_t shm_view::held() const {
+  std::lock_guard lock(mu_);
+  return held_.size();
 }
 
 } // namespace runnel::net

@@ -4,22 +4,29 @@
 // ring (a memfd of its own) in the handshake; the receiver maps it by /proc/<pid>/fd/<fd> and
 // says whether it could. Then a frame's payload may sit in the ring instead of following its
 // header on the socket: the sender copies it in, the header names where, and the receiver copies
-// it out into the new tensor and releases it. Frames are consumed in order, so the ring is
-// released in order too: one counter in the ring's first page, written by the receiver.
+// it out into the new tensor, or (a floating-point payload) lends it: the tensor views the ring
+// in place and releases its bytes when its last reference goes. The sender learns what it may
+// reuse from one counter in the ring's first page, written by the receiver: the end of the
+// longest run of payloads, from the oldest, that are all released (released out of order, they
+// are reused in order).
 //
 //   auto ring = net::shm_ring::create(32 << 20);               // sender
 //   if (auto pos = ring->put(pieces, total)) header.shm_pos = *pos;
 //   auto view = net::shm_view::open(offer);                    // receiver (in the handshake)
-//   view->take(pos, bytes, tensor.raw_data());
+//   view->take(pos, bytes, tensor.raw_data());                 // a copy, released at once
+//   tensor t = view->lend(pos, dtype::f32, shape).value();     // in place, released with t
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runnel/ops/core/status.hpp"
+#include "runnel/ops/core/tensor.hpp"
 
 namespace runnel::net {
 
@@ -55,23 +62,44 @@ private:
   uint64_t head_ = 0; ///< where the next payload may start (a running count, not an offset)
 };
 
-/// The receiver's side: a sender's ring, mapped.
-class shm_view {
+/// The receiver's side: a sender's ring, mapped. Thread-safe: lent tensors release their bytes
+/// from any thread, and keep the mapping alive until the last of them goes.
+class shm_view : public std::enable_shared_from_this<shm_view> {
 public:
-  /// Maps the ring `o` names; an error says why not (the sender then uses the socket only).
-  static result<std::unique_ptr<shm_view>> open(const shm_offer& o);
+  /// Maps the ring `o` names; an error says why not (the sender then uses the socket only). The
+  /// ring must be sealed against shrinking: a sender that could shrink it would make reading a
+  /// lent tensor fault.
+  static result<std::shared_ptr<shm_view>> open(const shm_offer& o);
   ~shm_view();
   shm_view(const shm_view&) = delete;
   shm_view& operator=(const shm_view&) = delete;
   /// Copies the `bytes` at running position `pos` to `out` and releases them; an error when the
-  /// position lies outside the ring.
+  /// position lies outside the ring or before a payload taken earlier.
   status take(uint64_t pos, uint64_t bytes, void* out);
+  /// A tensor of `type` and `s` viewing the payload at `pos` in place, its bytes released when
+  /// the tensor's last reference goes. Only for floating-point types (kernels only compute with
+  /// their values, so a sender that rewrote them later could do no more than send others) —
+  /// anything else is an error, as for take.
+  result<tensor> lend(uint64_t pos, dtype type, const shape& s);
+  static bool lendable(dtype t) {
+    return t == dtype::f32 || t == dtype::f64 || t == dtype::f16 || t == dtype::bf16;
+  }
+  /// Payloads taken or lent whose bytes the sender may not reuse yet.
+  size_t held() const;
 
 private:
   shm_view() = default;
+  status inside(uint64_t pos, uint64_t bytes) const;
+  /// Records the payload at `pos` as taken (positions must go forward), and as released at once
+  /// or when release(pos) comes; publishes what the sender may reuse.
+  status claim(uint64_t pos, uint64_t bytes, bool released);
+  void release(uint64_t pos);
   uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   uint64_t mapped_ = 0;
+  mutable std::mutex mu_;
+  uint64_t next_ = 0; ///< where the last payload taken ended: positions only go forward
+  /// Payloads not yet reusable, by position: their end, and whether their tensor has gone.
+  std::map<uint64_t, std::pair<uint64_t, bool>> held_;
 };
-
 } // namespace runnel::net

@@ -5,6 +5,9 @@
 
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+
 #include <cmath>
 #include <cstring>
 #include <future>
@@ -38,11 +41,12 @@ TEST_CASE("tensors to a peer on this host go by shared memory, intact and in ord
   auto gate = open_gate.get_future().share();
   auto so = quiet_server();
   // The first frame holds the receiver until the test opens the gate: the ring is not released
-  // meanwhile, so the sender must fall back to the socket once it is full.
+  // meanwhile, so the sender must fall back to the socket once it is full. Copies are kept (a
+  // lent tensor would hold its bytes in the ring).
   so.on_tensor = [&](int64_t step, std::string key, tensor t) {
     if (step == 0)
       gate.wait();
-    got.add(step, std::move(key), std::move(t));
+    got.add(step, std::move(key), t.copy());
   };
   auto server = endpoint::start(so).value();
   endpoint_options co;
@@ -90,6 +94,7 @@ TEST_CASE("tensors to a peer on this host go by shared memory, intact and in ord
   CHECK(half.data<float>()[1] == -2.f);
   CHECK(std::abs(half.data<float>()[19999] - 19996.f) < 19996.f / 128); // 8 bits of mantissa
   CHECK(server->stats().frames_received_shm.load() == by_ring + 1);
+  CHECK(server->stats().frames_lent_shm.load() == by_ring); // the bf16 one is widened: a copy
   CHECK(client->stats().frames_sent_shm.load() == by_ring + 1);
 }
 
@@ -158,4 +163,64 @@ TEST_CASE("a forged ring offer is not mapped, a ring position without a ring or 
   REQUIRE(again);
   CHECK(*again > *pos);
   CHECK(*again % (1 << 16) == 0);
+}
+
+TEST_CASE("a float payload is lent from the ring in place and its bytes are reused only once "
+          "the tensor goes, in order, while integers are copied",
+          "[net]") {
+  auto ring = shm_ring::create(1 << 16); // payloads of at most 16 KiB
+  REQUIRE(ring);
+  auto view = shm_view::open(ring->offer());
+  REQUIRE(view.ok());
+  auto& v = **view;
+  std::vector<float> a(4096, 1.5f), b(4096, 2.5f), c(4096, 3.5f);
+  auto put = [&](std::vector<float>& x) { return ring->put({{x.data(), 16384}}, 16384); };
+  auto pa = put(a), pb = put(b), pc = put(c);
+  REQUIRE((pa && pb && pc));
+  auto lent = v.lend(*pa, dtype::f32, shape{64, 64});
+  REQUIRE(lent.ok());
+  tensor t = std::move(lent).value();
+  CHECK(t.data<float>()[4095] == 1.5f);
+  CHECK(reinterpret_cast<uintptr_t>(t.raw_data()) % 64 == 0);
+  std::vector<float> out(4096);
+  REQUIRE(v.take(*pb, 16384, out.data()).ok()); // copied, but after the lent one
+  CHECK(out[0] == 2.5f);
+  REQUIRE(v.take(*pc, 16384, out.data()).ok());
+  CHECK(v.held() == 3);
+  // The receiver has taken 48 KiB but released nothing the sender may reuse: one more fits in
+  // the fourth quarter, and then nothing.
+  auto pd = put(a);
+  REQUIRE(pd);
+  CHECK(!put(a));
+  t = tensor(); // the lent payload goes: the three are reusable
+  CHECK(v.held() == 0);
+  REQUIRE(v.take(*pd, 16384, out.data()).ok());
+  auto pe = put(c);
+  REQUIRE(pe);
+  CHECK(*pe % (1 << 16) == 0); // caught up: a new lap from the ring's start
+
+  // Positions only go forward, integers are never lent, and a lent tensor keeps the mapping.
+  CHECK(v.lend(*pa, dtype::f32, shape{4096}).error().code() == error_code::invalid_argument);
+  auto ints = v.lend(*pe, dtype::i32, shape{4096});
+  REQUIRE(!ints.ok());
+  CHECK(ints.error().message().find("floating-point") != std::string::npos);
+  tensor kept = v.lend(*pe, dtype::f32, shape{4096}).value();
+  view = shm_view::open(ring->offer()); // the first view's last owner is now the tensor
+  CHECK(kept.data<float>()[7] == 3.5f);
+  kept = tensor();
+}
+
+TEST_CASE("a ring its sender could still shrink is not mapped", "[net][security]") {
+  // A memfd with the ring's name and header, but not sealed: reading a lent tensor could fault.
+  int fd = ::memfd_create("runnel-data", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::ftruncate(fd, 4096 + (1 << 16)) == 0);
+  shm_offer o;
+  o.pid = uint32_t(::getpid());
+  o.fd = fd;
+  o.id = 7;
+  auto v = shm_view::open(o);
+  REQUIRE(!v.ok());
+  CHECK(v.error().message().find("not sealed") != std::string::npos);
+  ::close(fd);
 }
