@@ -170,6 +170,9 @@ int app_main(const char* app, int argc, char** argv, const char* usage,
   } catch (const runnel::error& e) {
     std::fprintf(stderr, "\n%s: %s\n", app, e.what());
     return 1;
+  } catch (const std::exception& e) { // a file system error, memory: said, not an abort
+    std::fprintf(stderr, "\n%s: %s\n", app, e.what());
+    return 1;
   }
 }
 

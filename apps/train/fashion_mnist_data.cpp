@@ -1,5 +1,7 @@
 #include "runnel/apps/train/fashion_mnist_data.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -25,11 +27,14 @@ std::vector<std::string> record_shards(const std::string& dir, const std::string
   std::fprintf(stderr, "converting %s/%s-*-idx?-ubyte.gz into %d record shards under %s (once)\n",
                data.c_str(), prefix.c_str(), shards, dir.c_str());
   fs::create_directories(dir);
-  // Written under a temporary name and renamed, so an interrupted conversion is redone.
-  auto tmp = convert_idx(data + "/" + prefix + "-images-idx3-ubyte.gz",
-                         data + "/" + prefix + "-labels-idx1-ubyte.gz", base + ".partial", shards,
-                         record_compression::none)
-                 .value();
+  // Written under a temporary name of this process's own and renamed, so an interrupted
+  // conversion is redone and the workers of a cluster sharing the folder, each converting at
+  // once, each rename whole files over the same names (the same bytes).
+  auto tmp =
+      convert_idx(data + "/" + prefix + "-images-idx3-ubyte.gz",
+                  data + "/" + prefix + "-labels-idx1-ubyte.gz",
+                  base + ".partial-" + std::to_string(::getpid()), shards, record_compression::none)
+          .value();
   for (int i = 0; i < shards; ++i)
     fs::rename(tmp[size_t(i)], files[size_t(i)]);
   return files;
