@@ -259,6 +259,8 @@ struct trainer {
       std::vector<output> fetches{m.loss, m.accuracy};
       if (m.sync)
         fetches.push_back(m.sync_step);
+      auto began = std::chrono::steady_clock::now();
+      int64_t step_before = global_step;
       auto step = s.run(feeds, fetches, {m.train});
       if (first_step_done.time_since_epoch().count() == 0)
         first_step_done = std::chrono::steady_clock::now();
@@ -281,8 +283,10 @@ struct trainer {
       ++sums.n;
       ++sums.window;
       ++global_step;
-      if (m.sync) // the shared step this worker goes on from (all workers see the same)
+      if (m.sync) { // the shared step this worker goes on from (all workers see the same)
         global_step = *out[2].data<int64_t>();
+        note_stall(std::chrono::steady_clock::now() - began, step_before);
+      }
       if (sums.window == log_every) { // a point of the training curve (no test evaluation)
         add_curve_point(epoch, sums, -1);
         sums.window_loss = sums.window_acc = 0;
@@ -293,6 +297,26 @@ struct trainer {
       if (global_step >= total_steps)
         break;
     }
+  }
+
+  /// One line when a synchronous step of this worker took far longer than usual (stopped, cut
+  /// off, starved): the others went on without it, its late gradients dropped as stale.
+  double usual_step_s = 0;
+  int64_t usual_steps = 0;
+  void note_stall(std::chrono::steady_clock::duration took, int64_t step_before) {
+    double s = std::chrono::duration<double>(took).count();
+    if (usual_steps >= 10 && s > std::max(2.0, 10 * usual_step_s)) {
+      std::fprintf(stderr,
+                   "\nworker %d (/job:worker/replica:0/task:%d at %s): stalled: a step took %.1f "
+                   "s, %.0fx the usual %.0f ms; the shared step went on without it from %lld to "
+                   "%lld (its late gradients dropped as stale); back in step\n",
+                   r.task, r.task, r.worker_address.c_str(), s, s / usual_step_s,
+                   usual_step_s * 1e3, static_cast<long long>(step_before),
+                   static_cast<long long>(global_step));
+      return;
+    }
+    usual_step_s = usual_steps == 0 ? s : 0.9 * usual_step_s + 0.1 * s;
+    ++usual_steps;
   }
 
   void add_curve_point(int epoch, const epoch_sums& sums, double test_acc) {

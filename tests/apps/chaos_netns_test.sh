@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# scripts/chaos in small: 3 worker hosts and a ps host, a fault-free run and one with a worker
+# killed (restarted by cluster-run's supervisor, back in the synchronous job); both must end as
+# docs/reliability.md says, checked by the harness (the job finishes, nothing is left behind, the
+# checkpoints verify, the accuracy is within 0.5 points, the fault is named). Exits 77 (CTest:
+# skipped) where the machine cannot create namespaces.
+# Usage: chaos_netns_test.sh BUILD_DIR RECORDS_DIR WORK
+set -euo pipefail
+build=$1 records=$2 work=$3
+root=$(cd "$(dirname "$0")/../.." && pwd)
+rm -rf "$work"
+"$root/scripts/chaos" --workers 3 --steps 150 --cases kill_worker --reps 1 --deadline 300 \
+  --build "$build" --records "$records" --logs "$work"
