@@ -269,6 +269,8 @@ struct trainer {
       last_step_done = std::chrono::steady_clock::now();
       if (!step && step.error().code() == error_code::out_of_range) {
         if (step.error().message().find("training ended") != std::string::npos) {
+          if (m.sync) // held up until the others had finished?
+            note_stall(last_step_done - began, step_before, true);
           std::fprintf(stderr, "\n%s\n", step.error().message().c_str());
           training_ended = true;
         }
@@ -300,21 +302,53 @@ struct trainer {
   }
 
   /// One line when a synchronous step of this worker took far longer than usual (stopped, cut
-  /// off, starved): the others went on without it, its late gradients dropped as stale.
+  /// off, starved): the others went on without it, its late gradients dropped as stale. One line
+  /// when it turns a straggler, and one when it is back.
   double usual_step_s = 0;
-  int64_t usual_steps = 0;
-  void note_stall(std::chrono::steady_clock::duration took, int64_t step_before) {
+  int64_t usual_steps = 0, slow_steps = 0;
+  void note_stall(std::chrono::steady_clock::duration took, int64_t step_before,
+                  bool ended = false) {
     double s = std::chrono::duration<double>(took).count();
     if (usual_steps >= 10 && s > std::max(2.0, 10 * usual_step_s)) {
+      // The others went on (the shared step moved more than one): this worker was the one held
+      // up. Otherwise the whole job waited, for this worker among others.
+      bool alone = ended || global_step - step_before > 1;
       std::fprintf(stderr,
-                   "\nworker %d (/job:worker/replica:0/task:%d at %s): stalled: a step took %.1f "
-                   "s, %.0fx the usual %.0f ms; the shared step went on without it from %lld to "
-                   "%lld (its late gradients dropped as stale); back in step\n",
-                   r.task, r.task, r.worker_address.c_str(), s, s / usual_step_s,
-                   usual_step_s * 1e3, static_cast<long long>(step_before),
-                   static_cast<long long>(global_step));
+                   "\nworker %d (/job:worker/replica:0/task:%d at %s): stalled at step %lld: a "
+                   "step took %.1f s, %.0fx the usual %.0f ms; %s %lld%s\n",
+                   r.task, r.task, r.worker_address.c_str(), static_cast<long long>(step_before), s,
+                   s / usual_step_s, usual_step_s * 1e3,
+                   ended   ? "the others went on without it and ended training; its last step was"
+                   : alone ? "the others went on without it (its late gradients dropped as "
+                             "stale) to step"
+                           : "the whole job waited: the shared step is",
+                   static_cast<long long>(global_step), ended ? "" : "; back in step");
       return;
     }
+    // Slower than twice the usual for 10 steps in a row: a straggler (its link or host slow, or
+    // the whole job slower), named once, and once more when it is back to the usual pace.
+    if (usual_steps >= 10 && s > 2 * usual_step_s) {
+      if (++slow_steps == 10)
+        std::fprintf(stderr,
+                     "\nworker %d (/job:worker/replica:0/task:%d at %s): slow since step %lld: "
+                     "10 steps in a row took %.1fx the usual %.0f ms (a straggling link or host, "
+                     "or the whole job slower)\n",
+                     r.task, r.task, r.worker_address.c_str(),
+                     static_cast<long long>(step_before - 9), s / usual_step_s, usual_step_s * 1e3);
+      if (slow_steps == 100) { // not a passing fault: the pace from here on
+        std::fprintf(stderr, "\nworker %d: %.0f ms a step taken as the usual pace from here\n",
+                     r.task, s * 1e3);
+        usual_step_s = s, slow_steps = 0;
+      }
+      return; // the usual pace stays what it was
+    }
+    if (slow_steps >= 10)
+      std::fprintf(stderr,
+                   "\nworker %d (/job:worker/replica:0/task:%d at %s): back to the usual pace at "
+                   "step %lld after %lld slow steps\n",
+                   r.task, r.task, r.worker_address.c_str(), static_cast<long long>(global_step),
+                   static_cast<long long>(slow_steps));
+    slow_steps = 0;
     usual_step_s = usual_steps == 0 ? s : 0.9 * usual_step_s + 0.1 * s;
     ++usual_steps;
   }

@@ -111,6 +111,13 @@ def line(a):
         job, task = a.victim.split(":")
         if not named(run_dir, job, int(task)):
             reasons.append("no log line names %s %s as gone" % (job, task))
+    # The chief's longest wait for a step: between two samples whose step differs.
+    stall, last_t, last_s = 0.0, None, None
+    for t, s in rows:
+        if last_s is None or s != last_s:
+            if last_t is not None:
+                stall = max(stall, t - last_t)
+            last_t, last_s = t, s
     restarts = 0
     try:
         restarts = open(os.path.join(run_dir, "cluster-run.out")).read().count("restarting it")
@@ -125,6 +132,7 @@ def line(a):
         "accuracy=%s" % ("%.4f" % acc if acc is not None else "-"),
         "outside=%s" % ("%+.4f" % delta if delta is not None else "-"),
         "restarts=%d" % restarts,
+        "stall=%.1fs" % stall,
         "fault=%s" % a.what.replace(" ", "_"),
     ]
     print(" ".join(fields))
