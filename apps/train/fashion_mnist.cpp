@@ -331,10 +331,10 @@ struct trainer {
       if (++slow_steps == 10)
         std::fprintf(stderr,
                      "\nworker %d (/job:worker/replica:0/task:%d at %s): slow since step %lld: "
-                     "10 steps in a row took %.1fx the usual %.0f ms (a straggling link or host, "
-                     "or the whole job slower)\n",
+                     "10 steps in a row took over twice the usual %.0f ms (the last %.1fx; a "
+                     "straggling link or host, or the whole job slower)\n",
                      r.task, r.task, r.worker_address.c_str(),
-                     static_cast<long long>(step_before - 9), s / usual_step_s, usual_step_s * 1e3);
+                     static_cast<long long>(step_before - 9), usual_step_s * 1e3, s / usual_step_s);
       if (slow_steps == 100) { // not a passing fault: the pace from here on
         std::fprintf(stderr, "\nworker %d: %.0f ms a step taken as the usual pace from here\n",
                      r.task, s * 1e3);

@@ -54,8 +54,8 @@ def named(run_dir, job, task):
     pattern = re.compile(
         r"(/job:%s/replica:0/task:%d|%s task %d|%s)" % (job, task, job, task, re.escape(addr or "-"))
     )
-    cause = re.compile(r"(lost|unavailable|UNAVAILABLE|missing|timed out|exited|failed|"
-                       r"did not answer|restart|late|unreachable|backup)", re.I)
+    cause = re.compile(r"(lost|unavailable|missing|timed out|exited|failed|did not answer|"
+                       r"restart|late|unreachable|backup|stalled|slow)", re.I)
     for path in glob.glob(os.path.join(run_dir, "*.log")) + [os.path.join(run_dir, "cluster-run.out")]:
         try:
             for row in open(path, errors="replace"):
@@ -80,7 +80,7 @@ def line(a):
     if a.verify != "ok":
         reasons.append("a checkpoint does not verify (verify.txt)")
     acc = accuracy(run_dir)
-    # The fault-free runs so far (LOGS/none-*): within 0.5 points of one of them passes.
+    # The fault-free runs so far (LOGS/none-*): within --points of their range passes.
     base = [b for b in (accuracy(d) for d in glob.glob(os.path.join(a.baseline, "none-*")))
             if b is not None]
     delta = None
@@ -89,7 +89,7 @@ def line(a):
     elif a.case != "none" and base:
         lo, hi = min(base), max(base)
         delta = 0.0 if lo <= acc <= hi else (acc - lo if acc < lo else acc - hi)
-        if abs(delta) > 0.005:
+        if abs(delta) > a.points / 100:
             reasons.append("accuracy %.4f is %.1f points outside the fault-free %.4f-%.4f"
                            % (acc, 100 * delta, lo, hi))
     rows = samples(run_dir)
@@ -111,9 +111,11 @@ def line(a):
         job, task = a.victim.split(":")
         if not named(run_dir, job, int(task)):
             reasons.append("no log line names %s %s as gone" % (job, task))
-    # The chief's longest wait for a step: between two samples whose step differs.
+    # The chief's longest wait for a step once training began: between samples whose step differs.
     stall, last_t, last_s = 0.0, None, None
     for t, s in rows:
+        if s == 0:
+            continue  # before the first step: starting up
         if last_s is None or s != last_s:
             if last_t is not None:
                 stall = max(stall, t - last_t)
@@ -171,6 +173,7 @@ def main():
     for name in ("rc", "hung", "fault_step", "interval", "left_hosts", "left_procs"):
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=0)
     p.add_argument("--fault-at", dest="fault_at", type=float, default=0.0)
+    p.add_argument("--points", type=float, default=0.5)
     line(p.parse_args())
 
 
