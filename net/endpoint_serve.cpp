@@ -443,7 +443,7 @@ kj::Promise<void> endpoint::impl::loop_state::read_payload(frame_reader& r) {
     // point), or copied out and released for the sender to reuse at once.
     if (!r.c->shm)
       return reject(r, "a payload in shared memory on a connection without a ring");
-    if (ep.options.shm_lend && !r.h.bf16 && shm_view::lendable(r.h.type)) {
+    if (ep.options.shm_lend && !r.h.bf16 && is_floating(r.h.type)) {
       auto t = r.c->shm->lend(r.h.shm_pos, r.h.type, r.h.shape);
       if (!t)
         return reject(r, t.error().message());

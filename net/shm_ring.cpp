@@ -205,7 +205,7 @@ struct lent_bytes {
 } // namespace
 
 result<tensor> shm_view::lend(uint64_t pos, dtype type, const shape& s) {
-  if (!lendable(type))
+  if (!is_floating(type))
     return invalid_argument("only floating-point payloads are lent from a ring, not " +
                             std::string(name(type)));
   uint64_t bytes = uint64_t(s.num_elements()) * size_of(type);

@@ -81,9 +81,6 @@ public:
   /// their values, so a sender that rewrote them later could do no more than send others) —
   /// anything else is an error, as for take.
   result<tensor> lend(uint64_t pos, dtype type, const shape& s);
-  static bool lendable(dtype t) {
-    return t == dtype::f32 || t == dtype::f64 || t == dtype::f16 || t == dtype::bf16;
-  }
   /// Payloads taken or lent whose bytes the sender may not reuse yet.
   size_t held() const;
 

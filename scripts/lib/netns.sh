@@ -81,6 +81,23 @@ netns_shape() {
   "$@" filter add dev "$dev" parent 1: protocol ip prio 3 u32 match ip tos 0x20 0xfc flowid 1:40
 }
 
+# netns_set_rate TAG I RATE: host I's link (both ways) at RATE from now on, its classes kept (a
+# straggling link, and back). TAG: the NETNS_TAG of the script that made the hosts
+# (scripts/chaos changes the links of a cluster-run's hosts).
+netns_set_rate() {
+  local tag=$1 i=$2 rate=$3 dev
+  for dev in "${tag}v${i}b" "${tag}v${i}a"; do
+    local run=(tc)
+    [[ $dev == *b ]] && run=(ip netns exec "${tag}h$i" tc)
+    if [[ -n ${NETNS_FIFO:-} ]]; then
+      "${run[@]}" qdisc change dev "$dev" root tbf rate "$rate" burst 256kb latency 50ms
+    else
+      "${run[@]}" class change dev "$dev" parent 1: classid 1:1 htb rate "$rate" burst 256kb \
+        cburst 256kb quantum 60000
+    fi
+  done
+}
+
 # netns_link_stats: per host and direction, the bytes each traffic class carried so far, as
 # "HOST DIRECTION CALLS PARAMETERS OTHER GRADIENTS" lines (egress: what the host sent; ingress:
 # what it received). Nothing on FIFO links (one class).
