@@ -105,6 +105,12 @@ std::string node_metrics_text(runtime& rt, const net::endpoint& ep, const std::s
   for (auto& [name, st] : accs)
     out += metric_line("runnel_accumulator_stale_gradients_dropped_total", double(st.dropped),
                        {{"task", task}, {"accumulator", name}});
+  out += "# HELP runnel_accumulator_refused_gradients_total Second gradients of one replica for "
+         "one step an accumulator refused.\n"
+         "# TYPE runnel_accumulator_refused_gradients_total counter\n";
+  for (auto& [name, st] : accs)
+    out += metric_line("runnel_accumulator_refused_gradients_total", double(st.refused),
+                       {{"task", task}, {"accumulator", name}});
   auto p = read_process_gauges();
   gauge_head("runnel_process_resident_bytes", "Resident memory.");
   out += metric_line("runnel_process_resident_bytes", double(p.resident_bytes), {{"task", task}});

@@ -92,6 +92,7 @@ public:
         sum_ = std::move(taken[0]);
       }
       count_ += count;
+      contributors_.insert(taken_from_.begin(), taken_from_.end());
       process();
     });
   }
@@ -127,7 +128,7 @@ public:
   }
   accumulator_resource::stats get_stats() {
     std::lock_guard lock(mu_);
-    return {global_step_, count_, dropped_, applied_};
+    return {global_step_, count_, dropped_, applied_, refused_};
   }
   const std::string& name() const { return name_; }
   const accumulator_spec& spec() const { return spec_; }
@@ -219,6 +220,12 @@ private:
                           " is closed (the chief's session closed)");
     if (local_step < global_step_) {
       ++dropped_;
+      return {};
+    }
+    // One gradient per replica and step (sync_replicas.hpp): a second one (a frame resent after
+    // a reconnect, a restarted worker sending again for the step it died in) is refused.
+    if (replica >= 0 && contributors_.count(replica)) {
+      ++refused_;
       return {};
     }
     RUNNEL_RETURN_IF_ERROR(check(g));
@@ -315,6 +322,7 @@ private:
     while (!takes_.empty() && count_ >= takes_.front().num_required) {
       auto r = std::move(takes_.front());
       takes_.pop_front();
+      taken_from_ = contributors_;
       auto out = take_sum();
       ++global_step_;
       complete(r.done, {}, std::move(out));
@@ -326,7 +334,7 @@ private:
   std::string name_;
   accumulator_spec spec_;
   bool closed_ = false;
-  int64_t global_step_ = 0, count_ = 0, dropped_ = 0, applied_ = 0, next_id_ = 1;
+  int64_t global_step_ = 0, count_ = 0, dropped_ = 0, applied_ = 0, refused_ = 0, next_id_ = 1;
   int64_t oldest_in_sum_ = 0; ///< the oldest local step among the gradients in the sum
   tensor sum_;
   std::unordered_map<int64_t, size_t> rows_; ///< sparse: row index -> slot in row_data_
@@ -334,6 +342,7 @@ private:
   std::optional<shape> row_shape_;
   tensor dense_shape_;
   std::set<int64_t> contributors_;
+  std::set<int64_t> taken_from_; ///< the contributors of the last take, for a put_back
   std::deque<take_request> takes_;
 };
 

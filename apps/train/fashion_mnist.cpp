@@ -406,9 +406,11 @@ int finish(const flags& f, trainer& t, double untrained_loss) {
   session& s = t.s;
   model& m = t.m;
   if (m.sync && t.r.chief) { // the other workers' next step ends with "training ended"
-    auto dropped = s.run({}, {m.sync->ops().dropped}).value()[0];
-    std::printf("sync: %lld stale gradients dropped\n",
-                static_cast<long long>(*dropped.data<int64_t>()));
+    auto counts = s.run({}, {m.sync->ops().dropped, m.sync->ops().refused}).value();
+    std::printf("sync: %lld stale gradients dropped, %lld second gradients of a replica for one "
+                "step refused\n",
+                static_cast<long long>(*counts[0].data<int64_t>()),
+                static_cast<long long>(*counts[1].data<int64_t>()));
     throw_if_error(s.run({m.sync->ops().stop}));
   }
   if (t.curve.empty())

@@ -89,22 +89,24 @@ private:
   std::shared_ptr<accumulator_resource> a_;
 };
 
+enum class stat { accumulated, dropped, refused };
+
 class stat_kernel : public kernel {
 public:
-  stat_kernel(std::shared_ptr<accumulator_resource> a, bool dropped)
-      : a_(std::move(a)), dropped_(dropped) {}
+  stat_kernel(std::shared_ptr<accumulator_resource> a, stat which)
+      : a_(std::move(a)), which_(which) {}
   status compute(kernel_context& ctx) override {
     auto s = a_->get_stats();
-    if (dropped_)
-      ctx.set_output(0, tensor::scalar<int64_t>(s.dropped));
-    else
+    if (which_ == stat::accumulated)
       ctx.set_output(0, tensor::scalar<int32_t>(int32_t(s.accumulated)));
+    else
+      ctx.set_output(0, tensor::scalar<int64_t>(which_ == stat::dropped ? s.dropped : s.refused));
     return {};
   }
 
 private:
   std::shared_ptr<accumulator_resource> a_;
-  bool dropped_;
+  stat which_;
 };
 
 class set_step_kernel : public kernel {
@@ -195,8 +197,10 @@ RUNNEL_KERNEL_FAMILY(accumulator) {
             });
   reg.add("AccumulatorTakeGradient", cpu, {}, accumulator_factory<take_kernel>(false));
   reg.add("SparseAccumulatorTakeGradient", cpu, {}, accumulator_factory<take_kernel>(true));
-  reg.add("AccumulatorNumAccumulated", cpu, {}, accumulator_factory<stat_kernel>({}, false));
-  reg.add("AccumulatorNumDropped", cpu, {}, accumulator_factory<stat_kernel>({}, true));
+  reg.add("AccumulatorNumAccumulated", cpu, {},
+          accumulator_factory<stat_kernel>({}, stat::accumulated));
+  reg.add("AccumulatorNumDropped", cpu, {}, accumulator_factory<stat_kernel>({}, stat::dropped));
+  reg.add("AccumulatorNumRefused", cpu, {}, accumulator_factory<stat_kernel>({}, stat::refused));
   reg.add("AccumulatorSetGlobalStep", cpu, {}, accumulator_factory<set_step_kernel>({}));
   reg.add("AccumulatorClose", cpu, {}, accumulator_factory<close_accumulator_kernel>({}));
   reg.add("QueueReset", cpu, {}, [](const kernel_construction& c) -> result<std::unique_ptr<kernel>> {

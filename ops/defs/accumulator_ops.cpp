@@ -98,6 +98,12 @@ RUNNEL_OP_FAMILY(accumulator) {
                .output("num_dropped", dtype::i64)
                .set_stateful()
                .shape_fn(scalar_shape));
+  // Runnel: second gradients of one replica for one step refused so far.
+  add(reg, op_def("AccumulatorNumRefused")
+               .input("handle", dtype::string)
+               .output("num_refused", dtype::i64)
+               .set_stateful()
+               .shape_fn(scalar_shape));
   add(reg, op_def("AccumulatorClose").input("handle", dtype::string).set_stateful());
 
   // Runnel: drop a queue's elements, reopen it and enqueue the rows of `components`; and fail

@@ -48,6 +48,7 @@ public:
     int64_t accumulated = 0; ///< gradients in the current sum
     int64_t dropped = 0;     ///< stale gradients dropped since creation
     int64_t applied = 0;     ///< gradients accumulated since creation
+    int64_t refused = 0;     ///< second gradients of one replica for one step, refused
   };
 
   virtual ~accumulator_resource() = default;
@@ -55,7 +56,8 @@ public:
   virtual const accumulator_spec& spec() const = 0;
 
   /// Adds `gradient` (as in take_done_fn) sent by `replica` (-1: unknown) for `local_step`, or
-  /// drops it when local_step is older than the global step. Errors: a dtype or shape that does
+  /// drops it when local_step is older than the global step, or refuses it when `replica`
+  /// already has a gradient in the current sum (counted; one gradient per replica and step). Errors: a dtype or shape that does
   /// not match the accumulator, a closed accumulator.
   virtual status apply(int64_t local_step, int64_t replica, std::vector<tensor> gradient) = 0;
   /// Waits until `num_required` gradients have accumulated, then hands out their mean (or sum),

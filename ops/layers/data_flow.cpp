@@ -209,6 +209,11 @@ output graph_accumulator::num_dropped(std::string_view name) const {
   return handle_.owner().build("AccumulatorNumDropped", name.empty() ? "num_dropped" : name,
                                {handle_.ep()})[0];
 }
+output graph_accumulator::num_refused(std::string_view name) const {
+  auto col = handle_.owner().colocate_with(handle_);
+  return handle_.owner().build("AccumulatorNumRefused", name.empty() ? "num_refused" : name,
+                               {handle_.ep()})[0];
+}
 operation graph_accumulator::set_global_step(output step, std::string_view name) const {
   // Ops on a resource run where it lives, whatever the device scope says.
   auto col = handle_.owner().colocate_with(handle_);

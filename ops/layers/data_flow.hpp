@@ -110,6 +110,8 @@ public:
   indexed_slices take_slices(output num_required, std::string_view name = {}) const;
   output num_accumulated(std::string_view name = {}) const;
   output num_dropped(std::string_view name = {}) const;
+  /// Second gradients of one replica for one step refused so far (int64).
+  output num_refused(std::string_view name = {}) const;
   operation set_global_step(output step, std::string_view name = {}) const;
   operation close(std::string_view name = {}) const;
 

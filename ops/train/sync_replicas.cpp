@@ -162,6 +162,7 @@ operation sync_replicas_optimizer::apply_gradients(
   }
   add_chief_controls(g, global_step, tokens, accs, o);
   o.dropped = accs.front().num_dropped("dropped_gradients");
+  o.refused = accs.front().num_refused("refused_gradients");
 
   // What the session runs (actors/cluster/sync_runner.cpp).
   g.add_to_collection(sync_replicas_collection, o.train.node_id());

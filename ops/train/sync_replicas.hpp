@@ -68,6 +68,7 @@ struct sync_replicas_ops {
   operation chief_fail; ///< fails the waiting token dequeues with fail_message (unavailable)
   operation stop;       ///< closes the accumulators, ends the waiting dequeues (out_of_range)
   output dropped;       ///< int64: stale gradients dropped so far (by the first accumulator)
+  output refused;       ///< int64: second gradients of one replica for one step refused so far
 };
 
 class sync_replicas_optimizer {

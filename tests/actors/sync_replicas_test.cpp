@@ -29,12 +29,13 @@ TEST_CASE("a dense accumulator averages a step's gradients and drops stale ones"
   auto step = placeholder(g, dtype::i64, shape{}, "step");
   auto grad = placeholder(g, dtype::f32, shape{2}, "grad");
   auto apply = acc.apply_grad(step, grad, 0);
+  auto apply1 = acc.apply_grad(step, grad, 1);
   auto take = acc.take_grad(constant(g, int32_t(2)));
   auto count = acc.num_accumulated();
   auto dropped = acc.num_dropped();
   session s(test_runtime(), g);
   REQUIRE(s.run({{step, step_t(0)}, {grad, vals<float>({2}, {1, 2})}}, {}, {apply}).ok());
-  REQUIRE(s.run({{step, step_t(0)}, {grad, vals<float>({2}, {3, 6})}}, {}, {apply}).ok());
+  REQUIRE(s.run({{step, step_t(0)}, {grad, vals<float>({2}, {3, 6})}}, {}, {apply1}).ok());
   check_equal(s.run({}, {count}).value()[0], tensor::scalar<int32_t>(2));
   check_equal(s.run({}, {take}).value()[0], vals<float>({2}, {2, 4}));
   // The take advanced the accumulator to step 1: a step-0 gradient is stale now.
@@ -45,6 +46,38 @@ TEST_CASE("a dense accumulator averages a step's gradients and drops stale ones"
   auto bad = s.run({{step, step_t(1)}, {grad, vals<float>({3}, {1, 2, 3})}}, {}, {apply});
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.error().message(), Catch::Contains("[3]") && Catch::Contains("[2]"));
+}
+
+TEST_CASE("a replica's second gradient for one step is refused and counted", "[sync]") {
+  graph g;
+  auto acc = conditional_accumulator(g, dtype::f32, shape{1}, {}, uname("twice"));
+  auto step = placeholder(g, dtype::i64, shape{}, "step");
+  auto grad = placeholder(g, dtype::f32, shape{1}, "grad");
+  auto from0 = acc.apply_grad(step, grad, 0);
+  auto from1 = acc.apply_grad(step, grad, 1);
+  auto anonymous = acc.apply_grad(step, grad);
+  auto take = acc.take_grad(constant(g, int32_t(2)));
+  auto count = acc.num_accumulated();
+  auto refused = acc.num_refused();
+  session s(test_runtime(), g);
+  auto send = [&](operation op, int64_t at, float v) {
+    REQUIRE(s.run({{step, step_t(at)}, {grad, vals<float>({1}, {v})}}, {}, {op}).ok());
+  };
+  send(from0, 0, 1);
+  send(from0, 0, 100); // resent, or sent again by a restarted replica: not in the mean
+  check_equal(s.run({}, {refused}).value()[0], tensor::scalar<int64_t>(1));
+  check_equal(s.run({}, {count}).value()[0], tensor::scalar<int32_t>(1));
+  send(from1, 0, 3);
+  check_equal(s.run({}, {take}).value()[0], vals<float>({1}, {2}));
+  // The next step takes one gradient from each replica again.
+  send(from0, 1, 5);
+  send(from1, 1, 7);
+  check_equal(s.run({}, {take}).value()[0], vals<float>({1}, {6}));
+  // Gradients that name no replica are not counted per replica.
+  send(anonymous, 2, 1);
+  send(anonymous, 2, 3);
+  check_equal(s.run({}, {take}).value()[0], vals<float>({1}, {2}));
+  check_equal(s.run({}, {refused}).value()[0], tensor::scalar<int64_t>(1));
 }
 
 TEST_CASE("a take that runs while the gradients arrive waits for them", "[sync]") {
