@@ -21,6 +21,16 @@ def accuracy(run_dir):
     return float(found[-1]) if found else None
 
 
+def sync_counts(run_dir):
+    """The chief's (dropped, refused) gradient counts from its last "sync:" line, or None."""
+    try:
+        text = open(os.path.join(run_dir, "worker-0.out")).read()
+    except OSError:
+        return None
+    found = re.findall(r"sync: (\d+) stale gradients dropped, (\d+) second gradients", text)
+    return tuple(int(x) for x in found[-1]) if found else None
+
+
 def samples(run_dir):
     out = []
     try:
@@ -31,6 +41,20 @@ def samples(run_dir):
     except (OSError, ValueError):
         pass
     return out
+
+
+def longest_stall(rows):
+    """The chief's longest wait for a step once training began: between samples whose step
+    differs."""
+    stall, last_t, last_s = 0.0, None, None
+    for t, s in rows:
+        if s == 0:
+            continue  # before the first step: starting up
+        if last_s is None or s != last_s:
+            if last_t is not None:
+                stall = max(stall, t - last_t)
+            last_t, last_s = t, s
+    return stall
 
 
 def address(run_dir, job, task):
@@ -47,9 +71,10 @@ def address(run_dir, job, task):
     return hosts[task] if 0 <= task < len(hosts) else None
 
 
-def named(run_dir, job, task):
+def named(run_dir, job, task, offsets=None):
     """Whether some log line names the victim (its task or its address) as gone, and whether
-    its restart (if any) was logged."""
+    its restart (if any) was logged; with `offsets` ({path: bytes}), only in what each log got
+    past its offset (a file not in it, whole)."""
     addr = address(run_dir, job, task)
     pattern = re.compile(
         r"(/job:%s/replica:0/task:%d|%s task %d|%s)" % (job, task, job, task, re.escape(addr or "-"))
@@ -58,11 +83,14 @@ def named(run_dir, job, task):
                        r"restart|late|unreachable|backup|stalled|slow)", re.I)
     for path in glob.glob(os.path.join(run_dir, "*.log")) + [os.path.join(run_dir, "cluster-run.out")]:
         try:
-            for row in open(path, errors="replace"):
-                if pattern.search(row) and cause.search(row) and "serving on" not in row:
-                    return True
+            with open(path, "rb") as f:
+                f.seek((offsets or {}).get(path, 0))
+                text = f.read().decode(errors="replace")
         except OSError:
-            pass
+            continue
+        for row in text.replace("\r", "\n").splitlines():
+            if pattern.search(row) and cause.search(row) and "serving on" not in row:
+                return True
     return False
 
 
@@ -92,6 +120,11 @@ def line(a):
         if abs(delta) > a.points / 100:
             reasons.append("accuracy %.4f is %.1f points outside the fault-free %.4f-%.4f"
                            % (acc, 100 * delta, lo, hi))
+    # No step's mean holds one replica twice: the accumulators refuse a second gradient (and
+    # count it); the chief's count says how often one came.
+    counts = sync_counts(run_dir)
+    if counts is None and not a.hung and a.rc == 0:
+        reasons.append("the chief printed no sync counts")
     rows = samples(run_dir)
     recovery = back = None
     if a.case != "none":
@@ -111,15 +144,10 @@ def line(a):
         job, task = a.victim.split(":")
         if not named(run_dir, job, int(task)):
             reasons.append("no log line names %s %s as gone" % (job, task))
-    # The chief's longest wait for a step once training began: between samples whose step differs.
-    stall, last_t, last_s = 0.0, None, None
-    for t, s in rows:
-        if s == 0:
-            continue  # before the first step: starting up
-        if last_s is None or s != last_s:
-            if last_t is not None:
-                stall = max(stall, t - last_t)
-            last_t, last_s = t, s
+    stall = longest_stall(rows)
+    if a.step_timeout and stall > a.step_timeout:
+        reasons.append("the chief waited %.1f s for a step, past the %d s step timeout"
+                       % (stall, a.step_timeout))
     restarts = 0
     try:
         restarts = open(os.path.join(run_dir, "cluster-run.out")).read().count("restarting it")
@@ -134,6 +162,7 @@ def line(a):
         "accuracy=%s" % ("%.4f" % acc if acc is not None else "-"),
         "outside=%s" % ("%+.4f" % delta if delta is not None else "-"),
         "restarts=%d" % restarts,
+        "refused=%s" % (counts[1] if counts else "-"),
         "stall=%.1fs" % stall,
         "fault=%s" % a.what.replace(" ", "_"),
     ]
@@ -170,7 +199,8 @@ def main():
     p.add_argument("mode")
     for name in ("case", "what", "dir", "verify", "baseline", "victim"):
         p.add_argument("--" + name.replace("_", "-"), dest=name, default="")
-    for name in ("rc", "hung", "fault_step", "interval", "left_hosts", "left_procs"):
+    for name in ("rc", "hung", "fault_step", "interval", "left_hosts", "left_procs",
+                 "step_timeout"):
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=0)
     p.add_argument("--fault-at", dest="fault_at", type=float, default=0.0)
     p.add_argument("--points", type=float, default=0.5)
