@@ -57,8 +57,8 @@ public:
 
   /// Adds `gradient` (as in take_done_fn) sent by `replica` (-1: unknown) for `local_step`, or
   /// drops it when local_step is older than the global step, or refuses it when `replica`
-  /// already has a gradient in the current sum (counted; one gradient per replica and step). Errors: a dtype or shape that does
-  /// not match the accumulator, a closed accumulator.
+  /// already has a gradient in the current sum (counted; one gradient per replica and step).
+  /// Errors: a dtype or shape that does not match the accumulator, a closed accumulator.
   virtual status apply(int64_t local_step, int64_t replica, std::vector<tensor> gradient) = 0;
   /// Waits until `num_required` gradients have accumulated, then hands out their mean (or sum),
   /// starts an empty sum and advances the global step by one. Fails with `unavailable` naming

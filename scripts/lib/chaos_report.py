@@ -94,8 +94,8 @@ def named(run_dir, job, task, offsets=None):
     return False
 
 
-def line(a):
-    run_dir = a.dir
+def ending_reasons(a):
+    """What is wrong with how a run ended (args: hung, rc, left_hosts, left_procs, verify)."""
     reasons = []
     if a.hung:
         reasons.append("hung: still running after the deadline")
@@ -107,6 +107,12 @@ def line(a):
         reasons.append("%d processes left" % a.left_procs)
     if a.verify != "ok":
         reasons.append("a checkpoint does not verify (verify.txt)")
+    return reasons
+
+
+def line(a):
+    run_dir = a.dir
+    reasons = ending_reasons(a)
     acc = accuracy(run_dir)
     # The fault-free runs so far (LOGS/none-*): within --points of their range passes.
     base = [b for b in (accuracy(d) for d in glob.glob(os.path.join(a.baseline, "none-*")))

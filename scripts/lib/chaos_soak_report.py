@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chaos_report import accuracy, longest_stall, named, samples, sync_counts  # noqa: E402
+from chaos_report import (accuracy, ending_reasons, longest_stall, named, samples,  # noqa: E402
+                          sync_counts)
 
 # A fault's cost: how much later than the pace before the first fault the chief got this many
 # steps past the step at the fault.
@@ -45,17 +46,7 @@ def main():
                  "step_timeout"):
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=0)
     a = p.parse_args()
-    run_dir, reasons = a.dir, []
-    if a.hung:
-        reasons.append("hung: still running after the deadline")
-    elif a.rc != 0:
-        reasons.append("cluster-run exited %d" % a.rc)
-    if a.left_hosts:
-        reasons.append("%d hosts left" % a.left_hosts)
-    if a.left_procs:
-        reasons.append("%d processes left" % a.left_procs)
-    if a.verify != "ok":
-        reasons.append("a checkpoint does not verify (verify.txt)")
+    run_dir, reasons = a.dir, ending_reasons(a)
     rows = samples(run_dir)
     fs = faults(run_dir)
     last = max((s for _, s in rows), default=0)
@@ -99,7 +90,9 @@ def main():
                            os.path.join(run_dir, "resources.csv"),
                            os.path.join(run_dir, "resources.svg"), "5", "90"],
                           capture_output=True, text=True)
-    if proc.returncode != 0:
+    if proc.returncode != 0 and ("Traceback" in proc.stderr or "can't open" in proc.stderr):
+        reasons.append("the resource judge (soak_report.py) failed: below")
+    elif proc.returncode != 0:
         reasons.append("a process grew (the processes' lines below)")
     elif not any(l.endswith(": ok") for l in proc.stdout.splitlines()):
         reasons.append("no process lived long enough to judge its growth")
