@@ -1,10 +1,21 @@
 # The faults of scripts/chaos and scripts/chaos-soak (sourced): each injected into a training job
 # that scripts/cluster-run started (--restart, logs in DIR, hosts tagged TAG), as docs/reliability.md
 # ("Faults at scale") describes them.
+#   chaos_cases NAME LIST             # LIST (comma-separated; empty: all) into the array `list`;
+#                                     # an unknown case: a message naming it, status 2
 #   chaos_chief_step DIR              # the chief's last completed global step (0 before the first)
 #   chaos_inject CASE DIR TAG WORKERS # injects CASE; returns once it is over (sleeps 10-30 s for
 #                                     # link_down, throttle, stop); sets what, victim and job
 CHAOS_CASES=link_down,throttle,stop,kill_worker,kill_ps,kill_chief,ps_and_worker
+
+chaos_cases() {
+  local name=$1 kase
+  IFS=, read -r -a list <<<"${2:-$CHAOS_CASES}"
+  for kase in "${list[@]}"; do
+    [[ ,$CHAOS_CASES, == *,$kase,* ]] ||
+      { echo "$name: unknown case '$kase' (cases: $CHAOS_CASES)" >&2; return 2; }
+  done
+}
 
 chaos_chief_step() {
   tr '\r' '\n' 2>/dev/null <"$1/worker-0.log" |

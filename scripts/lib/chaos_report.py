@@ -11,22 +11,24 @@ import statistics
 import sys
 
 
+def chief_out(run_dir):
+    """What the chief printed on stdout ("" when there is nothing)."""
+    try:
+        return open(os.path.join(run_dir, "worker-0.out")).read()
+    except OSError:
+        return ""
+
+
 def accuracy(run_dir):
     """The chief's final test accuracy, or None."""
-    try:
-        text = open(os.path.join(run_dir, "worker-0.out")).read()
-    except OSError:
-        return None
+    text = chief_out(run_dir)
     found = re.findall(r"test accuracy: ([0-9.]+)", text)
     return float(found[-1]) if found else None
 
 
 def sync_counts(run_dir):
     """The chief's (dropped, refused) gradient counts from its last "sync:" line, or None."""
-    try:
-        text = open(os.path.join(run_dir, "worker-0.out")).read()
-    except OSError:
-        return None
+    text = chief_out(run_dir)
     found = re.findall(r"sync: (\d+) stale gradients dropped, (\d+) second gradients", text)
     return tuple(int(x) for x in found[-1]) if found else None
 
