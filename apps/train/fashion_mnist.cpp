@@ -303,13 +303,21 @@ struct trainer {
 
   /// One line when a synchronous step of this worker took far longer than usual (stopped, cut
   /// off, starved): the others went on without it, its late gradients dropped as stale. One line
-  /// when it turns a straggler, and one when it is back.
+  /// when it turns a straggler, and one when it is back. A run of stalled steps (a link so slow
+  /// that every step stalls) is one line at its first and one when back, not a line a step.
   double usual_step_s = 0;
-  int64_t usual_steps = 0, slow_steps = 0;
+  int64_t usual_steps = 0, slow_steps = 0, stalled_steps = 0;
+  double unusual_s = 0; // time in the slow and stalled steps since the last usual one
   void note_stall(std::chrono::steady_clock::duration took, int64_t step_before,
                   bool ended = false) {
     double s = std::chrono::duration<double>(took).count();
     if (usual_steps >= 10 && s > std::max(2.0, 10 * usual_step_s)) {
+      unusual_s += s;
+      if (++stalled_steps > 1 && !ended) {     // named at the first of the run; the line when back
+        if (slow_steps + stalled_steps == 100) // gives the count
+          take_as_usual_pace(s);
+        return;
+      }
       // The others went on (the shared step moved more than one): this worker was the one held
       // up. Otherwise the whole job waited, for this worker among others.
       bool alone = ended || global_step - step_before > 1;
@@ -328,6 +336,7 @@ struct trainer {
     // Slower than twice the usual for 10 steps in a row: a straggler (its link or host slow, or
     // the whole job slower), named once, and once more when it is back to the usual pace.
     if (usual_steps >= 10 && s > 2 * usual_step_s) {
+      unusual_s += s;
       if (++slow_steps == 10)
         std::fprintf(stderr,
                      "\nworker %d (/job:worker/replica:0/task:%d at %s): slow since step %lld: "
@@ -335,22 +344,28 @@ struct trainer {
                      "straggling link or host, or the whole job slower)\n",
                      r.task, r.task, r.worker_address.c_str(),
                      static_cast<long long>(step_before - 9), usual_step_s * 1e3, s / usual_step_s);
-      if (slow_steps == 100) { // not a passing fault: the pace from here on
-        std::fprintf(stderr, "\nworker %d: %.0f ms a step taken as the usual pace from here\n",
-                     r.task, s * 1e3);
-        usual_step_s = s, slow_steps = 0;
-      }
+      if (slow_steps + stalled_steps == 100)
+        take_as_usual_pace(s);
       return; // the usual pace stays what it was
     }
-    if (slow_steps >= 10)
+    if (slow_steps >= 10 || stalled_steps > 1)
       std::fprintf(stderr,
                    "\nworker %d (/job:worker/replica:0/task:%d at %s): back to the usual pace at "
-                   "step %lld after %lld slow steps\n",
+                   "step %lld after %lld steps off its pace (%lld stalled, %lld slow; %.1f s)\n",
                    r.task, r.task, r.worker_address.c_str(), static_cast<long long>(global_step),
-                   static_cast<long long>(slow_steps));
-    slow_steps = 0;
+                   static_cast<long long>(slow_steps + stalled_steps),
+                   static_cast<long long>(stalled_steps), static_cast<long long>(slow_steps),
+                   unusual_s);
+    slow_steps = stalled_steps = 0;
+    unusual_s = 0;
     usual_step_s = usual_steps == 0 ? s : 0.9 * usual_step_s + 0.1 * s;
     ++usual_steps;
+  }
+  /// 100 slow or stalled steps in a row are not a passing fault: the pace from here on.
+  void take_as_usual_pace(double step_s) {
+    std::fprintf(stderr, "\nworker %d: %.0f ms a step taken as the usual pace from here\n", r.task,
+                 step_s * 1e3);
+    usual_step_s = step_s, slow_steps = stalled_steps = 0, unusual_s = 0;
   }
 
   void add_curve_point(int epoch, const epoch_sums& sums, double test_acc) {

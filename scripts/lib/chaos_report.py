@@ -112,22 +112,29 @@ def ending_reasons(a):
     return reasons
 
 
+def accuracy_outside(acc, base, points):
+    """How far acc is outside the fault-free runs' range (0 inside it), and why that fails, if
+    it does: below the range by more than `points`. What a fault can do to training (gradients
+    lost, steps redone from a checkpoint, a replica's stale weights) costs accuracy; ending
+    higher is the spread of a job whose steps drop whichever gradient comes last, and a run
+    whose step went back redid those steps on batches the fault-free run never reached (the
+    workers' input is not rewound with the step). The one fault that could lift accuracy, a
+    gradient applied twice, is checked directly: the accumulators refuse and count it."""
+    lo, hi = min(base), max(base)
+    delta = 0.0 if lo <= acc <= hi else (acc - lo if acc < lo else acc - hi)
+    if delta < -points / 100:
+        return delta, ("accuracy %.4f is %.2f points below the fault-free %.4f-%.4f"
+                       % (acc, -100 * delta, lo, hi))
+    return delta, None
+
+
 def line(a):
     run_dir = a.dir
     reasons = ending_reasons(a)
     acc = accuracy(run_dir)
-    # The fault-free runs so far (LOGS/none-*): within --points of their range passes.
+    # The fault-free runs so far (LOGS/none-*), the reference of accuracy_outside.
     base = [b for b in (accuracy(d) for d in glob.glob(os.path.join(a.baseline, "none-*")))
             if b is not None]
-    delta = None
-    if acc is None:
-        reasons.append("no final accuracy")
-    elif a.case != "none" and base:
-        lo, hi = min(base), max(base)
-        delta = 0.0 if lo <= acc <= hi else (acc - lo if acc < lo else acc - hi)
-        if abs(delta) > a.points / 100:
-            reasons.append("accuracy %.4f is %.1f points outside the fault-free %.4f-%.4f"
-                           % (acc, 100 * delta, lo, hi))
     # No step's mean holds one replica twice: the accumulators refuse a second gradient (and
     # count it); the chief's count says how often one came.
     counts = sync_counts(run_dir)
@@ -152,6 +159,13 @@ def line(a):
         job, task = a.victim.split(":")
         if not named(run_dir, job, int(task)):
             reasons.append("no log line names %s %s as gone" % (job, task))
+    delta = None
+    if acc is None:
+        reasons.append("no final accuracy")
+    elif a.case != "none" and base:
+        delta, why = accuracy_outside(acc, base, a.points)
+        if why:
+            reasons.append(why)
     stall = longest_stall(rows)
     if a.step_timeout and stall > a.step_timeout:
         reasons.append("the chief waited %.1f s for a step, past the %d s step timeout"
