@@ -215,6 +215,15 @@ struct trainer {
       train_steps(epoch, sums);
       end_epoch(epoch, sums);
     }
+    if (slow_steps >= 10 || stalled_steps > 1) // the fault outlasted training: its last line
+      std::fprintf(stderr,
+                   "\nworker %d (/job:worker/replica:0/task:%d at %s): training ended at step "
+                   "%lld with this worker still off its pace: %lld steps (%lld stalled, %lld "
+                   "slow; %.1f s)\n",
+                   r.task, r.task, r.worker_address.c_str(), static_cast<long long>(global_step),
+                   static_cast<long long>(slow_steps + stalled_steps),
+                   static_cast<long long>(stalled_steps), static_cast<long long>(slow_steps),
+                   unusual_s);
   }
 
   /// This epoch's data: a fixed seed per epoch, so a resumed run skips exactly the batches it
@@ -313,8 +322,9 @@ struct trainer {
     double s = std::chrono::duration<double>(took).count();
     if (usual_steps >= 10 && s > std::max(2.0, 10 * usual_step_s)) {
       unusual_s += s;
-      if (++stalled_steps > 1 && !ended) {     // named at the first of the run; the line when back
-        if (slow_steps + stalled_steps == 100) // gives the count
+      // Named at the first of a run of stalled steps; the line when back gives the count.
+      if (++stalled_steps > 1 && !ended) {
+        if (slow_steps + stalled_steps == 100)
           take_as_usual_pace(s);
         return;
       }
@@ -331,6 +341,8 @@ struct trainer {
                              "stale) to step"
                            : "the whole job waited: the shared step is",
                    static_cast<long long>(global_step), ended ? "" : "; back in step");
+      if (ended) // its last line
+        slow_steps = stalled_steps = 0;
       return;
     }
     // Slower than twice the usual for 10 steps in a row: a straggler (its link or host slow, or
