@@ -215,15 +215,8 @@ struct trainer {
       train_steps(epoch, sums);
       end_epoch(epoch, sums);
     }
-    if (slow_steps >= 10 || stalled_steps > 1) // the fault outlasted training: its last line
-      std::fprintf(stderr,
-                   "\nworker %d (/job:worker/replica:0/task:%d at %s): training ended at step "
-                   "%lld with this worker still off its pace: %lld steps (%lld stalled, %lld "
-                   "slow; %.1f s)\n",
-                   r.task, r.task, r.worker_address.c_str(), static_cast<long long>(global_step),
-                   static_cast<long long>(slow_steps + stalled_steps),
-                   static_cast<long long>(stalled_steps), static_cast<long long>(slow_steps),
-                   unusual_s);
+    if (off_pace()) // the fault outlasted training: its last line
+      say_off_pace("training ended at", "with this worker still off its pace: ", "");
   }
 
   /// This epoch's data: a fixed seed per epoch, so a resumed run skips exactly the batches it
@@ -360,18 +353,25 @@ struct trainer {
         take_as_usual_pace(s);
       return; // the usual pace stays what it was
     }
-    if (slow_steps >= 10 || stalled_steps > 1)
-      std::fprintf(stderr,
-                   "\nworker %d (/job:worker/replica:0/task:%d at %s): back to the usual pace at "
-                   "step %lld after %lld steps off its pace (%lld stalled, %lld slow; %.1f s)\n",
-                   r.task, r.task, r.worker_address.c_str(), static_cast<long long>(global_step),
-                   static_cast<long long>(slow_steps + stalled_steps),
-                   static_cast<long long>(stalled_steps), static_cast<long long>(slow_steps),
-                   unusual_s);
+    if (off_pace())
+      say_off_pace("back to the usual pace at", "after ", " off its pace");
     slow_steps = stalled_steps = 0;
     unusual_s = 0;
     usual_step_s = usual_steps == 0 ? s : 0.9 * usual_step_s + 0.1 * s;
     ++usual_steps;
+  }
+  /// Named as a straggler (10 slow steps in a row) or stalled more than one step in a row.
+  bool off_pace() const { return slow_steps >= 10 || stalled_steps > 1; }
+  /// "worker …: WHEN step S BEFOREN steps AFTER (… stalled, … slow; T s)": the line that closes a
+  /// run of slow or stalled steps.
+  void say_off_pace(const char* when, const char* before, const char* after) const {
+    std::fprintf(
+        stderr,
+        "\nworker %d (/job:worker/replica:0/task:%d at %s): %s step %lld %s%lld steps%s "
+        "(%lld stalled, %lld slow; %.1f s)\n",
+        r.task, r.task, r.worker_address.c_str(), when, static_cast<long long>(global_step), before,
+        static_cast<long long>(slow_steps + stalled_steps), after,
+        static_cast<long long>(stalled_steps), static_cast<long long>(slow_steps), unusual_s);
   }
   /// 100 slow or stalled steps in a row are not a passing fault: the pace from here on.
   void take_as_usual_pace(double step_s) {
