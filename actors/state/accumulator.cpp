@@ -3,6 +3,7 @@
 // waits as a request that a later apply completes, so a waiting take holds no thread.
 // Completions run after the lock is released. An actor per accumulator owns the take deadlines.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <numeric>
@@ -104,6 +105,14 @@ public:
         reset_sum();
       global_step_ = step;
       closed_ = false;
+      // The gradients held since the last chief's step failed are judged against this step.
+      auto held = std::move(held_);
+      held_.clear();
+      awaiting_chief_ = false;
+      for (auto& h : held)
+        if (status st = apply_locked(h.local_step, h.replica, std::move(h.grad)); !st.ok())
+          std::fprintf(stderr, "runnel: %s: a gradient held for the new chief: %s\n",
+                       describe().c_str(), st.to_string().c_str());
     });
   }
   void close() {
@@ -122,6 +131,12 @@ public:
           auto r = std::move(*it);
           takes_.erase(it);
           complete(r.done, unavailable(missing_message(r.num_required)), {});
+          // The chief's step failed: its loop stops and a chief that starts again sets the step
+          // anew, maybe an older one (restored from a checkpoint). Until then no gradient can be
+          // judged stale: one computed at the restored step, read by a worker that starts
+          // meanwhile, would be dropped and that worker would wait for a token forever.
+          if (spec_.total_replicas > 0)
+            awaiting_chief_ = true;
           return;
         }
     });
@@ -218,6 +233,11 @@ private:
     if (closed_)
       return out_of_range("training ended: " + describe() +
                           " is closed (the chief's session closed)");
+    if (awaiting_chief_) {
+      RUNNEL_RETURN_IF_ERROR(check(g));
+      held_.push_back({local_step, replica, std::move(g)});
+      return {};
+    }
     if (local_step < global_step_) {
       ++dropped_;
       return {};
@@ -344,6 +364,14 @@ private:
   std::set<int64_t> contributors_;
   std::set<int64_t> taken_from_; ///< the contributors of the last take, for a put_back
   std::deque<take_request> takes_;
+  /// A chief's step failed (a take timed out): gradients are held as they came until the next
+  /// set_global_step judges them (sync_replicas.hpp, "a chief that starts again").
+  bool awaiting_chief_ = false;
+  struct held_gradient {
+    int64_t local_step, replica;
+    std::vector<tensor> grad;
+  };
+  std::vector<held_gradient> held_;
 };
 
 accumulator_timer::behavior_type timer_behavior(accumulator_timer::pointer,

@@ -68,7 +68,9 @@ public:
   /// count and the global step are as before the take (gradients that arrived since are kept).
   virtual void put_back(std::vector<tensor> taken, int64_t count) = 0;
   /// Sets the global step (e.g. a restarted chief's), dropping a partial sum that holds a
-  /// gradient of an older step, and reopens a closed accumulator.
+  /// gradient of an older step, and reopens a closed accumulator. After a take timed out (with
+  /// total_replicas set) the gradients that came since were held, not judged: they are applied
+  /// (or dropped as stale) against this step now.
   virtual void set_global_step(int64_t step) = 0;
   /// Fails waiting and later takes and applies with `cancelled` until set_global_step.
   virtual void close() = 0;

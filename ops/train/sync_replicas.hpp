@@ -28,7 +28,11 @@
 // the tokens and the accumulators to the current global step: no tokens are duplicated. When
 // a take waits longer than `timeout_ms` (workers died), the chief fails the waiting workers' token
 // dequeues with a message naming the replicas that sent nothing, so their steps fail with
-// `unavailable`; the accumulators stay open for restarted workers and a restarted chief. When
+// `unavailable`; the accumulators stay open for restarted workers and a restarted chief, and
+// hold the gradients that come meanwhile until a chief that starts again sets the step: a
+// chief restored from a checkpoint sets an older step than the accumulators were at, and a
+// worker that read the restored step before the chief's init would otherwise have its gradient
+// dropped as stale and wait for a token that never comes. When
 // the chief's session closes (or `stop` runs), the accumulators close and the waiting workers'
 // steps fail with `out_of_range` ("training ended"), as do later ones, instead of hanging. A
 // worker waits at most 5 × timeout_ms for its token (a chief that died without a word).

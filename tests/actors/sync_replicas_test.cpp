@@ -145,6 +145,45 @@ TEST_CASE("a take that times out names the replicas that sent nothing", "[sync]"
                                       Catch::Contains("nothing from replicas 0, 2 (of 3)"));
 }
 
+TEST_CASE("after a chief's step failed, a gradient at the step a new chief restores counts",
+          "[sync]") {
+  // The cluster test that found it: worker 1 killed at step 31, both workers restarted, the chief
+  // from its step-30 checkpoint; worker 1 read step 30 after the restore but before the chief's
+  // init set the accumulators back from 31 to 30, so its gradient was dropped as stale and the
+  // chief's first step timed out waiting for it.
+  graph g;
+  auto acc = conditional_accumulator(g, dtype::f32, shape{1},
+                                     {.total_num_replicas = 2, .timeout_ms = 50}, uname("rewind"));
+  auto step = placeholder(g, dtype::i64, shape{}, "step");
+  auto grad = placeholder(g, dtype::f32, shape{1}, "grad");
+  auto from0 = acc.apply_grad(step, grad, 0);
+  auto from1 = acc.apply_grad(step, grad, 1);
+  auto set_step = acc.set_global_step(step);
+  auto take = acc.take_grad(constant(g, int32_t(2)));
+  auto dropped = acc.num_dropped();
+  session s(test_runtime(), g);
+  auto send = [&](operation op, int64_t at, float v) {
+    REQUIRE(s.run({{step, step_t(at)}, {grad, vals<float>({1}, {v})}}, {}, {op}).ok());
+  };
+  REQUIRE(s.run({{step, step_t(31)}}, {}, {set_step}).ok());
+  send(from0, 31, 2);
+  auto failed = s.run({}, {take}); // replica 1 was killed: the old chief's step fails
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error().code() == error_code::unavailable);
+  send(from1, 30, 4);  // the restarted worker, at the restored step: held, not dropped
+  send(from1, 29, 50); // older than the step the new chief sets: dropped when it sets it
+  check_equal(s.run({}, {dropped}).value()[0], tensor::scalar<int64_t>(0));
+  REQUIRE(s.run({{step, step_t(30)}}, {}, {set_step}).ok());
+  check_equal(s.run({}, {dropped}).value()[0], tensor::scalar<int64_t>(1));
+  // Replica 0's gradient from the old chief's step stays (computed at 31 >= 30), so the new
+  // chief's own at 30 is its second; the step takes the two it has.
+  send(from0, 30, 100);
+  check_equal(s.run({}, {take}).value()[0], vals<float>({1}, {3}));
+  // From here on a stale gradient is dropped at once again.
+  send(from1, 30, 1);
+  check_equal(s.run({}, {dropped}).value()[0], tensor::scalar<int64_t>(2));
+}
+
 TEST_CASE("a worker with another total_num_replicas than the chief's is refused", "[sync]") {
   auto name = uname("mismatch");
   graph a, b;
