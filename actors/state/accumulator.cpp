@@ -25,6 +25,7 @@ struct take_request {
   int64_t id = 0;
   int64_t num_required = 1;
   accumulator_resource::take_done_fn done;
+  int64_t chief_epoch = 0; ///< the set_global_step calls before it: which chief's take it is
 };
 
 template <class T> void add_into(T* dst, const T* src, int64_t n) {
@@ -69,7 +70,7 @@ public:
                         invalid_argument("take from " + describe() + " needs num_required >= 1, "
                                          "got " + std::to_string(n)),
                         {});
-      take_request r{next_id_++, n, std::move(done)};
+      take_request r{next_id_++, n, std::move(done), chief_epoch_};
       if (spec_.timeout_ms >= 0)
         schedule_expiry(r.id, spec_.timeout_ms);
       takes_.push_back(std::move(r));
@@ -105,6 +106,7 @@ public:
         reset_sum();
       global_step_ = step;
       closed_ = false;
+      ++chief_epoch_;
       // The gradients held since the last chief's step failed are judged against this step.
       auto held = std::move(held_);
       held_.clear();
@@ -135,7 +137,8 @@ public:
           // anew, maybe an older one (restored from a checkpoint). Until then no gradient can be
           // judged stale: one computed at the restored step, read by a worker that starts
           // meanwhile, would be dropped and that worker would wait for a token forever.
-          if (spec_.total_replicas > 0)
+          // (A take of a chief that died before a new one set the step changes nothing.)
+          if (spec_.total_replicas > 0 && r.chief_epoch == chief_epoch_)
             awaiting_chief_ = true;
           return;
         }
@@ -367,6 +370,7 @@ private:
   /// A chief's step failed (a take timed out): gradients are held as they came until the next
   /// set_global_step judges them (sync_replicas.hpp, "a chief that starts again").
   bool awaiting_chief_ = false;
+  int64_t chief_epoch_ = 0;
   struct held_gradient {
     int64_t local_step, replica;
     std::vector<tensor> grad;
