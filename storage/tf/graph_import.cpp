@@ -7,6 +7,7 @@
 #include <google/protobuf/text_format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -161,6 +162,8 @@ node_def convert_node(const tensorflow::NodeDef& n, const op_registry& ops, bool
   d.op = n.op();
   if (auto it = renamed_ops.find(d.op); it != renamed_ops.end())
     d.op = it->second;
+  if (d.op == "Gather") // TensorFlow 1.x's first gather: GatherV2 along axis 0 (build adds it)
+    d.op = "GatherV2";
   d.device = n.device();
   d.inputs.assign(n.input().begin(), n.input().end());
   const op_def* def = ops.find(d.op);
@@ -268,6 +271,28 @@ status parse_text(std::string_view text, tensorflow::GraphDef& gd) {
   return {};
 }
 
+/// A v1 Gather (params, indices) imported as GatherV2 (params, indices, axis): a constant axis 0
+/// of its own goes before the node, as the third input (ahead of any control inputs).
+void add_gather_axis(graph_def& def, std::set<std::string, std::less<>>& names) {
+  node_def gather = std::move(def.nodes.back());
+  def.nodes.pop_back();
+  std::string axis = gather.name + "/axis";
+  for (int i = 1; names.count(axis); ++i)
+    axis = gather.name + "/axis_" + std::to_string(i);
+  names.insert(axis);
+  node_def c;
+  c.name = axis;
+  c.op = "Const";
+  c.device = gather.device;
+  c.attrs["dtype"] = dtype::i32;
+  c.attrs["value"] = tensor::scalar<int32_t>(0);
+  auto data_inputs = std::find_if(gather.inputs.begin(), gather.inputs.end(),
+                                  [](const std::string& in) { return in.starts_with('^'); });
+  gather.inputs.insert(data_inputs, axis);
+  def.nodes.push_back(std::move(c));
+  def.nodes.push_back(std::move(gather));
+}
+
 result<graph> build(const tensorflow::GraphDef& gd, const op_registry& ops) {
   if (gd.has_library() && gd.library().function_size() > 0) {
     std::vector<std::string> names;
@@ -279,8 +304,14 @@ result<graph> build(const tensorflow::GraphDef& gd, const op_registry& ops) {
   bool legacy = !gd.has_versions() || gd.versions().producer() < 21;
   graph_def def;
   std::vector<std::string> unsupported, problems;
+  std::set<std::string, std::less<>> names;
   for (auto& n : gd.node())
+    names.insert(n.name());
+  for (auto& n : gd.node()) {
     def.nodes.push_back(convert_node(n, ops, legacy, unsupported, problems));
+    if (n.op() == "Gather")
+      add_gather_axis(def, names);
+  }
   if (!unsupported.empty())
     return unimplemented(std::to_string(unsupported.size()) + " node" +
                          (unsupported.size() == 1 ? " uses an op" : "s use ops") +

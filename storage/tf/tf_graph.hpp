@@ -8,7 +8,8 @@
 //   auto out = s.run({{"x", images}}, {"softmax"});
 //   throw_if_error(save_tf_graph(*g, "model.pbtxt"));     // text, by the extension
 //
-// Import maps each NodeDef onto Runnel's op of the same name (AddV2 becomes Add) and its
+// Import maps each NodeDef onto Runnel's op of the same name (AddV2 becomes Add; the v1
+// `Gather` becomes GatherV2 with a constant axis 0, a node `<name>/axis` of its own) and its
 // attributes onto the op's declared ones. Attributes Runnel infers (dtype attributes such as
 // `T` or `Tidx` it does not declare) and TensorFlow's private ones (`_output_shapes`, ...) are
 // dropped, `_class` colocation is kept; any other attribute Runnel does not know is an error,

@@ -160,6 +160,43 @@ TEST_CASE("unsupported ops are all named with their nodes in one error", "[tf]")
   CHECK_THAT(m, Catch::Contains("node 'z' (op FancyUnknownOp)"));
 }
 
+TEST_CASE("TensorFlow 1.x's v1 Gather imports as GatherV2 along axis 0", "[tf]") {
+  // As TF 1.x-era graphs write it (tf.gather before 1.4, embedding lookups): params, indices
+  // and a control input, validate_indices set; a node already named "g/axis" is left alone.
+  std::string text = R"(
+node { name: "params" op: "Const"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "value" value { tensor { dtype: DT_FLOAT
+    tensor_shape { dim { size: 3 } dim { size: 2 } }
+    float_val: 1 float_val: 2 float_val: 3 float_val: 4 float_val: 5 float_val: 6 } } } }
+node { name: "idx" op: "Placeholder" attr { key: "dtype" value { type: DT_INT64 } } }
+node { name: "g/axis" op: "Const"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 7 } } } }
+node { name: "g" op: "Gather" input: "params" input: "idx" input: "^g/axis"
+  attr { key: "Tparams" value { type: DT_FLOAT } }
+  attr { key: "Tindices" value { type: DT_INT64 } }
+  attr { key: "validate_indices" value { b: true } } }
+)";
+  auto g = import_tf_graph_def(text, tf_graph_format::text, "gather_v1.pbtxt");
+  REQUIRE(g);
+  auto& gather = g->at(*g->find("g"));
+  CHECK(gather.op == "GatherV2");
+  CHECK(g->find("g/axis_1"));
+  runtime rt;
+  session s(rt, *g);
+  auto out = s.run({{"idx", tensor::vector<int64_t>({2, 0, 2})}}, {"g"});
+  REQUIRE(out);
+  tensor want(dtype::f32, shape{3, 2});
+  float rows[] = {5, 6, 1, 2, 5, 6};
+  std::copy(rows, rows + 6, want.data<float>());
+  CHECK(all_close((*out)[0], want, 0, 0));
+  // An index outside params is an error naming the node, as for GatherV2.
+  auto bad = s.run({{"idx", tensor::vector<int64_t>({3})}}, {"g"});
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().to_string(), Catch::Contains("'g'") && Catch::Contains("indices[0] = 3"));
+}
+
 TEST_CASE("damaged GraphDefs give errors naming the file", "[tf]") {
   std::string pb = read_all(file("mnist_cnn.pb"));
   auto dir = tf_files();
