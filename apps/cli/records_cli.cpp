@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include "runnel/apps/cli/cli_common.hpp"
 #include "runnel/apps/support/records_tools.hpp"
@@ -23,7 +24,8 @@ const char* records_usage =
     "file; a stale one is reported and the file read); verify checks every length and data CRC\n"
     "and reports the first corruption of each file as FILE:OFFSET. A bad file is named and the\n"
     "others still counted; the exit status is 1 if any file is bad. --json: one object per file,\n"
-    "then one for the total.\n";
+    "then one for the total. The sidecars of files also named (`runnel records count d/*` in a\n"
+    "folder of indexed shards) are skipped, not read as record files.\n";
 
 namespace {
 
@@ -31,7 +33,21 @@ std::string dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-/// Splits flags from files; false (with a usage error printed) on an unknown option.
+/// Drops the index sidecars (FILE.index) of record files also named: a shell glob over a folder
+/// of indexed shards (`d/*`) names both, and a sidecar is not a record file. Says so on stderr.
+void drop_sidecars(std::vector<std::string>& files) {
+  std::set<std::string, std::less<>> named(files.begin(), files.end());
+  size_t before = files.size();
+  std::erase_if(files, [&](const std::string& f) {
+    return f.ends_with(".index") && named.count(std::string_view(f).substr(0, f.size() - 6));
+  });
+  if (size_t n = before - files.size())
+    std::fprintf(stderr, "runnel: skipped %zu index sidecar%s (FILE.index beside FILE)\n", n,
+                 n == 1 ? "" : "s");
+}
+
+/// Splits flags from files; false (with a usage error printed) on an unknown option. The index
+/// sidecars of named files are left out (drop_sidecars).
 bool split_args(const std::vector<std::string>& args, std::vector<std::string>& files, bool& json,
                 const char* usage, int& rc) {
   for (auto& a : args) {
@@ -44,6 +60,7 @@ bool split_args(const std::vector<std::string>& args, std::vector<std::string>& 
       files.push_back(a);
     }
   }
+  drop_sidecars(files);
   return true;
 }
 
@@ -193,6 +210,7 @@ int records_cat(const std::vector<std::string>& args) {
       files.push_back(args[i]);
     }
   }
+  drop_sidecars(files);
   if (files.empty())
     return usage_error("records cat needs a FILE", cat_usage);
   int bad = 0;

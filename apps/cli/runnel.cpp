@@ -53,7 +53,8 @@ const char* main_usage =
     "  records convert --idx IMAGES LABELS OUT [--shards N] [--gzip]\n"
     "  records convert --csv FILE OUT [--shards N] [--gzip]\n"
     "                                 write sharded record files of Examples\n"
-    "Run `runnel <command> <subcommand> --help` for details. --verbose anywhere prints\n"
+    "Run `runnel <command> <subcommand> --help` for details; `runnel --version` prints the\n"
+    "version. --verbose anywhere prints\n"
     "informational lines on stderr (the GPUs found, ...); so does RUNNEL_VERBOSE=1.\n";
 
 const char* ckpt_usage =
@@ -364,6 +365,10 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(main_usage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    std::printf("runnel %s\n", RUNNEL_VERSION);
+    return 0;
   }
   if (args.size() >= 2 && args[0] == "ckpt" && args[1] == "verify")
     return ckpt_verify({args.begin() + 2, args.end()});

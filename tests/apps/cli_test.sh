@@ -145,6 +145,14 @@ else
   check "records convert idx count" 0 "total: 10000 records" -- "$runnel" records count "$work"/fm-0000{0,1,2,3}-of-00004.gz
   check "records convert idx stats" 0 "image_raw  bytes  in 2500 records" -- "$runnel" records stats "$work/fm-00000-of-00004.gz"
   check "records count indexed" 0 "indexed.tfrecords: 158 records" -- "$runnel" records count "$work/indexed.tfrecords"
+  # A glob over a folder of indexed files names the sidecars too: they are skipped, not bad files.
+  mkdir -p "$work/globbed"
+  cp "$work/indexed.tfrecords" "$work/indexed.tfrecords.index" "$work/globbed/"
+  check "records count glob with sidecars" 0 "skipped 1 index sidecar" -- "$runnel" records count "$work"/globbed/*
+  check "records verify glob with sidecars" 0 "globbed/indexed.tfrecords: ok \(158 records\)" -- "$runnel" records verify "$work"/globbed/*
+  check "records index glob with sidecars" 0 "158 records -> .*globbed/indexed.tfrecords.index" -- "$runnel" records index "$work"/globbed/*
+  [[ ! -e "$work/globbed/indexed.tfrecords.index.index" ]] || { echo "FAIL records index indexed a sidecar"; failures=$((failures + 1)); }
+  check "version" 0 "^runnel [0-9]+\.[0-9]+\.[0-9]+" -- "$runnel" --version
   check "records cat" 0 '^\{"f1":\{"type":"float","values":\[' -- "$runnel" records cat "$train/part-00000-of-00005.tfrecords" --limit 1
   check "records cat raw" 0 '^\{"raw_base64":"' -- "$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw --limit 1
   # Payloads that are not Examples are said to be so, not decoded into garbage keys.
