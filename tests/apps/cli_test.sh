@@ -153,6 +153,11 @@ else
   check "records index glob with sidecars" 0 "158 records -> .*globbed/indexed.tfrecords.index" -- "$runnel" records index "$work"/globbed/*
   [[ ! -e "$work/globbed/indexed.tfrecords.index.index" ]] || { echo "FAIL records index indexed a sidecar"; failures=$((failures + 1)); }
   check "version" 0 "^runnel [0-9]+\.[0-9]+\.[0-9]+" -- "$runnel" --version
+  # The README's scripts print their help before installing or building anything (no setup line).
+  scripts=$(cd "$(dirname "$0")/../../scripts" && pwd)
+  check "demo help" 0 "Sets everything up" -- env RUNNEL_BUILD_DIR="$(dirname "$(dirname "$runnel")")" "$scripts/demo" --help
+  if "$scripts/demo" --help 2>&1 | grep -q "^setup:"; then echo "FAIL demo --help ran setup"; failures=$((failures + 1)); fi
+  check "test help" 0 "other arguments go to ctest" -- "$scripts/test" --help
   check "records cat" 0 '^\{"f1":\{"type":"float","values":\[' -- "$runnel" records cat "$train/part-00000-of-00005.tfrecords" --limit 1
   check "records cat raw" 0 '^\{"raw_base64":"' -- "$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw --limit 1
   # Payloads that are not Examples are said to be so, not decoded into garbage keys.
