@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,8 +55,9 @@ const char* main_usage =
     "  records convert --csv FILE OUT [--shards N] [--gzip]\n"
     "                                 write sharded record files of Examples\n"
     "Run `runnel <command> <subcommand> --help` for details; `runnel --version` prints the\n"
-    "version. --verbose anywhere prints\n"
-    "informational lines on stderr (the GPUs found, ...); so does RUNNEL_VERBOSE=1.\n";
+    "version. An option's value may follow it or an `=` (--limit 5, --limit=5). --verbose\n"
+    "anywhere prints informational lines on stderr (the GPUs found, ...); so does\n"
+    "RUNNEL_VERBOSE=1.\n";
 
 const char* ckpt_usage =
     "usage: runnel ckpt inspect FILE|DIR [--values] [--json]\n"
@@ -354,13 +356,27 @@ int graph_dot(const std::vector<std::string>& args) {
 
 } // namespace
 
+/// The options that take a value (every command's): `--name=value` is `--name value` for these.
+const std::set<std::string, std::less<>> value_options = {
+    "--batch", "--csv",   "--devices", "--feed",  "--feed-text", "--fetch",
+    "--idx",   "--limit", "--out",     "--place", "--shards",    "--tag"};
+
 int main(int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) { // --verbose anywhere: informational lines on stderr
-    if (std::string(argv[i]) == "--verbose")
+    std::string a = argv[i];
+    if (auto eq = a.find('='); a.starts_with("--") && eq != std::string::npos) {
+      std::string name = a.substr(0, eq);
+      if (!value_options.count(name))
+        return usage_error("'" + a + "': " + name + " is not an option that takes a value",
+                           main_usage);
+      args.push_back(name);
+      args.push_back(a.substr(eq + 1));
+    } else if (a == "--verbose") {
       runnel::set_verbose_logging(true);
-    else
-      args.emplace_back(argv[i]);
+    } else {
+      args.push_back(a);
+    }
   }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(main_usage, args.empty() ? stderr : stdout);

@@ -160,6 +160,10 @@ else
   check "test help" 0 "other arguments go to ctest" -- "$scripts/test" --help
   check "records cat" 0 '^\{"f1":\{"type":"float","values":\[' -- "$runnel" records cat "$train/part-00000-of-00005.tfrecords" --limit 1
   check "records cat raw" 0 '^\{"raw_base64":"' -- "$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw --limit 1
+  # --name=value is --name value for every option that takes one; a flag given a value is refused.
+  check "option=value" 0 '^\{"raw_base64":"' -- "$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw --limit=1
+  [[ $("$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw --limit=2 | wc -l) == 2 ]] || { echo "FAIL --limit=2 did not give 2 records"; failures=$((failures + 1)); }
+  check "flag=value refused" 2 "'--raw=1': --raw is not an option that takes a value" -- "$runnel" records cat "$testdata/tfrecord/en_fr.tfrecord" --raw=1
   # Payloads that are not Examples are said to be so, not decoded into garbage keys.
   check "records cat elwc" 0 '"payload":"not an Example or SequenceExample"' -- "$runnel" records cat "$testdata/tfrecord/train_elwc.tfrecord" --limit 1
   check "records cat sequence" 0 '"feature_lists":\{"int_feature":\[\{"type":"int64"' -- "$runnel" records cat "$testdata/tfrecord/tft_sequence_example.tfrecord.gz" --limit 1
