@@ -271,26 +271,23 @@ status parse_text(std::string_view text, tensorflow::GraphDef& gd) {
   return {};
 }
 
-/// A v1 Gather (params, indices) imported as GatherV2 (params, indices, axis): a constant axis 0
-/// of its own goes before the node, as the third input (ahead of any control inputs).
-void add_gather_axis(graph_def& def, std::set<std::string, std::less<>>& names) {
-  node_def gather = std::move(def.nodes.back());
-  def.nodes.pop_back();
-  std::string axis = gather.name + "/axis";
-  for (int i = 1; names.count(axis); ++i)
-    axis = gather.name + "/axis_" + std::to_string(i);
-  names.insert(axis);
+/// A v1 Gather (params, indices) is imported as GatherV2 (params, indices, axis): this is the
+/// constant axis 0 that goes before it, named after it, now its third input (ahead of any
+/// control inputs).
+node_def gather_axis(node_def& gather, std::set<std::string, std::less<>>& names) {
   node_def c;
-  c.name = axis;
+  c.name = gather.name + "/axis";
+  for (int i = 1; names.count(c.name); ++i)
+    c.name = gather.name + "/axis_" + std::to_string(i);
+  names.insert(c.name);
   c.op = "Const";
   c.device = gather.device;
   c.attrs["dtype"] = dtype::i32;
   c.attrs["value"] = tensor::scalar<int32_t>(0);
-  auto data_inputs = std::find_if(gather.inputs.begin(), gather.inputs.end(),
-                                  [](const std::string& in) { return in.starts_with('^'); });
-  gather.inputs.insert(data_inputs, axis);
-  def.nodes.push_back(std::move(c));
-  def.nodes.push_back(std::move(gather));
+  auto controls = std::find_if(gather.inputs.begin(), gather.inputs.end(),
+                               [](const std::string& in) { return in.starts_with('^'); });
+  gather.inputs.insert(controls, c.name);
+  return c;
 }
 
 result<graph> build(const tensorflow::GraphDef& gd, const op_registry& ops) {
@@ -308,9 +305,10 @@ result<graph> build(const tensorflow::GraphDef& gd, const op_registry& ops) {
   for (auto& n : gd.node())
     names.insert(n.name());
   for (auto& n : gd.node()) {
-    def.nodes.push_back(convert_node(n, ops, legacy, unsupported, problems));
+    node_def d = convert_node(n, ops, legacy, unsupported, problems);
     if (n.op() == "Gather")
-      add_gather_axis(def, names);
+      def.nodes.push_back(gather_axis(d, names));
+    def.nodes.push_back(std::move(d));
   }
   if (!unsupported.empty())
     return unimplemented(std::to_string(unsupported.size()) + " node" +
