@@ -103,7 +103,7 @@ struct master::impl : std::enable_shared_from_this<master::impl> {
   net::endpoint* ep = nullptr;
   net::worker_service* local_worker = nullptr;
   bool stopped = false;
-  int threads = 0; // helper threads running (builds, discovery)
+  int threads = 0; // helper threads running (builds, discovery), endpoint calls outside `mu`
   std::condition_variable threads_cv;
   std::map<std::string, std::shared_ptr<master_session>> sessions;
   uint64_t next_session = 0;
@@ -129,6 +129,28 @@ struct master::impl : std::enable_shared_from_this<master::impl> {
     if (!ep)
       return nullptr;
     return ep->worker(*address);
+  }
+
+  /// Drops the connections to `t` so the next run dials it afresh. Called without `mu` held, and
+  /// `mu` is not held across the endpoint's call: that call fails the task's other outstanding
+  /// calls at once, on this thread, and their callbacks take `mu` (holding it hung a worker whose
+  /// ps was killed). `threads` keeps the endpoint alive meanwhile, as a stopping master waits.
+  void forget_task(const task_id& t) {
+    net::endpoint* endpoint = nullptr;
+    std::string address;
+    {
+      std::lock_guard lock(mu);
+      auto a = options.cluster.address(t);
+      if (stopped || !ep || !a)
+        return;
+      address = *a;
+      endpoint = ep;
+      ++threads;
+    }
+    endpoint->forget_peer(address);
+    std::lock_guard lock(mu);
+    if (--threads == 0)
+      threads_cv.notify_all();
   }
 
   /// Runs `fn` on a helper thread that the master waits for when it stops.

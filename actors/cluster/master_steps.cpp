@@ -329,12 +329,7 @@ void master::impl::start_step(std::shared_ptr<master_session> s, std::shared_ptr
                            r.error().message().find("(op ") != std::string::npos;
         if ((code == error_code::unavailable && !from_kernel) || code == error_code::aborted) {
           // A task went away or restarted: fresh connections and registrations next run.
-          {
-            std::lock_guard lock(self->mu);
-            if (self->ep)
-              if (auto a = self->options.cluster.address(part.task))
-                self->ep->forget_peer(*a);
-          }
+          self->forget_task(part.task);
           std::lock_guard lock(s->mu);
           s->registered.clear();
           self->log("warn", "step failed: " + r.error().message() +

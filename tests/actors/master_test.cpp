@@ -1,0 +1,97 @@
+// The master against a scripted worker on a real loopback endpoint: how steps in flight end when
+// a task fails one of them. Each case waits on the event it checks, never on a sleep.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <mutex>
+
+#include "runnel/actors/exec/session.hpp"
+#include "runnel/net/endpoint.hpp"
+#include "runnel/ops/graph/builder.hpp"
+#include "runnel/tests/actors/cluster_nodes.hpp"
+
+using namespace runnel;
+using namespace runnel::testing;
+
+namespace {
+
+/// One worker task with one CPU: it registers anything, holds the first runGraph call it gets
+/// and fails every later one with ABORTED, as a task that restarted under a step does.
+class holding_worker : public net::worker_service {
+public:
+  std::string cluster;
+  std::promise<void> first_arrived;
+
+  net::worker_status status() override {
+    return {{"worker", 0},
+            7,
+            {{"/job:worker/replica:0/task:0/device:cpu:0", "CPU", int64_t(1) << 30, 1e10, 1e10}},
+            cluster};
+  }
+  void register_graph(std::string, net::callback<std::string> done) override {
+    done(std::string("part"));
+  }
+  void run_graph(const std::string&, int64_t, net::named_tensors, std::vector<std::string>,
+                 net::callback<net::named_tensors> done) override {
+    std::unique_lock lock(mu_);
+    if (!held_) {
+      held_ = std::move(done);
+      lock.unlock();
+      first_arrived.set_value();
+      return;
+    }
+    lock.unlock();
+    done(aborted("the task restarted under the step"));
+  }
+  void cleanup_step(int64_t) override {}
+  void deregister_graph(const std::string&) override {}
+  /// Answers the held call (its reply goes nowhere once the master gave up on it).
+  void release() {
+    std::lock_guard lock(mu_);
+    if (held_)
+      held_(cancelled("released"));
+    held_ = nullptr;
+  }
+
+private:
+  std::mutex mu_;
+  net::callback<net::named_tensors> held_;
+};
+
+} // namespace
+
+TEST_CASE("when a task fails one step, the master ends its other steps on that task too, and "
+          "nothing hangs",
+          "[actors][cluster]") {
+  holding_worker w;
+  net::endpoint_options so;
+  so.listen = "127.0.0.1:0";
+  so.worker = &w;
+  auto server = net::endpoint::start(so).value();
+  std::string address = "127.0.0.1:" + std::to_string(server->port());
+  w.cluster = "worker=" + address;
+
+  graph g;
+  auto x = placeholder(g, dtype::f32, {2}, "x");
+  auto y = x + 1.0;
+  session s(client_runtime(), g, "runnel://" + address,
+            session_options{.in_process_master = false, .client_master = true});
+  feed_list feeds{{x, tensor::from_values<float>(shape{2}, {1, 2})}};
+  // Step A is held by the task; step B, on the same connection, fails with ABORTED. The master
+  // then drops its connections to the task, which fails A's call at once on the same thread:
+  // A's reply must not wait for a lock B's reply holds (it did, and both runs hung).
+  auto a = std::async(std::launch::async, [&] { return s.run(feeds, {y}); });
+  w.first_arrived.get_future().wait();
+  auto b = std::async(std::launch::async, [&] { return s.run(feeds, {y}); });
+  REQUIRE(b.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  REQUIRE(a.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  auto rb = b.get();
+  auto ra = a.get();
+  REQUIRE(!rb.ok());
+  CHECK(rb.error().code() == error_code::aborted);
+  REQUIRE(!ra.ok());
+  INFO(ra.error().to_string());
+  CHECK(ra.error().code() == error_code::unavailable);
+  CHECK_THAT(ra.error().message(), Catch::Contains(address));
+  w.release();
+}
