@@ -10,6 +10,8 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -510,6 +512,24 @@ result<std::optional<std::string>> read_root_string_attribute(const std::string&
   return v;
 }
 
+namespace {
+
+/// A path of a state file as the directory has it: TensorFlow writes absolute paths, which name
+/// another machine's folder when the directory was copied; a missing absolute path whose file
+/// name is in `dir` becomes that file name.
+std::string local_checkpoint_path(const std::string& dir, const std::string& written) {
+  namespace fs = std::filesystem;
+  fs::path p(written);
+  if (!p.is_absolute() || fs::exists(p) || fs::exists(written + ".index"))
+    return written;
+  auto name = p.filename().string();
+  if (fs::exists(fs::path(dir) / name) || fs::exists(fs::path(dir) / (name + ".index")))
+    return name;
+  return written;
+}
+
+} // namespace
+
 result<checkpoint_state> read_checkpoint_state(const std::string& dir) {
   std::string path = dir + "/checkpoint";
   std::FILE* f = std::fopen(path.c_str(), "r");
@@ -526,16 +546,20 @@ result<checkpoint_state> read_checkpoint_state(const std::string& dir) {
     if (l.empty())
       continue;
     auto colon = l.find(':');
+    auto key = colon == std::string::npos ? std::string() : l.substr(0, colon);
+    bool path_key = key == "model_checkpoint_path" || key == "all_model_checkpoint_paths";
+    // TensorFlow also writes numbers (all_model_checkpoint_timestamps: 1.6e+09, ...): skipped.
+    if (!path_key && colon != std::string::npos)
+      continue;
     auto q1 = l.find('"'), q2 = l.rfind('"');
     if (colon == std::string::npos || q1 == std::string::npos || q2 <= q1) {
       std::fclose(f);
       return data_loss(path + ":" + std::to_string(number) + ": expected 'key: \"value\"'");
     }
-    auto key = l.substr(0, colon);
-    auto value = l.substr(q1 + 1, q2 - q1 - 1);
+    auto value = local_checkpoint_path(dir, l.substr(q1 + 1, q2 - q1 - 1));
     if (key == "model_checkpoint_path")
       st.latest = value;
-    else if (key == "all_model_checkpoint_paths")
+    else
       st.all.push_back(value);
   }
   std::fclose(f);

@@ -6,6 +6,7 @@
 
 #include "runnel/placement/device_name.hpp"
 #include "runnel/storage/checkpoint.hpp"
+#include "runnel/storage/tf/tf_checkpoint.hpp"
 
 namespace runnel {
 namespace {
@@ -18,16 +19,18 @@ void remove_stale_temporaries(const std::string& dir) {
     auto ends = [&](const std::string& s) {
       return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
     };
-    if (ends(".h5.tmp") || name == "checkpoint.tmp")
+    if (ends(".h5.tmp") || ends(".index.tmp") || ends("-of-00001.tmp") || name == "checkpoint.tmp")
       std::filesystem::remove(e.path(), ec);
   }
 }
 
-/// The step in "prefix-<step>.h5", or -1.
+/// The step in "prefix-<step>.h5" or TensorFlow's "prefix-<step>.index", or -1.
 int64_t step_of(const std::string& file) {
-  auto dot = file.rfind(".h5");
+  std::string ext =
+      file.size() > 6 && file.compare(file.size() - 6, 6, ".index") == 0 ? ".index" : ".h5";
+  auto dot = file.rfind(ext);
   auto dash = file.rfind('-', dot);
-  if (dot == std::string::npos || dash == std::string::npos || dot != file.size() - 3)
+  if (dot == std::string::npos || dash == std::string::npos || dot != file.size() - ext.size())
     return -1;
   try {
     return std::stoll(file.substr(dash + 1, dot - dash - 1));
@@ -93,14 +96,17 @@ result<std::string> saver::save(session& s, const std::string& prefix,
   std::string path = prefix;
   if (global_step)
     path += '-' + std::to_string(*global_step);
-  path += ".h5";
+  bool tf_format = options_.format == checkpoint_format::tensorflow;
+  if (!tf_format)
+    path += ".h5";
   auto [dir, file] = split_path(path);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
     return unavailable("cannot create directory " + dir + ": " + ec.message());
   remove_stale_temporaries(dir);
-  RUNNEL_RETURN_IF_ERROR(write_checkpoint(path, tensors, global_step));
+  RUNNEL_RETURN_IF_ERROR(tf_format ? write_tf_checkpoint(path, tensors)
+                                   : write_checkpoint(path, tensors, global_step));
 
   // The order makes every moment safe to die in: the new file is complete (written to a .tmp,
   // fsynced, renamed) before the state file names it, and the state file stops naming the oldest
@@ -118,8 +124,14 @@ result<std::string> saver::save(session& s, const std::string& prefix,
       st.all.erase(st.all.begin());
     }
   RUNNEL_RETURN_IF_ERROR(write_checkpoint_state(dir, st));
-  for (auto& old : dropped)
-    std::filesystem::remove(std::filesystem::path(dir) / old, ec);
+  for (auto& old : dropped) {
+    auto p = std::filesystem::path(dir) / old;
+    std::filesystem::remove(p, ec);
+    if (is_tf_checkpoint(p.string())) { // the data shard first: an index never names a lost one
+      std::filesystem::remove(p.string() + ".data-00000-of-00001", ec);
+      std::filesystem::remove(p.string() + ".index", ec);
+    }
+  }
   return path;
 }
 
@@ -138,7 +150,9 @@ status saver::restore(session& s, const std::string& path, const restore_options
     auto it = options.name_map.find(e->name);
     file_names.push_back(it == options.name_map.end() ? e->name : it->second);
   }
-  RUNNEL_ASSIGN_OR_RETURN(auto tensors, read_checkpoint_tensors(path, file_names));
+  RUNNEL_ASSIGN_OR_RETURN(auto tensors, is_tf_checkpoint(path)
+                                            ? read_tf_checkpoint(path, file_names)
+                                            : read_checkpoint_tensors(path, file_names));
   feed_list feeds;
   std::vector<operation> targets;
   for (size_t i = 0; i < chosen.size(); ++i) {
@@ -179,6 +193,8 @@ result<std::string> saver::latest_checkpoint(const std::string& dir) {
     auto name = e.path().filename().string();
     if (name.size() > 3 && name.compare(name.size() - 3, 3, ".h5") == 0)
       on_disk.emplace_back(step_of(name), name);
+    else if (name.size() > 6 && name.compare(name.size() - 6, 6, ".index") == 0)
+      on_disk.emplace_back(step_of(name), name.substr(0, name.size() - 6));
   }
   std::sort(on_disk.rbegin(), on_disk.rend());
   for (auto& [step, name] : on_disk)
@@ -189,11 +205,12 @@ result<std::string> saver::latest_checkpoint(const std::string& dir) {
   std::string skipped;
   for (auto& c : candidates) {
     std::string path = (std::filesystem::path(dir) / c).string();
-    if (!std::filesystem::exists(path, ec)) {
+    bool tf_format = is_tf_checkpoint(path); // TensorFlow's prefix: path.index, path.data-*
+    if (!tf_format && !std::filesystem::exists(path, ec)) {
       skipped += "\n  " + path + ": missing";
       continue;
     }
-    status ok = verify_checkpoint_isolated(path);
+    status ok = tf_format ? read_tf_checkpoint(path, {}).error() : verify_checkpoint_isolated(path);
     if (ok.ok()) {
       if (!skipped.empty())
         std::fprintf(stderr, "runnel: skipped unreadable checkpoints:%s\nrunnel: using %s\n",

@@ -1,5 +1,7 @@
 #pragma once
-// Saving and restoring variables through a session, to HDF5 checkpoints (storage/checkpoint).
+// Saving and restoring variables through a session, to HDF5 checkpoints (storage/checkpoint) or
+// TensorFlow's V2 checkpoints (saver_options::format; restore reads a TensorFlow prefix, such as
+// `train/model.ckpt-1000`, whenever `prefix.index` exists).
 //
 //   saver sv(g);                                       // every variable; adds restore nodes
 //   auto path = sv.save(s, "ckpt/model", global_step); // ckpt/model-1000.h5 + ckpt/checkpoint
@@ -22,9 +24,17 @@
 
 namespace runnel {
 
+enum class checkpoint_format {
+  hdf5,       ///< prefix-<step>.h5 (storage/checkpoint.hpp)
+  tensorflow, ///< TensorFlow's V2 format: prefix-<step>.index and .data-00000-of-00001, which
+              ///< tf.train.Saver restores (storage/tf/tf_checkpoint.hpp)
+};
+
 struct saver_options {
   /// Checkpoints kept by save(); 0 keeps all.
   int max_to_keep = 5;
+  /// What save() writes; restore() reads either, whatever this says.
+  checkpoint_format format = checkpoint_format::hdf5;
 };
 
 struct restore_options {
@@ -40,7 +50,8 @@ public:
   /// placeholder and an Assign per variable to the graph, under "save/".
   explicit saver(graph& g, std::vector<output> variables = {}, saver_options options = {});
 
-  /// Writes `prefix-<step>.h5` (or `prefix.h5` without a step) and updates the state file.
+  /// Writes `prefix-<step>.h5` (or `prefix.h5` without a step; TensorFlow's format: the prefix
+  /// `prefix-<step>` with its .index and data shard) and updates the state file.
   result<std::string> save(session& s, const std::string& prefix,
                            std::optional<int64_t> global_step = std::nullopt);
   status restore(session& s, const std::string& path, const restore_options& options = {});

@@ -66,6 +66,9 @@ int records_cat(const std::vector<std::string>& args);
 int records_convert(const std::vector<std::string>& args);
 int records_stats(const std::vector<std::string>& args);
 extern const char* records_usage;
+/// apps/cli/ckpt_tool.cpp: inspect, verify, convert
+int ckpt(const std::string& command, const std::vector<std::string>& args);
+extern const char* ckpt_usage;
 /// apps/cli/keras_tool.cpp
 int keras_import(const std::vector<std::string>& args);
 extern const char* keras_usage;

@@ -37,8 +37,10 @@ namespace {
 const char* main_usage =
     "usage: runnel <command> [args]\n"
     "commands:\n"
-    "  ckpt inspect FILE|DIR [--values] [--json]  a checkpoint's variables (value summaries)\n"
+    "  ckpt inspect FILE|PREFIX|DIR [--values] [--json]  a checkpoint's variables (value "
+    "summaries)\n"
     "  ckpt verify DIR                check that DIR/checkpoint names whole, readable files\n"
+    "  ckpt convert FROM TO           between HDF5 and TensorFlow's V2 checkpoints, bit for bit\n"
     "  graph dump FILE                print a saved graph, one node per line\n"
     "  graph dot FILE [--place P]     the graph for Graphviz, nodes colored by device\n"
     "  graph import MODEL.pb          check a TensorFlow GraphDef (.pb/.pbtxt) and summarize it\n"
@@ -59,19 +61,6 @@ const char* main_usage =
     "anywhere prints informational lines on stderr (the GPUs found, ...); so does\n"
     "RUNNEL_VERBOSE=1.\n";
 
-const char* ckpt_usage =
-    "usage: runnel ckpt inspect FILE|DIR [--values] [--json]\n"
-    "       runnel ckpt verify DIR\n"
-    "Lists the variables of an HDF5 checkpoint (written by Runnel, or any HDF5 weights file):\n"
-    "name, dtype and shape, and the file's global step. With --values, also min, max, mean,\n"
-    "standard deviation and the first values of each. DIR: the latest checkpoint its `checkpoint`\n"
-    "state file names. Datasets of types Runnel cannot read are listed as such. --json: one\n"
-    "object with the variables' names, dtypes and shapes.\n"
-    "verify: the state file DIR/checkpoint must name a latest checkpoint, and it and every other\n"
-    "file it lists must exist and read whole (each in a child process: a crash inside libhdf5 on a\n"
-    "damaged file is a failure, not a crash of this command). Exit 0: all good; 1: the problems\n"
-    "are listed.\n";
-
 const char* graph_usage =
     "usage: runnel graph dump FILE [--json] [--optimized [--fetch NAME]...]\n"
     "       runnel graph import MODEL.pb|MODEL.pbtxt [--out FILE.graph]\n"
@@ -87,149 +76,6 @@ const char* graph_usage =
     "dot prints it for Graphviz (dot -Tsvg), nodes colored by device: the devices the nodes\n"
     "request, or with --place the devices a placer picks over N virtual CPUs (default 2);\n"
     "--explain prints the cost-model placer's reasons on stderr.\n";
-
-std::string summary(const tensor& t) {
-  if (t.type() == dtype::string) {
-    std::string s = "values:";
-    for (int64_t i = 0; i < std::min<int64_t>(t.num_elements(), 3); ++i)
-      s += " \"" + t.flat<std::string>()[size_t(i)] + "\"";
-    return s;
-  }
-  int64_t n = t.num_elements();
-  if (n == 0)
-    return "empty";
-  double lo = INFINITY, hi = -INFINITY, sum = 0, sq = 0;
-  int64_t nan = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double v = element_as_double(t, i);
-    if (std::isnan(v)) {
-      ++nan;
-      continue;
-    }
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
-    sum += v;
-    sq += v * v;
-  }
-  double count = double(n - nan), mean = count ? sum / count : 0;
-  double sd = count ? std::sqrt(std::max(0.0, sq / count - mean * mean)) : 0;
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "min %.6g  max %.6g  mean %.6g  std %.6g%s  first %s", lo, hi,
-                mean, sd, nan ? ("  nan " + std::to_string(nan)).c_str() : "",
-                t.reshaped(shape{n}).value().values_to_string(4).c_str());
-  return buf;
-}
-
-int ckpt_verify(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::fputs(ckpt_usage, stdout);
-    return 0;
-  }
-  if (args.size() != 1)
-    return usage_error("ckpt verify needs one DIR", ckpt_usage);
-  const std::string& dir = args[0];
-  auto st = read_checkpoint_state(dir);
-  if (!st)
-    return fail(st.error());
-  std::vector<std::string> files = st->all;
-  if (std::find(files.begin(), files.end(), st->latest) == files.end())
-    files.push_back(st->latest);
-  int bad = 0;
-  for (auto& f : files) {
-    std::string path = dir + "/" + f;
-    status s = ::access(path.c_str(), R_OK) == 0 ? verify_checkpoint_isolated(path)
-                                                 : not_found(path + " is listed but missing");
-    std::printf("%s %s%s\n", s.ok() ? "ok " : "BAD", path.c_str(),
-                f == st->latest ? " (latest)" : "");
-    if (!s.ok()) {
-      std::printf("    %s\n", s.message().c_str());
-      ++bad;
-    }
-  }
-  return bad ? 1 : 0;
-}
-
-int ckpt_inspect(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::fputs(ckpt_usage, stdout);
-    return 0;
-  }
-  std::string file;
-  bool values = false, json = false;
-  for (auto& a : args) {
-    if (a == "--values")
-      values = true;
-    else if (a == "--json")
-      json = true;
-    else if (!a.empty() && a[0] == '-')
-      return usage_error("unknown option " + a, ckpt_usage);
-    else if (file.empty())
-      file = a;
-    else
-      return usage_error("unexpected argument " + a, ckpt_usage);
-  }
-  if (file.empty())
-    return usage_error("ckpt inspect needs a FILE or DIR", ckpt_usage);
-  // A folder: the latest checkpoint its `checkpoint` state file names.
-  if (std::filesystem::is_directory(file)) {
-    auto st = read_checkpoint_state(file);
-    if (!st)
-      return fail(st.error());
-    file = (std::filesystem::path(file) / st->latest).string();
-  }
-  auto entries = list_checkpoint(file);
-  if (!entries)
-    return fail(entries.error());
-  auto step = read_checkpoint_global_step(file);
-  if (!step)
-    return fail(step.error());
-  int64_t total = 0;
-  if (json) {
-    nlohmann::ordered_json j;
-    j["checkpoint"] = file;
-    j["global_step"] = *step ? nlohmann::ordered_json(**step) : nlohmann::ordered_json();
-    auto vars = nlohmann::ordered_json::array();
-    for (auto& e : *entries) {
-      nlohmann::ordered_json v;
-      v["name"] = e.name;
-      v["dtype"] = e.unsupported.empty() ? std::string(name(e.type)) : "unsupported";
-      v["shape"] = e.dims.dims();
-      if (!e.unsupported.empty())
-        v["unsupported"] = e.unsupported;
-      total += std::max<int64_t>(e.dims.num_elements(), 0);
-      vars.push_back(std::move(v));
-    }
-    j["variables"] = std::move(vars);
-    j["total_values"] = total;
-    std::printf("%s\n",
-                j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
-    return 0;
-  }
-  std::printf("checkpoint: %s\n", file.c_str());
-  std::printf("global_step: %s\n", *step ? std::to_string(**step).c_str() : "(none)");
-  std::printf("variables: %zu\n", entries->size());
-  size_t width = 4;
-  for (auto& e : *entries)
-    width = std::max(width, e.name.size());
-  for (auto& e : *entries) {
-    if (!e.unsupported.empty()) {
-      std::printf("  %-*s  %-8s %s  (%s)\n", int(width), e.name.c_str(), "?",
-                  e.dims.to_string().c_str(), e.unsupported.c_str());
-      continue;
-    }
-    std::printf("  %-*s  %-8s %s\n", int(width), e.name.c_str(), std::string(name(e.type)).c_str(),
-                e.dims.to_string().c_str());
-    total += std::max<int64_t>(e.dims.num_elements(), 0);
-    if (values) {
-      auto t = read_checkpoint_tensors(file, {e.name});
-      if (!t)
-        return fail(t.error());
-      std::printf("  %-*s  %s\n", int(width), "", summary(t->begin()->second).c_str());
-    }
-  }
-  std::printf("total: %lld values\n", static_cast<long long>(total));
-  return 0;
-}
 
 int graph_dump(const std::vector<std::string>& args) {
   if (wants_help(args)) {
@@ -386,10 +232,9 @@ int main(int argc, char** argv) {
     std::printf("runnel %s\n", RUNNEL_VERSION);
     return 0;
   }
-  if (args.size() >= 2 && args[0] == "ckpt" && args[1] == "verify")
-    return ckpt_verify({args.begin() + 2, args.end()});
-  if (args.size() >= 2 && args[0] == "ckpt" && args[1] == "inspect")
-    return ckpt_inspect({args.begin() + 2, args.end()});
+  if (args.size() >= 2 && args[0] == "ckpt" &&
+      (args[1] == "verify" || args[1] == "inspect" || args[1] == "convert"))
+    return runnel::cli::ckpt(args[1], {args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dump")
     return graph_dump({args.begin() + 2, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "import")
@@ -426,8 +271,9 @@ int main(int argc, char** argv) {
                                                                 args[1] + "'",
                                           runnel::cli::records_usage);
   if (args[0] == "ckpt")
-    return args.size() >= 2 && wants_help(args) ? (std::fputs(ckpt_usage, stdout), 0)
-                                                : usage_error("unknown ckpt command", ckpt_usage);
+    return args.size() >= 2 && wants_help(args)
+               ? (std::fputs(runnel::cli::ckpt_usage, stdout), 0)
+               : usage_error("unknown ckpt command", runnel::cli::ckpt_usage);
   if (args[0] == "graph")
     return args.size() >= 2 && wants_help(args) ? (std::fputs(graph_usage, stdout), 0)
                                                 : usage_error("unknown graph command", graph_usage);

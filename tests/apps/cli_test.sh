@@ -52,6 +52,18 @@ PY
 printf 'model_checkpoint_path: "model-7.h5"\nall_model_checkpoint_paths: "model-7.h5"\n' > "$work/ckdir/checkpoint"
 check "ckpt dir" 0 "checkpoint: .*ckdir/model-7.h5" -- "$runnel" ckpt inspect "$work/ckdir"
 check "ckpt unsupported type" 0 "pairs +\? +\[3\]  \(" -- "$runnel" ckpt inspect "$work/ckdir"
+# TensorFlow V2 checkpoints (written by tests/tf/make_tf_checkpoint.py's own encoders).
+/usr/bin/python3 "$(dirname "$0")/../tf/make_tf_checkpoint.py" "$work/tfckpt"
+tfp="$work/tfckpt/plain/model.ckpt-1234"
+check "ckpt tf inspect" 0 "dense/kernel +float32 +\[3,4\]" -- "$runnel" ckpt inspect "$tfp"
+check "ckpt tf step" 0 "global_step: 1234" -- "$runnel" ckpt inspect "$tfp.index"
+check "ckpt tf dir" 0 "checkpoint: .*tfckpt/plain/model.ckpt-1234" -- "$runnel" ckpt inspect "$work/tfckpt/plain"
+check "ckpt tf values" 0 "vocab +string +\[3\]" -- "$runnel" ckpt inspect "$work/tfckpt/blocks/model.ckpt-1234" --values
+check "ckpt convert to h5" 0 "wrote 36 variables" -- "$runnel" ckpt convert "$tfp" "$work/tf.h5"
+check "ckpt convert to tf" 0 "wrote 36 variables" -- "$runnel" ckpt convert "$work/tf.h5" "$work/back/model.ckpt-1234"
+check "ckpt convert exact" 0 "" -- cmp "$tfp.index" "$work/back/model.ckpt-1234.index"
+check "ckpt verify tf" 1 "BAD .*model.ckpt-1000" -- "$runnel" ckpt verify "$work/tfckpt/plain"
+check "ckpt convert usage" 2 "ckpt convert needs FROM and TO" -- "$runnel" ckpt convert "$tfp"
 check "unknown command" 2 "unknown command 'frobnicate'" -- "$runnel" frobnicate
 check "help" 0 "graph dump FILE" -- "$runnel" --help
 

@@ -9,14 +9,16 @@
 #include "runnel/net/graph_def.hpp"
 #include "runnel/net/wire_frame.hpp"
 #include "runnel/ops/graph/builder.hpp"
+#include "runnel/ops/layers/summary.hpp"
 #include "runnel/storage/checkpoint.hpp"
 #include "runnel/storage/example.hpp"
+#include "runnel/storage/npy.hpp"
 #include "runnel/storage/record_file.hpp"
 #include "runnel/storage/record_index.hpp"
-#include "runnel/storage/npy.hpp"
 #include "runnel/storage/tf/events.hpp"
+#include "runnel/storage/tf/sstable.hpp"
+#include "runnel/storage/tf/tf_checkpoint.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
-#include "runnel/ops/layers/summary.hpp"
 
 using namespace runnel;
 namespace fs = std::filesystem;
@@ -132,6 +134,18 @@ void interop_seeds(const fs::path& tmp) {
   std::string rec;
   while (r.next(rec).value())
     seed("events", rec);
+  // TensorFlow checkpoint indexes: one block, and many snappy blocks.
+  std::map<std::string, tensor> ckpt{
+      {"dense/kernel", tensor::from_values<float>({2, 2}, {1, 2, 3, 4})},
+      {"global_step", tensor::scalar<int64_t>(7)},
+      {"vocab", tensor::vector<std::string>({"a", "bc"})}};
+  throw_if_error(write_tf_checkpoint((tmp / "ckpt" / "model").string(), ckpt));
+  seed("tf_checkpoint", slurp(tmp / "ckpt" / "model.index"));
+  tf::table_builder many({.block_size = 64, .restart_interval = 2, .snappy = true});
+  auto index = slurp(tmp / "ckpt" / "model.index");
+  for (auto& [key, value] : tf::read_table(index, "model.index").value())
+    throw_if_error(many.add(key, value));
+  seed("tf_checkpoint", many.finish());
   // NumPy arrays.
   seed("npy", serialize_npy(tensor::from_values<float>({2, 2}, {1, 2, 3, 4})).value());
   seed("npy", serialize_npy(tensor::vector<int64_t>({7, 8})).value());
