@@ -37,8 +37,7 @@ namespace {
 const char* main_usage =
     "usage: runnel <command> [args]\n"
     "commands:\n"
-    "  ckpt inspect FILE|PREFIX|DIR [--values] [--json]  a checkpoint's variables (value "
-    "summaries)\n"
+    "  ckpt inspect FILE|PREFIX|DIR [--values] [--json]  a checkpoint's variables\n"
     "  ckpt verify DIR                check that DIR/checkpoint names whole, readable files\n"
     "  ckpt convert FROM TO           between HDF5 and TensorFlow's V2 checkpoints, bit for bit\n"
     "  graph dump FILE                print a saved graph, one node per line\n"

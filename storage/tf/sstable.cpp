@@ -21,31 +21,11 @@ void put_fixed32(std::string& out, uint32_t v) {
     out.push_back(char((v >> (8 * i)) & 0xff));
 }
 
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(char(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(char(v));
-}
-
 uint32_t get_fixed32(const char* p) {
   uint32_t v = 0;
   for (int i = 0; i < 4; ++i)
     v |= uint32_t(uint8_t(p[i])) << (8 * i);
   return v;
-}
-
-/// Reads a varint at `pos` of `s`, moving `pos` past it; false when cut short or too long.
-bool get_varint(std::string_view s, size_t& pos, uint64_t& v) {
-  v = 0;
-  for (int shift = 0; shift < 64 && pos < s.size(); shift += 7) {
-    uint8_t b = uint8_t(s[pos++]);
-    v |= uint64_t(b & 0x7f) << shift;
-    if (!(b & 0x80))
-      return true;
-  }
-  return false;
 }
 
 std::string at(const std::string& what, uint64_t offset) {
@@ -101,8 +81,8 @@ status parse_block(const std::string& b, uint64_t offset, const std::string& wha
   while (pos < entries.size()) {
     size_t start = pos;
     uint64_t shared = 0, unshared = 0, value = 0;
-    if (!get_varint(entries, pos, shared) || !get_varint(entries, pos, unshared) ||
-        !get_varint(entries, pos, value) || shared > key.size() ||
+    if (!read_varint64(entries, pos, shared) || !read_varint64(entries, pos, unshared) ||
+        !read_varint64(entries, pos, value) || shared > key.size() ||
         unshared > entries.size() - pos || value > entries.size() - pos - unshared)
       return data_loss(at(what, offset) + ": a corrupt entry " + std::to_string(start) +
                        " bytes into the block");
@@ -121,12 +101,31 @@ status parse_block(const std::string& b, uint64_t offset, const std::string& wha
 result<handle> decode_handle(std::string_view s, size_t& pos, const std::string& what,
                              uint64_t offset) {
   handle h;
-  if (!get_varint(s, pos, h.offset) || !get_varint(s, pos, h.size))
+  if (!read_varint64(s, pos, h.offset) || !read_varint64(s, pos, h.size))
     return data_loss(at(what, offset) + ": a corrupt block handle");
   return h;
 }
 
 } // namespace
+
+void append_varint64(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(char(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(char(v));
+}
+
+bool read_varint64(std::string_view s, size_t& pos, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && pos < s.size(); shift += 7) {
+    uint8_t b = uint8_t(s[pos++]);
+    v |= uint64_t(b & 0x7f) << shift;
+    if (!(b & 0x80))
+      return true;
+  }
+  return false;
+}
 
 table_builder::table_builder(table_options options) : options_(options) {}
 
@@ -139,9 +138,9 @@ void table_builder::add_to(block& b, std::string_view key, std::string_view valu
     b.restarts.push_back(uint32_t(b.bytes.size()));
     b.since_restart = 0;
   }
-  put_varint(b.bytes, shared);
-  put_varint(b.bytes, key.size() - shared);
-  put_varint(b.bytes, value.size());
+  append_varint64(b.bytes, shared);
+  append_varint64(b.bytes, key.size() - shared);
+  append_varint64(b.bytes, value.size());
   b.bytes.append(key.substr(shared));
   b.bytes.append(value);
   b.last_key.assign(key);
@@ -164,8 +163,8 @@ std::string table_builder::write_block(block& b) {
     }
   }
   std::string h;
-  put_varint(h, out_.size());
-  put_varint(h, contents.size());
+  append_varint64(h, out_.size());
+  append_varint64(h, contents.size());
   contents.push_back(type);
   uint32_t crc = mask_crc(crc32c(contents.data(), contents.size()));
   out_.append(contents);

@@ -14,6 +14,7 @@
 // Reading checks every block's checksum and bounds; an error names the file and the byte offset
 // of the block at fault.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -62,6 +63,11 @@ private:
   bool pending_ = false;
   bool any_ = false;
 };
+
+/// LevelDB's (and protobuf's) varint: appended to `out`; read at `pos` of `s`, moving `pos` past
+/// it (false when cut short or longer than 64 bits).
+void append_varint64(std::string& out, uint64_t v);
+bool read_varint64(std::string_view s, size_t& pos, uint64_t& v);
 
 /// Every (key, value) of a table held in `bytes`, in key order. `what` names the file in errors.
 result<std::vector<std::pair<std::string, std::string>>> read_table(std::string_view bytes,

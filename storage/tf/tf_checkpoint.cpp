@@ -135,17 +135,6 @@ std::string crc_error(const std::string& file, const std::string& name, int64_t 
          ": checksum mismatch" + buf;
 }
 
-bool get_varint64(const std::string& s, size_t& pos, uint64_t& v) {
-  v = 0;
-  for (int shift = 0; shift < 64 && pos < s.size(); shift += 7) {
-    uint8_t byte = uint8_t(s[pos++]);
-    v |= uint64_t(byte & 0x7f) << shift;
-    if (!(byte & 0x80))
-      return true;
-  }
-  return false;
-}
-
 /// A string tensor's bytes: varint64 lengths, the masked CRC32C of the lengths (as 32-bit words
 /// when they fit, else 64-bit), then the strings; the entry's CRC covers all of it.
 result<tensor> decode_strings(const std::string& data, shape dims, const std::string& file,
@@ -160,7 +149,7 @@ result<tensor> decode_strings(const std::string& data, shape dims, const std::st
                      std::to_string(e.offset()) + ": " + why);
   };
   for (auto& len : lengths) {
-    if (!get_varint64(data, pos, len) || len > data.size())
+    if (!tf::read_varint64(data, pos, len) || len > data.size())
       return corrupt("a corrupt length");
     if (len <= UINT32_MAX) {
       uint32_t l32 = uint32_t(len);
@@ -233,11 +222,7 @@ std::pair<std::string, uint32_t> encode_tensor(const tensor& t) {
   uint32_t crc = 0;
   for (size_t i = 0; i < n; ++i) {
     uint64_t len = s[i].size();
-    for (uint64_t v = len;; v >>= 7) {
-      out.push_back(char(v >= 0x80 ? (v & 0x7f) | 0x80 : v));
-      if (v < 0x80)
-        break;
-    }
+    tf::append_varint64(out, len);
     if (len <= UINT32_MAX) {
       uint32_t l32 = uint32_t(len);
       crc = crc32c(&l32, 4, crc);
