@@ -142,9 +142,9 @@ void interop_seeds(const fs::path& tmp) {
   throw_if_error(write_tf_checkpoint((tmp / "ckpt" / "model").string(), ckpt));
   seed("tf_checkpoint", slurp(tmp / "ckpt" / "model.index"));
   tf::table_builder many({.block_size = 64, .restart_interval = 2, .snappy = true});
-  auto index = slurp(tmp / "ckpt" / "model.index");
-  for (auto& [key, value] : tf::read_table(index, "model.index").value())
-    throw_if_error(many.add(key, value));
+  auto rows = tf::read_table(slurp(tmp / "ckpt" / "model.index"), "model.index").value();
+  for (auto& [key, value] : rows)         // a named local: a range-for over .value() of a temporary
+    throw_if_error(many.add(key, value)); // would read the result after it is destroyed
   seed("tf_checkpoint", many.finish());
   // NumPy arrays.
   seed("npy", serialize_npy(tensor::from_values<float>({2, 2}, {1, 2, 3, 4})).value());
