@@ -150,9 +150,7 @@ status saver::restore(session& s, const std::string& path, const restore_options
     auto it = options.name_map.find(e->name);
     file_names.push_back(it == options.name_map.end() ? e->name : it->second);
   }
-  RUNNEL_ASSIGN_OR_RETURN(auto tensors, is_tf_checkpoint(path)
-                                            ? read_tf_checkpoint(path, file_names)
-                                            : read_checkpoint_tensors(path, file_names));
+  RUNNEL_ASSIGN_OR_RETURN(auto tensors, read_any_checkpoint(path, file_names));
   feed_list feeds;
   std::vector<operation> targets;
   for (size_t i = 0; i < chosen.size(); ++i) {
@@ -210,7 +208,7 @@ result<std::string> saver::latest_checkpoint(const std::string& dir) {
       skipped += "\n  " + path + ": missing";
       continue;
     }
-    status ok = tf_format ? read_tf_checkpoint(path, {}).error() : verify_checkpoint_isolated(path);
+    status ok = verify_any_checkpoint(path);
     if (ok.ok()) {
       if (!skipped.empty())
         std::fprintf(stderr, "runnel: skipped unreadable checkpoints:%s\nrunnel: using %s\n",

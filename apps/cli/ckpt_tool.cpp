@@ -39,22 +39,6 @@ const char* ckpt_usage =
 
 namespace {
 
-/// A checkpoint's entries, whichever its format.
-result<std::vector<checkpoint_entry>> list_any(const std::string& path) {
-  return is_tf_checkpoint(path) ? list_tf_checkpoint(path) : list_checkpoint(path);
-}
-
-result<std::map<std::string, tensor>> read_any(const std::string& path,
-                                               const std::vector<std::string>& names) {
-  if (is_tf_checkpoint(path))
-    return read_tf_checkpoint(path, names);
-  if (names.empty()) {
-    RUNNEL_ASSIGN_OR_RETURN(auto c, read_checkpoint(path));
-    return c.tensors;
-  }
-  return read_checkpoint_tensors(path, names);
-}
-
 /// HDF5: the file's attribute; TensorFlow: a scalar integer tensor named global_step.
 result<std::optional<int64_t>> global_step_of(const std::string& path) {
   if (!is_tf_checkpoint(path))
@@ -126,9 +110,9 @@ int ckpt_verify(const std::vector<std::string>& args) {
   int bad = 0;
   for (auto& f : files) {
     std::string path = in_dir(dir, f);
-    status s = is_tf_checkpoint(path)              ? read_tf_checkpoint(path, {}).error()
-               : ::access(path.c_str(), R_OK) == 0 ? verify_checkpoint_isolated(path)
-                                                   : not_found(path + " is listed but missing");
+    status s = is_tf_checkpoint(path) || ::access(path.c_str(), R_OK) == 0
+                   ? verify_any_checkpoint(path)
+                   : not_found(path + " is listed but missing");
     std::printf("%s %s%s\n", s.ok() ? "ok " : "BAD", path.c_str(),
                 f == st->latest ? " (latest)" : "");
     if (!s.ok()) {
@@ -147,14 +131,14 @@ int ckpt_convert(const std::vector<std::string>& args) {
   if (args.size() != 2)
     return usage_error("ckpt convert needs FROM and TO", ckpt_usage);
   const std::string &from = args[0], &to = args[1];
-  auto entries = list_any(from);
+  auto entries = list_any_checkpoint(from);
   if (!entries)
     return fail(entries.error());
   for (auto& e : *entries)
     if (!e.unsupported.empty())
       return fail(unimplemented("ckpt convert: " + from + ": variable '" + e.name +
                                 "' cannot be read (" + e.unsupported + "); nothing was written"));
-  auto tensors = read_any(from, {});
+  auto tensors = read_any_checkpoint(from, {});
   if (!tensors)
     return fail(tensors.error());
   auto step = global_step_of(from);
@@ -198,7 +182,7 @@ int ckpt_inspect(const std::vector<std::string>& args) {
       return fail(st.error());
     file = in_dir(file, st->latest);
   }
-  auto entries = list_any(file);
+  auto entries = list_any_checkpoint(file);
   if (!entries)
     return fail(entries.error());
   auto step = global_step_of(file);
@@ -242,7 +226,7 @@ int ckpt_inspect(const std::vector<std::string>& args) {
                 e.dims.to_string().c_str());
     total += std::max<int64_t>(e.dims.num_elements(), 0);
     if (values) {
-      auto t = read_any(file, {e.name});
+      auto t = read_any_checkpoint(file, {e.name});
       if (!t)
         return fail(t.error());
       std::printf("  %-*s  %s\n", int(width), "", summary(t->begin()->second).c_str());

@@ -99,26 +99,36 @@ std::vector<checkpoint_entry> entries_of(const bundle& b) {
   return out;
 }
 
-/// Reads the data of `e` from its shard (kept open in `files`), checked against its CRC32C.
+/// A data shard, opened once per read: the stream and its size.
+struct shard_file {
+  std::ifstream in;
+  uint64_t size = 0;
+};
+using shard_files = std::map<int, std::unique_ptr<shard_file>>;
+
+/// Reads the data of `e` from its shard (kept open in `files`).
 result<std::string> read_data(const bundle& b, const std::string& name,
-                              const tensorflow::BundleEntryProto& e,
-                              std::map<int, std::unique_ptr<std::ifstream>>& files) {
+                              const tensorflow::BundleEntryProto& e, shard_files& files) {
   std::string file = shard_name(b.prefix, e.shard_id(), b.shards);
-  auto& in = files[e.shard_id()];
-  if (!in) {
-    in = std::make_unique<std::ifstream>(file, std::ios::binary);
-    if (!*in)
+  auto& shard = files[e.shard_id()];
+  if (!shard) {
+    shard = std::make_unique<shard_file>();
+    shard->in.open(file, std::ios::binary | std::ios::ate);
+    if (!shard->in) {
+      shard.reset();
       return not_found("tensor '" + name + "': its data shard " + file + " is missing");
+    }
+    shard->size = uint64_t(shard->in.tellg());
   }
-  in->clear();
-  in->seekg(0, std::ios::end);
-  auto size = uint64_t(in->tellg());
+  auto* in = &shard->in;
+  auto size = shard->size;
   if (e.offset() < 0 || e.size() < 0 || uint64_t(e.offset()) > size ||
       uint64_t(e.size()) > size - uint64_t(e.offset()))
     return data_loss(file + ": tensor '" + name + "' at byte offset " + std::to_string(e.offset()) +
                      " (" + std::to_string(e.size()) + " bytes) runs past the shard's end (" +
                      std::to_string(size) + " bytes): the file is truncated");
   std::string data(size_t(e.size()), '\0');
+  in->clear();
   in->seekg(e.offset());
   in->read(data.data(), std::streamsize(data.size()));
   if (!*in)
@@ -180,8 +190,7 @@ result<tensor> decode_strings(const std::string& data, shape dims, const std::st
 }
 
 result<tensor> read_tensor(const bundle& b, const std::string& name,
-                           const tensorflow::BundleEntryProto& e,
-                           std::map<int, std::unique_ptr<std::ifstream>>& files) {
+                           const tensorflow::BundleEntryProto& e, shard_files& files) {
   std::string index = b.prefix + index_suffix;
   if (e.slices_size() > 0)
     return unimplemented(index + ": tensor '" + name + "' is saved in " +
@@ -269,7 +278,7 @@ result<std::vector<checkpoint_entry>> parse_tf_checkpoint_index(std::string_view
 result<std::map<std::string, tensor>> read_tf_checkpoint(const std::string& path,
                                                          const std::vector<std::string>& names) {
   RUNNEL_ASSIGN_OR_RETURN(auto b, open_bundle(path));
-  std::map<int, std::unique_ptr<std::ifstream>> files;
+  shard_files files;
   std::map<std::string, tensor> out;
   std::vector<std::string> wanted = names;
   if (wanted.empty())
@@ -291,6 +300,25 @@ result<std::map<std::string, tensor>> read_tf_checkpoint(const std::string& path
     out.emplace(name, std::move(t));
   }
   return out;
+}
+
+result<std::vector<checkpoint_entry>> list_any_checkpoint(const std::string& path) {
+  return is_tf_checkpoint(path) ? list_tf_checkpoint(path) : list_checkpoint(path);
+}
+
+result<std::map<std::string, tensor>> read_any_checkpoint(const std::string& path,
+                                                          const std::vector<std::string>& names) {
+  if (is_tf_checkpoint(path))
+    return read_tf_checkpoint(path, names);
+  if (!names.empty())
+    return read_checkpoint_tensors(path, names);
+  RUNNEL_ASSIGN_OR_RETURN(auto c, read_checkpoint(path));
+  return std::move(c.tensors);
+}
+
+status verify_any_checkpoint(const std::string& path) {
+  return is_tf_checkpoint(path) ? read_tf_checkpoint(path, {}).error()
+                                : verify_checkpoint_isolated(path);
 }
 
 status write_tf_checkpoint(const std::string& prefix,

@@ -39,6 +39,16 @@ result<std::vector<checkpoint_entry>> parse_tf_checkpoint_index(std::string_view
 /// that exist.
 result<std::map<std::string, tensor>> read_tf_checkpoint(const std::string& path,
                                                          const std::vector<std::string>& names);
+/// Either format, told by the path: a TensorFlow prefix (is_tf_checkpoint) or an HDF5 file
+/// (storage/checkpoint.hpp). The saver and `runnel ckpt` go through these.
+result<std::vector<checkpoint_entry>> list_any_checkpoint(const std::string& path);
+/// The named tensors (all when `names` is empty).
+result<std::map<std::string, tensor>> read_any_checkpoint(const std::string& path,
+                                                          const std::vector<std::string>& names);
+/// Reads every tensor, checksums included, and drops the values; an HDF5 file is read in a
+/// child process (verify_checkpoint_isolated).
+status verify_any_checkpoint(const std::string& path);
+
 /// Writes `prefix.index` and one data shard, as TensorFlow's BundleWriter does; each file is
 /// written beside its target and renamed, the data before the index.
 status write_tf_checkpoint(const std::string& prefix, const std::map<std::string, tensor>& tensors);
