@@ -69,6 +69,9 @@ extern const char* records_usage;
 /// apps/cli/ckpt_tool.cpp: inspect, verify, convert
 int ckpt(const std::string& command, const std::vector<std::string>& args);
 extern const char* ckpt_usage;
+/// apps/cli/ops_tool.cpp
+int ops(const std::vector<std::string>& args);
+extern const char* ops_usage;
 /// apps/cli/keras_tool.cpp
 int keras_import(const std::vector<std::string>& args);
 extern const char* keras_usage;

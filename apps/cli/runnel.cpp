@@ -55,8 +55,11 @@ const char* main_usage =
     "  records convert --idx IMAGES LABELS OUT [--shards N] [--gzip]\n"
     "  records convert --csv FILE OUT [--shards N] [--gzip]\n"
     "                                 write sharded record files of Examples\n"
-    "Run `runnel <command> <subcommand> --help` for details; `runnel --version` prints the\n"
-    "version. An option's value may follow it or an `=` (--limit 5, --limit=5). --verbose\n"
+    "  ops [NAME...]                  the ops Runnel has: kernels per device, gradients\n"
+    "  ops --tensorflow [--missing]   which TensorFlow 1.x ops an imported graph may hold\n"
+    "`runnel <command> --help` prints a command's options, `runnel --help` every command's;\n"
+    "`runnel --version` prints the version. An option's value may follow it or an `=` (--limit 5, "
+    "--limit=5). --verbose\n"
     "anywhere prints informational lines on stderr (the GPUs found, ...); so does\n"
     "RUNNEL_VERBOSE=1.\n";
 
@@ -223,9 +226,18 @@ int main(int argc, char** argv) {
       args.push_back(a);
     }
   }
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::fputs(main_usage, args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
+  if (args.empty()) {
+    std::fputs(main_usage, stderr);
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    // The whole reference: the command list, then every command's own usage.
+    std::fputs(main_usage, stdout);
+    for (const char* usage :
+         {runnel::cli::ckpt_usage, graph_usage, runnel::cli::run_usage, runnel::cli::events_usage,
+          runnel::cli::keras_usage, runnel::cli::records_usage, runnel::cli::ops_usage})
+      std::printf("\n%s", usage);
+    return 0;
   }
   if (args[0] == "--version" || args[0] == "version") {
     std::printf("runnel %s\n", RUNNEL_VERSION);
@@ -250,6 +262,8 @@ int main(int argc, char** argv) {
   if (args[0] == "keras")
     return wants_help(args) ? (std::fputs(runnel::cli::keras_usage, stdout), 0)
                             : usage_error("unknown keras command", runnel::cli::keras_usage);
+  if (args[0] == "ops")
+    return runnel::cli::ops({args.begin() + 1, args.end()});
   if (args[0] == "run")
     return runnel::cli::run_model({args.begin() + 1, args.end()});
   if (args.size() >= 2 && args[0] == "graph" && args[1] == "dot")

@@ -24,6 +24,8 @@ namespace {
 const std::map<std::string, std::string, std::less<>> renamed_ops = {
     {"AddV2", "Add"},
     {"BiasAddV1", "BiasAdd"},
+    // TensorFlow 1.x's first gather: GatherV2 along axis 0 (build adds the axis).
+    {"Gather", "GatherV2"},
 };
 
 /// Attributes TensorFlow writes that Runnel's op lacks, harmless at these values.
@@ -159,11 +161,7 @@ node_def convert_node(const tensorflow::NodeDef& n, const op_registry& ops, bool
                       std::vector<std::string>& problems) {
   node_def d;
   d.name = n.name();
-  d.op = n.op();
-  if (auto it = renamed_ops.find(d.op); it != renamed_ops.end())
-    d.op = it->second;
-  if (d.op == "Gather") // TensorFlow 1.x's first gather: GatherV2 along axis 0 (build adds it)
-    d.op = "GatherV2";
+  d.op = imported_op_name(n.op());
   d.device = n.device();
   d.inputs.assign(n.input().begin(), n.input().end());
   const op_def* def = ops.find(d.op);
@@ -320,6 +318,11 @@ result<graph> build(const tensorflow::GraphDef& gd, const op_registry& ops) {
 }
 
 } // namespace
+
+std::string imported_op_name(std::string_view tf_op) {
+  auto it = renamed_ops.find(tf_op);
+  return it != renamed_ops.end() ? it->second : std::string(tf_op);
+}
 
 bool is_runnel_graph_file(std::string_view bytes) {
   return bytes.size() >= 8 && std::memcmp(bytes.data(), "RNLGRAPH", 8) == 0;

@@ -19,6 +19,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runnel/ops/graph/graph.hpp"
 
@@ -42,6 +43,19 @@ result<graph> import_tf_graph(const std::string& path, const op_registry& ops = 
 std::string export_tf_graph_def(const graph& g, tf_graph_format format = tf_graph_format::binary);
 /// Writes atomically; text when the path ends in .pbtxt or .txt.
 status save_tf_graph(const graph& g, const std::string& path);
+
+/// The Runnel op a NodeDef of TensorFlow's op `tf_op` imports as: its own name, or the op that
+/// stands for it (AddV2 -> Add, BiasAddV1 -> BiasAdd, Gather -> GatherV2).
+std::string imported_op_name(std::string_view tf_op);
+
+/// TensorFlow 1.x ops in one group ("array", "nn", "tf.data", ...).
+struct tf_op_group {
+  std::string group;
+  std::vector<std::string> ops;
+};
+/// The ops TensorFlow 1.x graphs hold, by group (storage/tf/tf_op_list.cpp): what
+/// `runnel ops --tensorflow` compares Runnel's registry with.
+const std::vector<tf_op_group>& tensorflow_1x_ops();
 
 /// Whether `bytes` start like a Runnel graph file ("RNLGRAPH") rather than a GraphDef.
 bool is_runnel_graph_file(std::string_view bytes);

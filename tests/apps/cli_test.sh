@@ -66,6 +66,27 @@ check "ckpt verify tf" 1 "BAD .*model.ckpt-1000" -- "$runnel" ckpt verify "$work
 check "ckpt convert usage" 2 "ckpt convert needs FROM and TO" -- "$runnel" ckpt convert "$tfp"
 check "unknown command" 2 "unknown command 'frobnicate'" -- "$runnel" frobnicate
 check "help" 0 "graph dump FILE" -- "$runnel" --help
+# `runnel --help` is the whole reference: every option any command takes is in it.
+help_text=$("$runnel" --help)
+for opt in $(ls "$(dirname "$0")/../../apps/cli/"*.cpp | grep -v runnel_node | xargs grep -ohE -- '"--[a-z][a-z-]+' | tr -d '"' | sort -u); do
+  grep -qF -- "$opt" <<<"$help_text" || { echo "FAIL --help omits $opt"; failures=$((failures + 1)); }
+done
+check "ops" 0 "^MatMul +math +CPU +GPU +yes" -- "$runnel" ops
+check "ops one" 0 "attr transpose_a: bool = false" -- "$runnel" ops MatMul
+check "ops unknown" 1 "NOT_FOUND: no op named 'Matmul' \(similar: BatchMatMul, MatMul" -- "$runnel" ops Matmul
+check "ops json" 0 '^\{"name":"Relu","family":"math","inputs":\["x: T"\]' -- "$runnel" ops Relu --json
+check "ops tensorflow" 0 "^nn +Conv2D +yes" -- "$runnel" ops --tensorflow
+check "ops tensorflow gather" 0 "^array +Gather +as GatherV2" -- "$runnel" ops --tensorflow
+check "ops tensorflow missing" 0 "^images +DecodeJpeg +missing" -- "$runnel" ops --tensorflow --missing
+check "ops usage" 2 "--missing and --markdown go with --tensorflow" -- "$runnel" ops --missing
+# docs/interop.md's table of missing ops is this command's output, kept current.
+docs_table=$(sed -n '/^<!-- generated: runnel ops --tensorflow --markdown -->$/,/^<!-- end generated -->$/p' "$(dirname "$0")/../../docs/interop.md" | sed '1d;$d')
+if [[ "$docs_table" != "$("$runnel" ops --tensorflow --markdown)" ]]; then
+  echo "FAIL docs/interop.md's op table differs from 'runnel ops --tensorflow --markdown' (paste it in)"
+  failures=$((failures + 1))
+else
+  echo "ok   docs op table"
+fi
 
 "$(dirname "$runnel")/runnel_demo" --steps 1 --out "$work/demo" >/dev/null
 check "graph dump" 0 "logits/probs = Softmax\(" -- "$runnel" graph dump "$work/demo/mlp.graph"
