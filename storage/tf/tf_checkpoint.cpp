@@ -9,6 +9,7 @@
 #include "runnel/ops/core/atomic_file.hpp"
 #include "runnel/storage/crc32c.hpp"
 #include "runnel/storage/tf/sstable.hpp"
+#include "runnel/storage/tf/tensor_slice.hpp"
 #include "runnel/storage/tf/tf_types.hpp"
 
 namespace runnel {
@@ -25,12 +26,28 @@ std::string shard_name(const std::string& prefix, int shard, int shards) {
   return prefix + buf;
 }
 
-/// The parsed `.index`: its shard count and every tensor's entry, by name.
+/// One slice of a partitioned variable: where it sits in the whole, and its own entry.
+struct slice_entry {
+  std::vector<tf::slice_extent> extents;
+  tensorflow::BundleEntryProto entry;
+};
+
+/// The parsed `.index`: its shard count, every tensor's entry by name, and the slices of
+/// partitioned variables by the variable's name.
 struct bundle {
   std::string prefix;
   int shards = 1;
   std::map<std::string, tensorflow::BundleEntryProto> entries;
+  std::map<std::string, std::vector<slice_entry>> slices;
 };
+
+/// A dimension of a slice in one form whatever the writer chose for a whole dimension.
+std::vector<tf::slice_extent> normalized(std::vector<tf::slice_extent> extents) {
+  for (auto& e : extents)
+    if (e.length < 0)
+      e = {0, -1};
+  return extents;
+}
 
 /// The bundle of an `.index` file's bytes; `index` names the file.
 result<bundle> parse_bundle(std::string_view bytes, const std::string& index) {
@@ -53,15 +70,27 @@ result<bundle> parse_bundle(std::string_view bytes, const std::string& index) {
   b.shards = header.num_shards();
   for (size_t i = 1; i < rows.size(); ++i) {
     auto& [key, value] = rows[i];
-    if (!key.empty() && key[0] == '\0')
-      continue; // a slice of a partitioned variable, under its encoded name
+    bool slice = !key.empty() && key[0] == '\0'; // a slice, under its encoded name
+    std::string name = key, what = key;
+    std::vector<tf::slice_extent> extents;
+    if (slice) {
+      auto decoded = tf::decode_slice_key(key);
+      if (!decoded)
+        return decoded.error().with_context(index + ": entry " + std::to_string(i));
+      what = decoded->first + " (slice " + tf::slice_to_string(decoded->second) + ")";
+      name = decoded->first;
+      extents = normalized(std::move(decoded->second));
+    }
     tensorflow::BundleEntryProto e;
     if (!e.ParseFromString(value))
-      return data_loss(index + ": the entry of '" + key + "' does not parse");
+      return data_loss(index + ": the entry of '" + what + "' does not parse");
     if (e.slices_size() == 0 && (e.shard_id() < 0 || e.shard_id() >= b.shards))
-      return data_loss(index + ": tensor '" + key + "' is in shard " +
+      return data_loss(index + ": tensor '" + what + "' is in shard " +
                        std::to_string(e.shard_id()) + " of " + std::to_string(b.shards));
-    b.entries.emplace(key, std::move(e));
+    if (slice)
+      b.slices[name].push_back({std::move(extents), std::move(e)});
+    else
+      b.entries.emplace(name, std::move(e));
   }
   return b;
 }
@@ -91,9 +120,6 @@ std::vector<checkpoint_entry> entries_of(const bundle& b) {
       c.type = *type;
     else
       c.unsupported = type.error().message();
-    if (e.slices_size() > 0 && c.unsupported.empty())
-      c.unsupported = "saved in " + std::to_string(e.slices_size()) +
-                      " slices (a partitioned variable), not read yet";
     out.push_back(std::move(c));
   }
   return out;
@@ -190,18 +216,59 @@ result<tensor> decode_strings(const std::string& data, shape dims, const std::st
 }
 
 result<tensor> read_tensor(const bundle& b, const std::string& name,
+                           const tensorflow::BundleEntryProto& e, shard_files& files);
+
+/// A partitioned variable: each slice its entry lists, read from the slice's own entry and
+/// copied into place; the slices must cover the whole tensor.
+result<tensor> read_sliced(const bundle& b, const std::string& name, tensor whole,
                            const tensorflow::BundleEntryProto& e, shard_files& files) {
   std::string index = b.prefix + index_suffix;
-  if (e.slices_size() > 0)
-    return unimplemented(index + ": tensor '" + name + "' is saved in " +
-                         std::to_string(e.slices_size()) +
-                         " slices (a partitioned variable); reading slices is not supported yet");
+  auto found = b.slices.find(name);
+  int64_t covered = 0;
+  for (auto& proto : e.slices()) {
+    std::vector<tf::slice_extent> extents;
+    for (auto& x : proto.extent())
+      extents.push_back({x.start(), x.has_length_case() == x.kLength ? x.length() : -1});
+    extents = normalized(std::move(extents));
+    std::string what = "tensor '" + name + "' slice " + tf::slice_to_string(extents);
+    const slice_entry* part_entry = nullptr;
+    if (found != b.slices.end())
+      for (auto& s : found->second)
+        if (s.extents == extents)
+          part_entry = &s;
+    if (!part_entry)
+      return data_loss(index + ": " + what + " has no entry in the table");
+    auto part_shape = tf::slice_shape(whole.shape(), extents);
+    if (!part_shape)
+      return part_shape.error().with_context(index + ": tensor '" + name + "'");
+    RUNNEL_ASSIGN_OR_RETURN(auto part,
+                            read_tensor(b, name + " (slice " + tf::slice_to_string(extents) + ")",
+                                        part_entry->entry, files));
+    if (part.type() != whole.type() || part.shape() != *part_shape)
+      return data_loss(index + ": " + what + " holds " + std::string(runnel::name(part.type())) +
+                       part.shape().to_string() + ", not " +
+                       std::string(runnel::name(whole.type())) + part_shape->to_string());
+    tf::copy_slice_into(whole, part, extents);
+    covered += part.num_elements();
+  }
+  if (covered != whole.num_elements())
+    return data_loss(index + ": tensor '" + name + "': its " + std::to_string(e.slices_size()) +
+                     " slices hold " + std::to_string(covered) + " of its " +
+                     std::to_string(whole.num_elements()) + " values");
+  return whole;
+}
+
+result<tensor> read_tensor(const bundle& b, const std::string& name,
+                           const tensorflow::BundleEntryProto& e, shard_files& files) {
+  std::string index = b.prefix + index_suffix;
   auto type = tf::from_proto(e.dtype());
   if (!type)
     return type.error().with_context(index + ": tensor '" + name + "'");
   auto dims = tf::from_proto(e.shape());
   if (!dims || !dims->is_fully_defined())
     return data_loss(index + ": tensor '" + name + "' has no complete shape");
+  if (e.slices_size() > 0)
+    return read_sliced(b, name, tensor(*type, *dims), e, files);
   RUNNEL_ASSIGN_OR_RETURN(auto data, read_data(b, name, e, files));
   std::string file = shard_name(b.prefix, e.shard_id(), b.shards);
   if (*type == dtype::string)

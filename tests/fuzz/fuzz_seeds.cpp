@@ -17,6 +17,7 @@
 #include "runnel/storage/record_index.hpp"
 #include "runnel/storage/tf/events.hpp"
 #include "runnel/storage/tf/sstable.hpp"
+#include "runnel/storage/tf/tensor_slice.hpp"
 #include "runnel/storage/tf/tf_checkpoint.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
 
@@ -146,6 +147,14 @@ void interop_seeds(const fs::path& tmp) {
   for (auto& [key, value] : rows)         // a named local: a range-for over .value() of a temporary
     throw_if_error(many.add(key, value)); // would read the result after it is destroyed
   seed("tf_checkpoint", many.finish());
+  // ... and one holding a slice of a partitioned variable under its OrderedCode key.
+  tf::table_builder sliced;
+  throw_if_error(sliced.add(rows.at(0).first, rows.at(0).second)); // the header
+  throw_if_error(
+      sliced.add(tf::encode_slice_key("dense/kernel", {{0, 1}, {0, -1}}), rows.at(1).second));
+  for (size_t i = 1; i < rows.size(); ++i)
+    throw_if_error(sliced.add(rows[i].first, rows[i].second));
+  seed("tf_checkpoint", sliced.finish());
   // NumPy arrays.
   seed("npy", serialize_npy(tensor::from_values<float>({2, 2}, {1, 2, 3, 4})).value());
   seed("npy", serialize_npy(tensor::vector<int64_t>({7, 8})).value());

@@ -15,11 +15,20 @@ Writes, in OUTDIR:
   blocks/model.ckpt-1234.*   the same tensors in 200-byte blocks, snappy where it saves an eighth
                       (several data blocks, some compressed)
   sharded/model.ckpt-1234.{index,data-00000-of-00002,data-00001-of-00002}   two data shards
+  partitioned/model.ckpt-7.*   partitioned variables, as tf.train.Saver saves them: an entry per
+                      variable listing its slices (TensorSliceProto), and an entry per slice under
+                      saved_tensor_slice_util's key (OrderedCode: 0, the name, the rank, then
+                      start and length per dimension, -1 for a whole dimension), in two shards
 The tensors (values by formula, repeated in tests/tf/tf_checkpoint_test.cpp):
   dense/kernel float32 [3,4] = i * 0.25 - 1      dense/bias float32 [4] = 0.5, -0.5, 1.5, -1.5
   global_step int64 [] = 1234                      vocab string [3] = "alpha", "", "gamma \u03b4"
   mask bool [5] = 1, 0, 1, 1, 0                    half float16 [2] = 1.5, -2
   layer_00/w .. layer_29/w float32 [2] = i, -i
+and in partitioned/:
+  emb float32 [5,3] = i * 0.5, slices 0,3:0,3 and 3,2:0,3 (every extent explicit)
+  part/w int64 [2,4] = i * 10, slices -:0,1 and -:1,3 (the first dimension whole)
+  words string [4] = "a", "bb", "", "dddd", slices 0,1 and 1,3
+  plain float32 [2] = 7, 8 (not partitioned)
 """
 import os
 import struct
@@ -192,6 +201,39 @@ def build_table(rows, block_size=262144, snappy=False, stats=None):
     return bytes(out) + footer
 
 
+# --- OrderedCode (TensorFlow's strings/ordered_code), for slice keys ---
+def oc_num(v):
+    n = (v.bit_length() + 7) // 8
+    return bytes([n]) + v.to_bytes(n, "big")
+
+
+def oc_signed(v):
+    # n bytes hold n header ones, a sign bit and 7n - 1 bits of magnitude
+    n = next(n for n in range(1, 11) if -(1 << (7 * n - 1)) <= v < (1 << (7 * n - 1)))
+    header = ((1 << n) - 1) << (7 * n)
+    return (((v % (1 << (8 * n))) ^ header)).to_bytes(n, "big")
+
+
+def oc_string(s):
+    escaped = {0: b"\x00\xff", 255: b"\xff\x00"}
+    return b"".join(escaped.get(c, bytes([c])) for c in s) + b"\x00\x01"
+
+
+def slice_key(name, extents):
+    key = oc_num(0) + oc_string(name.encode()) + oc_num(len(extents))
+    for start, length in extents:
+        key += oc_signed(start) + oc_signed(length)
+    return key
+
+
+def slice_proto(extents):
+    out = b""
+    for start, length in extents:
+        ext = field_varint(1, start) + (field_varint(2, length) if length >= 0 else b"")
+        out += field_bytes(1, ext)
+    return out
+
+
 # --- the tensors and their bytes ---
 def tensors():
     t = [
@@ -236,6 +278,52 @@ def write_checkpoint(prefix, shards=1, **table_args):
         f.write(build_table(rows, **table_args))
 
 
+def write_partitioned(prefix):
+    """Partitioned variables as tf.train.Saver saves them; extents (start, length), -1 whole."""
+    variables = [
+        ("emb", DT_FLOAT, [5, 3], "<%df", [i * 0.5 for i in range(15)],
+         [[(0, 3), (0, 3)], [(3, 2), (0, 3)]]),
+        ("part/w", DT_INT64, [2, 4], "<%dq", [i * 10 for i in range(8)],
+         [[(0, -1), (0, 1)], [(0, -1), (1, 3)]]),
+        ("words", DT_STRING, [4], None, [b"a", b"bb", b"", b"dddd"], [[(0, 1)], [(1, 3)]]),
+    ]
+    datas = [bytearray(), bytearray()]
+    rows = [(b"", header_proto(2))]
+    for name, dtype, dims, fmt, values, slices in variables:
+        entry = field_varint(1, dtype) + field_bytes(2, shape_proto(dims))
+        for k, extents in enumerate(slices):
+            entry += field_bytes(7, slice_proto(extents))
+            # the slice's values: a box of the row-major whole
+            box = [range(st, st + ln) if ln >= 0 else range(dims[d])
+                   for d, (st, ln) in enumerate(extents)]
+            idx = [[]]
+            for r in box:
+                idx = [i + [j] for i in idx for j in r]
+            flat = []
+            for i in idx:
+                off = 0
+                for d, j in enumerate(i):
+                    off = off * dims[d] + j
+                flat.append(values[off])
+            value = flat if fmt is None else struct.pack(fmt % len(flat), *flat)
+            data, crc = tensor_bytes(dtype, value)
+            shard = k % 2
+            rows.append((slice_key(name, extents),
+                         entry_proto(dtype, [len(r) for r in box], shard, len(datas[shard]),
+                                     len(data), mask(crc))))
+            datas[shard] += data
+        rows.append((name.encode(), entry))
+    data, crc = tensor_bytes(DT_FLOAT, struct.pack("<2f", 7, 8))
+    rows.append((b"plain", entry_proto(DT_FLOAT, [2], 0, len(datas[0]), len(data), mask(crc))))
+    datas[0] += data
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    for shard, data in enumerate(datas):
+        with open("%s.data-%05d-of-%05d" % (prefix, shard, 2), "wb") as f:
+            f.write(data)
+    with open(prefix + ".index", "wb") as f:
+        f.write(build_table(sorted(rows)))
+
+
 def main():
     out = sys.argv[1]
     write_checkpoint(os.path.join(out, "plain", "model.ckpt-1234"))
@@ -252,6 +340,7 @@ def main():
     if len(stats) < 3 or 1 not in stats or 0 not in stats:
         sys.exit("make_tf_checkpoint.py: expected several data blocks, some compressed: %s" % stats)
     write_checkpoint(os.path.join(out, "sharded", "model.ckpt-1234"), shards=2)
+    write_partitioned(os.path.join(out, "partitioned", "model.ckpt-7"))
 
 
 if __name__ == "__main__":
