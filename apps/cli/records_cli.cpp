@@ -180,7 +180,8 @@ const char* convert_usage =
 const char* stats_usage =
     "usage: runnel records stats FILE... [--json]\n"
     "Per feature over all Examples (and SequenceExamples' contexts): type, records that carry it,\n"
-    "value-list length range and value range.\n";
+    "value-list length range and value range (for bytes features, the range of their sizes:\n"
+    "what decode_raw of the bytes will hold).\n";
 
 } // namespace
 

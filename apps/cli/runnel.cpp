@@ -51,7 +51,7 @@ const char* main_usage =
     "  records verify FILE...         check every record's CRCs; non-zero exit on corruption\n"
     "  records cat FILE [--limit N] [--raw]   records as JSON lines (decoded Examples)\n"
     "  records index FILE...          write FILE.index sidecars (counts and random access)\n"
-    "  records stats FILE...          per feature: type, length range, value range\n"
+    "  records stats FILE...          per feature: type, length range, value (bytes: size) range\n"
     "  records convert --idx IMAGES LABELS OUT [--shards N] [--gzip]\n"
     "  records convert --csv FILE OUT [--shards N] [--gzip]\n"
     "                                 write sharded record files of Examples\n"

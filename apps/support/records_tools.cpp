@@ -318,6 +318,8 @@ result<records_summary> record_stats(const std::vector<std::string>& files) {
         value(double(v));
       for (int64_t v : ft.int64s)
         value(double(v));
+      for (auto& v : ft.bytes) // a bytes feature's range is its values' sizes
+        value(double(v.size()));
     }
   };
   for (auto& file : files) {
@@ -355,6 +357,8 @@ std::string format_record_stats(const records_summary& s) {
        << f.min_len << ".." << f.max_len;
     if (f.kind != feature_kind::bytes && f.has_values)
       os << "  values " << f.lo << ".." << f.hi;
+    else if (f.has_values)
+      os << "  sizes " << f.lo << ".." << f.hi << " bytes";
     os << "\n";
   }
   return os.str();
@@ -375,6 +379,9 @@ std::string record_stats_json(const records_summary& s) {
     if (f.kind != feature_kind::bytes && f.has_values) {
       e["min"] = f.lo;
       e["max"] = f.hi;
+    } else if (f.has_values) {
+      e["min_bytes"] = int64_t(f.lo);
+      e["max_bytes"] = int64_t(f.hi);
     }
     features[name] = std::move(e);
   }

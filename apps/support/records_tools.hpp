@@ -38,7 +38,7 @@ struct feature_stats {
   feature_kind kind = feature_kind::floats;
   int64_t records = 0;
   size_t min_len = 0, max_len = 0;
-  double lo = 0, hi = 0;
+  double lo = 0, hi = 0; ///< the values' range; for bytes features, their sizes' range
   bool has_values = false;
 };
 struct records_summary {

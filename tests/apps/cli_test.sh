@@ -64,6 +64,10 @@ check "ckpt convert to tf" 0 "wrote 36 variables" -- "$runnel" ckpt convert "$wo
 check "ckpt convert exact" 0 "" -- cmp "$tfp.index" "$work/back/model.ckpt-1234.index"
 check "ckpt verify tf" 1 "BAD .*model.ckpt-1000" -- "$runnel" ckpt verify "$work/tfckpt/plain"
 check "ckpt convert usage" 2 "ckpt convert needs FROM and TO" -- "$runnel" ckpt convert "$tfp"
+# Partitioned variables (slices) read whole.
+check "ckpt tf partitioned" 0 "emb +float32 +\[5,3\]" -- "$runnel" ckpt inspect "$work/tfckpt/partitioned/model.ckpt-7"
+check "ckpt tf partitioned values" 0 "min 0  max 70  mean 35" -- "$runnel" ckpt inspect "$work/tfckpt/partitioned/model.ckpt-7" --values
+check "ckpt tf partitioned convert" 0 "wrote 4 variables" -- "$runnel" ckpt convert "$work/tfckpt/partitioned/model.ckpt-7" "$work/partitioned.h5"
 check "unknown command" 2 "unknown command 'frobnicate'" -- "$runnel" frobnicate
 check "help" 0 "graph dump FILE" -- "$runnel" --help
 # `runnel --help` is the whole reference: every option any command takes is in it.
@@ -176,7 +180,7 @@ else
   fm=/usr/share/datasets/fashion-mnist
   check "records convert idx" 0 "wrote .*fm-00003-of-00004.gz" -- "$runnel" records convert --idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$work/fm" --shards 4 --gzip
   check "records convert idx count" 0 "total: 10000 records" -- "$runnel" records count "$work"/fm-0000{0,1,2,3}-of-00004.gz
-  check "records convert idx stats" 0 "image_raw  bytes  in 2500 records" -- "$runnel" records stats "$work/fm-00000-of-00004.gz"
+  check "records convert idx stats" 0 "image_raw  bytes  in 2500 records  length 1..1  sizes 784..784 bytes" -- "$runnel" records stats "$work/fm-00000-of-00004.gz"
   check "records count indexed" 0 "indexed.tfrecords: 158 records" -- "$runnel" records count "$work/indexed.tfrecords"
   # A glob over a folder of indexed files names the sidecars too: they are skipped, not bad files.
   mkdir -p "$work/globbed"
