@@ -202,6 +202,18 @@ result<shape> slice_shape(const shape& whole, const std::vector<slice_extent>& e
   return shape(std::move(dims));
 }
 
+bool slices_overlap(const shape& whole, const std::vector<slice_extent>& a,
+                    const std::vector<slice_extent>& b) {
+  for (size_t d = 0; d < a.size() && d < b.size(); ++d) {
+    int64_t size = whole.dim(int(d));
+    int64_t a0 = a[d].length < 0 ? 0 : a[d].start, a1 = a[d].length < 0 ? size : a0 + a[d].length;
+    int64_t b0 = b[d].length < 0 ? 0 : b[d].start, b1 = b[d].length < 0 ? size : b0 + b[d].length;
+    if (std::max(a0, b0) >= std::min(a1, b1))
+      return false; // apart along this dimension (or one of them empty)
+  }
+  return true;
+}
+
 void copy_slice_into(tensor& whole, const tensor& part, const std::vector<slice_extent>& extents) {
   if (part.num_elements() == 0)
     return;

@@ -47,6 +47,9 @@ std::string slice_to_string(const std::vector<slice_extent>& extents);
 /// The shape of the part `extents` cut from a tensor of shape `whole`; an error when a slice
 /// has another rank or runs past a dimension.
 result<shape> slice_shape(const shape& whole, const std::vector<slice_extent>& extents);
+/// Whether two slices of a tensor of shape `whole` share a value.
+bool slices_overlap(const shape& whole, const std::vector<slice_extent>& a,
+                    const std::vector<slice_extent>& b);
 /// Copies `part` (of slice_shape(whole.shape(), extents)) into `whole` at `extents`.
 void copy_slice_into(tensor& whole, const tensor& part, const std::vector<slice_extent>& extents);
 

@@ -218,12 +218,18 @@ result<tensor> decode_strings(const std::string& data, shape dims, const std::st
 result<tensor> read_tensor(const bundle& b, const std::string& name,
                            const tensorflow::BundleEntryProto& e, shard_files& files);
 
-/// A partitioned variable: each slice its entry lists, read from the slice's own entry and
-/// copied into place; the slices must cover the whole tensor.
-result<tensor> read_sliced(const bundle& b, const std::string& name, tensor whole,
+/// A partitioned variable: each slice its entry lists, read from the slice's own entry; the
+/// slices must not overlap and must cover the whole, which is made only then (its size is what
+/// the slices' bytes hold, not what a damaged entry may declare).
+result<tensor> read_sliced(const bundle& b, const std::string& name, dtype type, const shape& dims,
                            const tensorflow::BundleEntryProto& e, shard_files& files) {
   std::string index = b.prefix + index_suffix;
   auto found = b.slices.find(name);
+  struct part_value {
+    std::vector<tf::slice_extent> extents;
+    tensor value;
+  };
+  std::vector<part_value> parts;
   int64_t covered = 0;
   for (auto& proto : e.slices()) {
     std::vector<tf::slice_extent> extents;
@@ -238,23 +244,30 @@ result<tensor> read_sliced(const bundle& b, const std::string& name, tensor whol
           part_entry = &s;
     if (!part_entry)
       return data_loss(index + ": " + what + " has no entry in the table");
-    auto part_shape = tf::slice_shape(whole.shape(), extents);
+    auto part_shape = tf::slice_shape(dims, extents);
     if (!part_shape)
       return part_shape.error().with_context(index + ": tensor '" + name + "'");
+    for (auto& p : parts)
+      if (tf::slices_overlap(dims, p.extents, extents))
+        return data_loss(index + ": " + what + " overlaps its slice " +
+                         tf::slice_to_string(p.extents));
     RUNNEL_ASSIGN_OR_RETURN(auto part,
                             read_tensor(b, name + " (slice " + tf::slice_to_string(extents) + ")",
                                         part_entry->entry, files));
-    if (part.type() != whole.type() || part.shape() != *part_shape)
+    if (part.type() != type || part.shape() != *part_shape)
       return data_loss(index + ": " + what + " holds " + std::string(runnel::name(part.type())) +
-                       part.shape().to_string() + ", not " +
-                       std::string(runnel::name(whole.type())) + part_shape->to_string());
-    tf::copy_slice_into(whole, part, extents);
+                       part.shape().to_string() + ", not " + std::string(runnel::name(type)) +
+                       part_shape->to_string());
     covered += part.num_elements();
+    parts.push_back({std::move(extents), std::move(part)});
   }
-  if (covered != whole.num_elements())
+  if (covered != dims.num_elements())
     return data_loss(index + ": tensor '" + name + "': its " + std::to_string(e.slices_size()) +
                      " slices hold " + std::to_string(covered) + " of its " +
-                     std::to_string(whole.num_elements()) + " values");
+                     std::to_string(dims.num_elements()) + " values");
+  tensor whole(type, dims);
+  for (auto& p : parts)
+    tf::copy_slice_into(whole, p.value, p.extents);
   return whole;
 }
 
@@ -267,18 +280,25 @@ result<tensor> read_tensor(const bundle& b, const std::string& name,
   auto dims = tf::from_proto(e.shape());
   if (!dims || !dims->is_fully_defined())
     return data_loss(index + ": tensor '" + name + "' has no complete shape");
+  auto count = dims->checked_num_elements();
+  if (!count)
+    return data_loss(index + ": tensor '" + name + "': " + count.error().message());
   if (e.slices_size() > 0)
-    return read_sliced(b, name, tensor(*type, *dims), e, files);
+    return read_sliced(b, name, *type, *dims, e, files);
   RUNNEL_ASSIGN_OR_RETURN(auto data, read_data(b, name, e, files));
   std::string file = shard_name(b.prefix, e.shard_id(), b.shards);
-  if (*type == dtype::string)
-    return decode_strings(data, *dims, file, name, e);
-  tensor t(*type, *dims);
-  if (data.size() != t.bytes())
+  // The shape must fit the bytes read before a tensor is made of it (a string takes at least
+  // its length's byte).
+  bool strings = *type == dtype::string;
+  uint64_t need = uint64_t(*count) * (strings ? 1 : size_of(*type));
+  if (strings ? need > data.size() : need != data.size())
     return data_loss(file + ": tensor '" + name + "' at byte offset " + std::to_string(e.offset()) +
                      " holds " + std::to_string(data.size()) + " bytes; its " +
                      std::string(runnel::name(*type)) + " shape " + dims->to_string() + " needs " +
-                     std::to_string(t.bytes()));
+                     (strings ? "at least " : "") + std::to_string(need));
+  if (strings)
+    return decode_strings(data, *dims, file, name, e);
+  tensor t(*type, *dims);
   uint32_t actual = crc32c(data.data(), data.size());
   if (actual != unmask_crc(e.crc32c()))
     return data_loss(crc_error(file, name, e.offset(), unmask_crc(e.crc32c()), actual));

@@ -29,6 +29,7 @@ and in partitioned/:
   part/w int64 [2,4] = i * 10, slices -:0,1 and -:1,3 (the first dimension whole)
   words string [4] = "a", "bb", "", "dddd", slices 0,1 and 1,3
   plain float32 [2] = 7, 8 (not partitioned)
+  overlap/model.ckpt-7.*   the same with emb's slices overlapping (0,3:0,3 and 2,2:0,3)
 """
 import os
 import struct
@@ -278,11 +279,13 @@ def write_checkpoint(prefix, shards=1, **table_args):
         f.write(build_table(rows, **table_args))
 
 
-def write_partitioned(prefix):
-    """Partitioned variables as tf.train.Saver saves them; extents (start, length), -1 whole."""
+def write_partitioned(prefix, overlap=False):
+    """Partitioned variables as tf.train.Saver saves them; extents (start, length), -1 whole.
+    With overlap, emb's second slice starts a row early: as many values as the variable has,
+    one row twice and another never (a damaged file a reader must refuse)."""
     variables = [
         ("emb", DT_FLOAT, [5, 3], "<%df", [i * 0.5 for i in range(15)],
-         [[(0, 3), (0, 3)], [(3, 2), (0, 3)]]),
+         [[(0, 3), (0, 3)], [(2, 2) if overlap else (3, 2), (0, 3)]]),
         ("part/w", DT_INT64, [2, 4], "<%dq", [i * 10 for i in range(8)],
          [[(0, -1), (0, 1)], [(0, -1), (1, 3)]]),
         ("words", DT_STRING, [4], None, [b"a", b"bb", b"", b"dddd"], [[(0, 1)], [(1, 3)]]),
@@ -341,6 +344,7 @@ def main():
         sys.exit("make_tf_checkpoint.py: expected several data blocks, some compressed: %s" % stats)
     write_checkpoint(os.path.join(out, "sharded", "model.ckpt-1234"), shards=2)
     write_partitioned(os.path.join(out, "partitioned", "model.ckpt-7"))
+    write_partitioned(os.path.join(out, "overlap", "model.ckpt-7"), overlap=True)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,10 @@ TEST_CASE("OrderedCode writes TensorFlow's bytes and reads them back", "[tf][che
   CHECK_FALSE(decode_slice_key(key + "x").ok());
   CHECK_FALSE(slice_shape(shape{5, 3}, {{3, 3}, {0, -1}}).ok()); // runs past dimension 0
   CHECK(slice_shape(shape{5, 3}, {{3, 2}, {0, -1}}).value() == shape{2, 3});
+  CHECK(slices_overlap(shape{5, 3}, {{0, 3}, {0, -1}}, {{2, 2}, {0, 3}}));
+  CHECK_FALSE(slices_overlap(shape{5, 3}, {{0, 3}, {0, -1}}, {{3, 2}, {0, 3}}));
+  CHECK_FALSE(slices_overlap(shape{5, 3}, {{0, -1}, {0, 1}}, {{0, -1}, {1, 2}}));
+  CHECK_FALSE(slices_overlap(shape{5, 3}, {{0, 0}, {0, -1}}, {{0, -1}, {0, -1}})); // empty
 }
 
 TEST_CASE("partitioned variables in TensorFlow checkpoints are read whole", "[tf][checkpoint]") {
@@ -143,5 +147,10 @@ TEST_CASE("partitioned variables in TensorFlow checkpoints are read whole", "[tf
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.error().to_string(),
              Catch::Contains("tensor 'emb (slice 3,2:0,3)' at byte offset 0: checksum mismatch"));
+  // Slices that overlap and leave a row out, though they hold as many values as the variable.
+  auto overlap = read_tf_checkpoint((dir / "overlap" / "model.ckpt-7").string(), {"emb"});
+  REQUIRE_FALSE(overlap.ok());
+  CHECK_THAT(overlap.error().to_string(),
+             Catch::Contains("tensor 'emb' slice 2,2:0,3 overlaps its slice 0,3:0,3"));
   fs::remove_all(dir);
 }
