@@ -42,7 +42,7 @@ const char* main_usage =
     "  ckpt convert FROM TO           between HDF5 and TensorFlow's V2 checkpoints, bit for bit\n"
     "  graph dump FILE                print a saved graph, one node per line\n"
     "  graph dot FILE [--place P]     the graph for Graphviz, nodes colored by device\n"
-    "  graph import MODEL.pb          check a TensorFlow GraphDef (.pb/.pbtxt) and summarize it\n"
+    "  graph import MODEL.pb|.meta    check a TensorFlow GraphDef (.pb/.pbtxt) or MetaGraphDef\n"
     "  graph export GRAPH OUT.pb      write a graph as a TensorFlow GraphDef (.pb/.pbtxt)\n"
     "  run MODEL --feed X=IN.npy --fetch Y [--out OUT.npy]   run a graph on NumPy arrays\n"
     "  events cat FILE|LOGDIR [--json]   TensorBoard event files: scalars, tags, graphs\n"

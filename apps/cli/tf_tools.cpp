@@ -10,21 +10,26 @@
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/apps/cli/cli_common.hpp"
 #include "runnel/net/graph_def.hpp"
+#include "runnel/ops/cpu/builtin_kernels.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/ops/kernel/kernel.hpp"
 #include "runnel/placement/prune.hpp"
 #include "runnel/storage/npy.hpp"
+#include "runnel/storage/tf/meta_graph.hpp"
+#include "runnel/storage/tf/tf_checkpoint.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
-#include "runnel/ops/cpu/builtin_kernels.hpp"
 
 namespace runnel::cli {
 namespace {
 
 const char* import_usage =
-    "usage: runnel graph import MODEL.pb|MODEL.pbtxt [--out FILE.graph]\n"
+    "usage: runnel graph import MODEL.pb|MODEL.pbtxt|MODEL.meta [--out FILE.graph]\n"
     "Reads a TensorFlow GraphDef (binary or text), checks every node against Runnel's ops, and\n"
     "prints its size, ops, inputs (placeholders) and outputs (tensors no node reads). --out\n"
-    "saves it as a Runnel graph file. Unsupported ops are all named, with their nodes.\n";
+    "saves it as a Runnel graph file. Unsupported ops are all named, with their nodes.\n"
+    "A MetaGraphDef (.meta, what tf.train.Saver writes beside a checkpoint) imports without its\n"
+    "savers' nodes; its variables, collections, signatures and the checkpoint beside it are\n"
+    "listed too (restore it with saver::restore; docs/interop.md).\n";
 
 const char* export_usage =
     "usage: runnel graph export GRAPH OUT.pb|OUT.pbtxt\n"
@@ -100,6 +105,34 @@ const char* run_usage =
     "without an --out are printed). --batch N splits the feeds along their first dimension into\n"
     "steps of N rows and joins the fetched rows again (for graphs with a fixed batch size).\n";
 
+namespace {
+
+/// What a MetaGraphDef holds besides its graph, and the checkpoint beside it.
+void print_meta_graph(const tf_meta_graph& mg, const std::string& file) {
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (auto& s : v)
+      out += (out.empty() ? "" : ", ") + s;
+    return out.empty() ? std::string("none") : out;
+  };
+  std::printf("MetaGraphDef written by TensorFlow %s; tags: %s\n",
+              mg.tensorflow_version.empty() ? "(not said)" : mg.tensorflow_version.c_str(),
+              join(mg.tags).c_str());
+  std::printf("variables (%zu): %s\n", mg.variables.size(), join(mg.variables).c_str());
+  std::printf("savers left out: %s%s\n", join(mg.left_out).c_str(),
+              mg.restore_op.empty() ? "" : (" (its restore op: " + mg.restore_op + ")").c_str());
+  for (auto& [name, what] : mg.collections)
+    std::printf("collection %s: %s\n", name.c_str(), what.c_str());
+  for (auto& [key, sig] : mg.signatures)
+    std::printf("signature %s (%s): %zu inputs, %zu outputs\n", key.c_str(), sig.method.c_str(),
+                sig.inputs.size(), sig.outputs.size());
+  std::string prefix = file.substr(0, file.rfind(".meta"));
+  if (is_tf_checkpoint(prefix))
+    std::printf("checkpoint beside it: %s\n", prefix.c_str());
+}
+
+} // namespace
+
 int graph_import(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     std::fputs(import_usage, stdout);
@@ -111,7 +144,17 @@ int graph_import(const std::vector<std::string>& args) {
     return rc;
   if (file.empty())
     return usage_error("graph import needs a MODEL file", import_usage);
-  auto g = import_tf_graph(file);
+  bool meta = file.ends_with(".meta") || file.ends_with(".meta.pbtxt");
+  result<graph> g = graph();
+  if (meta) {
+    auto mg = import_tf_meta_graph(file);
+    if (!mg)
+      return fail(mg.error());
+    print_meta_graph(*mg, file);
+    g = std::move(mg->graph);
+  } else {
+    g = import_tf_graph(file);
+  }
   if (!g)
     return fail(g.error());
   std::map<std::string, int> ops;

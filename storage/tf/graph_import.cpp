@@ -219,15 +219,17 @@ std::string join_limited(const std::vector<std::string>& items, size_t limit = 2
   return out;
 }
 
-/// Text GraphDefs are printable; a binary one has control bytes within its first bytes.
-bool looks_binary(std::string_view bytes) {
+} // namespace
+
+/// Text protos are printable; a binary one has control bytes within its first bytes.
+bool tf::looks_binary(std::string_view bytes) {
   for (unsigned char c : bytes.substr(0, 4096))
     if (c < 0x20 && c != '\n' && c != '\r' && c != '\t')
       return true;
   return false;
 }
 
-bool parse_binary(std::string_view bytes, tensorflow::GraphDef& gd) {
+bool tf::parse_binary(std::string_view bytes, google::protobuf::Message& gd) {
   if (bytes.size() > size_t(INT32_MAX))
     return false;
   // A string field that is not UTF-8 makes protobuf log to stderr; the file is refused with our
@@ -238,6 +240,8 @@ bool parse_binary(std::string_view bytes, tensorflow::GraphDef& gd) {
   in.SetTotalBytesLimit(INT32_MAX);
   return gd.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
 }
+
+namespace {
 
 /// Collects protobuf's text-format errors (line and column) instead of logging them.
 class text_errors : public google::protobuf::io::ErrorCollector {
@@ -251,11 +255,14 @@ public:
   std::string first;
 };
 
-status parse_text(std::string_view text, tensorflow::GraphDef& gd) {
+} // namespace
+
+status tf::parse_text(std::string_view text, google::protobuf::Message& gd) {
+  std::string kind = gd.GetDescriptor()->name();
   if (looks_binary(text))
-    return data_loss("not a text GraphDef (it holds binary bytes)");
+    return data_loss("not a text " + kind + " (it holds binary bytes)");
   if (text.size() > size_t(INT32_MAX))
-    return resource_exhausted("a text GraphDef over 2 GiB is not supported");
+    return resource_exhausted("a text " + kind + " over 2 GiB is not supported");
   google::protobuf::LogSilencer quiet;
   google::protobuf::TextFormat::Parser parser;
   text_errors errors;
@@ -264,10 +271,12 @@ status parse_text(std::string_view text, tensorflow::GraphDef& gd) {
   parser.AllowUnknownField(true);
   google::protobuf::io::ArrayInputStream in(text.data(), int(text.size()));
   if (!parser.Parse(&in, &gd))
-    return data_loss("not a valid text GraphDef: " +
+    return data_loss("not a valid text " + kind + ": " +
                      (errors.first.empty() ? std::string("parse error") : errors.first));
   return {};
 }
+
+namespace {
 
 /// A v1 Gather (params, indices) is imported as GatherV2 (params, indices, axis): this is the
 /// constant axis 0 that goes before it, named after it, now its third input (ahead of any
@@ -288,7 +297,9 @@ node_def gather_axis(node_def& gather, std::set<std::string, std::less<>>& names
   return c;
 }
 
-result<graph> build(const tensorflow::GraphDef& gd, const op_registry& ops) {
+} // namespace
+
+result<graph> tf::graph_from_proto(const tensorflow::GraphDef& gd, const op_registry& ops) {
   if (gd.has_library() && gd.library().function_size() > 0) {
     std::vector<std::string> names;
     for (auto& f : gd.library().function())
@@ -317,8 +328,6 @@ result<graph> build(const tensorflow::GraphDef& gd, const op_registry& ops) {
   return from_graph_def(def, ops);
 }
 
-} // namespace
-
 std::string imported_op_name(std::string_view tf_op) {
   auto it = renamed_ops.find(tf_op);
   return it != renamed_ops.end() ? it->second : std::string(tf_op);
@@ -332,22 +341,22 @@ result<graph> import_tf_graph_def(std::string_view bytes, tf_graph_format format
                                   const std::string& source, const op_registry& ops) {
   tensorflow::GraphDef gd;
   bool text = format == tf_graph_format::text ||
-              (format == tf_graph_format::detect && !bytes.empty() && !looks_binary(bytes));
+              (format == tf_graph_format::detect && !bytes.empty() && !tf::looks_binary(bytes));
   if (text) {
-    if (auto s = parse_text(bytes, gd); !s.ok())
+    if (auto s = tf::parse_text(bytes, gd); !s.ok())
       return s.with_context(source);
-  } else if (!parse_binary(bytes, gd)) {
+  } else if (!tf::parse_binary(bytes, gd)) {
     return data_loss("not a valid binary GraphDef (" + std::to_string(bytes.size()) +
                      " bytes: truncated, damaged or not a GraphDef)")
         .with_context(source);
   }
-  auto g = build(gd, ops);
+  auto g = tf::graph_from_proto(gd, ops);
   if (!g)
     return g.error().with_context(source);
   return g;
 }
 
-result<graph> import_tf_graph(const std::string& path, const op_registry& ops) {
+result<std::string> tf::read_model_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return not_found("cannot open " + path + ": " + std::strerror(errno));
@@ -356,6 +365,11 @@ result<graph> import_tf_graph(const std::string& path, const op_registry& ops) {
   std::string bytes = ss.str();
   if (bytes.empty())
     return data_loss(path + " is empty");
+  return bytes;
+}
+
+result<graph> import_tf_graph(const std::string& path, const op_registry& ops) {
+  RUNNEL_ASSIGN_OR_RETURN(auto bytes, tf::read_model_file(path));
   if (is_runnel_graph_file(bytes))
     return invalid_argument(path + " is a Runnel graph file, not a TensorFlow GraphDef "
                                    "(load it with load_graph)");

@@ -64,6 +64,11 @@ check "ckpt convert to tf" 0 "wrote 36 variables" -- "$runnel" ckpt convert "$wo
 check "ckpt convert exact" 0 "" -- cmp "$tfp.index" "$work/back/model.ckpt-1234.index"
 check "ckpt verify tf" 1 "BAD .*model.ckpt-1000" -- "$runnel" ckpt verify "$work/tfckpt/plain"
 check "ckpt convert usage" 2 "ckpt convert needs FROM and TO" -- "$runnel" ckpt convert "$tfp"
+# A MetaGraphDef (tests/tf/make_tf_meta_graph.py: TensorFlow's layout, encoded by protoc).
+/usr/bin/python3 "$(dirname "$0")/../tf/make_tf_meta_graph.py" "$work/tfmeta" "$(dirname "$0")/../../storage/tf"
+check "graph import meta" 0 "variables \(2\): w, b" -- "$runnel" graph import "$work/tfmeta/model.ckpt-5.meta"
+check "graph import meta savers" 0 "savers left out: save, save_1 \(its restore op: save/restore_all\)" -- "$runnel" graph import "$work/tfmeta/model.ckpt-5.meta"
+check "graph import meta checkpoint" 0 "checkpoint beside it: .*tfmeta/model.ckpt-5" -- "$runnel" graph import "$work/tfmeta/model.ckpt-5.meta"
 # Partitioned variables (slices) read whole.
 check "ckpt tf partitioned" 0 "emb +float32 +\[5,3\]" -- "$runnel" ckpt inspect "$work/tfckpt/partitioned/model.ckpt-7"
 check "ckpt tf partitioned values" 0 "min 0  max 70  mean 35" -- "$runnel" ckpt inspect "$work/tfckpt/partitioned/model.ckpt-7" --values

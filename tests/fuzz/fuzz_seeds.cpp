@@ -155,6 +155,18 @@ void interop_seeds(const fs::path& tmp) {
   for (size_t i = 1; i < rows.size(); ++i)
     throw_if_error(sliced.add(rows[i].first, rows[i].second));
   seed("tf_checkpoint", sliced.finish());
+  // A MetaGraphDef in text form: a variable, its VariableDef collection, a saver's scope.
+  seed("tf_meta_graph",
+       "graph_def { node { name: \"w\" op: \"VariableV2\" attr { key: \"dtype\" value { type: "
+       "DT_FLOAT } } attr { key: \"shape\" value { shape { dim { size: 2 } } } } }\n"
+       "node { name: \"save/Const\" op: \"Const\" attr { key: \"dtype\" value { type: "
+       "DT_STRING } } attr { key: \"value\" value { tensor { dtype: DT_STRING string_val: "
+       "\"m\" } } } }\n"
+       "node { name: \"save/RestoreV2\" op: \"RestoreV2\" input: \"save/Const\" } }\n"
+       "saver_def { restore_op_name: \"save/restore_all\" }\n"
+       "collection_def { key: \"variables\" value { bytes_list { value: \"\\n\\003w:0\" } } }\n"
+       "signature_def { key: \"serving_default\" value { inputs { key: \"w\" value { name: "
+       "\"w:0\" dtype: DT_FLOAT } } method_name: \"tensorflow/serving/predict\" } }\n");
   // NumPy arrays.
   seed("npy", serialize_npy(tensor::from_values<float>({2, 2}, {1, 2, 3, 4})).value());
   seed("npy", serialize_npy(tensor::vector<int64_t>({7, 8})).value());

@@ -1,0 +1,176 @@
+// MetaGraphDef -> Runnel graph, its variables, collections and signatures (meta_graph.hpp).
+#include "runnel/storage/tf/meta_graph.hpp"
+
+#include <set>
+
+#include "runnel/storage/tf/tf_types.hpp"
+
+namespace runnel {
+
+namespace {
+
+/// Ops only a tf.train.Saver's nodes hold: a scope with one of them is a saver's.
+const std::set<std::string, std::less<>> checkpoint_ops = {
+    "SaveV2",  "RestoreV2",    "MergeV2Checkpoints", "Save",           "SaveSlices",
+    "Restore", "RestoreSlice", "ShardedFilename",    "ShardedFilespec"};
+
+std::string top_scope(const std::string& name) {
+  return name.substr(0, name.find('/'));
+}
+
+/// The node a NodeDef input or a tensor name ("^n", "n:1", "n") refers to.
+std::string node_of(std::string_view tensor) {
+  if (tensor.starts_with('^'))
+    tensor.remove_prefix(1);
+  if (auto colon = tensor.rfind(':'); colon != std::string_view::npos)
+    tensor = tensor.substr(0, colon);
+  return std::string(tensor);
+}
+
+/// The GraphDef less the savers' scopes; `left_out` gets their names. A kept node that reads a
+/// left-out one is an error naming both.
+result<tensorflow::GraphDef> without_savers(const tensorflow::GraphDef& in,
+                                            std::vector<std::string>& left_out) {
+  std::set<std::string> scopes;
+  for (auto& n : in.node())
+    if (checkpoint_ops.count(n.op()) && n.name().find('/') != std::string::npos)
+      scopes.insert(top_scope(n.name()));
+  left_out.assign(scopes.begin(), scopes.end());
+  tensorflow::GraphDef out = in;
+  out.clear_node();
+  for (auto& n : in.node()) {
+    if (scopes.count(top_scope(n.name())))
+      continue;
+    for (auto& input : n.input())
+      if (auto from = node_of(input); scopes.count(top_scope(from)))
+        return invalid_argument("node '" + n.name() + "' reads '" + from +
+                                "' of the saver scope '" + top_scope(from) +
+                                "/', which Runnel leaves out (its saver restores "
+                                "by variable name instead)");
+    *out.add_node() = n;
+  }
+  return out;
+}
+
+/// The variables a collection of VariableDefs names, as node ids of `g`.
+result<std::vector<int>> collection_variables(const graph& g, const tensorflow::CollectionDef& c,
+                                              const std::string& name) {
+  std::vector<int> ids;
+  for (auto& bytes : c.bytes_list().value()) {
+    tensorflow::VariableDef v;
+    if (!v.ParseFromString(bytes))
+      return data_loss("collection '" + name + "' holds an entry that is not a VariableDef");
+    std::string node = node_of(v.variable_name());
+    if (v.is_resource())
+      return unimplemented("variable '" + node +
+                           "' is a resource variable (TensorFlow 2's, or use_resource=True); "
+                           "Runnel reads TensorFlow 1.x's reference variables (VariableV2)");
+    auto id = g.find(node);
+    if (!id)
+      return data_loss("collection '" + name + "' names variable '" + node +
+                       "', which is not in the graph");
+    if (g.at(*id).op != "VariableV2")
+      return data_loss("collection '" + name + "' names '" + node + "', a " + g.at(*id).op +
+                       " node, not a variable");
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
+std::string describe(const tensorflow::CollectionDef& c) {
+  auto n = [](int count, const char* one, const char* many) {
+    return std::to_string(count) + " " + (count == 1 ? one : many);
+  };
+  switch (c.kind_case()) {
+    case tensorflow::CollectionDef::kNodeList:
+      return n(c.node_list().value_size(), "node", "nodes");
+    case tensorflow::CollectionDef::kBytesList:
+      return n(c.bytes_list().value_size(), "serialized entry", "serialized entries");
+    case tensorflow::CollectionDef::kInt64List:
+      return n(c.int64_list().value_size(), "int64", "int64s");
+    case tensorflow::CollectionDef::kFloatList:
+      return n(c.float_list().value_size(), "float", "floats");
+    default:
+      return "entries of a kind Runnel does not read";
+  }
+}
+
+result<tf_tensor_info> tensor_info(const tensorflow::TensorInfo& t, const std::string& where) {
+  tf_tensor_info out{t.name(), dtype::invalid, shape::unknown()};
+  if (t.name().empty())
+    return unimplemented(where + ": only tensors named by `name` are read (not sparse or "
+                                 "composite encodings)");
+  auto type = tf::from_proto(t.dtype());
+  if (!type)
+    return type.error().with_context(where);
+  out.type = *type;
+  if (t.has_tensor_shape()) {
+    RUNNEL_ASSIGN_OR_RETURN(out.dims, tf::from_proto(t.tensor_shape()));
+  }
+  return out;
+}
+
+result<tf_meta_graph> from_proto(const tensorflow::MetaGraphDef& m, const op_registry& ops) {
+  tf_meta_graph out{graph(ops), {}, {}, {}, {}, {}, {}, {}};
+  RUNNEL_ASSIGN_OR_RETURN(auto gd, without_savers(m.graph_def(), out.left_out));
+  RUNNEL_ASSIGN_OR_RETURN(out.graph, tf::graph_from_proto(gd, ops));
+  auto& info = m.meta_info_def();
+  out.tags.assign(info.tags().begin(), info.tags().end());
+  out.tensorflow_version = info.tensorflow_version();
+  out.restore_op = m.saver_def().restore_op_name();
+  for (auto& [name, c] : m.collection_def())
+    out.collections[name] = describe(c);
+  for (auto name : {"variables", "trainable_variables"}) {
+    auto it = m.collection_def().find(name);
+    if (it == m.collection_def().end() || !it->second.has_bytes_list())
+      continue;
+    RUNNEL_ASSIGN_OR_RETURN(auto ids, collection_variables(out.graph, it->second, name));
+    for (int id : ids)
+      out.graph.add_to_collection(name, id);
+  }
+  if (out.graph.collection("variables").empty()) // no collection: every variable of the graph
+    for (auto& n : out.graph.nodes())
+      if (n.op == "VariableV2")
+        out.graph.add_to_collection("variables", n.id);
+  for (int id : out.graph.collection("variables"))
+    out.variables.push_back(out.graph.at(id).name);
+  for (auto& [key, sig] : m.signature_def()) {
+    tf_signature s;
+    s.method = sig.method_name();
+    for (auto& [k, t] : sig.inputs()) {
+      RUNNEL_ASSIGN_OR_RETURN(s.inputs[k],
+                              tensor_info(t, "signature '" + key + "' input '" + k + "'"));
+    }
+    for (auto& [k, t] : sig.outputs()) {
+      RUNNEL_ASSIGN_OR_RETURN(s.outputs[k],
+                              tensor_info(t, "signature '" + key + "' output '" + k + "'"));
+    }
+    out.signatures.emplace(key, std::move(s));
+  }
+  return out;
+}
+
+} // namespace
+
+result<tf_meta_graph> import_tf_meta_graph_def(std::string_view bytes, const std::string& source,
+                                               const op_registry& ops) {
+  tensorflow::MetaGraphDef m;
+  if (!bytes.empty() && !tf::looks_binary(bytes)) {
+    if (auto s = tf::parse_text(bytes, m); !s.ok())
+      return s.with_context(source);
+  } else if (!tf::parse_binary(bytes, m)) {
+    return data_loss(source + ": not a valid MetaGraphDef (" + std::to_string(bytes.size()) +
+                     " bytes: truncated, damaged or not a .meta file)");
+  }
+  auto out = from_proto(m, ops);
+  if (!out)
+    return out.error().with_context(source);
+  return out;
+}
+
+result<tf_meta_graph> import_tf_meta_graph(const std::string& path, const op_registry& ops) {
+  RUNNEL_ASSIGN_OR_RETURN(auto bytes, tf::read_model_file(path));
+  return import_tf_meta_graph_def(bytes, path, ops);
+}
+
+} // namespace runnel
