@@ -58,10 +58,9 @@ const char* main_usage =
     "  ops [NAME...]                  the ops Runnel has: kernels per device, gradients\n"
     "  ops --tensorflow [--missing]   which TensorFlow 1.x ops an imported graph may hold\n"
     "`runnel <command> --help` prints a command's options, `runnel --help` every command's;\n"
-    "`runnel --version` prints the version. An option's value may follow it or an `=` (--limit 5, "
-    "--limit=5). --verbose\n"
-    "anywhere prints informational lines on stderr (the GPUs found, ...); so does\n"
-    "RUNNEL_VERBOSE=1.\n";
+    "`runnel --version` prints the version. An option's value may follow it or an `=`\n"
+    "(--limit 5, --limit=5). --verbose anywhere prints informational lines on stderr (the\n"
+    "GPUs found, ...); so does RUNNEL_VERBOSE=1.\n";
 
 const char* graph_usage =
     "usage: runnel graph dump FILE [--json] [--optimized [--fetch NAME]...]\n"
