@@ -13,6 +13,19 @@ status identity_kernel::compute(kernel_context& ctx) {
   return {};
 }
 
+namespace {
+
+class identity_n_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    for (int i = 0; i < ctx.num_inputs(); ++i)
+      ctx.set_output(i, ctx.input(i));
+    return {};
+  }
+};
+
+} // namespace
+
 std::vector<int64_t> flatten_indices(const tensor& t) {
   std::vector<int64_t> v(static_cast<size_t>(t.num_elements()));
   for (size_t i = 0; i < v.size(); ++i)
@@ -366,6 +379,7 @@ RUNNEL_KERNEL_FAMILY(array) {
   reg.add("Const", device_type::cpu, {}, make_kernel<const_kernel>);
   reg.add("Placeholder", device_type::cpu, {}, make_kernel<placeholder_kernel>);
   reg.add("Identity", device_type::cpu, {}, make_simple_kernel<identity_kernel>);
+  reg.add("IdentityN", device_type::cpu, {}, make_simple_kernel<identity_n_kernel>);
   reg.add("NoOp", device_type::cpu, {}, make_simple_kernel<no_op_kernel>);
   reg.add("Shape", device_type::cpu, {}, make_kernel<shape_kernel>);
   reg.add("Reshape", device_type::cpu, {}, make_simple_kernel<reshape_kernel>);

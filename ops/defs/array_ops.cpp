@@ -257,6 +257,18 @@ void add_fill_gather_ops(op_registry& reg) {
                .attr("T", attr_type::list_type)
                .attr("summarize", attr_type::integer, int64_t(3))
                .set_stateful());
+  // TensorFlow's IdentityN: each input unchanged as the output of its index. The importer puts
+  // one after an op whose outputs Runnel orders otherwise (TensorFlow's ParseExample), so
+  // "node:i" keeps meaning what it meant in TensorFlow.
+  add(reg, op_def("IdentityN")
+               .input_type_list("input", "T")
+               .output_type_list("output", "T")
+               .attr("T", attr_type::list_type)
+               .shape_fn([](inference_context& c) -> status {
+                 for (int i = 0; i < c.num_inputs(); ++i)
+                   c.set_output(i, c.input_shape(i));
+                 return {};
+               }));
   add(reg, op_def("Print")
                .input("input", "T")
                .output("output", "T")

@@ -4,12 +4,25 @@
 
 namespace runnel {
 
+namespace {
+
+/// IdentityN passes each output's gradient to the input of its index.
+std::vector<output> identity_n_grad(const gradient_context& c) {
+  std::vector<output> out;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    out.push_back(c.grad(int(i)));
+  return out;
+}
+
+} // namespace
+
 RUNNEL_GRADIENT_FAMILY(array) {
   for (auto op : {"Shape", "OneHot", "ZerosLike", "OnesLike", "Const", "Placeholder"})
     reg.add_non_differentiable(op);
   using grads = std::vector<output>;
   reg.add("Identity", [](const gradient_context& c) { return grads{c.grad()}; });
   reg.add("Print", [](const gradient_context& c) { return grads{c.grad()}; });
+  reg.add("IdentityN", identity_n_grad);
   reg.add("Reshape", [](const gradient_context& c) {
     return grads{reshape(c.grad(), shape_of(c.input(0))), output()};
   });

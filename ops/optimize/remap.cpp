@@ -32,9 +32,11 @@ bool is_activation(const std::string& op) {
   return find_fused_activation(op) != nullptr;
 }
 
+/// The node's "T" when it is one type (Assert's and IdentityN's are lists: invalid).
 dtype type_attr(const rnode& n) {
   auto it = n.attrs.find("T");
-  return it == n.attrs.end() ? dtype::invalid : std::get<dtype>(it->second);
+  auto* t = it == n.attrs.end() ? nullptr : std::get_if<dtype>(&it->second);
+  return t ? *t : dtype::invalid;
 }
 
 /// Folds FusedBatchNorm(Conv2D(x, W), scale, offset, mean, variance) at inference into

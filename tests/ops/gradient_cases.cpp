@@ -37,6 +37,13 @@ void unary(cases& c) {
   }
   c.push_back({"Identity", [](graph&, auto& x) { return identity(x[0]); }, {any}});
   c.push_back({"Print", [](graph&, auto& x) { return print(x[0], "passing through: "); }, {any}});
+  c.push_back({"IdentityN",
+               [](graph& g, auto& x) {
+                 auto ids = g.build("IdentityN", "ids", {x[0].ep(), x[1].ep()},
+                                    {{"T", std::vector<dtype>{dtype::f64, dtype::f64}}});
+                 return ids[0] * ids[1]; // each output's gradient to its own input
+               },
+               {any, pos}});
   c.push_back({"Cast",
                [](graph&, auto& x) { return cast(f32(x[0]), dtype::f64) * 2.0; },
                {any},
