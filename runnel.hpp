@@ -25,6 +25,7 @@
 #include "runnel/actors/exec/runtime.hpp"
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/actors/state/freeze.hpp"
+#include "runnel/actors/state/saved_model.hpp"
 #include "runnel/actors/state/saver.hpp"
 
 // Files: graphs, records, Examples, checkpoints, NumPy arrays, TensorFlow's and Keras's formats.

@@ -150,7 +150,18 @@ status saver::restore(session& s, const std::string& path, const restore_options
     auto it = options.name_map.find(e->name);
     file_names.push_back(it == options.name_map.end() ? e->name : it->second);
   }
-  RUNNEL_ASSIGN_OR_RETURN(auto tensors, read_any_checkpoint(path, file_names));
+  auto read = read_any_checkpoint(path, file_names);
+  if (!read) {
+    std::string renamed;
+    for (size_t i = 0; i < chosen.size(); ++i)
+      if (file_names[i] != chosen[i]->name)
+        renamed += (renamed.empty() ? "" : ", ") + chosen[i]->name + " as '" + file_names[i] + "'";
+    return renamed.empty() ? read.error()
+                           : read.error().with_context("restore (variables read under other "
+                                                       "names: " +
+                                                       renamed + ")");
+  }
+  auto& tensors = *read;
   feed_list feeds;
   std::vector<operation> targets;
   for (size_t i = 0; i < chosen.size(); ++i) {

@@ -56,6 +56,16 @@ inline bool parse_file_and_out(const std::vector<std::string>& args, const std::
 int graph_import(const std::vector<std::string>& args);
 int graph_export(const std::vector<std::string>& args);
 int run_model(const std::vector<std::string>& args);
+/// `runnel run DIR ...` on a SavedModel: feeds and fetches are the signature's keys.
+struct saved_model_run {
+  std::string dir, tags, signature; ///< tags "serve" when empty
+  std::vector<std::pair<std::string, std::string>> feed_files, feed_texts;
+  std::vector<std::string> fetches, outs;
+};
+/// `batch` and `usage` for the usage errors of options a SavedModel does not take.
+int run_saved_model(const saved_model_run& r, int64_t batch, const char* usage);
+/// `runnel graph import DIR`: a SavedModel's tag sets, variables, init op and signatures.
+int saved_model_show(const std::string& dir, const std::string& tags);
 extern const char* run_usage;
 /// apps/cli/events_tool.cpp
 int events_cat(const std::vector<std::string>& args);

@@ -45,6 +45,7 @@ const char* main_usage =
     "  graph import MODEL.pb|.meta    check a TensorFlow GraphDef (.pb/.pbtxt) or MetaGraphDef\n"
     "  graph export GRAPH OUT.pb      write a graph as a TensorFlow GraphDef (.pb/.pbtxt)\n"
     "  run MODEL --feed X=IN.npy --fetch Y [--out OUT.npy]   run a graph on NumPy arrays\n"
+    "  run SAVED_MODEL_DIR [--signature KEY] --feed K=IN.npy  run a SavedModel's signature\n"
     "  events cat FILE|LOGDIR [--json]   TensorBoard event files: scalars, tags, graphs\n"
     "  keras import MODEL.h5 --out OUT.pb  a Keras model as a graph (inputs/outputs by layer)\n"
     "  records count FILE...          count the records of TFRecord files\n"
@@ -205,8 +206,8 @@ int graph_dot(const std::vector<std::string>& args) {
 
 /// The options that take a value (every command's): `--name=value` is `--name value` for these.
 const std::set<std::string, std::less<>> value_options = {
-    "--batch", "--csv",   "--devices", "--feed",  "--feed-text", "--fetch",
-    "--idx",   "--limit", "--out",     "--place", "--shards",    "--tag"};
+    "--batch", "--csv", "--devices", "--feed",   "--feed-text", "--fetch", "--idx",
+    "--limit", "--out", "--place",   "--shards", "--signature", "--tag",   "--tags"};
 
 int main(int argc, char** argv) {
   std::vector<std::string> args;

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/apps/cli/cli_common.hpp"
@@ -16,6 +17,7 @@
 #include "runnel/placement/prune.hpp"
 #include "runnel/storage/npy.hpp"
 #include "runnel/storage/tf/meta_graph.hpp"
+#include "runnel/storage/tf/saved_model.hpp"
 #include "runnel/storage/tf/tf_checkpoint.hpp"
 #include "runnel/storage/tf/tf_graph.hpp"
 
@@ -24,12 +26,15 @@ namespace {
 
 const char* import_usage =
     "usage: runnel graph import MODEL.pb|MODEL.pbtxt|MODEL.meta [--out FILE.graph]\n"
+    "       runnel graph import SAVED_MODEL_DIR [--tags serve[,gpu]]\n"
     "Reads a TensorFlow GraphDef (binary or text), checks every node against Runnel's ops, and\n"
     "prints its size, ops, inputs (placeholders) and outputs (tensors no node reads). --out\n"
     "saves it as a Runnel graph file. Unsupported ops are all named, with their nodes.\n"
     "A MetaGraphDef (.meta, what tf.train.Saver writes beside a checkpoint) imports without its\n"
     "savers' nodes; its variables, collections, signatures and the checkpoint beside it are\n"
-    "listed too (restore it with saver::restore; docs/interop.md).\n";
+    "listed too (restore it with saver::restore; docs/interop.md).\n"
+    "A SavedModel directory lists its tag sets, and the MetaGraph tagged --tags (default serve):\n"
+    "its variables, init op and signatures with their tensors (run one with runnel run).\n";
 
 const char* export_usage =
     "usage: runnel graph export GRAPH OUT.pb|OUT.pbtxt\n"
@@ -98,12 +103,19 @@ result<optimized_graph> optimized_graph_of(const graph& g,
 const char* run_usage =
     "usage: runnel run MODEL --feed NAME=FILE.npy... --fetch NAME... [--out FILE.npy...]\n"
     "                  [--feed-text NAME=TEXT...] [--batch N]\n"
+    "       runnel run SAVED_MODEL_DIR [--tags serve[,gpu]] [--signature KEY] --feed "
+    "KEY=FILE.npy...\n"
+    "                  [--fetch KEY...] [--out FILE.npy...]\n"
     "Runs a graph (TensorFlow .pb/.pbtxt or a Runnel graph file) once on this machine: each\n"
     "--feed gives a placeholder's value from a NumPy file (--feed-text: a string scalar, e.g. a\n"
     "word for an exported g2p model), each --fetch names a tensor to\n"
     "compute (\"softmax\" or \"split:1\"), and the i-th --out receives the i-th fetch (fetches\n"
     "without an --out are printed). --batch N splits the feeds along their first dimension into\n"
-    "steps of N rows and joins the fetched rows again (for graphs with a fixed batch size).\n";
+    "steps of N rows and joins the fetched rows again (for graphs with a fixed batch size).\n"
+    "A SavedModel directory loads as TensorFlow serves it (the MetaGraph tagged --tags, default\n"
+    "serve; variables restored; its main op run); --signature picks one (default\n"
+    "serving_default), --feed and --fetch name the signature's keys, and without --fetch every\n"
+    "output is computed.\n";
 
 namespace {
 
@@ -138,12 +150,23 @@ int graph_import(const std::vector<std::string>& args) {
     std::fputs(import_usage, stdout);
     return 0;
   }
-  std::string file, out;
+  std::string file, out, tags = "serve";
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i] == "--tags" && i + 1 < args.size())
+      tags = args[++i];
+    else
+      rest.push_back(args[i]);
   int rc = 0;
-  if (!parse_file_and_out(args, "graph import", import_usage, file, out, rc))
+  if (!parse_file_and_out(rest, "graph import", import_usage, file, out, rc))
     return rc;
   if (file.empty())
     return usage_error("graph import needs a MODEL file", import_usage);
+  if (is_tf_saved_model(file)) {
+    if (!out.empty())
+      return usage_error("graph import: --out takes a graph file, not a SavedModel", import_usage);
+    return saved_model_show(file, tags);
+  }
   bool meta = file.ends_with(".meta") || file.ends_with(".meta.pbtxt");
   result<graph> g = graph();
   if (meta) {
@@ -263,45 +286,65 @@ result<tensor> join_rows(const std::vector<tensor>& parts, const std::string& fe
 
 } // namespace
 
-int run_model(const std::vector<std::string>& args) {
-  if (wants_help(args)) {
-    std::fputs(run_usage, stdout);
-    return 0;
-  }
-  std::string model;
-  std::vector<std::pair<std::string, std::string>> feed_files, feed_texts;
-  std::vector<std::string> fetches, outs;
-  int64_t batch = 0;
+namespace {
+
+/// Parses `runnel run`'s arguments into `sm` (sm.dir: the MODEL) and `batch`; a usage error's
+/// status when they do not parse, else -1.
+int parse_run_args(const std::vector<std::string>& args, saved_model_run& sm, int64_t& batch) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     bool has_value = i + 1 < args.size();
-    if (a == "--feed" && has_value) {
+    if ((a == "--feed" || a == "--feed-text") && has_value) {
       auto& v = args[++i];
       auto eq = v.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
-        return usage_error("--feed needs NAME=FILE.npy, got '" + v + "'", run_usage);
-      feed_files.emplace_back(v.substr(0, eq), v.substr(eq + 1));
-    } else if (a == "--feed-text" && has_value) {
-      auto& v = args[++i];
-      auto eq = v.find('=');
-      if (eq == std::string::npos || eq == 0)
-        return usage_error("--feed-text needs NAME=TEXT, got '" + v + "'", run_usage);
-      feed_texts.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+      bool text = a == "--feed-text";
+      if (eq == std::string::npos || eq == 0 || (!text && eq + 1 == v.size()))
+        return usage_error(a + " needs " + (text ? "NAME=TEXT" : "NAME=FILE.npy") + ", got '" + v +
+                               "'",
+                           run_usage);
+      (text ? sm.feed_texts : sm.feed_files).emplace_back(v.substr(0, eq), v.substr(eq + 1));
     } else if (a == "--fetch" && has_value) {
-      fetches.push_back(args[++i]);
+      sm.fetches.push_back(args[++i]);
     } else if (a == "--out" && has_value) {
-      outs.push_back(args[++i]);
+      sm.outs.push_back(args[++i]);
+    } else if (a == "--signature" && has_value) {
+      sm.signature = args[++i];
+    } else if (a == "--tags" && has_value) {
+      sm.tags = args[++i];
     } else if (a == "--batch" && has_value) {
       char* end = nullptr;
       batch = std::strtoll(args[++i].c_str(), &end, 10);
       if (*end || batch < 1)
         return usage_error("--batch needs a positive number, got '" + args[i] + "'", run_usage);
-    } else if (!a.empty() && a[0] != '-' && model.empty()) {
-      model = a;
+    } else if (!a.empty() && a[0] != '-' && sm.dir.empty()) {
+      sm.dir = a;
     } else {
       return usage_error("run: unexpected argument '" + a + "'", run_usage);
     }
   }
+  return -1;
+}
+
+} // namespace
+
+int run_model(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(run_usage, stdout);
+    return 0;
+  }
+  saved_model_run sm; // the options, as a SavedModel directory takes them too
+  int64_t batch = 0;
+  if (int rc = parse_run_args(args, sm, batch); rc >= 0)
+    return rc;
+  const std::string& model = sm.dir;
+  const auto& [feed_files, feed_texts, fetches, outs] =
+      std::tie(sm.feed_files, sm.feed_texts, sm.fetches, sm.outs);
+  if (!model.empty() && is_tf_saved_model(model))
+    return run_saved_model(sm, batch, run_usage);
+  if (!sm.signature.empty() || !sm.tags.empty())
+    return usage_error("run: --signature and --tags are for SavedModel directories, and " + model +
+                           " is not one",
+                       run_usage);
   if (model.empty() || fetches.empty())
     return usage_error("run needs a MODEL and at least one --fetch", run_usage);
   if (outs.size() > fetches.size())

@@ -313,7 +313,17 @@ result<graph> tf::graph_from_proto(const tensorflow::GraphDef& gd, const op_regi
   std::set<std::string, std::less<>> names;
   for (auto& n : gd.node())
     names.insert(n.name());
+  tf::node_index by_name; // for the ParseExample rewrite's key constants
+  if (std::any_of(gd.node().begin(), gd.node().end(),
+                  [](auto& n) { return n.op() == "ParseExample"; }))
+    for (auto& n : gd.node())
+      by_name.emplace(n.name(), &n);
   for (auto& n : gd.node()) {
+    if (n.op() == "ParseExample") {
+      for (auto& rewritten : tf::rewrite_parse_example(n, by_name, problems))
+        def.nodes.push_back(convert_node(rewritten, ops, legacy, unsupported, problems));
+      continue;
+    }
     node_def d = convert_node(n, ops, legacy, unsupported, problems);
     if (n.op() == "Gather")
       def.nodes.push_back(gather_axis(d, names));
@@ -354,6 +364,17 @@ result<graph> import_tf_graph_def(std::string_view bytes, tf_graph_format format
   if (!g)
     return g.error().with_context(source);
   return g;
+}
+
+status tf::parse_message(std::string_view bytes, google::protobuf::Message& m,
+                         const std::string& source, const std::string& what,
+                         const std::string& file_kind) {
+  if (!bytes.empty() && !looks_binary(bytes))
+    return parse_text(bytes, m).with_context(source);
+  if (!parse_binary(bytes, m))
+    return data_loss(source + ": not a valid " + what + " (" + std::to_string(bytes.size()) +
+                     " bytes: truncated, damaged or not " + file_kind + ")");
+  return {};
 }
 
 result<std::string> tf::read_model_file(const std::string& path) {

@@ -1,6 +1,7 @@
 // MetaGraphDef -> Runnel graph, its variables, collections and signatures (meta_graph.hpp).
 #include "runnel/storage/tf/meta_graph.hpp"
 
+#include <charconv>
 #include <set>
 
 #include "runnel/storage/tf/tf_types.hpp"
@@ -50,6 +51,67 @@ result<tensorflow::GraphDef> without_savers(const tensorflow::GraphDef& in,
     *out.add_node() = n;
   }
   return out;
+}
+
+/// The string values of a Const node of `gd` ("save/RestoreV2/tensor_names"), or nullptr.
+const tensorflow::TensorProto* const_value(const tensorflow::GraphDef& gd,
+                                           const std::string& name) {
+  for (auto& n : gd.node())
+    if (n.name() == name && n.op() == "Const")
+      if (auto it = n.attr().find("value"); it != n.attr().end() && it->second.has_tensor())
+        return &it->second.tensor();
+  return nullptr;
+}
+
+/// Variable -> checkpoint key, as the saver whose restore op is `restore_op` assigns them: each
+/// RestoreV2 of its scope reads `tensor_names[i]` into output i, and an Assign of the scope
+/// writes output i into a variable.
+result<std::map<std::string, std::string>> saver_keys(const tensorflow::GraphDef& gd,
+                                                      const std::string& restore_op) {
+  std::map<std::string, std::string> keys;
+  if (restore_op.empty())
+    return keys;
+  std::string scope = top_scope(node_of(restore_op)) + "/";
+  std::map<std::string, std::vector<std::string>> restores; // RestoreV2 node -> its key names
+  for (auto& n : gd.node()) {
+    if (n.op() != "RestoreV2" || !n.name().starts_with(scope))
+      continue;
+    auto* names = n.input_size() >= 2 ? const_value(gd, node_of(n.input(1))) : nullptr;
+    if (!names)
+      return data_loss("saver node '" + n.name() + "': its tensor_names input is not a constant");
+    auto* slices = const_value(gd, node_of(n.input(2)));
+    for (int i = 0; slices && i < slices->string_val_size(); ++i)
+      if (!slices->string_val(i).empty())
+        return unimplemented("saver node '" + n.name() + "' restores '" + names->string_val(i) +
+                             "' as a slice (" + slices->string_val(i) +
+                             "): a partitioned variable, which Runnel's SavedModel loader does "
+                             "not restore part by part");
+    restores[n.name()].assign(names->string_val().begin(), names->string_val().end());
+  }
+  for (auto& n : gd.node()) {
+    if (n.op() != "Assign" || !n.name().starts_with(scope) || n.input_size() < 2)
+      continue;
+    std::string_view from = n.input(1);
+    auto colon = from.rfind(':');
+    std::string producer = node_of(from);
+    auto it = restores.find(producer);
+    if (it == restores.end())
+      continue;
+    size_t index = 0;
+    if (colon != std::string_view::npos) {
+      auto digits = from.substr(colon + 1);
+      auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+      if (ec != std::errc() || end != digits.data() + digits.size())
+        return data_loss("saver node '" + n.name() + "' has a malformed input '" +
+                         std::string(from) + "'");
+    }
+    if (index >= it->second.size())
+      return data_loss("saver node '" + n.name() + "' reads output " + std::to_string(index) +
+                       " of '" + producer + "', which restores " +
+                       std::to_string(it->second.size()) + " tensors");
+    keys[node_of(n.input(0))] = it->second[index];
+  }
+  return keys;
 }
 
 /// The variables a collection of VariableDefs names, as node ids of `g`.
@@ -110,14 +172,18 @@ result<tf_tensor_info> tensor_info(const tensorflow::TensorInfo& t, const std::s
   return out;
 }
 
-result<tf_meta_graph> from_proto(const tensorflow::MetaGraphDef& m, const op_registry& ops) {
-  tf_meta_graph out{graph(ops), {}, {}, {}, {}, {}, {}, {}};
+} // namespace
+
+result<tf_meta_graph> tf::meta_graph_from_proto(const tensorflow::MetaGraphDef& m,
+                                                const op_registry& ops) {
+  tf_meta_graph out{graph(ops), {}, {}, {}, {}, {}, {}, {}, {}};
+  out.restore_op = m.saver_def().restore_op_name();
+  RUNNEL_ASSIGN_OR_RETURN(out.checkpoint_keys, saver_keys(m.graph_def(), out.restore_op));
   RUNNEL_ASSIGN_OR_RETURN(auto gd, without_savers(m.graph_def(), out.left_out));
   RUNNEL_ASSIGN_OR_RETURN(out.graph, tf::graph_from_proto(gd, ops));
   auto& info = m.meta_info_def();
   out.tags.assign(info.tags().begin(), info.tags().end());
   out.tensorflow_version = info.tensorflow_version();
-  out.restore_op = m.saver_def().restore_op_name();
   for (auto& [name, c] : m.collection_def())
     out.collections[name] = describe(c);
   for (auto name : {"variables", "trainable_variables"}) {
@@ -150,19 +216,11 @@ result<tf_meta_graph> from_proto(const tensorflow::MetaGraphDef& m, const op_reg
   return out;
 }
 
-} // namespace
-
 result<tf_meta_graph> import_tf_meta_graph_def(std::string_view bytes, const std::string& source,
                                                const op_registry& ops) {
   tensorflow::MetaGraphDef m;
-  if (!bytes.empty() && !tf::looks_binary(bytes)) {
-    if (auto s = tf::parse_text(bytes, m); !s.ok())
-      return s.with_context(source);
-  } else if (!tf::parse_binary(bytes, m)) {
-    return data_loss(source + ": not a valid MetaGraphDef (" + std::to_string(bytes.size()) +
-                     " bytes: truncated, damaged or not a .meta file)");
-  }
-  auto out = from_proto(m, ops);
+  RUNNEL_RETURN_IF_ERROR(tf::parse_message(bytes, m, source, "MetaGraphDef", "a .meta file"));
+  auto out = tf::meta_graph_from_proto(m, ops);
   if (!out)
     return out.error().with_context(source);
   return out;

@@ -45,6 +45,10 @@ struct tf_meta_graph {
   std::vector<std::string> variables; ///< the graph's variables, by node name
   std::vector<std::string> left_out;  ///< the savers' scopes not imported ("save", "save_1")
   std::string restore_op;             ///< what the SaverDef names (left out with its scope)
+  /// Variable -> its key in the checkpoint, as the SaverDef's own saver restores it (its
+  /// RestoreV2 nodes' `tensor_names` and the Assigns they feed; a graph's second saver, `save_1/`,
+  /// is not read). Empty when the MetaGraph has no such saver: restore by variable name then.
+  std::map<std::string, std::string> checkpoint_keys;
   std::map<std::string, std::string> collections; ///< name -> what it holds ("3 nodes", ...)
   std::map<std::string, tf_signature> signatures;
 };

@@ -69,6 +69,20 @@ check "ckpt convert usage" 2 "ckpt convert needs FROM and TO" -- "$runnel" ckpt 
 check "graph import meta" 0 "variables \(2\): w, b" -- "$runnel" graph import "$work/tfmeta/model.ckpt-5.meta"
 check "graph import meta savers" 0 "savers left out: save, save_1 \(its restore op: save/restore_all\)" -- "$runnel" graph import "$work/tfmeta/model.ckpt-5.meta"
 check "graph import meta checkpoint" 0 "checkpoint beside it: .*tfmeta/model.ckpt-5" -- "$runnel" graph import "$work/tfmeta/model.ckpt-5.meta"
+# A SavedModel (tests/tf/make_tf_saved_model.py): listed, and its signatures run on NumPy files.
+/usr/bin/python3 "$(dirname "$0")/../tf/make_tf_saved_model.py" "$work/tfsaved" "$(dirname "$0")/../../storage/tf"
+sm=$work/tfsaved/model
+check "saved model show" 0 "input  h: MatMul:0 float32\[\?,2\]" -- "$runnel" graph import "$sm"
+check "saved model tag sets" 0 "tags: train" -- "$runnel" graph import "$sm" --tags train
+check "saved model run" 0 "^y = float32\[4,2\] \[\[9, 8.25\], \[10, 9.25\]" -- "$runnel" run "$sm" --feed "x=$work/tfsaved/x.npy"
+check "saved model run out" 0 "y -> .*from_h.npy \(float32\[2,2\]\)" -- "$runnel" run "$sm" --signature=from_hidden --feed "h=$work/tfsaved/h.npy" --fetch y --out "$work/from_h.npy"
+check "saved model run exact" 0 "" -- /usr/bin/python3 -c "import numpy as np, sys; sys.exit(not np.allclose(np.load('$work/from_h.npy'), np.load('$work/tfsaved/expected_from_h.npy'), atol=1e-5))"
+check "saved model tags" 1 "no MetaGraph has the tags \{serve, gpu\}; its tag sets are:" -- "$runnel" run "$sm" --tags serve,gpu --feed "x=$work/tfsaved/x.npy"
+check "saved model signature" 1 "no signature 'predict' .*its signatures: classify, from_hidden, serving_default" -- "$runnel" run "$sm" --signature predict --feed "x=$work/tfsaved/x.npy"
+check "saved model feed key" 1 "signature 'serving_default' has no input 'images'; its inputs: x" -- "$runnel" run "$sm" --feed "images=$work/tfsaved/x.npy"
+check "saved model no signatures" 1 "has no signatures" -- "$runnel" run "$sm" --tags train --feed "x=$work/tfsaved/x.npy"
+check "saved model batch" 2 "--batch is for graph files, not SavedModels" -- "$runnel" run "$sm" --batch 2 --feed "x=$work/tfsaved/x.npy"
+check "signature on a graph" 2 "--signature and --tags are for SavedModel directories" -- "$runnel" run "$work/tfmeta/model.ckpt-5.meta" --signature s --fetch y
 # Partitioned variables (slices) read whole.
 check "ckpt tf partitioned" 0 "emb +float32 +\[5,3\]" -- "$runnel" ckpt inspect "$work/tfckpt/partitioned/model.ckpt-7"
 check "ckpt tf partitioned values" 0 "min 0  max 70  mean 35" -- "$runnel" ckpt inspect "$work/tfckpt/partitioned/model.ckpt-7" --values

@@ -167,6 +167,38 @@ void interop_seeds(const fs::path& tmp) {
        "collection_def { key: \"variables\" value { bytes_list { value: \"\\n\\003w:0\" } } }\n"
        "signature_def { key: \"serving_default\" value { inputs { key: \"w\" value { name: "
        "\"w:0\" dtype: DT_FLOAT } } method_name: \"tensorflow/serving/predict\" } }\n");
+  // A SavedModel in text form: a {serve} MetaGraph with a saver's RestoreV2 keys, a legacy
+  // init op and a ParseExample with two sparse features (rewritten with an IdentityN).
+  seed(
+      "tf_saved_model",
+      "meta_graphs { meta_info_def { tags: \"serve\" } graph_def {\n"
+      "node { name: \"w\" op: \"VariableV2\" attr { key: \"dtype\" value { type: DT_FLOAT } } "
+      "attr { key: \"shape\" value { shape { dim { size: 2 } } } } }\n"
+      "node { name: \"init\" op: \"NoOp\" }\n"
+      "node { name: \"save/names\" op: \"Const\" attr { key: \"value\" value { tensor { "
+      "dtype: DT_STRING string_val: \"dense/w\" } } } }\n"
+      "node { name: \"save/slices\" op: \"Const\" attr { key: \"value\" value { tensor { "
+      "dtype: DT_STRING string_val: \"\" } } } }\n"
+      "node { name: \"save/RestoreV2\" op: \"RestoreV2\" input: \"save/Const\" input: "
+      "\"save/names\" input: \"save/slices\" }\n"
+      "node { name: \"save/Assign\" op: \"Assign\" input: \"w\" input: \"save/RestoreV2:0\" }\n"
+      "node { name: \"s\" op: \"Placeholder\" attr { key: \"dtype\" value { type: DT_STRING } } }\n"
+      "node { name: \"k0\" op: \"Const\" attr { key: \"dtype\" value { type: DT_STRING } } "
+      "attr { key: \"value\" value { tensor { dtype: "
+      "DT_STRING string_val: \"a\" } } } }\n"
+      "node { name: \"k1\" op: \"Const\" attr { key: \"dtype\" value { type: DT_STRING } } "
+      "attr { key: \"value\" value { tensor { dtype: "
+      "DT_STRING string_val: \"b\" } } } }\n"
+      "node { name: \"p\" op: \"ParseExample\" input: \"s\" input: \"k0\" input: \"k0\" input: "
+      "\"k1\" attr { key: \"Nsparse\" value { i: 2 } } attr { key: \"Ndense\" value { i: 0 } } "
+      "attr { key: \"sparse_types\" value { list { type: DT_INT64 type: DT_STRING } } } "
+      "attr { key: \"Tdense\" value { list { } } } attr { key: \"dense_shapes\" value { list "
+      "{ } } } } }\n"
+      "saver_def { restore_op_name: \"save/restore_all\" }\n"
+      "collection_def { key: \"legacy_init_op\" value { node_list { value: \"init\" } } }\n"
+      "signature_def { key: \"serving_default\" value { inputs { key: \"s\" value { name: "
+      "\"s:0\" dtype: DT_STRING } } outputs { key: \"v\" value { name: \"p:2\" dtype: "
+      "DT_INT64 } } } } }\n");
   // NumPy arrays.
   seed("npy", serialize_npy(tensor::from_values<float>({2, 2}, {1, 2, 3, 4})).value());
   seed("npy", serialize_npy(tensor::vector<int64_t>({7, 8})).value());

@@ -41,6 +41,15 @@ def attr(key, value):
 
 
 FLOAT = attr("T", "type: DT_FLOAT")
+# What tf.train.Saver() puts in a MetaGraphDef for its scope save/.
+SAVER_DEF = """saver_def {
+  filename_tensor_name: "save/Const:0"
+  save_tensor_name: "save/control_dependency:0"
+  restore_op_name: "save/restore_all"
+  max_to_keep: 5
+  keep_checkpoint_every_n_hours: 10000
+  version: V2
+}"""
 
 
 def node(name, op, inputs=(), *attrs):
@@ -69,7 +78,8 @@ def strings(name, values):
         (len(values), " ".join('string_val: "%s"' % v for v in values))))
 
 
-def saver_nodes(scope):
+def saver_nodes(scope, keys=("b", "w")):
+    """A tf.train.Saver's nodes saving b and w under checkpoint keys `keys`."""
     two = attr("dtypes", "list { type: DT_FLOAT type: DT_FLOAT }")
     return [
         node(scope + "/filename/input", "Const", (), attr("dtype", "type: DT_STRING"),
@@ -78,13 +88,13 @@ def saver_nodes(scope):
              attr("dtype", "type: DT_STRING"), attr("shape", "shape { }")),
         node(scope + "/Const", "PlaceholderWithDefault", (scope + "/filename",),
              attr("dtype", "type: DT_STRING"), attr("shape", "shape { }")),
-        strings(scope + "/SaveV2/tensor_names", ["b", "w"]),
+        strings(scope + "/SaveV2/tensor_names", keys),
         strings(scope + "/SaveV2/shape_and_slices", ["", ""]),
         node(scope + "/SaveV2", "SaveV2", (scope + "/Const", scope + "/SaveV2/tensor_names",
                                           scope + "/SaveV2/shape_and_slices", "b", "w"), two),
         node(scope + "/control_dependency", "Identity", (scope + "/Const", "^" + scope + "/SaveV2"),
              attr("T", "type: DT_STRING")),
-        strings(scope + "/RestoreV2/tensor_names", ["b", "w"]),
+        strings(scope + "/RestoreV2/tensor_names", keys),
         strings(scope + "/RestoreV2/shape_and_slices", ["", ""]),
         node(scope + "/RestoreV2", "RestoreV2", (scope + "/Const", scope + "/RestoreV2/tensor_names",
                                                 scope + "/RestoreV2/shape_and_slices"), two),
@@ -118,18 +128,11 @@ graph_def {
   %s
   versions { producer: 134 }
 }
-saver_def {
-  filename_tensor_name: "save/Const:0"
-  save_tensor_name: "save/control_dependency:0"
-  restore_op_name: "save/restore_all"
-  max_to_keep: 5
-  keep_checkpoint_every_n_hours: 10000
-  version: V2
-}
+%s
 collection_def { key: "trainable_variables" value { bytes_list { %s } } }
 collection_def { key: "variables" value { bytes_list { %s } } }
 collection_def { key: "train_op" value { node_list { value: "init" } } }
-""" % ("\n  ".join(nodes), variables, variables)
+""" % ("\n  ".join(nodes), SAVER_DEF, variables, variables)
     meta = os.path.join(out, "model.ckpt-5.meta")
     with open(meta + ".pbtxt", "w") as f:
         f.write(text)
