@@ -120,7 +120,9 @@ status save_saved_model(runnel::session& s, const graph& g, const std::string& d
     return already_exists("save_saved_model: " + dir +
                           " exists; a SavedModel is written into a new directory");
   std::map<std::string, tf_signature> sigs;
-  for (auto& [key, spec] : signatures) {
+  for (auto& entry : signatures) {
+    const std::string& key = entry.first; // a plain name: lambdas below capture it
+    const saved_model_signature& spec = entry.second;
     tf_signature& out = sigs[key];
     out.method = spec.method;
     auto describe = [&](const std::string& k, const std::string& name,
