@@ -13,15 +13,17 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "runnel/apps/cli/cli_common.hpp"
 #include "runnel/apps/support/records_tools.hpp"
+#include "runnel/net/graph_def.hpp"
 #include "runnel/placement/cost_model.hpp"
 #include "runnel/placement/dot.hpp"
-#include "runnel/net/graph_def.hpp"
+#include "runnel/placement/frames.hpp"
 #include "runnel/storage/checkpoint.hpp"
 #include "runnel/storage/example.hpp"
 #include "runnel/storage/record_file.hpp"
@@ -72,12 +74,29 @@ const char* graph_usage =
     "GraphDef (.pb binary or .pbtxt text, as keras import and graph export write).\n"
     "dump prints a graph, one node per line:\n"
     "  name = Op(inputs, ^control_inputs) {attrs} -> output dtypes and shapes @device\n"
+    "then a line per while-loop frame (# frame NAME: N nodes, in PARENT, ...).\n"
     "--optimized: the graph as a session runs it, after the graph optimizer's passes\n"
     "(RUNNEL_GRAPH_OPTIMIZER switches them; docs/graph_optimizer.md), computing the --fetch\n"
     "tensors (default: every node nothing reads); what each pass did goes to stderr.\n"
     "dot prints it for Graphviz (dot -Tsvg), nodes colored by device: the devices the nodes\n"
     "request, or with --place the devices a placer picks over N virtual CPUs (default 2);\n"
     "--explain prints the cost-model placer's reasons on stderr.\n";
+
+/// One line per while-loop frame after the nodes: its name, enclosing frame, node count,
+/// parallel_iterations and condition.
+void print_frames(const graph& g) {
+  std::vector<int> all(size_t(g.num_nodes()));
+  std::iota(all.begin(), all.end(), 0);
+  auto frames = find_loop_frames(g, all).frames; // node index = node id here
+  for (size_t f = 1; f < frames.size(); ++f) {
+    auto& fr = frames[f];
+    std::printf("# frame %s: %zu nodes, in %s, parallel_iterations %lld, condition %s\n",
+                fr.name.c_str(), fr.members.size(),
+                fr.parent == 0 ? "the top level" : frames[size_t(fr.parent)].name.c_str(),
+                static_cast<long long>(fr.parallel_iterations),
+                fr.loop_cond < 0 ? "(none)" : g.at(fr.loop_cond).name.c_str());
+  }
+}
 
 int graph_dump(const std::vector<std::string>& args) {
   if (wants_help(args)) {
@@ -114,6 +133,7 @@ int graph_dump(const std::vector<std::string>& args) {
   }
   if (!json) {
     std::fputs(g->to_text().c_str(), stdout);
+    print_frames(*g);
     return 0;
   }
   // One object per node: name, op, inputs, device, attributes (rendered) and outputs.

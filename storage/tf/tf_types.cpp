@@ -27,6 +27,10 @@ result<dtype> from_proto(tensorflow::DataType t) {
       return dtype::bf16;
     case tensorflow::DT_HALF:
       return dtype::f16;
+    case tensorflow::DT_RESOURCE:
+      // A resource handle: what Runnel's handles are (a TensorArray's names it), so a
+      // TensorArrayV3's handle can enter a while frame as TensorFlow's does.
+      return dtype::string;
     default:
       return unimplemented("TensorFlow dtype " + type_name(int(t)) +
                            " has no Runnel counterpart (Runnel has float16, bfloat16, float32, "

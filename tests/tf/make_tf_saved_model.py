@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Writes a TensorFlow 1.x SavedModel directory for Runnel's loader tests, laid out as
 tf.saved_model.builder.SavedModelBuilder leaves it: saved_model.pb (text written first as
-saved_model.pbtxt, then encoded by `protoc --encode=tensorflow.SavedModel` with Runnel's schema's
-published field numbers) and variables/variables.{index,data-00000-of-00001} (make_tf_checkpoint.py's
-encoders). NumPy computes the expected outputs.
+saved_model.pbtxt, then encoded by `protoc --encode=tensorflow.SavedModel` with Runnel's
+schema's published field numbers) and variables/variables.{index,data-00000-of-00001}
+(make_tf_checkpoint.py's encoders). NumPy computes the expected outputs.
 
 usage: make_tf_saved_model.py OUTDIR PROTO_DIR
   OUTDIR/model/{saved_model.pb,saved_model.pbtxt,variables/}, OUTDIR/x.npy (4x3),
@@ -89,7 +89,8 @@ def main():
     nodes += parse_example_nodes()
     nodes += saver_nodes("save", ["dense/bias", "dense/kernel"]) + saver_nodes("save_1", ["b", "w"])
     variables = " ".join('value: "%s"' % text_bytes(variable_def(v)) for v in ("w", "b", "offset"))
-    graph = """meta_info_def { meta_graph_version: "v1.15.0" tags: "%s" tensorflow_version: "1.15.0" }
+    graph = """meta_info_def {
+    meta_graph_version: "v1.15.0" tags: "%s" tensorflow_version: "1.15.0" }
   graph_def {
     %s
     versions { producer: 134 }
