@@ -248,6 +248,42 @@ public:
   }
 };
 
+class reverse_sequence_kernel : public kernel {
+public:
+  explicit reverse_sequence_kernel(const kernel_construction& c)
+      : seq_(c.attr<int64_t>("seq_dim")), batch_(c.attr<int64_t>("batch_dim")) {}
+  status compute(kernel_context& ctx) override {
+    const tensor& x = ctx.input(0);
+    RUNNEL_ASSIGN_OR_RETURN(auto lengths, to_int64_vector(ctx.input(1)));
+    int64_t seq = seq_, batch = batch_;
+    if (seq < 0 || seq >= x.rank() || batch < 0 || batch >= x.rank() || seq == batch)
+      return invalid_argument("seq_dim " + std::to_string(seq) + " and batch_dim " +
+                              std::to_string(batch) + " must be two different dimensions of " +
+                              x.shape().to_string());
+    if (ctx.input(1).rank() != 1 || int64_t(lengths.size()) != x.dim(int(batch)))
+      return invalid_argument("seq_lengths has shape " + ctx.input(1).shape().to_string() +
+                              "; it needs one length per batch element (" +
+                              std::to_string(x.dim(int(batch))) + ")");
+    for (size_t b = 0; b < lengths.size(); ++b)
+      if (lengths[b] < 0 || lengths[b] > x.dim(int(seq)))
+        return invalid_argument("seq_lengths[" + std::to_string(b) +
+                                "] = " + std::to_string(lengths[b]) + " is outside [0, " +
+                                std::to_string(x.dim(int(seq))) + "]");
+    tensor& out = ctx.allocate_output(0, x.type(), x.shape());
+    auto dims = x.shape().dims();
+    auto strides = row_major_strides(dims);
+    return gather_elements(x, out, [&](const std::vector<int64_t>& c) {
+      int64_t off = 0, len = lengths[size_t(c[size_t(batch)])];
+      for (size_t d = 0; d < c.size(); ++d)
+        off += (int64_t(d) == seq && c[d] < len ? len - 1 - c[d] : c[d]) * strides[d];
+      return off;
+    });
+  }
+
+private:
+  int64_t seq_, batch_;
+};
+
 class range_kernel : public kernel {
 public:
   status compute(kernel_context& ctx) override {
@@ -363,6 +399,7 @@ RUNNEL_KERNEL_FAMILY(transform) {
   reg.add("Tile", cpu, {}, make_simple_kernel<tile_kernel>);
   reg.add("Pad", cpu, {}, make_simple_kernel<pad_kernel>);
   reg.add("ReverseV2", cpu, {}, make_simple_kernel<reverse_kernel>);
+  reg.add("ReverseSequence", cpu, {}, make_kernel<reverse_sequence_kernel>);
   reg.add("Range", cpu, {}, make_simple_kernel<range_kernel>, "Tidx");
 }
 

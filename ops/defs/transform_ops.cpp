@@ -171,6 +171,17 @@ void add_range_split_slice_ops(op_registry& reg) {
                .type_attr("T", all_types)
                .type_attr("Tidx", index_types, dtype::i32)
                .shape_fn(same_shape_as_input(0)));
+  // TensorFlow's ReverseSequence: along seq_dim, the first seq_lengths[b] elements of each
+  // slice b of batch_dim reversed, the rest as they are (bidirectional RNNs over padded batches).
+  add(reg, op_def("ReverseSequence")
+               .input("input", "T")
+               .input("seq_lengths", "Tlen")
+               .output("output", "T")
+               .type_attr("T", all_types)
+               .type_attr("Tlen", index_types, dtype::i64)
+               .attr("seq_dim", attr_type::integer)
+               .attr("batch_dim", attr_type::integer, int64_t(0))
+               .shape_fn(same_shape_as_input(0)));
   add(reg, op_def("Split")
                .input("split_dim", dtype::i32)
                .input("value", "T")

@@ -44,6 +44,13 @@ RUNNEL_GRADIENT_FAMILY(transform) {
     return grads{c.g.build("ReverseV2", "ReverseV2", {c.grad().ep(), c.input(1).ep()})[0],
                  output()};
   });
+  reg.add("ReverseSequence", [](const gradient_context& c) {
+    // Its own inverse: the gradient reversed the same way.
+    return grads{c.g.build("ReverseSequence", "ReverseSequence", {c.grad().ep(), c.input(1).ep()},
+                           {{"seq_dim", get_attr<int64_t>(c.n.attrs, "seq_dim")},
+                            {"batch_dim", get_attr<int64_t>(c.n.attrs, "batch_dim")}})[0],
+                 output()};
+  });
   reg.add("Pad", [](const gradient_context& c) {
     auto& p = c.input(1).node();
     if (p.op != "Const")

@@ -156,6 +156,15 @@ void shapes(cases& c) {
   c.push_back({"Tile", [](graph&, auto& x) { return tile(x[0], {2, 2}); }, {m}});
   c.push_back({"Pad", [](graph&, auto& x) { return pad(x[0], {{1, 2}, {0, 1}}); }, {m}});
   c.push_back({"ReverseV2", [](graph&, auto& x) { return reverse(x[0], {1}); }, {m}});
+  c.push_back({"ReverseSequence",
+               [](graph& g, auto& x) {
+                 auto lengths = constant(g, tensor::vector<int64_t>({2, 0, 3}));
+                 // x [3, 4]: batch on 0, time on 1; rows reversed over their first 2, 0, 3.
+                 return g.build("ReverseSequence", "rs", {x[0].ep(), lengths.ep()},
+                                {{"seq_dim", int64_t(1)}, {"batch_dim", int64_t(0)}})[0] *
+                        constant(g, tensor::vector<double>({1, 2, 3, 4}));
+               },
+               {random_input({3, 4}, 0.5, 1.5, 11, true)}});
   c.push_back({"Fill",
                [](graph& g, auto& x) {
                  return fill(constant(g, {2, 2}), sum(x[0]));

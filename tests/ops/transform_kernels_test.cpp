@@ -42,6 +42,22 @@ TEST_CASE("tile, pad, reverse and range", "[ops]") {
   CHECK(bad.message().find("node 'backwards' (op Range): start 5") != std::string::npos);
 }
 
+TEST_CASE("ReverseSequence reverses each row's first seq_lengths elements", "[ops]") {
+  graph g;
+  // [time 3, batch 2, 2]: batch on dim 1, time on dim 0, lengths 2 and 3.
+  auto x = constant(g, vals<int32_t>({3, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  auto rs = [&](output lengths, const char* name) {
+    return g.build("ReverseSequence", name, {x.ep(), lengths.ep()},
+                   {{"seq_dim", int64_t(0)}, {"batch_dim", int64_t(1)}})[0];
+  };
+  check_equal(eval1(rs(constant(g, tensor::vector<int64_t>({2, 3})), "rs")),
+              vals<int32_t>({3, 2, 2}, {5, 6, 11, 12, 1, 2, 7, 8, 9, 10, 3, 4}));
+  auto too_long = eval_error(rs(constant(g, tensor::vector<int64_t>({2, 4})), "too_long"));
+  CHECK(too_long.message().find("seq_lengths[1] = 4 is outside [0, 3]") != std::string::npos);
+  auto short_list = eval_error(rs(constant(g, tensor::vector<int64_t>({2})), "short_list"));
+  CHECK(short_list.message().find("one length per batch element (2)") != std::string::npos);
+}
+
 TEST_CASE("random_shuffle permutes rows reproducibly", "[ops]") {
   graph g;
   g.set_seed(5);
