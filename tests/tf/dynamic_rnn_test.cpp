@@ -21,8 +21,8 @@ namespace {
 const fs::path& rnn_files() {
   static fs::path dir = [] {
     fs::path d = fs::temp_directory_path() / ("runnel-tfrnn-" + std::to_string(::getpid()));
-    std::string cmd = "/usr/bin/python3 " RUNNEL_SOURCE_DIR "/tests/tf/make_tf_dynamic_rnn.py " +
-                      d.string();
+    std::string cmd =
+        "/usr/bin/python3 " RUNNEL_SOURCE_DIR "/tests/tf/make_tf_dynamic_rnn.py " + d.string();
     if (int rc = std::system(cmd.c_str()); rc != 0)
       FAIL("make_tf_dynamic_rnn.py failed (status " << rc << ")");
     std::atexit([] {
@@ -49,19 +49,22 @@ void check_graph(const std::string& name, int64_t rows) {
   INFO(g.error().to_string());
   REQUIRE(g.ok());
   auto x = read_npy((rnn_files() / "x.npy").string()).value().slice(0, rows);
+  named_feed_list feeds{{"x", x}};
+  if (auto lengths = rnn_files() / (name + ".seq_len.npy"); fs::exists(lengths))
+    feeds.emplace_back("seq_len", read_npy(lengths.string()).value().slice(0, rows));
   auto fetches = fetches_of(name);
   REQUIRE(fetches.size() >= 2);
   runtime rt;
   session s(rt, *g);
-  auto got = s.run(named_feed_list{{"x", x}}, fetches);
+  auto got = s.run(feeds, fetches);
   INFO(got.error().to_string());
   REQUIRE(got.ok());
   for (size_t k = 0; k < fetches.size(); ++k) {
     INFO("fetch " << fetches[k]);
-    auto want = read_npy((rnn_files() / (name + ".expected_" + std::to_string(k) + ".npy"))
-                             .string())
-                    .value()
-                    .slice(0, rows);
+    auto want =
+        read_npy((rnn_files() / (name + ".expected_" + std::to_string(k) + ".npy")).string())
+            .value()
+            .slice(0, rows);
     const tensor& t = got->at(k);
     REQUIRE(t.shape() == want.shape());
     double worst = 0;
@@ -88,8 +91,36 @@ TEST_CASE("dynamic_rnn(BasicLSTMCell) with its (c, h) state runs as TensorFlow's
   check_graph("basic_lstm", 2);
 }
 
+TEST_CASE("dynamic_rnn(LSTMBlockCell): the block op inside TensorFlow's loop", "[tf][rnn]") {
+  check_graph("lstm_block", 2);
+}
+
+TEST_CASE("dynamic_rnn(MultiRNNCell([GRUCell, BasicLSTMCell])): stacked cells in one frame",
+          "[tf][rnn]") {
+  check_graph("stacked", 2);
+}
+
 TEST_CASE("bidirectional_dynamic_rnn: two frames in one graph, the backward over ReverseV2",
           "[tf][rnn]") {
   check_graph("bidirectional", 2);
   check_graph("bidirectional", 1);
+}
+
+TEST_CASE("bidirectional_dynamic_rnn with sequence_length: ReverseSequence, states held past "
+          "each row's length",
+          "[tf][rnn]") {
+  check_graph("bidirectional_lengths", 2);
+  check_graph("bidirectional_lengths", 1);
+  // The graph's own check of sequence_length's shape (an Assert) names the tensor (the forward
+  // RNN alone is fetched: the backward's ReverseSequence would refuse the lengths too).
+  auto g = import_tf_graph((rnn_files() / "bidirectional_lengths.pbtxt").string()).value();
+  runtime rt;
+  session s(rt, g);
+  auto x = read_npy((rnn_files() / "x.npy").string()).value();
+  auto r = s.run(named_feed_list{{"x", x}, {"seq_len", tensor::vector<int32_t>({3})}},
+                 {"bidirectional_rnn/fw/fw/transpose_1"});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(
+      r.error().to_string(),
+      Catch::Contains("Expected shape for Tensor bidirectional_rnn/fw/fw/sequence_length:0"));
 }

@@ -14,8 +14,13 @@ tensors), and OUTDIR/G.expected_K.npy for the K-th fetch:
   gru_v15        dynamic_rnn(GRUCell), the TensorFlow 1.5 loop (time, the outputs' flow and the
                  state as loop variables; one Less(time, T))
   basic_lstm     dynamic_rnn(BasicLSTMCell): an LSTMStateTuple (c, h), two state variables
+  lstm_block     dynamic_rnn(tf.contrib.rnn.LSTMBlockCell): one LSTMBlockCell op a step
+  stacked        dynamic_rnn(MultiRNNCell([GRUCell, BasicLSTMCell])): three state variables
   bidirectional  bidirectional_dynamic_rnn(GRUCell, BasicLSTMCell): two frames in one graph, the
                  backward one over ReverseV2 of the input and its outputs reversed back
+  bidirectional_lengths  bidirectional_dynamic_rnn(BasicLSTMCell, GRUCell, sequence_length=seq_len):
+                 ReverseSequence, the shape Assert, zero outputs and held states past a row's
+                 length; OUTDIR/G.seq_len.npy holds the lengths (3, 5) to feed as seq_len
 """
 import os
 import sys
@@ -34,10 +39,14 @@ def typ(name, t):
 
 
 def const(name, dtype, dims, values):
+    """A Const; one made inside a loop's body has the body's pivot (the first loop variable's
+    Identity) as control input, which puts it in the frame, as TensorFlow's WhileContext does."""
     field = {"DT_FLOAT": "float_val", "DT_INT32": "int_val"}[dtype]
     body = " ".join("%s: %r" % (field, float(v) if dtype == "DT_FLOAT" else int(v))
                     for v in np.asarray(values).reshape(-1))
-    return node(name, "Const", (), typ("dtype", dtype), attr(
+    inside = "/while/" in name and not name.endswith("/while/iteration_counter")
+    pivot = ("^" + name[:name.index("/while/")] + "/while/Identity",) if inside else ()
+    return node(name, "Const", pivot, typ("dtype", dtype), attr(
         "value", "tensor { dtype: %s tensor_shape { %s } %s }" % (
             dtype, " ".join("dim { size: %d }" % d for d in dims), body)))
 
@@ -62,18 +71,22 @@ def enter(name, x, t, constant=False):
 class Cell:
     """A TensorFlow 1.x RNN cell: its frozen weights, its nodes inside the loop, NumPy's step."""
 
-    def __init__(self, kind, rng):
-        self.kind = kind
-        self.scope = {"rnn": "basic_rnn_cell", "gru": "gru_cell", "lstm": "basic_lstm_cell"}[kind]
-        self.zero_scope = {"rnn": "BasicRNNCellZeroState", "gru": "GRUCellZeroState",
-                           "lstm": "BasicLSTMCellZeroState"}[kind]
-        self.states = 2 if kind == "lstm" else 1  # LSTMStateTuple(c, h)
-        width = {"rnn": UNITS, "gru": 2 * UNITS, "lstm": 4 * UNITS}[kind]
+    def __init__(self, kind, rng, inputs=INPUT, path=""):
+        """`path`: where a MultiRNNCell puts the cell ("multi_rnn_cell/cell_0/")."""
+        self.kind, self.path = kind, path
+        self.scope = path + {"rnn": "basic_rnn_cell", "gru": "gru_cell", "lstm": "basic_lstm_cell",
+                             "lstm_block": "lstm_cell"}[kind]
+        zero_scope = {"rnn": "BasicRNNCellZeroState", "gru": "GRUCellZeroState",
+                      "lstm": "BasicLSTMCellZeroState",
+                      "lstm_block": "LSTMBlockCellZeroState"}[kind]
+        self.states = 2 if kind.startswith("lstm") else 1  # LSTMStateTuple(c, h)
+        self.zero_groups = [(zero_scope, self.states)]
+        width = {"rnn": UNITS, "gru": 2 * UNITS, "lstm": 4 * UNITS, "lstm_block": 4 * UNITS}[kind]
         u = lambda *dims: rng.uniform(-0.5, 0.5, dims).astype(np.float32)  # noqa: E731
-        self.w = {"kernel": u(INPUT + UNITS, width), "bias": u(width) * 0.2}
+        self.w = {"kernel": u(inputs + UNITS, width), "bias": u(width) * 0.2}
         if kind == "gru":
-            self.w = {"gates/kernel": u(INPUT + UNITS, 2 * UNITS), "gates/bias": u(2 * UNITS) + 1,
-                      "candidate/kernel": u(INPUT + UNITS, UNITS), "candidate/bias": u(UNITS)}
+            self.w = {"gates/kernel": u(inputs + UNITS, 2 * UNITS), "gates/bias": u(2 * UNITS) + 1,
+                      "candidate/kernel": u(inputs + UNITS, UNITS), "candidate/bias": u(UNITS)}
 
     def weights(self, p):
         return [const("%s/%s/%s" % (p, self.scope, k), "DT_FLOAT", v.shape, v)
@@ -118,8 +131,20 @@ class Cell:
             h = op("add", "Add", op("mul_1", "Mul", c + "split:1", states[0]),
                    op("mul_2", "Mul", one_minus_u, cand))
             return n, h, [h]
-        # BasicLSTMCell: i, j, f, o = split(gates, 4); c' = c*sigmoid(f + 1) + sigmoid(i)*tanh(j)
         cs, hs = states
+        if self.kind == "lstm_block":
+            # tf.contrib.rnn.LSTMBlockCell: one LSTMBlockCell op, zero peephole weights.
+            weights = "%s/%s/" % (p, self.scope)
+            n += [const(c + "zeros", "DT_FLOAT", [UNITS], [0.0] * UNITS),
+                  enter(c + "LSTMBlockCell/Enter", weights + "kernel", "DT_FLOAT", True),
+                  enter(c + "LSTMBlockCell/Enter_1", weights + "bias", "DT_FLOAT", True),
+                  node(c + "LSTMBlockCell", "LSTMBlockCell",
+                       (x, cs, hs, c + "LSTMBlockCell/Enter", c + "zeros", c + "zeros",
+                        c + "zeros", c + "LSTMBlockCell/Enter_1"), FLOAT,
+                       attr("forget_bias", "f: 1.0"), attr("cell_clip", "f: -1.0"),
+                       attr("use_peephole", "b: false"))]
+            return n, c + "LSTMBlockCell:6", [c + "LSTMBlockCell:1", c + "LSTMBlockCell:6"]
+        # BasicLSTMCell: i, j, f, o = split(gates, 4); c' = c*sigmoid(f + 1) + sigmoid(i)*tanh(j)
         n += [const(c + "Const", "DT_INT32", [], [1])]
         gates = dense((x, hs), None)
         n += [node(c + "split", "Split", (c + "Const", gates), FLOAT, attr("num_split", "i: 4")),
@@ -146,11 +171,42 @@ class Cell:
             cand = np.tanh(cand)
             h = u * h + (1 - u) * cand
             return h, [h]
-        c, h = states
+        c, h = states  # BasicLSTMCell and LSTMBlockCell compute the same
         i, j, f, o = np.split(np.concatenate([x, h], 1) @ w["kernel"] + w["bias"], 4, 1)
         c = c * sig(f + 1.0) + sig(i) * np.tanh(j)
         h = np.tanh(c) * sig(o)
         return h, [c, h]
+
+
+class Multi:
+    """tf.nn.rnn_cell.MultiRNNCell(cells): each cell's output the next one's input, in one frame."""
+
+    def __init__(self, kinds, rng):
+        self.cells = [Cell(k, rng, INPUT if i == 0 else UNITS, "multi_rnn_cell/cell_%d/" % i)
+                      for i, k in enumerate(kinds)]
+        self.states = sum(c.states for c in self.cells)
+        self.zero_groups = [("MultiRNNCellZeroState/" + g, k) for c in self.cells
+                            for g, k in c.zero_groups]
+
+    def weights(self, p):
+        return [w for c in self.cells for w in c.weights(p)]
+
+    def body(self, p, x, states):
+        n, new_states = [], []
+        for c in self.cells:
+            mine, states = states[:c.states], states[c.states:]
+            nodes, x, s = c.body(p, x, mine)
+            n += nodes
+            new_states += s
+        return n, x, new_states
+
+    def step(self, x, states):
+        new_states = []
+        for c in self.cells:
+            mine, states = states[:c.states], states[c.states:]
+            x, s = c.step(x, mine)
+            new_states += s
+        return x, new_states
 
 
 def loop_var(p, i, init, t):
@@ -166,9 +222,63 @@ def loop_var(p, i, init, t):
             node(w + "Exit" + sfx, "Exit", (w + "Switch" + sfx,), typ("T", t))]
 
 
-def dynamic_rnn(p, x, cell, counter=True):
-    """tf.nn.dynamic_rnn(cell, x, dtype=tf.float32) under scope `p`; -> (nodes, the outputs
-    [batch, T, units], the final state's tensors)."""
+def zero_state(z, k, batch):
+    """cell.zero_state's k-th tensor under scope z: Fill(ConcatV2(ExpandDims(batch), units), 0)."""
+    sfx = "" if k == 0 else "_%d" % k
+    return [const(z + "Const" + sfx, "DT_INT32", [1], [UNITS]),
+            const(z + "concat%s/axis" % sfx, "DT_INT32", [], [0]),
+            const(z + "ExpandDims%s/dim" % sfx, "DT_INT32", [], [0]),
+            node(z + "ExpandDims" + sfx, "ExpandDims", (batch, z + "ExpandDims%s/dim" % sfx),
+                 typ("T", "DT_INT32"), typ("Tdim", "DT_INT32")),
+            node(z + "concat" + sfx, "ConcatV2",
+                 (z + "ExpandDims" + sfx, z + "Const" + sfx, z + "concat%s/axis" % sfx),
+                 typ("T", "DT_INT32"), attr("N", "i: 2"), typ("Tidx", "DT_INT32")),
+            const(z + "zeros%s/Const" % sfx, "DT_FLOAT", [], [0.0]),
+            node(z + "zeros" + sfx, "Fill", (z + "concat" + sfx, z + "zeros%s/Const" % sfx),
+                 FLOAT, typ("index_type", "DT_INT32"))], z + "zeros" + sfx
+
+
+def check_sequence_length(p, lengths):
+    """dynamic_rnn's checks of sequence_length: its shape must be [batch] (an Assert the
+    CheckSeqLen Identity waits for), then its min and max; -> (nodes, CheckSeqLen, Max)."""
+    i32 = typ("T", "DT_INT32")
+    strings = lambda name, text: node(name, "Const", (), typ("dtype", "DT_STRING"), attr(  # noqa
+        "value", 'tensor { dtype: DT_STRING tensor_shape { } string_val: "%s" }' % text))
+    a = p + "/Assert/Assert"
+    return [node(p + "/sequence_length", "Identity", (lengths,), i32),
+            node(p + "/Shape_1", "Shape", (p + "/sequence_length",), i32,
+                 typ("out_type", "DT_INT32")),
+            node(p + "/stack", "Pack", (p + "/strided_slice_1",), i32, attr("N", "i: 1"),
+                 attr("axis", "i: 0")),
+            node(p + "/Equal", "Equal", (p + "/Shape_1", p + "/stack"), i32),
+            const(p + "/Const", "DT_INT32", [1], [0]),
+            node(p + "/All", "All", (p + "/Equal", p + "/Const"), attr("keep_dims", "b: false"),
+                 typ("Tidx", "DT_INT32")),
+            strings(a + "/data_0", "Expected shape for Tensor %s/sequence_length:0 is " % p),
+            strings(a + "/data_2", " but saw shape: "),
+            node(a, "Assert", (p + "/All", a + "/data_0", p + "/stack", a + "/data_2",
+                               p + "/Shape_1"),
+                 attr("T", "list { type: DT_STRING type: DT_INT32 type: DT_STRING "
+                           "type: DT_INT32 }"), attr("summarize", "i: 3")),
+            node(p + "/CheckSeqLen", "Identity", (p + "/sequence_length", "^" + a), i32),
+            const(p + "/Const_1", "DT_INT32", [1], [0]),
+            node(p + "/Min", "Min", (p + "/CheckSeqLen", p + "/Const_1"), i32,
+                 attr("keep_dims", "b: false"), typ("Tidx", "DT_INT32")),
+            const(p + "/Const_2", "DT_INT32", [1], [0]),
+            node(p + "/Max", "Max", (p + "/CheckSeqLen", p + "/Const_2"), i32,
+                 attr("keep_dims", "b: false"), typ("Tidx", "DT_INT32")),
+            # zero_output: what a step past a row's length writes.
+            const(p + "/stack_1/1", "DT_INT32", [], [UNITS]),
+            node(p + "/stack_1", "Pack", (p + "/strided_slice_1", p + "/stack_1/1"), i32,
+                 attr("N", "i: 2"), attr("axis", "i: 0")),
+            const(p + "/zeros/Const", "DT_FLOAT", [], [0.0]),
+            node(p + "/zeros", "Fill", (p + "/stack_1", p + "/zeros/Const"), FLOAT,
+                 typ("index_type", "DT_INT32"))], p + "/CheckSeqLen", p + "/Max"
+
+
+def dynamic_rnn(p, x, cell, counter=True, lengths=None):
+    """tf.nn.dynamic_rnn(cell, x, sequence_length=lengths, dtype=tf.float32) under scope `p`;
+    -> (nodes, the outputs [batch, T, units], the final state's tensors)."""
     w = p + "/while/"
     n = cell.weights(p)
     n += [const(p + "/transpose/perm", "DT_INT32", [3], [1, 0, 2]),
@@ -177,23 +287,16 @@ def dynamic_rnn(p, x, cell, counter=True):
           node(p + "/Shape", "Shape", (p + "/transpose",), FLOAT, typ("out_type", "DT_INT32"))]
     n += strided_slice(p + "/strided_slice", p + "/Shape", 0, 1)    # time steps
     n += strided_slice(p + "/strided_slice_1", p + "/Shape", 1, 2)  # batch
-    z = "%s/%s/" % (p, cell.zero_scope)
     zeros = []
-    for k in range(cell.states):
-        sfx = "" if k == 0 else "_%d" % k
-        n += [const(z + "Const" + sfx, "DT_INT32", [1], [UNITS]),
-              const(z + "concat%s/axis" % sfx, "DT_INT32", [], [0]),
-              const(z + "ExpandDims%s/dim" % sfx, "DT_INT32", [], [0]),
-              node(z + "ExpandDims" + sfx, "ExpandDims",
-                   (p + "/strided_slice_1", z + "ExpandDims%s/dim" % sfx),
-                   typ("T", "DT_INT32"), typ("Tdim", "DT_INT32")),
-              node(z + "concat" + sfx, "ConcatV2",
-                   (z + "ExpandDims" + sfx, z + "Const" + sfx, z + "concat%s/axis" % sfx),
-                   typ("T", "DT_INT32"), attr("N", "i: 2"), typ("Tidx", "DT_INT32")),
-              const(z + "zeros%s/Const" % sfx, "DT_FLOAT", [], [0.0]),
-              node(z + "zeros" + sfx, "Fill", (z + "concat" + sfx, z + "zeros%s/Const" % sfx),
-                   FLOAT, typ("index_type", "DT_INT32"))]
-        zeros.append(z + "zeros" + sfx)
+    for scope, count in cell.zero_groups:
+        for k in range(count):
+            nodes, zero = zero_state("%s/%s/" % (p, scope), k, p + "/strided_slice_1")
+            n += nodes
+            zeros.append(zero)
+    longest = p + "/strided_slice"
+    if lengths:
+        nodes, lengths, longest = check_sequence_length(p, lengths)
+        n += nodes
     ta = [typ("dtype", "DT_FLOAT"), attr("dynamic_size", "b: false"),
           attr("clear_after_read", "b: true"), attr("identical_element_shapes", "b: true")]
     n += [const(p + "/time", "DT_INT32", [], [0]),
@@ -217,7 +320,7 @@ def dynamic_rnn(p, x, cell, counter=True):
     first = 1 if counter else 0
     if counter:  # TensorFlow 1.12+: maximum_iterations = max(1, T), capped at T
         n += [const(p + "/Maximum/x", "DT_INT32", [], [1]),
-              node(p + "/Maximum", "Maximum", (p + "/Maximum/x", p + "/strided_slice"),
+              node(p + "/Maximum", "Maximum", (p + "/Maximum/x", longest),
                    typ("T", "DT_INT32")),
               node(p + "/Minimum", "Minimum", (p + "/strided_slice", p + "/Maximum"),
                    typ("T", "DT_INT32")),
@@ -230,9 +333,10 @@ def dynamic_rnn(p, x, cell, counter=True):
     sfx = lambda i: "" if i == 0 else "_%d" % i  # noqa: E731
     time = w + "Identity" + sfx(first)
     if counter:
-        n += [enter(w + "Less/Enter", p + "/Minimum", "DT_INT32", True),
+        # while_loop(time < loop_bound, maximum_iterations=T): the counter's test first.
+        n += [enter(w + "Less/Enter", p + "/strided_slice", "DT_INT32", True),
               node(w + "Less", "Less", (w + "Merge", w + "Less/Enter"), typ("T", "DT_INT32")),
-              enter(w + "Less_1/Enter", p + "/strided_slice", "DT_INT32", True),
+              enter(w + "Less_1/Enter", p + "/Minimum", "DT_INT32", True),
               node(w + "Less_1", "Less", (w + "Merge_1", w + "Less_1/Enter"),
                    typ("T", "DT_INT32")),
               node(w + "LogicalAnd", "LogicalAnd", (w + "Less", w + "Less_1")),
@@ -253,13 +357,26 @@ def dynamic_rnn(p, x, cell, counter=True):
     states = [w + "Identity" + sfx(first + 2 + k) for k in range(cell.states)]
     cell_nodes, out, new_states = cell.body(p, w + "TensorArrayReadV3", states)
     n += cell_nodes
+    if lengths:
+        # _rnn_step(skip_conditionals=True): past a row's length, the zero output and the state
+        # as it was, each through a Select of its own GreaterEqual(time, sequence_length).
+        n += [enter(w + "GreaterEqual/Enter", lengths, "DT_INT32", True),
+              enter(w + "Select/Enter", p + "/zeros", "DT_FLOAT", True)]
+        picks = [(w + "Select/Enter", out)] + list(zip(states, new_states))
+        chosen = []
+        for k, (old_value, new_value) in enumerate(picks):
+            ge, sel = w + "GreaterEqual" + sfx(k), w + "Select" + sfx(k)
+            n += [node(ge, "GreaterEqual", (time, w + "GreaterEqual/Enter"), typ("T", "DT_INT32")),
+                  node(sel, "Select", (ge, old_value, new_value), FLOAT)]
+            chosen.append(sel)
+        out, new_states = chosen[0], chosen[1:]
     t_next = "add_1" if counter else "add"
     n += [enter(w + "TensorArrayWrite/TensorArrayWriteV3/Enter", p + "/TensorArray",
                 "DT_RESOURCE", True),
           node(w + "TensorArrayWrite/TensorArrayWriteV3", "TensorArrayWriteV3",
                (w + "TensorArrayWrite/TensorArrayWriteV3/Enter", time, out,
                 w + "Identity" + sfx(first + 1)), FLOAT,
-               attr("_class", 'list { s: "loc:@%s" }' % out)),
+               attr("_class", 'list { s: "loc:@%s" }' % out.split(":")[0])),
           const(w + t_next + "/y", "DT_INT32", [], [1]),
           node(w + t_next, "Add", (time, w + t_next + "/y"), typ("T", "DT_INT32")),
           node(w + "NextIteration" + sfx(first), "NextIteration", (w + t_next,),
@@ -287,20 +404,35 @@ def dynamic_rnn(p, x, cell, counter=True):
     return n, p + "/transpose_1", finals
 
 
-def run_numpy(cell, x):
+def run_numpy(cell, x, lengths=None):
+    """The recurrence; past a row's length its output is zero and its state stays."""
     states = [np.zeros((x.shape[0], UNITS), np.float32) for _ in range(cell.states)]
     outs = []
     for t in range(x.shape[1]):
-        h, states = cell.step(x[:, t], states)
-        outs.append(h)
+        h, new_states = cell.step(x[:, t], states)
+        live = np.ones((x.shape[0], 1), bool) if lengths is None else (t < lengths)[:, None]
+        outs.append(np.where(live, h, 0))
+        states = [np.where(live, n, o) for n, o in zip(new_states, states)]
     return np.stack(outs, 1), states
 
 
-def write(out, name, nodes, fetches, expected):
-    placeholder = node("x", "Placeholder", (), typ("dtype", "DT_FLOAT"),
-                       attr("shape", shape([-1, T_STEPS, INPUT])))
+def reverse_rows(x, lengths):
+    """ReverseSequence along time: each row's first lengths[b] steps reversed."""
+    out = x.copy()
+    for b, n in enumerate(lengths):
+        out[b, :n] = x[b, :n][::-1]
+    return out
+
+
+def write(out, name, nodes, fetches, expected, lengths=None):
+    placeholders = [node("x", "Placeholder", (), typ("dtype", "DT_FLOAT"),
+                         attr("shape", shape([-1, T_STEPS, INPUT])))]
+    if lengths is not None:
+        placeholders.append(node("seq_len", "Placeholder", (), typ("dtype", "DT_INT32"),
+                                 attr("shape", shape([-1]))))
+        np.save(os.path.join(out, name + ".seq_len.npy"), lengths.astype(np.int32))
     with open(os.path.join(out, name + ".pbtxt"), "w") as f:
-        f.write("\n".join([placeholder] + nodes) + "\nversions { producer: 134 }\n")
+        f.write("\n".join(placeholders + nodes) + "\nversions { producer: 134 }\n")
     with open(os.path.join(out, name + ".fetches"), "w") as f:
         f.write("\n".join(fetches) + "\n")
     for k, e in enumerate(expected):
@@ -314,8 +446,9 @@ def main():
     x = rng.uniform(-1, 1, (2, T_STEPS, INPUT)).astype(np.float32)
     np.save(os.path.join(out, "x.npy"), x)
     for name, kind, counter in (("basic_rnn", "rnn", True), ("gru_v15", "gru", False),
-                                ("basic_lstm", "lstm", True)):
-        cell = Cell(kind, rng)
+                                ("basic_lstm", "lstm", True), ("lstm_block", "lstm_block", True),
+                                ("stacked", ["gru", "lstm"], True)):
+        cell = Multi(kind, rng) if isinstance(kind, list) else Cell(kind, rng)
         nodes, outputs, finals = dynamic_rnn("rnn", "x", cell, counter)
         y, states = run_numpy(cell, x)
         write(out, name, nodes, [outputs] + finals, [y] + states)
@@ -336,6 +469,23 @@ def main():
     y_bw, s_bw = run_numpy(bw, x[:, ::-1])
     write(out, "bidirectional", nodes, [fw_out, "ReverseV2"] + fw_final + bw_final,
           [y_fw, y_bw[:, ::-1]] + s_fw + s_bw)
+    # The same given sequence_length: ReverseSequence instead of ReverseV2, and each loop copies
+    # the state through and writes zeros past a row's length.
+    fw, bw = Cell("lstm", rng), Cell("gru", rng)
+    lengths = np.array([3, 5], np.int32)
+    nodes, fw_out, fw_final = dynamic_rnn("bidirectional_rnn/fw/fw", "x", fw, lengths="seq_len")
+    nodes += [node(b + "ReverseSequence", "ReverseSequence", ("x", "seq_len"), FLOAT,
+                   typ("Tlen", "DT_INT32"), attr("seq_dim", "i: 1"), attr("batch_dim", "i: 0"))]
+    bw_nodes, bw_out, bw_final = dynamic_rnn(b + "bw", b + "ReverseSequence", bw,
+                                             lengths="seq_len")
+    nodes += bw_nodes
+    nodes += [node("ReverseSequence", "ReverseSequence", (bw_out, "seq_len"), FLOAT,
+                   typ("Tlen", "DT_INT32"), attr("seq_dim", "i: 1"), attr("batch_dim", "i: 0"))]
+    y_fw, s_fw = run_numpy(fw, x, lengths)
+    y_bw, s_bw = run_numpy(bw, reverse_rows(x, lengths), lengths)
+    write(out, "bidirectional_lengths", nodes,
+          [fw_out, "ReverseSequence"] + fw_final + bw_final,
+          [y_fw, reverse_rows(y_bw, lengths)] + s_fw + s_bw, lengths)
 
 
 if __name__ == "__main__":
