@@ -1,6 +1,8 @@
 // TensorFlow 1.x's dynamic_rnn graphs, frozen: written by tests/tf/make_tf_dynamic_rnn.py node for
 // node as TensorFlow lays them out (TensorArrayV3 handles entering while frames as resources, both
-// loop layouts, BasicRNNCell, GRUCell, BasicLSTMCell, two frames of a bidirectional RNN), imported,
+// loop layouts, BasicRNNCell, GRUCell, BasicLSTMCell, LSTMBlockCell, LSTMCell with peepholes,
+// clipping and a projection, MultiRNNCell, bidirectional RNNs with and without sequence_length),
+// imported,
 // run on a batch whose size the graph learns at run time, and compared with NumPy's recurrence
 // computed from the same constants.
 #include <catch2/catch.hpp>
@@ -93,6 +95,11 @@ TEST_CASE("dynamic_rnn(BasicLSTMCell) with its (c, h) state runs as TensorFlow's
 
 TEST_CASE("dynamic_rnn(LSTMBlockCell): the block op inside TensorFlow's loop", "[tf][rnn]") {
   check_graph("lstm_block", 2);
+}
+
+TEST_CASE("dynamic_rnn(LSTMCell) with peepholes, cell and projection clipping and a projection",
+          "[tf][rnn]") {
+  check_graph("lstm_peephole_projection", 2); // an output and h of 3, a cell state of 4
 }
 
 TEST_CASE("dynamic_rnn(MultiRNNCell([GRUCell, BasicLSTMCell])): stacked cells in one frame",

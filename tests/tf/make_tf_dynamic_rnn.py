@@ -15,6 +15,8 @@ tensors), and OUTDIR/G.expected_K.npy for the K-th fetch:
                  state as loop variables; one Less(time, T))
   basic_lstm     dynamic_rnn(BasicLSTMCell): an LSTMStateTuple (c, h), two state variables
   lstm_block     dynamic_rnn(tf.contrib.rnn.LSTMBlockCell): one LSTMBlockCell op a step
+  lstm_peephole_projection  dynamic_rnn(LSTMCell(use_peepholes=True, cell_clip=0.25, num_proj=3,
+                 proj_clip=0.04)): an output and h of 3, a cell state of 4
   stacked        dynamic_rnn(MultiRNNCell([GRUCell, BasicLSTMCell])): three state variables
   bidirectional  bidirectional_dynamic_rnn(GRUCell, BasicLSTMCell): two frames in one graph, the
                  backward one over ReverseV2 of the input and its outputs reversed back
@@ -30,7 +32,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_tf_meta_graph import FLOAT, attr, node, shape  # noqa: E402
 
-T_STEPS, INPUT, UNITS = 5, 3, 4
+T_STEPS, INPUT, UNITS, PROJ = 5, 3, 4, 3
 PAR = attr("parallel_iterations", "i: 32")
 
 
@@ -75,15 +77,22 @@ class Cell:
         """`path`: where a MultiRNNCell puts the cell ("multi_rnn_cell/cell_0/")."""
         self.kind, self.path = kind, path
         self.scope = path + {"rnn": "basic_rnn_cell", "gru": "gru_cell", "lstm": "basic_lstm_cell",
-                             "lstm_block": "lstm_cell"}[kind]
+                             "lstm_block": "lstm_cell", "lstm_full": "lstm_cell"}[kind]
         zero_scope = {"rnn": "BasicRNNCellZeroState", "gru": "GRUCellZeroState",
                       "lstm": "BasicLSTMCellZeroState",
-                      "lstm_block": "LSTMBlockCellZeroState"}[kind]
+                      "lstm_block": "LSTMBlockCellZeroState",
+                      "lstm_full": "LSTMCellZeroState"}[kind]
         self.states = 2 if kind.startswith("lstm") else 1  # LSTMStateTuple(c, h)
-        self.zero_groups = [(zero_scope, self.states)]
-        width = {"rnn": UNITS, "gru": 2 * UNITS, "lstm": 4 * UNITS, "lstm_block": 4 * UNITS}[kind]
+        # LSTMCell(num_proj=PROJ): the state's h and the output are projected.
+        self.output_size = PROJ if kind == "lstm_full" else UNITS
+        self.state_sizes = [UNITS, self.output_size][:self.states]
+        self.zero_groups = [(zero_scope, self.state_sizes)]
+        width = UNITS if kind in ("rnn", "gru") else 4 * UNITS
         u = lambda *dims: rng.uniform(-0.5, 0.5, dims).astype(np.float32)  # noqa: E731
-        self.w = {"kernel": u(inputs + UNITS, width), "bias": u(width) * 0.2}
+        self.w = {"kernel": u(inputs + self.output_size, width), "bias": u(width) * 0.2}
+        if kind == "lstm_full":  # peepholes, cell_clip=0.25, num_proj=PROJ, proj_clip=0.04
+            self.w.update({"w_f_diag": u(UNITS), "w_i_diag": u(UNITS), "w_o_diag": u(UNITS),
+                           "projection/kernel": u(UNITS, PROJ)})
         if kind == "gru":
             self.w = {"gates/kernel": u(inputs + UNITS, 2 * UNITS), "gates/bias": u(2 * UNITS) + 1,
                       "candidate/kernel": u(inputs + UNITS, UNITS), "candidate/bias": u(UNITS)}
@@ -132,6 +141,8 @@ class Cell:
                    op("mul_2", "Mul", one_minus_u, cand))
             return n, h, [h]
         cs, hs = states
+        if self.kind == "lstm_full":
+            return self.lstm_cell_body(p, c, n, dense, x, cs, hs)
         if self.kind == "lstm_block":
             # tf.contrib.rnn.LSTMBlockCell: one LSTMBlockCell op, zero peephole weights.
             weights = "%s/%s/" % (p, self.scope)
@@ -157,9 +168,56 @@ class Cell:
                    op("Sigmoid_2", "Sigmoid", c + "split:3"))
         return n, new_h, [new_c, new_h]
 
+    def lstm_cell_body(self, p, c, n, dense, x, cs, hs):
+        """tf.nn.rnn_cell.LSTMCell(use_peepholes=True, cell_clip=0.25, num_proj=PROJ,
+        proj_clip=0.04): rnn_cell_impl.py's LSTMCell.call, op for op."""
+        weights = "%s/%s/" % (p, self.scope)
+
+        def op(name, kind, *inputs):
+            n.append(node(c + name, kind, inputs, FLOAT))
+            return c + name
+
+        def diag(name):
+            n.append(enter(c + name + "/Enter", weights + name, "DT_FLOAT", True))
+            return c + name + "/Enter"
+
+        def clip(scope, x, limit):  # clip_ops.clip_by_value: Minimum, then Maximum
+            n.extend([const(c + scope + "/Minimum/y", "DT_FLOAT", [], [limit]),
+                      const(c + scope + "/y", "DT_FLOAT", [], [-limit])])
+            return op(scope, "Maximum", op(scope + "/Minimum", "Minimum", x,
+                                           c + scope + "/Minimum/y"), c + scope + "/y")
+
+        gates = dense((x, hs), None)
+        n += [const(c + "split/split_dim", "DT_INT32", [], [1]),
+              node(c + "split", "Split", (c + "split/split_dim", gates), FLOAT,
+                   attr("num_split", "i: 4")),
+              const(c + "add/y", "DT_FLOAT", [], [1.0])]
+        f = op("add_1", "Add", op("add", "Add", c + "split:2", c + "add/y"),
+               op("mul", "Mul", diag("w_f_diag"), cs))
+        i = op("add_2", "Add", c + "split", op("mul_2", "Mul", diag("w_i_diag"), cs))
+        new_c = op("add_3", "Add", op("mul_1", "Mul", op("Sigmoid", "Sigmoid", f), cs),
+                   op("mul_3", "Mul", op("Sigmoid_1", "Sigmoid", i),
+                      op("Tanh", "Tanh", c + "split:1")))
+        new_c = clip("clip_by_value", new_c, 0.25)
+        o = op("add_4", "Add", c + "split:3", op("mul_4", "Mul", diag("w_o_diag"), new_c))
+        m = op("mul_5", "Mul", op("Sigmoid_2", "Sigmoid", o), op("Tanh_1", "Tanh", new_c))
+        n += [enter(c + "MatMul_1/Enter", weights + "projection/kernel", "DT_FLOAT", True),
+              node(c + "MatMul_1", "MatMul", (m, c + "MatMul_1/Enter"), FLOAT,
+                   attr("transpose_a", "b: false"), attr("transpose_b", "b: false"))]
+        m = clip("clip_by_value_1", c + "MatMul_1", 0.04)
+        return n, m, [new_c, m]
+
     def step(self, x, states):
         sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
         w = self.w
+        if self.kind == "lstm_full":
+            c, m = states
+            i, j, f, o = np.split(np.concatenate([x, m], 1) @ w["kernel"] + w["bias"], 4, 1)
+            c = sig(f + 1.0 + w["w_f_diag"] * c) * c + sig(i + w["w_i_diag"] * c) * np.tanh(j)
+            c = np.clip(c, -0.25, 0.25)
+            m = sig(o + w["w_o_diag"] * c) * np.tanh(c)
+            m = np.clip(m @ w["projection/kernel"], -0.04, 0.04)
+            return m, [c, m]
         if self.kind == "rnn":
             h = np.tanh(np.concatenate([x, states[0]], 1) @ w["kernel"] + w["bias"])
             return h, [h]
@@ -182,9 +240,13 @@ class Multi:
     """tf.nn.rnn_cell.MultiRNNCell(cells): each cell's output the next one's input, in one frame."""
 
     def __init__(self, kinds, rng):
-        self.cells = [Cell(k, rng, INPUT if i == 0 else UNITS, "multi_rnn_cell/cell_%d/" % i)
-                      for i, k in enumerate(kinds)]
+        self.cells = []
+        for i, k in enumerate(kinds):
+            inputs = self.cells[-1].output_size if self.cells else INPUT
+            self.cells.append(Cell(k, rng, inputs, "multi_rnn_cell/cell_%d/" % i))
         self.states = sum(c.states for c in self.cells)
+        self.output_size = self.cells[-1].output_size
+        self.state_sizes = [size for c in self.cells for size in c.state_sizes]
         self.zero_groups = [("MultiRNNCellZeroState/" + g, k) for c in self.cells
                             for g, k in c.zero_groups]
 
@@ -222,10 +284,10 @@ def loop_var(p, i, init, t):
             node(w + "Exit" + sfx, "Exit", (w + "Switch" + sfx,), typ("T", t))]
 
 
-def zero_state(z, k, batch):
-    """cell.zero_state's k-th tensor under scope z: Fill(ConcatV2(ExpandDims(batch), units), 0)."""
+def zero_state(z, k, batch, size):
+    """cell.zero_state's k-th tensor under scope z: Fill(ConcatV2(ExpandDims(batch), size), 0)."""
     sfx = "" if k == 0 else "_%d" % k
-    return [const(z + "Const" + sfx, "DT_INT32", [1], [UNITS]),
+    return [const(z + "Const" + sfx, "DT_INT32", [1], [size]),
             const(z + "concat%s/axis" % sfx, "DT_INT32", [], [0]),
             const(z + "ExpandDims%s/dim" % sfx, "DT_INT32", [], [0]),
             node(z + "ExpandDims" + sfx, "ExpandDims", (batch, z + "ExpandDims%s/dim" % sfx),
@@ -238,7 +300,7 @@ def zero_state(z, k, batch):
                  FLOAT, typ("index_type", "DT_INT32"))], z + "zeros" + sfx
 
 
-def check_sequence_length(p, lengths):
+def check_sequence_length(p, lengths, output_size):
     """dynamic_rnn's checks of sequence_length: its shape must be [batch] (an Assert the
     CheckSeqLen Identity waits for), then its min and max; -> (nodes, CheckSeqLen, Max)."""
     i32 = typ("T", "DT_INT32")
@@ -268,7 +330,7 @@ def check_sequence_length(p, lengths):
             node(p + "/Max", "Max", (p + "/CheckSeqLen", p + "/Const_2"), i32,
                  attr("keep_dims", "b: false"), typ("Tidx", "DT_INT32")),
             # zero_output: what a step past a row's length writes.
-            const(p + "/stack_1/1", "DT_INT32", [], [UNITS]),
+            const(p + "/stack_1/1", "DT_INT32", [], [output_size]),
             node(p + "/stack_1", "Pack", (p + "/strided_slice_1", p + "/stack_1/1"), i32,
                  attr("N", "i: 2"), attr("axis", "i: 0")),
             const(p + "/zeros/Const", "DT_FLOAT", [], [0.0]),
@@ -288,20 +350,20 @@ def dynamic_rnn(p, x, cell, counter=True, lengths=None):
     n += strided_slice(p + "/strided_slice", p + "/Shape", 0, 1)    # time steps
     n += strided_slice(p + "/strided_slice_1", p + "/Shape", 1, 2)  # batch
     zeros = []
-    for scope, count in cell.zero_groups:
-        for k in range(count):
-            nodes, zero = zero_state("%s/%s/" % (p, scope), k, p + "/strided_slice_1")
+    for scope, sizes in cell.zero_groups:
+        for k, size in enumerate(sizes):
+            nodes, zero = zero_state("%s/%s/" % (p, scope), k, p + "/strided_slice_1", size)
             n += nodes
             zeros.append(zero)
     longest = p + "/strided_slice"
     if lengths:
-        nodes, lengths, longest = check_sequence_length(p, lengths)
+        nodes, lengths, longest = check_sequence_length(p, lengths, cell.output_size)
         n += nodes
     ta = [typ("dtype", "DT_FLOAT"), attr("dynamic_size", "b: false"),
           attr("clear_after_read", "b: true"), attr("identical_element_shapes", "b: true")]
     n += [const(p + "/time", "DT_INT32", [], [0]),
           node(p + "/TensorArray", "TensorArrayV3", (p + "/strided_slice",), *ta,
-               attr("element_shape", shape([-1, UNITS])),
+               attr("element_shape", shape([-1, cell.output_size])),
                attr("tensor_array_name", 's: "%s/dynamic_rnn/output_0"' % p)),
           node(p + "/TensorArray_1", "TensorArrayV3", (p + "/strided_slice",), *ta,
                attr("element_shape", shape([-1, INPUT])),
@@ -395,7 +457,7 @@ def dynamic_rnn(p, x, cell, counter=True, lengths=None):
                                       s + "range/delta"), typ("Tidx", "DT_INT32")),
           node(s + "TensorArrayGatherV3", "TensorArrayGatherV3",
                (p + "/TensorArray", s + "range", flow), typ("dtype", "DT_FLOAT"),
-               attr("element_shape", shape([-1, UNITS]))),
+               attr("element_shape", shape([-1, cell.output_size]))),
           const(p + "/transpose_1/perm", "DT_INT32", [3], [1, 0, 2]),
           node(p + "/transpose_1", "Transpose",
                (s + "TensorArrayGatherV3", p + "/transpose_1/perm"), FLOAT,
@@ -406,7 +468,7 @@ def dynamic_rnn(p, x, cell, counter=True, lengths=None):
 
 def run_numpy(cell, x, lengths=None):
     """The recurrence; past a row's length its output is zero and its state stays."""
-    states = [np.zeros((x.shape[0], UNITS), np.float32) for _ in range(cell.states)]
+    states = [np.zeros((x.shape[0], size), np.float32) for size in cell.state_sizes]
     outs = []
     for t in range(x.shape[1]):
         h, new_states = cell.step(x[:, t], states)
@@ -447,6 +509,7 @@ def main():
     np.save(os.path.join(out, "x.npy"), x)
     for name, kind, counter in (("basic_rnn", "rnn", True), ("gru_v15", "gru", False),
                                 ("basic_lstm", "lstm", True), ("lstm_block", "lstm_block", True),
+                                ("lstm_peephole_projection", "lstm_full", True),
                                 ("stacked", ["gru", "lstm"], True)):
         cell = Multi(kind, rng) if isinstance(kind, list) else Cell(kind, rng)
         nodes, outputs, finals = dynamic_rnn("rnn", "x", cell, counter)
