@@ -322,6 +322,21 @@ void lstm(cases& c) {
                  return s.h + s.cs * 0.5;
                },
                seq, 5e-3, 1e-2});
+  // The fused GRU step (TensorFlow's GRUBlockCell): x, h_prev, w_ru, w_c, b_ru, b_c.
+  std::vector<tensor> gru{random_input({batch, in}, 0.1, 1.0, 50, true),
+                          random_input({batch, units}, 0.1, 0.5, 51, true),
+                          random_input({in + units, 2 * units}, 0.1, 0.5, 52, true),
+                          random_input({in + units, units}, 0.1, 0.5, 53, true),
+                          random_input({2 * units}, 0.1, 0.5, 54, true),
+                          random_input({units}, 0.1, 0.5, 55, true)};
+  c.push_back({"GRUBlockCell",
+               [](graph& g, auto& x) {
+                 std::vector<endpoint> in;
+                 for (int i = 0; i < 6; ++i)
+                   in.push_back(f32(x[size_t(i)]).ep());
+                 return g.build("GRUBlockCell", "gru", in)[3]; // h: what flows back
+               },
+               gru, 5e-3, 1e-2});
 }
 
 /// TensorArrays: each way in paired with a way out. Split and concat use pieces of unequal

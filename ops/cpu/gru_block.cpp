@@ -1,0 +1,79 @@
+// GRUBlockCell on the CPU (float32): two products through parallel_sgemm (one per half of each
+// weight matrix, no concatenated copy) and element-wise passes (ops/defs/gru_block_ops.cpp has
+// the formulas).
+#include <algorithm>
+#include <cmath>
+
+#include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/lstm_math.hpp"
+
+namespace runnel {
+namespace {
+
+class gru_block_cell_kernel : public kernel {
+public:
+  status compute(kernel_context& ctx) override {
+    const tensor &x = ctx.input(0), &h = ctx.input(1), &w_ru = ctx.input(2), &w_c = ctx.input(3),
+                 &b_ru = ctx.input(4), &b_c = ctx.input(5);
+    bool ranks = x.rank() == 2 && h.rank() == 2 && w_ru.rank() == 2 && w_c.rank() == 2 &&
+                 b_ru.rank() == 1 && b_c.rank() == 1;
+    int64_t n = ranks ? x.dim(0) : 0, in = ranks ? x.dim(1) : 0, c = ranks ? h.dim(1) : 0;
+    if (!ranks || h.dim(0) != n || w_ru.dim(0) != in + c || w_ru.dim(1) != 2 * c ||
+        w_c.dim(0) != in + c || w_c.dim(1) != c || b_ru.dim(0) != 2 * c || b_c.dim(0) != c)
+      return invalid_argument(
+          "shapes do not fit a GRU cell on x " + x.shape().to_string() + ": h_prev " +
+          h.shape().to_string() + ", w_ru " + w_ru.shape().to_string() + ", w_c " +
+          w_c.shape().to_string() + ", b_ru " + b_ru.shape().to_string() + ", b_c " +
+          b_c.shape().to_string() + " (w_ru [input + cell, 2 cell], w_c [input + cell, cell])");
+    float* r = ctx.allocate_output(0, dtype::f32, shape{n, c}).data<float>();
+    float* u = ctx.allocate_output(1, dtype::f32, shape{n, c}).data<float>();
+    float* cand = ctx.allocate_output(2, dtype::f32, shape{n, c}).data<float>();
+    float* out = ctx.allocate_output(3, dtype::f32, shape{n, c}).data<float>();
+    cpu_device* pool = ctx.has_cpu() ? &ctx.cpu() : nullptr;
+    const float* hp = h.data<float>();
+    // ru = b_ru + x · w_ru[:in] + h_prev · w_ru[in:]
+    tensor ru(dtype::f32, shape{n, 2 * c});
+    product(pool, n, in, c, 2 * c, x.data<float>(), hp, w_ru.data<float>(), b_ru.data<float>(),
+            ru.data<float>());
+    tensor rh(dtype::f32, shape{n, c});
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j) {
+        int64_t at = i * c + j;
+        r[at] = lstm_math::sigmoid(ru.data<float>()[i * 2 * c + j]);
+        u[at] = lstm_math::sigmoid(ru.data<float>()[i * 2 * c + c + j]);
+        rh.data<float>()[at] = r[at] * hp[at];
+      }
+    // c = tanh(b_c + x · w_c[:in] + (r ∘ h_prev) · w_c[in:])
+    product(pool, n, in, c, c, x.data<float>(), rh.data<float>(), w_c.data<float>(),
+            b_c.data<float>(), cand);
+    for (int64_t at = 0; at < n * c; ++at) {
+      cand[at] = std::tanh(cand[at]);
+      out[at] = u[at] * hp[at] + (1.f - u[at]) * cand[at];
+    }
+    return {};
+  }
+
+private:
+  /// out [n, width] = b + a · w[:in] + s · w[in:], a [n, in], s [n, cs], w [in + cs, width].
+  static void product(cpu_device* pool, int64_t n, int64_t in, int64_t cs, int64_t width,
+                      const float* a, const float* s, const float* w, const float* b, float* out) {
+    for (int64_t i = 0; i < n; ++i)
+      std::copy(b, b + width, out + i * width);
+    if (n == 0 || width == 0)
+      return;
+    if (in > 0)
+      parallel_sgemm(pool, false, false, n, width, in, 1.f, a, in, w, width, 1.f, out, width);
+    if (cs > 0)
+      parallel_sgemm(pool, false, false, n, width, cs, 1.f, s, cs, w + in * width, width, 1.f, out,
+                     width);
+  }
+};
+
+} // namespace
+
+RUNNEL_KERNEL_FAMILY(gru_block) {
+  reg.add("GRUBlockCell", device_type::cpu, {dtype::f32},
+          make_simple_kernel<gru_block_cell_kernel>);
+}
+
+} // namespace runnel
