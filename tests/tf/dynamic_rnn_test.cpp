@@ -1,10 +1,9 @@
 // TensorFlow 1.x's dynamic_rnn graphs, frozen: written by tests/tf/make_tf_dynamic_rnn.py node for
 // node as TensorFlow lays them out (TensorArrayV3 handles entering while frames as resources, both
-// loop layouts, BasicRNNCell, GRUCell, BasicLSTMCell, LSTMBlockCell, LSTMCell with peepholes,
-// clipping and a projection, MultiRNNCell, bidirectional RNNs with and without sequence_length),
-// imported,
-// run on a batch whose size the graph learns at run time, and compared with NumPy's recurrence
-// computed from the same constants.
+// loop layouts, BasicRNNCell, GRUCell, BasicLSTMCell, LSTMBlockCell, GRUBlockCellV2, LSTMCell with
+// peepholes, clipping and a projection, MultiRNNCell, bidirectional RNNs with and without
+// sequence_length), imported, run on a batch whose size the graph learns at run time, and compared
+// with NumPy's recurrence computed from the same constants.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -95,6 +94,11 @@ TEST_CASE("dynamic_rnn(BasicLSTMCell) with its (c, h) state runs as TensorFlow's
 
 TEST_CASE("dynamic_rnn(LSTMBlockCell): the block op inside TensorFlow's loop", "[tf][rnn]") {
   check_graph("lstm_block", 2);
+}
+
+TEST_CASE("dynamic_rnn(GRUBlockCellV2): the GRUBlockCell op inside TensorFlow's loop",
+          "[tf][rnn]") {
+  check_graph("gru_block", 2);
 }
 
 TEST_CASE("dynamic_rnn(LSTMCell) with peepholes, cell and projection clipping and a projection",

@@ -17,6 +17,7 @@ tensors), and OUTDIR/G.expected_K.npy for the K-th fetch:
   lstm_block     dynamic_rnn(tf.contrib.rnn.LSTMBlockCell): one LSTMBlockCell op a step
   lstm_peephole_projection  dynamic_rnn(LSTMCell(use_peepholes=True, cell_clip=0.25, num_proj=3,
                  proj_clip=0.04)): an output and h of 3, a cell state of 4
+  gru_block      dynamic_rnn(tf.contrib.rnn.GRUBlockCellV2): one GRUBlockCell op a step
   stacked        dynamic_rnn(MultiRNNCell([GRUCell, BasicLSTMCell])): three state variables
   bidirectional  bidirectional_dynamic_rnn(GRUCell, BasicLSTMCell): two frames in one graph, the
                  backward one over ReverseV2 of the input and its outputs reversed back
@@ -77,25 +78,29 @@ class Cell:
         """`path`: where a MultiRNNCell puts the cell ("multi_rnn_cell/cell_0/")."""
         self.kind, self.path = kind, path
         self.scope = path + {"rnn": "basic_rnn_cell", "gru": "gru_cell", "lstm": "basic_lstm_cell",
-                             "lstm_block": "lstm_cell", "lstm_full": "lstm_cell"}[kind]
+                             "lstm_block": "lstm_cell", "lstm_full": "lstm_cell",
+                             "gru_block": "gru_cell"}[kind]
         zero_scope = {"rnn": "BasicRNNCellZeroState", "gru": "GRUCellZeroState",
                       "lstm": "BasicLSTMCellZeroState",
                       "lstm_block": "LSTMBlockCellZeroState",
-                      "lstm_full": "LSTMCellZeroState"}[kind]
+                      "lstm_full": "LSTMCellZeroState",
+                      "gru_block": "GRUBlockCellV2ZeroState"}[kind]
         self.states = 2 if kind.startswith("lstm") else 1  # LSTMStateTuple(c, h)
         # LSTMCell(num_proj=PROJ): the state's h and the output are projected.
         self.output_size = PROJ if kind == "lstm_full" else UNITS
         self.state_sizes = [UNITS, self.output_size][:self.states]
         self.zero_groups = [(zero_scope, self.state_sizes)]
-        width = UNITS if kind in ("rnn", "gru") else 4 * UNITS
+        width = UNITS if kind in ("rnn", "gru", "gru_block") else 4 * UNITS
         u = lambda *dims: rng.uniform(-0.5, 0.5, dims).astype(np.float32)  # noqa: E731
         self.w = {"kernel": u(inputs + self.output_size, width), "bias": u(width) * 0.2}
         if kind == "lstm_full":  # peepholes, cell_clip=0.25, num_proj=PROJ, proj_clip=0.04
             self.w.update({"w_f_diag": u(UNITS), "w_i_diag": u(UNITS), "w_o_diag": u(UNITS),
                            "projection/kernel": u(UNITS, PROJ)})
-        if kind == "gru":
+        if kind in ("gru", "gru_block"):
             self.w = {"gates/kernel": u(inputs + UNITS, 2 * UNITS), "gates/bias": u(2 * UNITS) + 1,
                       "candidate/kernel": u(inputs + UNITS, UNITS), "candidate/bias": u(UNITS)}
+        if kind == "gru_block":  # GRUBlockCellV2's names for the same four
+            self.w = dict(zip(("w_ru", "b_ru", "w_c", "b_c"), self.w.values()))
 
     def weights(self, p):
         return [const("%s/%s/%s" % (p, self.scope, k), "DT_FLOAT", v.shape, v)
@@ -128,6 +133,16 @@ class Cell:
         if self.kind == "rnn":
             h = op("Tanh", "Tanh", dense((x, states[0]), None))
             return n, h, [h]
+        if self.kind == "gru_block":
+            # tf.contrib.rnn.GRUBlockCellV2: one GRUBlockCell op; h is its output 3.
+            weights = "%s/%s/" % (p, self.scope)
+            enters = []
+            for k, name in enumerate(("w_ru", "w_c", "b_ru", "b_c")):
+                enters.append(c + "GRUBlockCell/Enter" + ("_%d" % k if k else ""))
+                n.append(enter(enters[-1], weights + name, "DT_FLOAT", True))
+            n.append(node(c + "GRUBlockCell", "GRUBlockCell", (x, states[0]) + tuple(enters),
+                          FLOAT))
+            return n, c + "GRUBlockCell:3", [c + "GRUBlockCell:3"]
         if self.kind == "gru":
             value = op("Sigmoid", "Sigmoid", dense((x, states[0]), "gates"))
             n += [const(c + "split/split_dim", "DT_INT32", [], [1]),
@@ -221,11 +236,13 @@ class Cell:
         if self.kind == "rnn":
             h = np.tanh(np.concatenate([x, states[0]], 1) @ w["kernel"] + w["bias"])
             return h, [h]
-        if self.kind == "gru":
+        if self.kind in ("gru", "gru_block"):
             h = states[0]
-            gates = np.concatenate([x, h], 1) @ w["gates/kernel"] + w["gates/bias"]
-            r, u = np.split(sig(gates), 2, 1)
-            cand = np.concatenate([x, r * h], 1) @ w["candidate/kernel"] + w["candidate/bias"]
+            gk, gb, ck, cb = (w[k] for k in (("gates/kernel", "gates/bias", "candidate/kernel",
+                                               "candidate/bias") if self.kind == "gru" else
+                                              ("w_ru", "b_ru", "w_c", "b_c")))
+            r, u = np.split(sig(np.concatenate([x, h], 1) @ gk + gb), 2, 1)
+            cand = np.concatenate([x, r * h], 1) @ ck + cb
             cand = np.tanh(cand)
             h = u * h + (1 - u) * cand
             return h, [h]
@@ -510,6 +527,7 @@ def main():
     for name, kind, counter in (("basic_rnn", "rnn", True), ("gru_v15", "gru", False),
                                 ("basic_lstm", "lstm", True), ("lstm_block", "lstm_block", True),
                                 ("lstm_peephole_projection", "lstm_full", True),
+                                ("gru_block", "gru_block", True),
                                 ("stacked", ["gru", "lstm"], True)):
         cell = Multi(kind, rng) if isinstance(kind, list) else Cell(kind, rng)
         nodes, outputs, finals = dynamic_rnn("rnn", "x", cell, counter)
