@@ -38,6 +38,11 @@ status check_input(const tf_tensor_info& want, const tensor& t, const std::strin
 status restore_variables(runnel::session& s, graph& g, const tf_saved_model& m) {
   if (m.meta.variables.empty())
     return {};
+  if (!m.meta.sliced_variables.empty())
+    return unimplemented("the saver restores partitioned variables part by part, which this "
+                         "loader does not: " +
+                         m.meta.sliced_variables.front() +
+                         (m.meta.sliced_variables.size() > 1 ? ", ..." : ""));
   std::vector<output> vars;
   restore_options options;
   for (auto& name : m.meta.variables) {
@@ -50,8 +55,12 @@ status restore_variables(runnel::session& s, graph& g, const tf_saved_model& m) 
   }
   if (vars.empty())
     return {};
-  saver sv(g, vars);
-  return sv.restore(s, m.variables_prefix, options);
+  try {
+    saver sv(g, vars);
+    return sv.restore(s, m.variables_prefix, options);
+  } catch (const error& e) { // the saver refuses what is not a variable
+    return e.get_status();
+  }
 }
 
 } // namespace
@@ -131,7 +140,8 @@ status save_saved_model(runnel::session& s, const graph& g, const std::string& d
       if (!e)
         return e.error().with_context("signature '" + key + "' tensor '" + k + "'");
       auto& n = g.at(e->node);
-      to[k] = {g.endpoint_name(*e), n.output_types[size_t(e->index)],
+      // "name:index" always: TensorFlow's loader looks tensors up by that form only.
+      to[k] = {n.name + ":" + std::to_string(e->index), n.output_types[size_t(e->index)],
                n.output_shapes[size_t(e->index)]};
       return {};
     };

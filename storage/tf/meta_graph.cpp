@@ -63,6 +63,9 @@ const tensorflow::TensorProto* const_value(const tensorflow::GraphDef& gd,
   return nullptr;
 }
 
+/// What saver_keys puts before the key of a variable restored as a slice.
+const std::string sliced_mark = "\x01slice:";
+
 /// Variable -> checkpoint key, as the saver whose restore op is `restore_op` assigns them: each
 /// RestoreV2 of its scope reads `tensor_names[i]` into output i, and an Assign of the scope
 /// writes output i into a variable.
@@ -76,17 +79,20 @@ result<std::map<std::string, std::string>> saver_keys(const tensorflow::GraphDef
   for (auto& n : gd.node()) {
     if (n.op() != "RestoreV2" || !n.name().starts_with(scope))
       continue;
-    auto* names = n.input_size() >= 2 ? const_value(gd, node_of(n.input(1))) : nullptr;
+    if (n.input_size() < 3)
+      return data_loss("saver node '" + n.name() + "' has " + std::to_string(n.input_size()) +
+                       " inputs; RestoreV2 takes prefix, tensor_names and shape_and_slices");
+    auto* names = const_value(gd, node_of(n.input(1)));
     if (!names)
       return data_loss("saver node '" + n.name() + "': its tensor_names input is not a constant");
     auto* slices = const_value(gd, node_of(n.input(2)));
-    for (int i = 0; slices && i < slices->string_val_size(); ++i)
+    auto& restored = restores[n.name()];
+    restored.assign(names->string_val().begin(), names->string_val().end());
+    // A slice of a partitioned variable is marked: its key names the whole tensor.
+    for (int i = 0; slices && i < slices->string_val_size() && i < int(restored.size()); ++i)
       if (!slices->string_val(i).empty())
-        return unimplemented("saver node '" + n.name() + "' restores '" + names->string_val(i) +
-                             "' as a slice (" + slices->string_val(i) +
-                             "): a partitioned variable, which Runnel's SavedModel loader does "
-                             "not restore part by part");
-    restores[n.name()].assign(names->string_val().begin(), names->string_val().end());
+        restored[size_t(i)] =
+            sliced_mark + restored[size_t(i)] + "' (" + slices->string_val(i) + ")";
   }
   for (auto& n : gd.node()) {
     if (n.op() != "Assign" || !n.name().starts_with(scope) || n.input_size() < 2)
@@ -176,9 +182,17 @@ result<tf_tensor_info> tensor_info(const tensorflow::TensorInfo& t, const std::s
 
 result<tf_meta_graph> tf::meta_graph_from_proto(const tensorflow::MetaGraphDef& m,
                                                 const op_registry& ops) {
-  tf_meta_graph out{graph(ops), {}, {}, {}, {}, {}, {}, {}, {}};
+  tf_meta_graph out{graph(ops), {}, {}, {}, {}, {}, {}, {}, {}, {}};
   out.restore_op = m.saver_def().restore_op_name();
   RUNNEL_ASSIGN_OR_RETURN(out.checkpoint_keys, saver_keys(m.graph_def(), out.restore_op));
+  for (auto it = out.checkpoint_keys.begin(); it != out.checkpoint_keys.end();)
+    if (it->second.starts_with(sliced_mark)) {
+      out.sliced_variables.push_back(it->first + " as a slice of '" +
+                                     it->second.substr(sliced_mark.size()));
+      it = out.checkpoint_keys.erase(it);
+    } else {
+      ++it;
+    }
   RUNNEL_ASSIGN_OR_RETURN(auto gd, without_savers(m.graph_def(), out.left_out));
   RUNNEL_ASSIGN_OR_RETURN(out.graph, tf::graph_from_proto(gd, ops));
   auto& info = m.meta_info_def();

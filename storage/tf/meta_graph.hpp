@@ -49,6 +49,9 @@ struct tf_meta_graph {
   /// RestoreV2 nodes' `tensor_names` and the Assigns they feed; a graph's second saver, `save_1/`,
   /// is not read). Empty when the MetaGraph has no such saver: restore by variable name then.
   std::map<std::string, std::string> checkpoint_keys;
+  /// Variables that saver restores as slices of a partitioned variable ("w/part_0 as a slice of
+  /// 'w' (10 4 0,5:0,4)"), not in checkpoint_keys.
+  std::vector<std::string> sliced_variables;
   std::map<std::string, std::string> collections; ///< name -> what it holds ("3 nodes", ...)
   std::map<std::string, tf_signature> signatures;
 };

@@ -167,6 +167,17 @@ TEST_CASE("a SavedModel's wrong tags, keys, inputs and files are named with what
   REQUIRE_FALSE(init.ok());
   CHECK_THAT(error_of(init.error()),
              Catch::Contains("the init op 'init_all_tables' is not in the graph"));
+  // A saver restoring a partitioned variable's slices: the MetaGraph imports and names them; the
+  // loader refuses to restore them.
+  std::string sliced = txt;
+  auto slices_at = sliced.find("string_val: \"\"", sliced.find("save/RestoreV2/shape_and_slices"));
+  sliced.replace(slices_at, 14, "string_val: \"2 0,2\"");
+  auto sliced_model = parse_tf_saved_model(sliced, "saved_model.pbtxt", dir.model(), {"serve"});
+  INFO(sliced_model.error().to_string());
+  REQUIRE(sliced_model.ok());
+  CHECK(sliced_model->meta.sliced_variables ==
+        std::vector<std::string>{"b as a slice of 'dense/bias' (2 0,2)"});
+  CHECK(sliced_model->meta.checkpoint_keys.count("w"));
   CHECK_THAT(error_of(read_tf_saved_model((dir.path / "nowhere").string()).error()),
              Catch::Contains("not a directory"));
   CHECK_THAT(error_of(read_tf_saved_model(dir.path.string()).error()),
@@ -225,6 +236,7 @@ TEST_CASE("a Runnel graph exports as a SavedModel that loads and serves the same
   // The assigned w (a swap), not the initializer's: [7 + 0.5, 3 - 0.5].
   check_close(out->at("y"), tensor::from_values<float>({1, 2}, {7.5f, 2.5f}));
   auto& info = (*m)->signatures().at("serving_default").inputs.at("x");
+  CHECK(info.name == "x:0"); // the form TensorFlow's get_tensor_by_name needs
   CHECK(info.type == dtype::f32);
   CHECK(info.dims.to_string() == "[?,2]");
   fs::remove_all(dir);
