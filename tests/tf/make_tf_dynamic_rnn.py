@@ -12,7 +12,7 @@ tensors), and OUTDIR/G.expected_K.npy for the K-th fetch:
   basic_rnn      dynamic_rnn(BasicRNNCell), the TensorFlow 1.12+ loop (while/iteration_counter,
                  LogicalAnd of two Less, maximum_iterations)
   gru_v15        dynamic_rnn(GRUCell), the TensorFlow 1.5 loop (time, the outputs' flow and the
-                 state as loop variables; one Less(time, T))
+                 state as loop variables; one Less(time, T)), TensorArrays of unknown element shape
   basic_lstm     dynamic_rnn(BasicLSTMCell): an LSTMStateTuple (c, h), two state variables
   lstm_block     dynamic_rnn(tf.contrib.rnn.LSTMBlockCell): one LSTMBlockCell op a step
   lstm_peephole_projection  dynamic_rnn(LSTMCell(use_peepholes=True, cell_clip=0.25, num_proj=3,
@@ -377,13 +377,18 @@ def dynamic_rnn(p, x, cell, counter=True, lengths=None):
         nodes, lengths, longest = check_sequence_length(p, lengths, cell.output_size)
         n += nodes
     ta = [typ("dtype", "DT_FLOAT"), attr("dynamic_size", "b: false"),
-          attr("clear_after_read", "b: true"), attr("identical_element_shapes", "b: true")]
+          attr("clear_after_read", "b: true")]
+    if counter:  # 1.12+: element shapes known, and said to be identical
+        ta.append(attr("identical_element_shapes", "b: true"))
+        out_shape, in_shape = shape([-1, cell.output_size]), shape([-1, INPUT])
+    else:  # the older layout: element shapes unknown until the first write
+        out_shape = in_shape = "shape { unknown_rank: true }"
     n += [const(p + "/time", "DT_INT32", [], [0]),
           node(p + "/TensorArray", "TensorArrayV3", (p + "/strided_slice",), *ta,
-               attr("element_shape", shape([-1, cell.output_size])),
+               attr("element_shape", out_shape),
                attr("tensor_array_name", 's: "%s/dynamic_rnn/output_0"' % p)),
           node(p + "/TensorArray_1", "TensorArrayV3", (p + "/strided_slice",), *ta,
-               attr("element_shape", shape([-1, INPUT])),
+               attr("element_shape", in_shape),
                attr("tensor_array_name", 's: "%s/dynamic_rnn/input_0"' % p))]
     u = p + "/TensorArrayUnstack/"
     n += [node(u + "Shape", "Shape", (p + "/transpose",), FLOAT, typ("out_type", "DT_INT32"))]
@@ -474,7 +479,7 @@ def dynamic_rnn(p, x, cell, counter=True, lengths=None):
                                       s + "range/delta"), typ("Tidx", "DT_INT32")),
           node(s + "TensorArrayGatherV3", "TensorArrayGatherV3",
                (p + "/TensorArray", s + "range", flow), typ("dtype", "DT_FLOAT"),
-               attr("element_shape", shape([-1, cell.output_size]))),
+               attr("element_shape", out_shape)),
           const(p + "/transpose_1/perm", "DT_INT32", [3], [1, 0, 2]),
           node(p + "/transpose_1", "Transpose",
                (s + "TensorArrayGatherV3", p + "/transpose_1/perm"), FLOAT,
