@@ -1,7 +1,6 @@
 // GRUBlockCell on the CPU (float32): two products through parallel_sgemm (one per half of each
 // weight matrix, no concatenated copy) and element-wise passes (ops/defs/gru_block_ops.cpp has
 // the formulas).
-#include <algorithm>
 #include <cmath>
 
 #include "runnel/ops/cpu/kernels.hpp"
@@ -33,8 +32,8 @@ public:
     const float* hp = h.data<float>();
     // ru = b_ru + x · w_ru[:in] + h_prev · w_ru[in:]
     tensor ru(dtype::f32, shape{n, 2 * c});
-    product(pool, n, in, c, 2 * c, x.data<float>(), hp, w_ru.data<float>(), b_ru.data<float>(),
-            ru.data<float>());
+    lstm_math::affine_halves(pool, n, in, c, 2 * c, x.data<float>(), hp, w_ru.data<float>(),
+                             b_ru.data<float>(), ru.data<float>());
     tensor rh(dtype::f32, shape{n, c});
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < c; ++j) {
@@ -44,28 +43,13 @@ public:
         rh.data<float>()[at] = r[at] * hp[at];
       }
     // c = tanh(b_c + x · w_c[:in] + (r ∘ h_prev) · w_c[in:])
-    product(pool, n, in, c, c, x.data<float>(), rh.data<float>(), w_c.data<float>(),
-            b_c.data<float>(), cand);
+    lstm_math::affine_halves(pool, n, in, c, c, x.data<float>(), rh.data<float>(),
+                             w_c.data<float>(), b_c.data<float>(), cand);
     for (int64_t at = 0; at < n * c; ++at) {
       cand[at] = std::tanh(cand[at]);
       out[at] = u[at] * hp[at] + (1.f - u[at]) * cand[at];
     }
     return {};
-  }
-
-private:
-  /// out [n, width] = b + a · w[:in] + s · w[in:], a [n, in], s [n, cs], w [in + cs, width].
-  static void product(cpu_device* pool, int64_t n, int64_t in, int64_t cs, int64_t width,
-                      const float* a, const float* s, const float* w, const float* b, float* out) {
-    for (int64_t i = 0; i < n; ++i)
-      std::copy(b, b + width, out + i * width);
-    if (n == 0 || width == 0)
-      return;
-    if (in > 0)
-      parallel_sgemm(pool, false, false, n, width, in, 1.f, a, in, w, width, 1.f, out, width);
-    if (cs > 0)
-      parallel_sgemm(pool, false, false, n, width, cs, 1.f, s, cs, w + in * width, width, 1.f, out,
-                     width);
   }
 };
 

@@ -20,18 +20,27 @@ struct params {
   const float *wci, *wcf, *wco;
 };
 
-/// gates [n, 4c] = b + x · w[:input] + h_prev · w[input:]: one product per half of w (no
-/// concatenated copy), rows split over `pool`.
-inline void gates(cpu_device* pool, int64_t n, int64_t input, int64_t c, const float* x,
-                  const float* h_prev, const float* w, const float* b, float* out) {
+/// out [n, width] = b + x · w[:input] + s · w[input:] for x [n, input], s [n, state] and
+/// w [input + state, width]: one product per half of w (no concatenated copy), rows split over
+/// `pool`. The gates of an LSTM (width 4c) and of a GRU (ops/cpu/gru_block.cpp).
+inline void affine_halves(cpu_device* pool, int64_t n, int64_t input, int64_t state, int64_t width,
+                          const float* x, const float* s, const float* w, const float* b,
+                          float* out) {
   for (int64_t r = 0; r < n; ++r)
-    std::copy(b, b + 4 * c, out + r * 4 * c);
-  if (n == 0 || c == 0)
+    std::copy(b, b + width, out + r * width);
+  if (n == 0 || width == 0)
     return;
   if (input > 0)
-    parallel_sgemm(pool, false, false, n, 4 * c, input, 1.f, x, input, w, 4 * c, 1.f, out, 4 * c);
-  parallel_sgemm(pool, false, false, n, 4 * c, c, 1.f, h_prev, c, w + input * 4 * c, 4 * c, 1.f,
-                 out, 4 * c);
+    parallel_sgemm(pool, false, false, n, width, input, 1.f, x, input, w, width, 1.f, out, width);
+  if (state > 0)
+    parallel_sgemm(pool, false, false, n, width, state, 1.f, s, state, w + input * width, width,
+                   1.f, out, width);
+}
+
+/// gates [n, 4c] = b + x · w[:input] + h_prev · w[input:].
+inline void gates(cpu_device* pool, int64_t n, int64_t input, int64_t c, const float* x,
+                  const float* h_prev, const float* w, const float* b, float* out) {
+  affine_halves(pool, n, input, c, 4 * c, x, h_prev, w, b, out);
 }
 
 /// The element-wise part of a step: out = {i, cs, f, o, ci, co, h}, each [n, c].

@@ -19,14 +19,7 @@ std::string top_scope(const std::string& name) {
   return name.substr(0, name.find('/'));
 }
 
-/// The node a NodeDef input or a tensor name ("^n", "n:1", "n") refers to.
-std::string node_of(std::string_view tensor) {
-  if (tensor.starts_with('^'))
-    tensor.remove_prefix(1);
-  if (auto colon = tensor.rfind(':'); colon != std::string_view::npos)
-    tensor = tensor.substr(0, colon);
-  return std::string(tensor);
-}
+using tf::node_of;
 
 /// The GraphDef less the savers' scopes; `left_out` gets their names. A kept node that reads a
 /// left-out one is an error naming both.

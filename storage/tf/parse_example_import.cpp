@@ -14,8 +14,7 @@ namespace {
 /// The string a scalar Const node holds, for a key input.
 result<std::string> key_of(const std::string& input, const tf::node_index& nodes,
                            const std::string& who) {
-  std::string name = input.substr(0, input.rfind(':'));
-  auto it = nodes.find(name);
+  auto it = nodes.find(tf::node_of(input));
   if (it == nodes.end() || it->second->op() != "Const" || !it->second->attr().count("value"))
     return unimplemented(
         who + ": key input '" + input +
@@ -28,7 +27,7 @@ result<std::string> key_of(const std::string& input, const tf::node_index& nodes
 
 /// Whether a default input is a Const with no elements (a required feature).
 bool empty_const(const std::string& input, const tf::node_index& nodes) {
-  auto it = nodes.find(input.substr(0, input.rfind(':')));
+  auto it = nodes.find(tf::node_of(input));
   if (it == nodes.end() || it->second->op() != "Const" || !it->second->attr().count("value"))
     return false;
   auto& t = it->second->attr().at("value").tensor();

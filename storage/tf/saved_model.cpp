@@ -32,10 +32,7 @@ result<std::string> collection_node(const tensorflow::MetaGraphDef& m, const std
                      "requires it), it holds " +
                      std::to_string(c.has_node_list() ? c.node_list().value_size() : 0) +
                      " node names");
-  std::string node = c.node_list().value(0);
-  if (auto colon = node.rfind(':'); colon != std::string::npos)
-    node.resize(colon);
-  return node;
+  return tf::node_of(c.node_list().value(0));
 }
 
 } // namespace

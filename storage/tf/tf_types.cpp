@@ -4,6 +4,14 @@
 
 namespace runnel::tf {
 
+std::string node_of(std::string_view tensor) {
+  if (tensor.starts_with('^'))
+    tensor.remove_prefix(1);
+  if (auto colon = tensor.rfind(':'); colon != std::string_view::npos)
+    tensor = tensor.substr(0, colon);
+  return std::string(tensor);
+}
+
 result<dtype> from_proto(tensorflow::DataType t) {
   int base = int(t) > 100 ? int(t) - 100 : int(t);
   switch (base) {

@@ -56,6 +56,9 @@ result<std::string> read_model_file(const std::string& path);
 /// storage/tf/graph_import.cpp.
 result<graph> graph_from_proto(const tensorflow::GraphDef& gd, const op_registry& ops);
 
+/// The node a NodeDef input or a tensor name ("^n", "n:1", "n") refers to.
+std::string node_of(std::string_view tensor);
+
 /// Nodes of a GraphDef by name.
 using node_index = std::map<std::string, const tensorflow::NodeDef*, std::less<>>;
 /// TensorFlow's ParseExample node as Runnel's ParseExample, followed where the outputs' orders
