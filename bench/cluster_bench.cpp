@@ -10,7 +10,11 @@
 //                        step's bytes on the wire / the data plane's bandwidth measured here), and
 //                        ps_training_prefetch: the same with 2 steps in flight (each pulls its
 //                        parameters while the other finishes); --trace-dir DIR writes one
-//                        distributed step's Chrome trace
+//                        distributed step's Chrome trace; ps_training_serial_limit: its step
+//                        against the local step plus raw TCP moving the parameters out and
+//                        back between two processes (a synchronous step overlaps neither), and
+//                        ps_training_cpu_limit: its CPU against the local CPU plus the
+//                        exchange's CPU
 //   remote_step          a trivial step through a runnel-node (client -> master -> worker -> back),
 //                        median µs, beside a raw TCP round trip of a few bytes; remote_step_busy
 //                        the same with one core kept busy (an idle VM's cores wake slowly);
@@ -281,6 +285,12 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
   // The data plane's bandwidth for the bound below, measured first: it forks, so no runtime's
   // threads may exist yet.
   double bandwidth = double(tensor_bytes) / data_plane(reps);
+  // The serial limit: a synchronous step pulls every parameter before its forward pass and pushes
+  // every gradient after its backward pass, and the 784x512 layer is both the first needed and
+  // the last computed, so nothing overlaps: the local step plus raw TCP moving the parameters
+  // out and the gradients back between two processes of this machine (wall and CPU time).
+  constexpr size_t param_bytes = (784 * 512 + 512 + 512 * 10 + 10) * sizeof(float);
+  exchange_limit exchange = raw_exchange(param_bytes, 300);
   int ps_port, worker_port;
   {
     int a = listen_any(ps_port), b = listen_any(worker_port);
@@ -302,7 +312,7 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
   // the rounds' ratios with their ranges.
   constexpr int rounds = 10, steps = 100;
   std::vector<double> rate_x, cpu_x, prefetch_x, bound_x, local_rates, local_cpus, remote_cpus,
-      remote_ms, prefetch_rates, bound_mss;
+      remote_ms, prefetch_rates, bound_mss, serial_x, serial_cpu_x;
   double bytes_per_step = 0, worker_cpu = 0, ps_cpu = 0;
   {
     auto* rt = new runtime; // never destroyed: see tests/eval.hpp
@@ -330,6 +340,9 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
       prefetch_x.push_back(pipelined.rate / local.rate);
       bound_x.push_back(100.0 / remote.rate * 1e3 / bound_ms);
       cpu_x.push_back((remote.cpu_ms + remote.ps_cpu_ms) / local.cpu_ms);
+      serial_x.push_back(100.0 / remote.rate / (100.0 / local.rate + exchange.seconds));
+      serial_cpu_x.push_back((remote.cpu_ms + remote.ps_cpu_ms) /
+                             (local.cpu_ms + exchange.cpu_seconds * 1e3));
       local_rates.push_back(local.rate);
       remote_ms.push_back(100.0 / remote.rate * 1e3);
       prefetch_rates.push_back(pipelined.rate);
@@ -353,7 +366,7 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
   ::waitpid(child, nullptr, 0);
   spread rate(rate_x), bound(bound_x), prefetch(prefetch_x), cpu(cpu_x), local(local_rates),
       local_cpu(local_cpus), remote_cpu(remote_cpus), step_ms(remote_ms), bound_at(bound_mss),
-      prefetch_rate(prefetch_rates);
+      prefetch_rate(prefetch_rates), serial(serial_x), serial_cpu(serial_cpu_x);
   std::printf("bench ps_training: %.0f examples/s with 1 ps + 1 worker process (%.2fx the local "
               "session's %.0f examples/s; median of %d interleaved rounds, %.2f-%.2fx; target "
               "0.85x)\n",
@@ -373,6 +386,17 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
               "%.2f-%.2fx; target 1.2x)\n",
               remote_cpu.median, worker_cpu, ps_cpu, cpu.median, local_cpu.median, cpu.low,
               cpu.high);
+  std::printf("bench ps_training_serial_limit: %.2f ms/step (%.2fx the limit %.2f ms = local step "
+              "%.2f ms + raw TCP moving %.2f MB out and back %.2f ms; %.2f-%.2fx; 0.85x the local "
+              "session needs the exchange under %.2f ms)\n",
+              step_ms.median, serial.median, 100.0 / local.median * 1e3 + exchange.seconds * 1e3,
+              100.0 / local.median * 1e3, double(param_bytes) / 1e6, exchange.seconds * 1e3,
+              serial.low, serial.high, 100.0 / local.median * 1e3 * (1 / 0.85 - 1));
+  std::printf("bench ps_training_cpu_limit: %.2f ms of CPU per step (%.2fx the limit %.2f ms = "
+              "the local session's %.2f ms + raw TCP's %.2f ms for the exchange; %.2f-%.2fx)\n",
+              remote_cpu.median, serial_cpu.median,
+              local_cpu.median + exchange.cpu_seconds * 1e3, local_cpu.median,
+              exchange.cpu_seconds * 1e3, serial_cpu.low, serial_cpu.high);
 }
 
 void sparse_ps_update(const std::string& node_binary) {

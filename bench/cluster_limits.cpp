@@ -117,6 +117,42 @@ double raw_tcp(size_t bytes, int rounds) {
   return best;
 }
 
+/// Raw TCP moving `bytes` to a child process and `bytes` back (a ps's parameters out, their
+/// gradients in): the median seconds of one exchange and the CPU seconds both processes spent on
+/// it, each over `rounds` exchanges.
+exchange_limit raw_exchange(size_t bytes, int rounds) {
+  int port;
+  int lfd = listen_any(port);
+  pid_t child = ::fork();
+  if (child == 0) {
+    int fd = connect_to(port);
+    std::vector<char> buf(bytes);
+    for (int r = 0; r < rounds; ++r) {
+      if (!read_all(fd, buf.data(), bytes) || !write_all(fd, buf.data(), bytes))
+        _exit(1);
+    }
+    _exit(0);
+  }
+  int fd = ::accept(lfd, nullptr, nullptr);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> out(bytes, 7), in(bytes);
+  std::vector<double> times;
+  double cpu0 = cpu_seconds(0) + cpu_seconds(child);
+  for (int r = 0; r < rounds; ++r) {
+    double t0 = now();
+    write_all(fd, out.data(), bytes);
+    read_all(fd, in.data(), bytes);
+    times.push_back(now() - t0);
+  }
+  double cpu = cpu_seconds(0) + cpu_seconds(child) - cpu0;
+  ::close(fd);
+  ::close(lfd);
+  ::waitpid(child, nullptr, 0);
+  std::sort(times.begin(), times.end());
+  return {times[times.size() / 2], cpu / rounds};
+}
+
 // ---- the data plane ------------------------------------------------------------------------------
 
 /// Best seconds to send a 64 MiB tensor to a child process's endpoint and get its ack (a tiny

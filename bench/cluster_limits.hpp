@@ -17,6 +17,12 @@ int listen_any(int& port);
 int connect_to(int port);
 /// Best seconds to move `bytes` to a child process and get a 1-byte ack, raw TCP.
 double raw_tcp(size_t bytes, int rounds);
+struct exchange_limit {
+  double seconds;     ///< median wall time of one exchange
+  double cpu_seconds; ///< CPU time of both processes per exchange
+};
+/// Raw TCP moving `bytes` to a child process and `bytes` back (parameters out, gradients in).
+exchange_limit raw_exchange(size_t bytes, int rounds);
 /// Best seconds to send a 64 MiB tensor to a child process's endpoint and get its ack.
 double data_plane(int rounds);
 /// Median seconds of a raw TCP round trip of 8 bytes to a child process.
