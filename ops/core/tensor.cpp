@@ -142,6 +142,12 @@ buffer* buffer::wrap(void* data, size_t bytes, void (*release)(void*), void* con
   return b;
 }
 
+buffer* buffer::borrow(void* data, size_t bytes, void (*release)(void*), void* context) {
+  buffer* b = wrap(data, bytes, release, context);
+  b->borrowed_ = true;
+  return b;
+}
+
 void buffer::unref() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1)
     return;
@@ -177,6 +183,14 @@ tensor tensor::wrap(dtype t, runnel::shape s, void* data, void (*release)(void*)
   out.type_ = t;
   out.shape_ = std::move(s);
   out.buf_ = buffer::wrap(data, out.bytes(), release, context, space, device);
+  return out;
+}
+
+tensor tensor::borrow(dtype t, runnel::shape s, void* data, void (*release)(void*), void* context) {
+  tensor out;
+  out.type_ = t;
+  out.shape_ = std::move(s);
+  out.buf_ = buffer::borrow(data, out.bytes(), release, context);
   return out;
 }
 

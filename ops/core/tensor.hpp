@@ -45,9 +45,14 @@ public:
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  /// Like wrap, for memory its owner may still read and write (a NumPy array fed from Python):
+  /// never unique, so no kernel writes it in place, and state that keeps it copies it.
+  static buffer* borrow(void* data, size_t bytes, void (*release)(void*), void* context);
+
   void ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void unref();
-  bool is_unique() const { return refs_.load(std::memory_order_acquire) == 1; }
+  bool is_unique() const { return !borrowed_ && refs_.load(std::memory_order_acquire) == 1; }
+  bool borrowed() const { return borrowed_; }
   memory_space space() const { return space_; }
   /// The GPU of device memory (-1 for host memory).
   int device() const { return device_; }
@@ -56,6 +61,7 @@ private:
   buffer() = default;
   std::atomic<int32_t> refs_{1};
   dtype type_ = dtype::invalid;
+  bool borrowed_ = false; // in the padding: the header stays 64 bytes
   size_t count_ = 0;
   void* data_ = nullptr;
   size_t bytes_ = 0;
@@ -144,6 +150,12 @@ public:
   /// memory (a GPU allocator's) says so with `space` and `device`.
   static tensor wrap(dtype t, runnel::shape s, void* data, void (*release)(void*), void* context,
                      memory_space space = memory_space::host, int device = -1);
+
+  /// A tensor viewing host memory its owner may still change (zero-copy feeds from Python):
+  /// kernels never write it in place, and a variable assigned from it keeps a copy.
+  static tensor borrow(dtype t, runnel::shape s, void* data, void (*release)(void*), void* context);
+  /// Whether the buffer is borrowed (see borrow).
+  bool borrowed() const { return buf_ && buf_->borrowed(); }
 
   bool valid() const { return type_ != dtype::invalid; }
   dtype type() const { return type_; }

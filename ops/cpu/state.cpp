@@ -50,7 +50,9 @@ public:
           return invalid_argument("cannot assign a value of shape " + value.shape().to_string() +
                                   " to variable " + var_->name() + " of shape " +
                                   var_->declared_shape().to_string());
-        s.value = value; // shares the value's buffer; later in-place updates copy first
+        // Shares the value's buffer (later in-place updates copy first), unless its owner may
+        // still change it (a fed NumPy array).
+        s.value = value.borrowed() ? value.copy() : value;
         s.initialized = true;
         return {};
       }
