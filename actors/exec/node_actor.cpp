@@ -40,25 +40,37 @@ void step_state::finish() {
   }
 }
 
+namespace {
+
+/// Short steps finish within microseconds: spin briefly so the caller need not be woken. Longer
+/// steps must not have the caller compete for cores with the workers running them. True when
+/// `done` was seen.
+bool spin_until_done(const std::atomic<uint32_t>& done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+  for (int i = 1;; ++i) {
+    if (done.load(std::memory_order_acquire))
+      return true;
+#if defined(__x86_64__)
+    _mm_pause();
+#endif
+    if ((i & 31) == 0 && std::chrono::steady_clock::now() > deadline)
+      return false;
+  }
+}
+
+} // namespace
+
 bool step_state::wait_for(std::chrono::milliseconds timeout) {
+  if (spin_until_done(done))
+    return true;
   timed_waiter.store(true);
   std::unique_lock lock(timed_mu);
   return timed_cv.wait_for(lock, timeout, [&] { return done.load() != 0; });
 }
 
 void step_state::wait() {
-  // Short steps finish within microseconds: spin briefly so the caller need not be woken. Longer
-  // steps must not have the caller compete for cores with the workers running them.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-  for (int i = 1;; ++i) {
-    if (done.load(std::memory_order_acquire))
-      return;
-#if defined(__x86_64__)
-    _mm_pause();
-#endif
-    if ((i & 31) == 0 && std::chrono::steady_clock::now() > deadline)
-      break;
-  }
+  if (spin_until_done(done))
+    return;
   while (!done.load(std::memory_order_acquire))
     done.wait(0, std::memory_order_acquire);
 }

@@ -254,6 +254,37 @@ void take_trace(trace_buffer& trace, run_metadata& md) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(trace.origin.time_since_epoch()).count();
 }
 
+/// Waits for a local step, failing it when it passes options.timeout or options.interrupted
+/// says so.
+void wait_step(step_state& step, const run_options& options) {
+  if (options.timeout.count() <= 0 && !options.interrupted) {
+    step.wait();
+    return;
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto deadline = options.timeout.count() > 0 ? start + options.timeout
+                                              : std::chrono::steady_clock::time_point::max();
+  for (;;) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      step.fail(deadline_exceeded("the step did not finish within " +
+                                  std::to_string(options.timeout.count()) +
+                                  " ms (run_options::timeout)"));
+      break;
+    }
+    auto slice = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    if (options.interrupted)
+      slice = std::min(slice, std::max(options.interrupt_poll, std::chrono::milliseconds(1)));
+    if (step.wait_for(slice))
+      break;
+    if (options.interrupted && options.interrupted()) {
+      step.fail(cancelled("the step was interrupted"));
+      break;
+    }
+  }
+  step.wait();
+}
+
 } // namespace
 
 result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vector<output>& fetches,
@@ -276,15 +307,7 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
     trace = std::make_shared<trace_buffer>();
   RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr, trace,
                                                       options.step_id));
-  if (options.timeout.count() > 0) {
-    if (!step->wait_for(options.timeout))
-      step->fail(deadline_exceeded("the step did not finish within " +
-                                   std::to_string(options.timeout.count()) +
-                                   " ms (run_options::timeout)"));
-    step->wait();
-  } else {
-    step->wait();
-  }
+  wait_step(*step, options);
   // GPU nodes complete when their kernels are enqueued (one GPU, stream-ordered): wait for the
   // GPUs, so a step's work has run when it returns and a kernel that failed running fails it.
   for (auto& d : impl_->rt.devices)

@@ -82,6 +82,10 @@ struct run_options {
   /// Abort the step with deadline_exceeded when it has not finished after this long (0: wait
   /// as long as it takes). Bounds a loop that never ends.
   std::chrono::milliseconds timeout{0};
+  /// Asked every `interrupt_poll` while a local step runs: true aborts the step with `cancelled`
+  /// (Python's Ctrl-C). Unset: never asked.
+  std::function<bool()> interrupted;
+  std::chrono::milliseconds interrupt_poll{50};
 };
 
 /// One node's run in a traced step.
