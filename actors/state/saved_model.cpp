@@ -51,7 +51,7 @@ status restore_variables(runnel::session& s, graph& g, const tf_saved_model& m) 
     int id = *g.find(name);
     vars.emplace_back(&g, endpoint{id, 0});
     if (auto it = m.meta.checkpoint_keys.find(name); it != m.meta.checkpoint_keys.end())
-      options.name_map[variable_resource_name(g.at(id))] = it->second;
+      options.name_map[variable_checkpoint_name(g.at(id))] = it->second;
   }
   if (vars.empty())
     return {};

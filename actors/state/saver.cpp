@@ -61,7 +61,7 @@ saver::saver(graph& g, std::vector<output> variables, saver_options options) : o
     if (n.op != "VariableV2")
       throw error(invalid_argument("saver: '" + n.name + "' is not a variable (op " + n.op + ")"));
     entry e;
-    e.name = variable_resource_name(n);
+    e.name = variable_checkpoint_name(n);
     e.ref = v;
     shape declared = n.output_shapes[0];
     // The fed value goes to the variable's task, on its CPU: a restore moves each value once
@@ -229,6 +229,11 @@ result<std::string> saver::latest_checkpoint(const std::string& dir) {
     skipped += "\n  " + ok.message();
   }
   return data_loss("no readable checkpoint in " + dir + ":" + skipped);
+}
+
+std::string variable_checkpoint_name(const node& variable_node) {
+  auto shared = get_attr<std::string>(variable_node.attrs, "shared_name");
+  return shared.empty() ? variable_node.name : shared;
 }
 
 } // namespace runnel

@@ -44,6 +44,10 @@ struct restore_options {
   std::map<std::string, std::string> name_map;
 };
 
+/// The name a variable is saved under: its `shared_name`, or its node name — without its
+/// `container`, which places it in a runtime but is not part of its name (as in TensorFlow).
+std::string variable_checkpoint_name(const node& variable_node);
+
 class saver {
 public:
   /// Saves `variables` (refs of VariableV2 nodes; empty = the graph's "variables"). Adds a

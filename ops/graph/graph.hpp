@@ -73,8 +73,9 @@ struct node {
   node_def to_def(const graph& g) const;
 };
 
-/// The name a VariableV2 node's variable has in its runtime and in checkpoints: its
-/// `shared_name` (or node name), prefixed by its `container` when set.
+/// The name a VariableV2 node's variable has in its runtime: its `shared_name` (or node name),
+/// prefixed by its `container` when set. Checkpoints leave the container out
+/// (variable_checkpoint_name in actors/state/saver.hpp).
 std::string variable_resource_name(const node& variable_node);
 
 /// A tensor produced by a node: what builder functions take and return.
