@@ -394,9 +394,8 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
               serial.low, serial.high, 100.0 / local.median * 1e3 * (1 / 0.85 - 1));
   std::printf("bench ps_training_cpu_limit: %.2f ms of CPU per step (%.2fx the limit %.2f ms = "
               "the local session's %.2f ms + raw TCP's %.2f ms for the exchange; %.2f-%.2fx)\n",
-              remote_cpu.median, serial_cpu.median,
-              local_cpu.median + exchange.cpu_seconds * 1e3, local_cpu.median,
-              exchange.cpu_seconds * 1e3, serial_cpu.low, serial_cpu.high);
+              remote_cpu.median, serial_cpu.median, local_cpu.median + exchange.cpu_seconds * 1e3,
+              local_cpu.median, exchange.cpu_seconds * 1e3, serial_cpu.low, serial_cpu.high);
 }
 
 void sparse_ps_update(const std::string& node_binary) {

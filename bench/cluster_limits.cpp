@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <string>
@@ -81,15 +82,38 @@ bool write_all(int fd, const char* p, size_t n) {
   return true;
 }
 
+/// A child process connected to this one over loopback TCP (no delay): the child runs `body` on
+/// its end, then exits; finish() closes this end and waits for it.
+struct tcp_peer {
+  pid_t child = -1;
+  int fd = -1, listener = -1;
+  void finish() {
+    ::close(fd);
+    ::close(listener);
+    ::waitpid(child, nullptr, 0);
+  }
+};
+
+tcp_peer start_tcp_peer(const std::function<void(int fd)>& body) {
+  tcp_peer p;
+  int port;
+  p.listener = listen_any(port);
+  p.child = ::fork();
+  if (p.child == 0) {
+    body(connect_to(port));
+    _exit(0);
+  }
+  p.fd = ::accept(p.listener, nullptr, nullptr);
+  int one = 1;
+  ::setsockopt(p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return p;
+}
+
 } // namespace
 
 /// Best seconds to move `bytes` to a child process and get a 1-byte ack, raw TCP.
 double raw_tcp(size_t bytes, int rounds) {
-  int port;
-  int lfd = listen_any(port);
-  pid_t child = ::fork();
-  if (child == 0) {
-    int fd = connect_to(port);
+  tcp_peer peer = start_tcp_peer([&](int fd) {
     std::vector<char> buf(bytes);
     for (int r = 0; r < rounds; ++r) {
       if (!read_all(fd, buf.data(), bytes))
@@ -97,11 +121,8 @@ double raw_tcp(size_t bytes, int rounds) {
       char ack = 1;
       write_all(fd, &ack, 1);
     }
-    _exit(0);
-  }
-  int fd = ::accept(lfd, nullptr, nullptr);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  });
+  int fd = peer.fd;
   std::vector<char> data(bytes, 7);
   double best = 1e9;
   for (int r = 0; r < rounds; ++r) {
@@ -111,9 +132,7 @@ double raw_tcp(size_t bytes, int rounds) {
     read_all(fd, &ack, 1);
     best = std::min(best, now() - t0);
   }
-  ::close(fd);
-  ::close(lfd);
-  ::waitpid(child, nullptr, 0);
+  peer.finish();
   return best;
 }
 
@@ -121,34 +140,24 @@ double raw_tcp(size_t bytes, int rounds) {
 /// gradients in): the median seconds of one exchange and the CPU seconds both processes spent on
 /// it, each over `rounds` exchanges.
 exchange_limit raw_exchange(size_t bytes, int rounds) {
-  int port;
-  int lfd = listen_any(port);
-  pid_t child = ::fork();
-  if (child == 0) {
-    int fd = connect_to(port);
+  tcp_peer peer = start_tcp_peer([&](int fd) {
     std::vector<char> buf(bytes);
-    for (int r = 0; r < rounds; ++r) {
+    for (int r = 0; r < rounds; ++r)
       if (!read_all(fd, buf.data(), bytes) || !write_all(fd, buf.data(), bytes))
         _exit(1);
-    }
-    _exit(0);
-  }
-  int fd = ::accept(lfd, nullptr, nullptr);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  });
+  int fd = peer.fd;
   std::vector<char> out(bytes, 7), in(bytes);
   std::vector<double> times;
-  double cpu0 = cpu_seconds(0) + cpu_seconds(child);
+  double cpu0 = cpu_seconds(0) + cpu_seconds(peer.child);
   for (int r = 0; r < rounds; ++r) {
     double t0 = now();
     write_all(fd, out.data(), bytes);
     read_all(fd, in.data(), bytes);
     times.push_back(now() - t0);
   }
-  double cpu = cpu_seconds(0) + cpu_seconds(child) - cpu0;
-  ::close(fd);
-  ::close(lfd);
-  ::waitpid(child, nullptr, 0);
+  double cpu = cpu_seconds(0) + cpu_seconds(peer.child) - cpu0;
+  peer.finish();
   std::sort(times.begin(), times.end());
   return {times[times.size() / 2], cpu / rounds};
 }
@@ -228,22 +237,15 @@ double data_plane(int rounds) {
 
 /// Median seconds of a raw TCP round trip of 8 bytes to a child process.
 double raw_round_trip(int rounds) {
-  int port;
-  int lfd = listen_any(port);
-  pid_t child = ::fork();
-  if (child == 0) {
-    int fd = connect_to(port);
+  tcp_peer peer = start_tcp_peer([&](int fd) {
     char b[8];
     for (int r = 0; r < rounds; ++r) {
       if (!read_all(fd, b, 8))
         _exit(1);
       write_all(fd, b, 8);
     }
-    _exit(0);
-  }
-  int fd = ::accept(lfd, nullptr, nullptr);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  });
+  int fd = peer.fd;
   std::vector<double> times;
   char b[8] = {};
   for (int r = 0; r < rounds; ++r) {
@@ -252,9 +254,7 @@ double raw_round_trip(int rounds) {
     read_all(fd, b, 8);
     times.push_back(now() - t0);
   }
-  ::close(fd);
-  ::close(lfd);
-  ::waitpid(child, nullptr, 0);
+  peer.finish();
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
