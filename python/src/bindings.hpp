@@ -1,0 +1,19 @@
+#pragma once
+// The parts of the _runnel extension module, each binding one area of the C++ API.
+#include <pybind11/pybind11.h>
+
+namespace runnel {
+class runtime;
+}
+
+namespace runnel::python {
+
+void bind_graph(pybind11::module_& m);
+void bind_session(pybind11::module_& m);
+void bind_train(pybind11::module_& m);
+void bind_data(pybind11::module_& m);
+/// The process's runtime, made on first use with the options set_runtime_options gave (never
+/// destroyed: its threads may outlive the interpreter's last reference).
+runtime& shared_runtime();
+
+} // namespace runnel::python

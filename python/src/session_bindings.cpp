@@ -1,0 +1,166 @@
+// Sessions from Python: runs with NumPy feeds and fetches, the GIL released while a step runs,
+// Ctrl-C interrupting a local step, traces, and the process's runtime.
+#include <pybind11/stl.h>
+
+#include <mutex>
+
+#include "bindings.hpp"
+#include "convert.hpp"
+#include "py_session.hpp"
+#include "runnel/actors/exec/runtime.hpp"
+#include "runnel/actors/exec/session.hpp"
+
+namespace runnel::python {
+
+namespace {
+
+std::mutex runtime_mu;
+runtime* the_runtime = nullptr;
+runtime_options pending_options;
+
+session_options options_from(const py::dict& config) {
+  session_options o;
+  for (auto [k, v] : config) {
+    std::string key = py::str(k);
+    if (key == "allow_soft_placement")
+      o.allow_soft_placement = v.cast<bool>();
+    else if (key == "placement")
+      o.placement = v.cast<std::string>() == "cost_model"
+                        ? session_options::placement_policy::cost_model
+                        : session_options::placement_policy::first_feasible;
+    else if (key == "max_in_flight_steps")
+      o.max_in_flight_steps = v.cast<int>();
+    else if (key == "auth_token")
+      o.auth_token = v.cast<std::string>();
+    else if (key == "remote_timeout")
+      o.remote_timeout = std::chrono::milliseconds(int64_t(v.cast<double>() * 1000));
+    else if (key == "tls_cert")
+      o.tls_cert = v.cast<std::string>();
+    else if (key == "tls_key")
+      o.tls_key = v.cast<std::string>();
+    else if (key == "tls_ca")
+      o.tls_ca = v.cast<std::string>();
+    else
+      throw py::value_error("unknown session option '" + key + "'");
+  }
+  return o;
+}
+
+std::unique_ptr<py_session> make_session(const graph_ptr& g, const std::string& target,
+                                         const py::dict& config) {
+  auto ps = std::make_unique<py_session>();
+  ps->g = g;
+  session_options o = options_from(config);
+  runtime& rt = shared_runtime();
+  if (target.empty())
+    ps->s = std::make_unique<session>(rt, *g, o);
+  else
+    ps->s = std::make_unique<session>(rt, *g, target, o);
+  return ps;
+}
+
+/// One step: `feeds` converted to the dtype of what they feed, the GIL released while it runs,
+/// fetched tensors as NumPy arrays. With `trace`, returns (values, Chrome trace JSON).
+py::object run(py_session& ps, const std::vector<py_tensor>& fetches,
+               const std::vector<py_operation>& targets,
+               const std::vector<std::pair<py_tensor, py::object>>& feeds, double timeout_s,
+               bool trace) {
+  session& s = ps.get();
+  feed_list fl;
+  for (auto& [t, value] : feeds) {
+    if (t.g != ps.g)
+      throw py::value_error("cannot feed '" + t.o.name() + "': it belongs to another graph");
+    fl.emplace_back(t.o, to_tensor(value, t.o.type()));
+  }
+  std::vector<output> fo;
+  for (auto& t : fetches) {
+    if (t.g != ps.g)
+      throw py::value_error("cannot fetch '" + t.o.name() + "': it belongs to another graph");
+    fo.push_back(t.o);
+  }
+  std::vector<operation> to;
+  for (auto& o : targets) {
+    if (o.g != ps.g)
+      throw py::value_error("cannot run '" + o.op.name() + "': it belongs to another graph");
+    to.push_back(o.op);
+  }
+  run_options ro;
+  ro.trace = trace;
+  ro.timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000));
+  // Ctrl-C: Python's handler only sets a flag; ask for it while the step runs.
+  bool interrupted = false;
+  ro.interrupted = [&interrupted] {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      interrupted = true;
+      return true;
+    }
+    return false;
+  };
+  run_metadata md;
+  result<std::vector<tensor>> r = status(error_code::internal, "not run");
+  {
+    py::gil_scoped_release unlocked;
+    r = s.run(fl, fo, to, ro, trace ? &md : nullptr);
+    fl.clear(); // fed arrays' references drop while the GIL is free
+  }
+  if (interrupted)
+    throw py::error_already_set(); // the KeyboardInterrupt PyErr_CheckSignals raised
+  if (!r.ok())
+    raise(r.error());
+  py::list values;
+  for (auto& t : *r)
+    values.append(to_numpy(std::move(t)));
+  if (!trace)
+    return values;
+  return py::make_tuple(values, md.to_chrome_trace());
+}
+
+} // namespace
+
+runtime& shared_runtime() {
+  std::lock_guard lock(runtime_mu);
+  if (!the_runtime)
+    the_runtime = new runtime(pending_options); // never destroyed: see bindings.hpp
+  return *the_runtime;
+}
+
+void bind_session(py::module_& m) {
+  py::class_<py_session>(m, "_Session")
+      .def(py::init(&make_session))
+      .def("run", &run)
+      // The same step run `n` times from C++ (the GIL released): what bench/python_bench.py
+      // compares a Python run with, in the same process and runtime.
+      .def("cpp_runs",
+           [](py_session& ps, const py_tensor& fetch, const py_tensor& feed, py::handle value,
+              int n) {
+             session& s = ps.get();
+             feed_list fl{{feed.o, to_tensor(value, feed.o.type()).copy()}};
+             py::gil_scoped_release unlocked;
+             auto t0 = std::chrono::steady_clock::now();
+             for (int i = 0; i < n; ++i)
+               if (auto r = s.run(fl, {fetch.o}); !r.ok()) {
+                 py::gil_scoped_acquire gil;
+                 raise(r.error());
+               }
+             return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                    n;
+           })
+      .def("close", &py_session::close)
+      .def_property_readonly("closed", [](const py_session& ps) { return !ps.s || ps.s->closed(); })
+      .def_property_readonly("num_instances", [](const py_session& ps) {
+        return ps.s ? ps.s->num_instances() : size_t(0);
+      });
+  m.def("_set_runtime_options", [](int cpu_devices, int intra_op_threads, int scheduler_threads) {
+    std::lock_guard lock(runtime_mu);
+    if (the_runtime)
+      raise(failed_precondition("the runtime is already running: set its options before the "
+                                "first Session"));
+    pending_options.cpu_devices = cpu_devices;
+    pending_options.intra_op_threads = intra_op_threads;
+    pending_options.scheduler_threads = scheduler_threads;
+  });
+  m.def("_devices", [] { return shared_runtime().devices(); });
+}
+
+} // namespace runnel::python
