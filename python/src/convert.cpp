@@ -14,7 +14,7 @@ namespace {
 /// Drops a Python reference kept by a borrowed tensor; runtime threads take the GIL for it.
 void release_object(void* context) {
   auto* obj = static_cast<py::object*>(context);
-  if (!Py_IsInitialized()) { // the interpreter is gone: the reference goes with it
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) { // the interpreter is (nearly) gone: leak
     obj->release();
     delete obj;
     return;

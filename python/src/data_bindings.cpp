@@ -42,7 +42,7 @@ element element_from_py(py::handle items) {
 /// A Python callable shared by a dataset's stages, which may drop it on a pipeline thread.
 std::shared_ptr<py::function> shared_callable(py::function fn) {
   return std::shared_ptr<py::function>(new py::function(std::move(fn)), [](py::function* p) {
-    if (!Py_IsInitialized()) {
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) { // taking the GIL now could hang
       p->release();
       delete p;
       return;
