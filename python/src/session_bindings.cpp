@@ -24,11 +24,13 @@ session_options options_from(const py::dict& config) {
     std::string key = py::str(k);
     if (key == "allow_soft_placement")
       o.allow_soft_placement = v.cast<bool>();
-    else if (key == "placement")
-      o.placement = v.cast<std::string>() == "cost_model"
-                        ? session_options::placement_policy::cost_model
-                        : session_options::placement_policy::first_feasible;
-    else if (key == "max_in_flight_steps")
+    else if (key == "placement") {
+      auto policy = v.cast<std::string>();
+      if (policy != "cost_model" && policy != "first_feasible")
+        throw py::value_error("placement '" + policy + "': 'first_feasible' or 'cost_model'");
+      o.placement = policy == "cost_model" ? session_options::placement_policy::cost_model
+                                           : session_options::placement_policy::first_feasible;
+    } else if (key == "max_in_flight_steps")
       o.max_in_flight_steps = v.cast<int>();
     else if (key == "auth_token")
       o.auth_token = v.cast<std::string>();

@@ -82,6 +82,10 @@ def test_build_errors_name_the_node():
     assert "bad" in str(e.value) and e.value.node_name == "bad" and e.value.op_type == "MatMul"
     with pytest.raises(TypeError, match="not a Runnel dtype"):
         tf.placeholder("complex64")
+    with pytest.raises(tf.errors.InvalidArgumentError):  # thrown by the C++ builder
+        tf.Variable(tf.placeholder(tf.float32, [None, 2]))  # a variable needs a known shape
+    with pytest.raises(ValueError, match="placement"):
+        tf.Session(config={"placement": "fastest"})
 
 
 def test_operators():
