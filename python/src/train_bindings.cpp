@@ -41,39 +41,30 @@ std::vector<output> refs_of(const std::vector<py_variable>& vars) {
   return out;
 }
 
-/// Runs `fn`, turning a runnel::error (the builder's way to fail) into runnel.errors.
-template <class F> auto guarded(F&& fn) {
-  try {
-    return fn();
-  } catch (const error& e) {
-    raise(e.get_status());
-  }
-}
-
 void bind_optimizers(py::module_& m) {
   py::class_<py_optimizer>(m, "_Optimizer")
       .def("minimize",
            [](py_optimizer& o, const py_tensor& loss, const std::vector<py_variable>& var_list,
               std::optional<py_variable> global_step, const std::string& name) {
-             return guarded([&] {
+             return [&] {
                operation op = o.opt->minimize(loss.o, refs_of(var_list),
                                               global_step ? &global_step->v : nullptr, name);
                return py_operation{loss.g, op};
-             });
+             }();
            })
       .def("compute_gradients",
            [](py_optimizer& o, const py_tensor& loss, const std::vector<py_variable>& var_list) {
-             return guarded([&] {
+             return [&] {
                std::vector<std::pair<py_tensor, py_tensor>> out;
                for (auto& [grad, var] : o.opt->compute_gradients(loss.o, refs_of(var_list)))
                  out.push_back({py_tensor{loss.g, grad.to_dense()}, py_tensor{loss.g, var}});
                return out;
-             });
+             }();
            })
       .def("apply_gradients", [](py_optimizer& o,
                                  const std::vector<std::pair<py_tensor, py_tensor>>& grads_and_vars,
                                  std::optional<py_variable> global_step, const std::string& name) {
-        return guarded([&] {
+        return [&] {
           std::vector<std::pair<gradient_value, output>> gv;
           graph_ptr g;
           for (auto& [grad, var] : grads_and_vars) {
@@ -84,7 +75,7 @@ void bind_optimizers(py::module_& m) {
             throw py::value_error("apply_gradients: no (gradient, variable) pairs");
           operation op = o.opt->apply_gradients(gv, global_step ? &global_step->v : nullptr, name);
           return py_operation{g, op};
-        });
+        }();
       });
   m.def("_gradient_descent", [](py::handle lr) {
     return py_optimizer{nullptr, std::make_shared<gradient_descent_optimizer>(rate_of(lr))};
@@ -116,7 +107,7 @@ void bind_saver(py::module_& m) {
           o.format = checkpoint_format::tensorflow;
         else if (format != "hdf5")
           throw py::value_error("checkpoint format '" + format + "': 'hdf5' or 'tensorflow'");
-        return guarded([&] { return py_saver{g, std::make_unique<saver>(*g, refs_of(vars), o)}; });
+        return [&] { return py_saver{g, std::make_unique<saver>(*g, refs_of(vars), o)}; }();
       }))
       .def(
           "save",
@@ -162,9 +153,7 @@ void bind_train(py::module_& m) {
                              })
       .def_property_readonly("name", [](const py_variable& v) { return v.v.name(); });
   m.def("_variable", [](const py_tensor& init, const std::string& name, bool trainable) {
-    return guarded([&] {
-      return py_variable{init.g, variable(init.o.owner(), init.o, name, trainable)};
-    });
+    return [&] { return py_variable{init.g, variable(init.o.owner(), init.o, name, trainable)}; }();
   });
   m.def("_variables", [](const graph_ptr& g, const std::string& collection) {
     // The collection lists VariableV2 nodes; each one's read and initializer are found by the
@@ -189,16 +178,16 @@ void bind_train(py::module_& m) {
   });
   m.def("_assign", [](const py_variable& v, const py_tensor& value, const std::string& kind,
                       const std::string& name) {
-    return guarded([&] {
+    return [&] {
       output o = kind == "add"   ? assign_add(v.v, value.o, name)
                  : kind == "sub" ? assign_sub(v.v, value.o, name)
                                  : assign(v.v, value.o, name);
       return py_tensor{v.g, o};
-    });
+    }();
   });
   m.def("_gradients", [](const std::vector<py_tensor>& ys, const std::vector<py_tensor>& xs,
                          const std::vector<py_tensor>& grad_ys) {
-    return guarded([&] {
+    return [&] {
       std::vector<output> y, x, gy;
       for (auto& t : ys)
         y.push_back(t.o);
@@ -212,7 +201,7 @@ void bind_train(py::module_& m) {
         out.append(grads[i].valid() ? py::cast(py_tensor{xs[i].g, grads[i]})
                                     : py::object(py::none()));
       return out;
-    });
+    }();
   });
   bind_optimizers(m);
   bind_saver(m);
