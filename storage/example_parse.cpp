@@ -80,6 +80,15 @@ struct found_feature {
   std::string_view list;
 };
 
+/// Asks the CPU to start loading a record's first 4 KiB while the one before it is parsed:
+/// records of a shuffled batch lie far apart in memory, and parsing one waits on its cache
+/// misses one after the other.
+inline void prefetch_record(std::string_view record) {
+  size_t n = std::min<size_t>(record.size(), 4096);
+  for (size_t off = 0; off < n; off += 64)
+    __builtin_prefetch(record.data() + off);
+}
+
 /// Finds the features named by `specs` in one record.
 status scan(std::string_view record, std::span<const feature_spec> specs,
             std::vector<found_feature>& found, const record_label& record_name) {
@@ -319,6 +328,8 @@ status parse_batch_impl(const std::vector<feature_spec>& specs, std::span<const 
   thread_local values scratch;
   for (int64_t r = 0; r < batch; ++r) {
     std::string_view rec(records[size_t(r)]);
+    if (r + 1 < batch)
+      prefetch_record(std::string_view(records[size_t(r + 1)]));
     record_label label{{}, r};
     RUNNEL_RETURN_IF_ERROR(scan(rec, specs, found, label));
     for (size_t i = 0; i < specs.size(); ++i) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -45,6 +46,35 @@ struct record_reader::impl {
   /// Uncompressed files are mapped: a record is copied once, from the page cache to its string.
   const char* map = nullptr;
   size_t map_size = 0;
+  /// next_view's buffer: bytes [window_start, window_start + window_len) of a raw file, read
+  /// with pread; `scratch` holds what next() read for it.
+  std::vector<char> window;
+  uint64_t window_start = 0;
+  size_t window_len = 0;
+  std::string scratch;
+
+  /// Bytes [pos, pos + n) of a raw file (pos + n <= map_size), read into the window when they
+  /// are not all there yet: 1 MiB at a time, or the whole span when it is larger.
+  result<const char*> window_at(uint64_t pos, size_t n) {
+    if (pos >= window_start && pos + n <= window_start + window_len)
+      return window.data() + (pos - window_start);
+    size_t want = std::max(n, std::min<size_t>(size_t(256) << 10, map_size - size_t(pos)));
+    if (window.size() < want)
+      window.resize(want);
+    window_len = 0;
+    for (size_t got = 0; got < want;) {
+      ssize_t r = ::pread(fileno(file), window.data() + got, want - got, off_t(pos + got));
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        return data_loss(path + ":" + std::to_string(pos + got) + ": read error: " +
+                         (r < 0 ? std::strerror(errno) : "the file shrank while being read"));
+      got += size_t(r);
+    }
+    window_start = pos;
+    window_len = want;
+    return window.data();
+  }
 
   ~impl() {
     if (inflating)
@@ -212,18 +242,6 @@ result<std::string_view> record_reader::checked_view(uint64_t data_offset,
   return data;
 }
 
-status record_reader::read_span(uint64_t data_offset, uint64_t length, std::string& out) const {
-  auto& d = *impl_;
-  if (!d.map || data_offset + length + 4 > d.map_size)
-    return out_of_range(d.path + ": no record data at " + std::to_string(data_offset));
-  // Copy first, then check the copy: the CRC then reads cache-hot bytes.
-  out.assign(d.map + data_offset, size_t(length));
-  if (mask_crc(crc32c(out.data(), out.size())) != load_u32(d.map + data_offset + length))
-    return data_loss(d.path + ":" + std::to_string(data_offset - 12) +
-                     ": bad data CRC in a record of " + std::to_string(length) + " bytes");
-  return {};
-}
-
 record_compression record_reader::compression() const {
   return impl_->compression;
 }
@@ -335,6 +353,31 @@ result<bool> record_reader::next(std::string& out) {
     }
     return true;
   }
+}
+
+result<bool> record_reader::next_view(std::string_view& out) {
+  auto& d = *impl_;
+  // Whatever is not a well-formed record goes through next(), which reports or skips it.
+  auto through_next = [&]() -> result<bool> {
+    RUNNEL_ASSIGN_OR_RETURN(bool more, next(d.scratch));
+    out = d.scratch;
+    return more;
+  };
+  uint64_t start = d.offset;
+  if (!d.map || start >= d.map_size || d.map_size - start < 16)
+    return through_next();
+  RUNNEL_ASSIGN_OR_RETURN(const char* header, d.window_at(start, 12));
+  uint64_t len = load_u64(header);
+  if (mask_crc(crc32c(header, 8)) != load_u32(header + 8) || len > d.options.max_record_bytes ||
+      d.map_size - start - 16 < len)
+    return through_next();
+  RUNNEL_ASSIGN_OR_RETURN(header, d.window_at(start, size_t(len) + 16));
+  const char* data = header + 12;
+  if (mask_crc(crc32c(data, size_t(len))) != load_u32(data + len))
+    return through_next();
+  d.offset = start + 16 + len;
+  out = std::string_view(data, size_t(len));
+  return true;
 }
 
 struct record_writer::impl {

@@ -47,6 +47,11 @@ public:
 
   /// Reads the next record into `out`: true, false at a clean end, or an error.
   result<bool> next(std::string& out);
+  /// The next record as a view valid until the next call on this reader, its CRCs checked:
+  /// true, false at a clean end, or an error (as next()). Uncompressed files are read with
+  /// pread into a reused buffer, so no page is faulted in and the CRC runs over bytes the read
+  /// just left in cache; damaged records and compressed files go through next().
+  result<bool> next_view(std::string_view& out);
   /// Offset of the next record in the uncompressed stream.
   uint64_t offset() const;
   /// Continues reading at `offset` (a record's offset, e.g. from an index): a seek for raw
@@ -55,11 +60,10 @@ public:
   int64_t skipped() const;
 
   /// Random access for uncompressed files, which are mapped into memory: `next_span` checks the
-  /// next record's header and skips over it, giving where its data lies; `read_span` copies that
-  /// data out and checks its CRC. A shuffle buffer can then hold places instead of payloads.
+  /// next record's header and skips over it, giving where its data lies (the event tools read
+  /// a file's records in place this way).
   bool mapped() const;
   result<bool> next_span(uint64_t& data_offset, uint64_t& length);
-  status read_span(uint64_t data_offset, uint64_t length, std::string& out) const;
   /// The mapped data of a span, without a copy, after checking its CRC (for parsing in place).
   result<std::string_view> checked_view(uint64_t data_offset, uint64_t length) const;
   record_compression compression() const;

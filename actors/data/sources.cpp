@@ -2,11 +2,15 @@
 // records+shuffle and records+batch+parse streams that read records in place.
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <span>
 
+#include "runnel/actors/data/record_arena.hpp"
 #include "runnel/actors/data/stages.hpp"
+#include "runnel/storage/record_file.hpp"
 
 namespace runnel {
 namespace {
@@ -161,24 +165,18 @@ private:
   size_t next_file_ = 0;
 };
 
-/// Where a record lies: in a mapped file (reader, offset, length), or, for compressed files,
-/// which cannot be addressed, the record itself.
+/// A record read and checked, waiting in a shuffle window: its bytes in the window's arena.
 struct record_place {
-  std::shared_ptr<record_reader> reader;
-  uint64_t offset = 0, length = 0;
-  std::string value;
-
-  /// The record's bytes after checking its CRC (a mapped record is checked here; a read one
-  /// was checked when it was read). Valid while this place lives.
-  result<std::string_view> view() const {
-    if (!reader)
-      return std::string_view(value);
-    return reader->checked_view(offset, length);
-  }
+  char* data = nullptr;
+  size_t length = 0;
+  std::string_view view() const { return {data, length}; }
 };
 
-/// The places of the records of `files`, interleaved like records(), optionally through a
-/// shuffle window of `buffer` places (0: in order).
+/// The records of `files`, interleaved like records(), optionally through a shuffle window of
+/// `buffer` records (0: in order). Each record is read with its CRCs checked (pread into a
+/// reused buffer, so the check runs over bytes still in cache: checked later, from the arena,
+/// the same CRC cost four times as much) and copied once into the arena, where it stays until
+/// the consumer gives its place back with release().
 class record_places {
 public:
   record_places(std::vector<std::string> files, records_options o, size_t buffer, uint64_t seed)
@@ -198,10 +196,10 @@ public:
                           : head_;
       if (shuffle_) {
         std::swap(buf_[i], buf_.back());
-        out.push_back(std::move(buf_.back()));
+        out.push_back(buf_.back());
         buf_.pop_back();
       } else {
-        out.push_back(std::move(buf_[head_++]));
+        out.push_back(buf_[head_++]);
         if (head_ == buf_.size()) {
           buf_.clear();
           head_ = 0;
@@ -210,10 +208,15 @@ public:
     }
     return {};
   }
+  /// Frees the records of places next() handed out (on the thread that calls next()).
+  void release(std::span<const record_place> places) {
+    for (auto& p : places)
+      arena_.release(p.data, p.length);
+  }
 
 private:
   struct slot {
-    std::shared_ptr<record_reader> reader;
+    std::unique_ptr<record_reader> reader;
     size_t taken = 0;
   };
   status fill() {
@@ -225,7 +228,7 @@ private:
           auto r = record_reader::open(files_[next_file_++], options_.reader);
           if (!r)
             return r.error();
-          s.reader = std::make_shared<record_reader>(std::move(r).value());
+          s.reader = std::make_unique<record_reader>(std::move(r).value());
           s.taken = 0;
         }
         any |= bool(s.reader);
@@ -239,19 +242,15 @@ private:
         current_ = (current_ + 1) % slots_.size();
         continue;
       }
-      record_place p;
-      bool more;
-      if (s.reader->mapped()) {
-        RUNNEL_ASSIGN_OR_RETURN(more, s.reader->next_span(p.offset, p.length));
-        p.reader = s.reader;
-      } else {
-        RUNNEL_ASSIGN_OR_RETURN(more, s.reader->next(p.value));
-      }
+      std::string_view rec;
+      RUNNEL_ASSIGN_OR_RETURN(bool more, s.reader->next_view(rec));
       if (!more) {
-        s.reader.reset(); // places still buffered keep the file mapped
+        s.reader.reset();
         continue;
       }
-      buf_.push_back(std::move(p));
+      record_place p{arena_.allocate(rec.size()), rec.size()};
+      std::memcpy(p.data, rec.data(), rec.size());
+      buf_.push_back(p);
       if (++s.taken >= size_t(std::max(1, options_.block_length))) {
         s.taken = 0;
         current_ = (current_ + 1) % slots_.size();
@@ -266,15 +265,14 @@ private:
   std::mt19937_64 rng_;
   std::vector<slot> slots_;
   size_t current_ = 0, next_file_ = 0;
+  record_arena arena_;
   std::vector<record_place> buf_;
   size_t head_ = 0; // in order: the next place to hand out
   bool ended_ = false;
 };
 
-/// records(...).shuffle(n) fused: the buffer holds where records lie in the mapped files, not
-/// their payloads, so a 10k-record window costs 10k small entries instead of 10k strings copied
-/// in and read back cold. Each record is copied out (and its CRC checked) once, when it is
-/// emitted.
+/// records(...).shuffle(n) fused: the window holds the records in an arena of huge pages
+/// instead of one string each, and each is copied out once, when it is emitted.
 class records_shuffle_stream : public element_stream {
 public:
   records_shuffle_stream(std::vector<std::string> files, records_options o, size_t buffer,
@@ -283,14 +281,9 @@ public:
   status next_chunk(std::vector<element>& out, size_t max) override {
     picked_.clear();
     RUNNEL_RETURN_IF_ERROR(places_.next(picked_, max));
-    for (auto& p : picked_) {
-      std::string rec;
-      if (p.reader)
-        RUNNEL_RETURN_IF_ERROR(p.reader->read_span(p.offset, p.length, rec));
-      else
-        rec = std::move(p.value);
-      out.push_back({tensor::scalar<std::string>(std::move(rec))});
-    }
+    for (auto& p : picked_)
+      out.push_back({tensor::scalar<std::string>(std::string(p.view()))});
+    places_.release(picked_);
     return {};
   }
 
@@ -300,8 +293,10 @@ private:
 };
 
 /// records()[.shuffle(n)].batch(b).parse_examples(specs) fused: each batch's records are
-/// parsed straight from the mapped files (CRC checked in place), on `parallelism` actors, with
-/// no copy of any record. The same records in the same order as the unfused pipeline.
+/// parsed on `parallelism` actors straight from the window's arena into the batch's tensors
+/// (the only copy after the one into the arena). The same records in the same order as the
+/// unfused pipeline. Places go back to the arena on this stream's thread, as batches are
+/// handed out.
 class records_parse_stream : public element_stream {
 public:
   records_parse_stream(open_context& ctx, record_places places, int64_t batch, bool drop,
@@ -313,8 +308,11 @@ public:
   }
   ~records_parse_stream() override {
     for (auto& t : in_flight_) {
-      std::unique_lock lock(t->mu);
-      t->cv.wait(lock, [&] { return t->done; });
+      if (t->claim()) { // not started: nobody needs it parsed any more
+        t->finish();
+        continue;
+      }
+      t->wait();
     }
     workers_.clear();
   }
@@ -332,30 +330,31 @@ public:
         ended_ = true;
         break;
       }
-      if (workers_.empty()) {
-        parse(*t);
-        t->done = true;
-      } else {
+      if (!workers_.empty())
         workers_[next_worker_++ % workers_.size()]->post([t, parser = parser_] {
-          parse_with(*t, *parser);
-          std::lock_guard lock(t->mu);
-          t->done = true;
-          t->cv.notify_all();
+          if (t->claim()) {
+            parse_with(*t, *parser);
+            t->finish();
+          }
         });
-      }
       in_flight_.push_back(std::move(t));
       if (workers_.empty())
         break; // inline: one batch per call
     }
     for (size_t k = 0; k < max && !in_flight_.empty(); ++k) {
       auto& t = in_flight_.front();
-      {
-        std::unique_lock lock(t->mu);
-        t->cv.wait(lock, [&] { return t->done; });
+      // A batch no worker has started yet is parsed here rather than waited for: this thread
+      // would otherwise sleep, and on our VMs a sleep and its wake-up cost more than a batch.
+      if (t->claim()) {
+        parse_with(*t, *parser_);
+        t->finish();
+      } else {
+        t->wait();
       }
       if (!t->result.ok())
         return t->result;
       out.push_back(std::move(t->parsed));
+      places_.release(t->places);
       in_flight_.pop_front();
       if (!workers_.empty())
         break; // hand out what is ready; refill on the next call
@@ -370,25 +369,29 @@ private:
     std::vector<record_place> places;
     element parsed;
     status result;
+    std::atomic<bool> claimed{false}; // by the worker it was posted to, or the stream's thread
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
+
+    bool claim() { return !claimed.exchange(true, std::memory_order_acq_rel); }
+    void finish() {
+      std::lock_guard lock(mu);
+      done = true;
+      cv.notify_all();
+    }
+    void wait() {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return done; });
+    }
   };
   static void parse_with(task& t, const example_parser& parser) {
     std::vector<std::string_view> views;
     views.reserve(t.places.size());
-    for (auto& p : t.places) {
-      auto v = p.view();
-      if (!v) {
-        t.result = v.error();
-        return;
-      }
-      views.push_back(*v);
-    }
+    for (auto& p : t.places)
+      views.push_back(p.view());
     t.result = parser.parse_batch(std::span<const std::string_view>(views), t.parsed);
-    t.places.clear(); // release the mappings early
   }
-  void parse(task& t) { parse_with(t, *parser_); }
 
   record_places places_;
   size_t batch_;

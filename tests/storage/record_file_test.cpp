@@ -36,6 +36,16 @@ std::vector<std::string> read_all(const std::string& path, record_reader_options
   return out;
 }
 
+/// The same through next_view, which reads raw files with pread into a reused buffer.
+std::vector<std::string> read_all_views(const std::string& path, record_reader_options o = {}) {
+  auto r = record_reader::open(path, o).value();
+  std::vector<std::string> out;
+  std::string_view rec;
+  while (r.next_view(rec).value())
+    out.emplace_back(rec);
+  return out;
+}
+
 std::string temp(const std::string& name) {
   return (fs::temp_directory_path() / ("runnel-rec-" + std::to_string(::getpid()) + "-" + name))
       .string();
@@ -113,8 +123,41 @@ TEST_CASE("round trips, raw and GZIP, including empty and large records", "[stor
       REQUIRE(w.write(r).ok());
     REQUIRE(w.close().ok());
     CHECK(read_all(path) == records);
+    CHECK(read_all_views(path) == records);
     fs::remove(path);
   }
+}
+
+TEST_CASE("next_view: records in and beyond its buffer, mixed with next() and seek", "[storage]") {
+  // Sizes around the 256 KiB buffer: records that end exactly at its edge, straddle it, and
+  // are larger than it.
+  std::vector<std::string> records;
+  std::mt19937 rng(7);
+  for (size_t n : {0ul, 5ul, (256ul << 10) - 16 - 21 - 16, 100ul, 256ul << 10, 3ul, 700000ul, 9ul})
+    records.push_back(std::string(n, char('a' + records.size())));
+  for (int i = 0; i < 300; ++i)
+    records.push_back(std::string(rng() % 5000, char('0' + i % 10)));
+  auto path = temp("views");
+  auto w = record_writer::open(path).value();
+  for (auto& r : records)
+    REQUIRE(w.write(r).ok());
+  REQUIRE(w.close().ok());
+  CHECK(read_all_views(path) == records);
+
+  auto r = record_reader::open(path).value();
+  std::string_view v;
+  std::string s;
+  REQUIRE(r.next_view(v).value());
+  CHECK(v == records[0]);
+  uint64_t second = r.offset();
+  REQUIRE(r.next(s).value()); // next() and next_view() share the position
+  CHECK(s == records[1]);
+  REQUIRE(r.next_view(v).value());
+  CHECK(v == records[2]);
+  REQUIRE(r.seek(second).ok());
+  REQUIRE(r.next_view(v).value());
+  CHECK(v == records[1]);
+  fs::remove(path);
 }
 
 TEST_CASE("corruption is reported with file and offset, or skipped and counted", "[storage]") {
@@ -130,16 +173,25 @@ TEST_CASE("corruption is reported with file and offset, or skipped and counted",
   auto write_bytes = [&](const std::string& bytes) {
     std::ofstream(path, std::ios::binary) << bytes;
   };
+  // next() and next_view() report the same error.
   auto error_of = [&](record_reader_options o = {}) {
-    auto r = record_reader::open(path, o).value();
-    std::string s;
-    for (;;) {
-      auto more = r.next(s);
-      if (!more)
-        return more.error();
-      if (!*more)
-        return status{};
+    status errors[2];
+    for (bool views : {false, true}) {
+      auto r = record_reader::open(path, o).value();
+      std::string s;
+      std::string_view v;
+      for (;;) {
+        auto more = views ? r.next_view(v) : r.next(s);
+        if (!more) {
+          errors[views] = more.error();
+          break;
+        }
+        if (!*more)
+          break;
+      }
     }
+    CHECK(errors[0].message() == errors[1].message());
+    return errors[1];
   };
 
   SECTION("a flipped data bit") {
@@ -159,6 +211,8 @@ TEST_CASE("corruption is reported with file and offset, or skipped and counted",
       ++n;
     CHECK(n == 2);
     CHECK(r.skipped() == 1);
+    CHECK(read_all_views(path, skip) ==
+          std::vector<std::string>{"record number 0", "record number 2"});
   }
   SECTION("a corrupt length") {
     auto bad = good;
