@@ -136,9 +136,26 @@ public:
     buf_->can_put.notify_all();
     worker_.reset(); // it stops once the producer sees the cancel
   }
+  std::pair<int64_t, int64_t> buffer_fill() const override {
+    std::lock_guard lock(buf_->mu);
+    return {int64_t(buf_->count), int64_t(buf_->capacity)};
+  }
   status next_chunk(std::vector<element>& out, size_t max) override {
     std::unique_lock lock(buf_->mu);
     buf_->can_take.wait(lock, [&] { return !buf_->chunks.empty() || buf_->finished; });
+    return take(lock, out, max);
+  }
+  std::optional<status> try_next_chunk(std::vector<element>& out, size_t max) override {
+    std::unique_lock lock(buf_->mu);
+    if (buf_->chunks.empty() && !buf_->finished)
+      return std::nullopt;
+    return take(lock, out, max);
+  }
+
+private:
+  /// Moves up to `max` buffered elements to `out` (or reports the end), then lets the producer
+  /// go on.
+  status take(std::unique_lock<std::mutex>& lock, std::vector<element>& out, size_t max) {
     if (buf_->chunks.empty())
       return buf_->error;
     auto& front = buf_->chunks.front();
@@ -158,7 +175,6 @@ public:
     return {};
   }
 
-private:
   std::shared_ptr<chunk_buffer> buf_;
   std::unique_ptr<stage_worker> worker_;
 };
@@ -166,7 +182,8 @@ private:
 class prefetch_node : public unary_node {
 public:
   prefetch_node(node_ptr in, int64_t n) : unary_node(std::move(in)), n_(n) {}
-  result<stream_ptr> open(open_context& ctx) const override {
+  std::string describe() const override { return "prefetch(" + std::to_string(n_) + ")"; }
+  result<stream_ptr> open_stream(open_context& ctx) const override {
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return stream_ptr(std::make_unique<prefetch_stream>(ctx, std::move(up), size_t(n_)));
   }

@@ -22,6 +22,21 @@ result<bool> element_stream::next(element& out) {
   return true;
 }
 
+std::optional<result<bool>> element_stream::try_next(element& out) {
+  if (pos_ >= pending_.size()) {
+    pending_.clear();
+    pos_ = 0;
+    auto st = try_next_chunk(pending_, 64);
+    if (!st)
+      return std::nullopt;
+    if (!st->ok())
+      return result<bool>(*st);
+    if (pending_.empty())
+      return result<bool>(false);
+  }
+  out = std::move(pending_[pos_++]);
+  return result<bool>(true);
+}
 
 // ---- dataset ----
 

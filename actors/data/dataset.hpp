@@ -33,7 +33,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runnel/actors/exec/runtime.hpp"
@@ -50,6 +52,28 @@ using predicate_fn = std::function<result<bool>(const element&)>;
 /// The length of an element, for bucketing.
 using length_fn = std::function<int64_t(const element&)>;
 
+/// What one stage of an opened dataset has done so far (element_stream::stats()).
+struct stage_stats {
+  std::string stage;    ///< "records", "batch(100)", "prefetch(4)"; fused stages are one entry
+  int64_t elements = 0; ///< handed to the next stage
+  int64_t calls = 0;    ///< times the next stage asked it for elements
+  /// Time in this stage's own work, on the threads that pulled it: the stages it pulls from on
+  /// the same thread are not counted. For prefetch, the time its consumer waited for it.
+  double seconds = 0;
+  /// Stages that buffer (prefetch): the mean fraction of the buffer that was full when the
+  /// consumer took from it (near 1: the consumer is the bottleneck; near 0: the stages before
+  /// it are); -1 for the others.
+  double buffer_fill = -1;
+
+  /// Elements per second of its own time: how fast this stage alone could go.
+  double rate() const { return seconds > 0 ? double(elements) / seconds : 0; }
+  /// Mean time of one call.
+  double latency() const { return calls > 0 ? seconds / double(calls) : 0; }
+};
+
+/// The stages as a table, one line each, source first.
+std::string format_stage_stats(const std::vector<stage_stats>& stages);
+
 /// An instance of a dataset being read.
 class element_stream {
 public:
@@ -58,6 +82,18 @@ public:
   virtual status next_chunk(std::vector<element>& out, size_t max) = 0;
   /// One element: true, false at the end, or the error.
   result<bool> next(element& out);
+  /// Like next_chunk, with only what is ready now: nullopt when getting elements would mean
+  /// waiting (or the stage cannot tell without waiting).
+  virtual std::optional<status> try_next_chunk(std::vector<element>& /*out*/, size_t /*max*/) {
+    return std::nullopt;
+  }
+  /// Like next(), without waiting: nullopt when no element is ready.
+  std::optional<result<bool>> try_next(element& out);
+  /// Each stage's counters so far, source first (for a stream dataset::open() returned; safe to
+  /// call from any thread while another reads the stream).
+  virtual std::vector<stage_stats> stats() const { return {}; }
+  /// Stages that buffer: the elements held now and the room for them; others {-1, -1}.
+  virtual std::pair<int64_t, int64_t> buffer_fill() const { return {-1, -1}; }
 
 private:
   std::vector<element> pending_;
@@ -90,8 +126,9 @@ public:
   /// Applies `fn` to each element, on `parallelism` actors when more than 1 (order is kept).
   dataset map(map_fn fn, int parallelism = 1) const;
   /// Like map(runnel::parse_examples(specs), parallelism). Directly after
-  /// records()[.shuffle(n)].batch(b) it parses each batch straight from the mapped record files
-  /// (CRC checked in place), copying no record: the fast path for training input.
+  /// records()[.shuffle(n)].batch(b) it is one stage that reads the files itself and parses
+  /// each batch straight from the shuffle window into its tensors: the fast path for training
+  /// input (docs/input_pipelines.md).
   dataset parse_examples(std::vector<feature_spec> specs, int parallelism = 1) const;
   dataset filter(predicate_fn keep) const;
   /// Shuffles within a window of `buffer` elements; seed 0 draws a random seed.
@@ -137,5 +174,14 @@ map_fn parse_examples(std::vector<feature_spec> specs);
 /// it, on whichever device they run, read `ds` from its start. Iterators are runtime-wide
 /// (one per name).
 status initialize_iterator(runtime& rt, const std::string& name, const dataset& ds);
+
+/// What the runtime's iterator `name` has served since it was last initialised.
+struct iterator_stats {
+  int64_t elements = 0;            ///< handed to IteratorGetNext nodes
+  double wait_seconds = 0;         ///< their time from asking for an element to getting it
+  std::vector<stage_stats> stages; ///< the dataset's stages
+};
+/// An error when no iterator of that name was initialised.
+result<iterator_stats> get_iterator_stats(runtime& rt, const std::string& name);
 
 } // namespace runnel

@@ -32,7 +32,8 @@ private:
 class tensors_node : public dataset_node {
 public:
   explicit tensors_node(std::vector<element> items) : items_(std::move(items)) {}
-  result<stream_ptr> open(open_context&) const override {
+  std::string describe() const override { return "tensors"; }
+  result<stream_ptr> open_stream(open_context&) const override {
     return stream_ptr(std::make_unique<vector_stream>(items_));
   }
 
@@ -56,7 +57,8 @@ private:
 class range_node : public dataset_node {
 public:
   explicit range_node(int64_t n) : n_(n) {}
-  result<stream_ptr> open(open_context&) const override {
+  std::string describe() const override { return "range(" + std::to_string(n_) + ")"; }
+  result<stream_ptr> open_stream(open_context&) const override {
     return stream_ptr(std::make_unique<range_stream>(n_));
   }
 
@@ -406,7 +408,7 @@ private:
 
 } // namespace
 
-result<stream_ptr> records_node::open(open_context& ctx) const {
+result<stream_ptr> records_node::open_stream(open_context& ctx) const {
   RUNNEL_ASSIGN_OR_RETURN(auto files, expand());
   return stream_ptr(std::make_unique<records_stream>(ctx, std::move(files), options_));
 }

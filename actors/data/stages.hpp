@@ -25,16 +25,28 @@ public:
   virtual void post(std::function<void()> task) = 0;
 };
 
+struct stage_registry; // the counters of one opened dataset's stages (stage_stats.cpp)
+std::vector<stage_stats> snapshot_stages(const stage_registry& r);
+
 /// How a stage instance starts its workers: on `sys` when the dataset is opened by a runtime.
+/// `stages` collects what the stages opened with it do, for element_stream::stats().
 struct open_context {
   caf::actor_system* sys = nullptr;
+  std::shared_ptr<stage_registry> stages;
   std::unique_ptr<stage_worker> start_worker() const;
 };
 
 class dataset_node {
 public:
   virtual ~dataset_node() = default;
-  virtual result<std::unique_ptr<element_stream>> open(open_context& ctx) const = 0;
+  /// Opens this stage and those it reads, each counted in ctx.stages (created here when the
+  /// context has none yet: this node is then the dataset's last stage).
+  result<std::unique_ptr<element_stream>> open(open_context& ctx) const;
+  /// The stage's name in stats(): "batch(100)", "prefetch(4)".
+  virtual std::string describe() const = 0;
+
+protected:
+  virtual result<std::unique_ptr<element_stream>> open_stream(open_context& ctx) const = 0;
 };
 
 using stream_ptr = std::unique_ptr<element_stream>;
@@ -56,7 +68,8 @@ class records_node : public dataset_node {
 public:
   records_node(std::vector<std::string> patterns, records_options o)
       : patterns_(std::move(patterns)), options_(o) {}
-  result<stream_ptr> open(open_context& ctx) const override;
+  std::string describe() const override { return "records"; }
+  result<stream_ptr> open_stream(open_context& ctx) const override;
   /// The files of one pass, in the order they are opened.
   result<std::vector<std::string>> expand() const;
   const records_options& options() const { return options_; }

@@ -2,6 +2,7 @@
 // filter, shuffle, batch, padded_batch, bucket_by_length, repeat, take, skip, shard. They run in
 // the thread that pulls them.
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "runnel/actors/data/stages.hpp"
@@ -14,7 +15,10 @@ class map_node : public unary_node {
 public:
   map_node(node_ptr in, map_fn fn, int p)
       : unary_node(std::move(in)), fn_(std::move(fn)), parallelism_(p) {}
-  result<stream_ptr> open(open_context& ctx) const override {
+  std::string describe() const override {
+    return parallelism_ > 1 ? "map(parallelism " + std::to_string(parallelism_) + ")" : "map";
+  }
+  result<stream_ptr> open_stream(open_context& ctx) const override {
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return make_map_stream(ctx, std::move(up), fn_, parallelism_);
   }
@@ -54,7 +58,8 @@ class filter_node : public unary_node {
 public:
   filter_node(node_ptr in, predicate_fn f)
       : unary_node(std::move(in)), keep_(std::move(f)) {}
-  result<stream_ptr> open(open_context& ctx) const override {
+  std::string describe() const override { return "filter"; }
+  result<stream_ptr> open_stream(open_context& ctx) const override {
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return stream_ptr(std::make_unique<filter_stream>(std::move(up), keep_));
   }
@@ -102,7 +107,8 @@ public:
   shuffle_node(node_ptr in, size_t buffer, uint64_t seed, bool reshuffle)
       : unary_node(std::move(in)), buffer_(buffer),
         seed_(seed ? seed : std::random_device{}()), reshuffle_(reshuffle) {}
-  result<stream_ptr> open(open_context& ctx) const override {
+  std::string describe() const override { return "shuffle(" + std::to_string(buffer_) + ")"; }
+  result<stream_ptr> open_stream(open_context& ctx) const override {
     uint64_t seed = next_seed();
     // Straight after records(): shuffle places in the files rather than payloads.
     if (auto* records = dynamic_cast<const records_node*>(input_.get());
@@ -212,7 +218,10 @@ public:
   batch_node(node_ptr in, int64_t n, bool drop, bool pad,
              std::vector<shape> shapes)
       : unary_node(std::move(in)), n_(n), drop_(drop), pad_(pad), shapes_(std::move(shapes)) {}
-  result<stream_ptr> open(open_context& ctx) const override {
+  std::string describe() const override {
+    return (pad_ ? "padded_batch(" : "batch(") + std::to_string(n_) + ")";
+  }
+  result<stream_ptr> open_stream(open_context& ctx) const override {
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return stream_ptr(std::make_unique<batch_stream>(std::move(up), n_, drop_, pad_, shapes_));
   }
@@ -297,7 +306,8 @@ public:
               std::vector<int64_t> sizes, bool to_boundary)
       : unary_node(std::move(in)), len_(std::move(len)), bounds_(std::move(bounds)),
         sizes_(std::move(sizes)), to_boundary_(to_boundary) {}
-  result<stream_ptr> open(open_context& ctx) const override {
+  std::string describe() const override { return "bucket_by_length"; }
+  result<stream_ptr> open_stream(open_context& ctx) const override {
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return stream_ptr(
         std::make_unique<bucket_stream>(std::move(up), len_, bounds_, sizes_, to_boundary_));
@@ -317,24 +327,47 @@ public:
       : unary_node(std::move(in)),
         parser_(std::make_shared<example_parser>(example_parser::create(specs).value())),
         fallback_(parse_examples(std::move(specs))), parallelism_(p) {}
-  result<stream_ptr> open(open_context& ctx) const override {
-    auto* b = dynamic_cast<const batch_node*>(input_.get());
-    if (b && !b->padded()) {
-      const dataset_node* below = b->input();
-      auto* sh = dynamic_cast<const shuffle_node*>(below);
-      auto* rec = dynamic_cast<const records_node*>(sh ? sh->input() : below);
-      if (rec && !rec->options().reader.skip_corrupt) {
-        RUNNEL_ASSIGN_OR_RETURN(auto files, rec->expand());
-        return make_records_parse_stream(ctx, std::move(files), rec->options(),
-                                         sh ? sh->buffer() : 0, sh ? sh->next_seed() : 0,
-                                         b->size(), b->drop_remainder(), parser_, parallelism_);
-      }
+  result<stream_ptr> open_stream(open_context& ctx) const override {
+    if (auto f = fusable()) {
+      RUNNEL_ASSIGN_OR_RETURN(auto files, f->records->expand());
+      return make_records_parse_stream(ctx, std::move(files), f->records->options(),
+                                       f->shuffle ? f->shuffle->buffer() : 0,
+                                       f->shuffle ? f->shuffle->next_seed() : 0, f->batch->size(),
+                                       f->batch->drop_remainder(), parser_, parallelism_);
     }
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return make_map_stream(ctx, std::move(up), fallback_, parallelism_);
   }
+  std::string describe() const override {
+    std::string self = "parse_examples";
+    if (parallelism_ > 1)
+      self += "(parallelism " + std::to_string(parallelism_) + ")";
+    auto f = fusable();
+    if (!f)
+      return self;
+    return "records" +
+           (f->shuffle ? " -> shuffle(" + std::to_string(f->shuffle->buffer()) + ")" : "") +
+           " -> batch(" + std::to_string(f->batch->size()) + ") -> " + self + ", fused";
+  }
 
 private:
+  struct fused_chain {
+    const records_node* records;
+    const shuffle_node* shuffle; // or null
+    const batch_node* batch;
+  };
+  /// records()[.shuffle(n)].batch(b) (unpadded, corrupt records not skipped) right below.
+  std::optional<fused_chain> fusable() const {
+    auto* b = dynamic_cast<const batch_node*>(input_.get());
+    if (!b || b->padded())
+      return std::nullopt;
+    const dataset_node* below = b->input();
+    auto* sh = dynamic_cast<const shuffle_node*>(below);
+    auto* rec = dynamic_cast<const records_node*>(sh ? sh->input() : below);
+    if (!rec || rec->options().reader.skip_corrupt)
+      return std::nullopt;
+    return fused_chain{rec, sh, b};
+  }
   std::shared_ptr<const example_parser> parser_;
   map_fn fallback_;
   int parallelism_;
@@ -380,7 +413,10 @@ private:
 class repeat_node : public unary_node {
 public:
   repeat_node(node_ptr in, int64_t e) : unary_node(std::move(in)), epochs_(e) {}
-  result<stream_ptr> open(open_context& ctx) const override {
+  std::string describe() const override {
+    return epochs_ < 0 ? "repeat" : "repeat(" + std::to_string(epochs_) + ")";
+  }
+  result<stream_ptr> open_stream(open_context& ctx) const override {
     return stream_ptr(std::make_unique<repeat_stream>(ctx, input_, epochs_));
   }
 
@@ -420,7 +456,11 @@ class take_skip_node : public unary_node {
 public:
   take_skip_node(node_ptr in, int64_t take, int64_t skip)
       : unary_node(std::move(in)), take_(take), skip_(skip) {}
-  result<stream_ptr> open(open_context& ctx) const override {
+  std::string describe() const override {
+    return take_ >= 0 ? "take(" + std::to_string(take_) + ")"
+                      : "skip(" + std::to_string(skip_) + ")";
+  }
+  result<stream_ptr> open_stream(open_context& ctx) const override {
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return stream_ptr(std::make_unique<take_skip_stream>(std::move(up), take_, skip_));
   }
@@ -460,7 +500,10 @@ class shard_node : public unary_node {
 public:
   shard_node(node_ptr in, int64_t n, int64_t index)
       : unary_node(std::move(in)), n_(n), index_(index) {}
-  result<stream_ptr> open(open_context& ctx) const override {
+  std::string describe() const override {
+    return "shard(" + std::to_string(n_) + ", " + std::to_string(index_) + ")";
+  }
+  result<stream_ptr> open_stream(open_context& ctx) const override {
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
     return stream_ptr(std::make_unique<shard_stream>(std::move(up), n_, index_));
   }

@@ -187,7 +187,13 @@ void progress_line::start_epoch(int64_t step, int64_t examples) {
   start_step_ = step;
   start_examples_ = examples;
   start_ = std::chrono::steady_clock::now();
+  start_wait_ = input_wait_ ? input_wait_() : 0;
   epoch_ = -1; // the next update's epoch
+}
+
+void progress_line::set_input_wait(std::function<double()> wait_seconds) {
+  input_wait_ = std::move(wait_seconds);
+  start_wait_ = input_wait_ ? input_wait_() : 0;
 }
 
 void progress_line::update(int epoch, int64_t step, double loss, double accuracy,
@@ -197,6 +203,7 @@ void progress_line::update(int epoch, int64_t step, double loss, double accuracy
     start_step_ = step;
     start_examples_ = examples;
     start_ = now;
+    start_wait_ = input_wait_ ? input_wait_() : 0;
   }
   epoch_ = epoch;
   latest_ = {epoch, step, loss, accuracy, examples, now};
@@ -249,9 +256,14 @@ void progress_line::draw(const char* prefix) {
   char acc[32] = "";
   if (p.accuracy >= 0) // a negative accuracy: the model has none to show
     std::snprintf(acc, sizeof acc, "  acc %.4f", p.accuracy);
-  std::fprintf(stderr, "%s  epoch %d/%d  step %lld/%lld  loss %.4f%s  %.0f %s/s  eta %.0fs   ",
+  char input[32] = "";
+  double waited = input_wait_ ? input_wait_() : -1;
+  if (waited >= 0 && secs > 0)
+    std::snprintf(input, sizeof input, "  input %.0f%%",
+                  std::clamp(100 * (waited - start_wait_) / secs, 0.0, 100.0));
+  std::fprintf(stderr, "%s  epoch %d/%d  step %lld/%lld  loss %.4f%s  %.0f %s/s%s  eta %.0fs   ",
                prefix, p.epoch, epochs_, static_cast<long long>(p.step),
-               static_cast<long long>(total_steps_), p.loss, acc, rate, unit_.c_str(), eta);
+               static_cast<long long>(total_steps_), p.loss, acc, rate, unit_.c_str(), input, eta);
   std::fflush(stderr);
   dirty_ = true;
   pending_ = false;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -71,6 +72,11 @@ public:
   /// it, an epoch starts at its first update (that step then does not count).
   void start_epoch(int64_t step, int64_t examples);
   void update(int epoch, int64_t step, double loss, double accuracy, int64_t examples);
+  /// Where the steps' input comes from: `wait_seconds` gives the time steps have waited for it
+  /// so far (an iterator's, get_iterator_stats), or a negative number when it cannot tell. The
+  /// line then shows the share of the epoch's time spent waiting for input ("input 3%"): more
+  /// than a few percent, and training is input-bound.
+  void set_input_wait(std::function<double()> wait_seconds);
   /// Draws the last update's state (if it was not drawn yet) and ends the line.
   void finish();
   /// The current epoch's training time so far, in seconds, and its rate in units per second.
@@ -95,6 +101,8 @@ private:
   state latest_;
   bool have_latest_ = false, pending_ = false, dirty_ = false;
   int epoch_ = -1; ///< the epoch the rate counts from (start_step_, start_examples_, start_)
+  std::function<double()> input_wait_;
+  double start_wait_ = 0; ///< input_wait_() when the epoch's count started
 };
 
 /// "2.1 s" / "850 ms": a short human duration for summary lines.

@@ -239,6 +239,10 @@ struct trainer {
              .map(decode_batch(), 2)
              .prefetch(4);
     throw_if_error(initialize_iterator(rt, "train", ds));
+    progress.set_input_wait([this] {
+      auto st = get_iterator_stats(rt, "train");
+      return st ? st->wait_seconds : -1.0;
+    });
   }
 
   void train_steps(int epoch, epoch_sums& sums) {

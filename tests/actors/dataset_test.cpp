@@ -262,6 +262,9 @@ TEST_CASE("an iterator op reads a dataset in a graph and is re-initialisable", "
   REQUIRE_FALSE(before.ok());
   CHECK(before.error().code() == error_code::failed_precondition);
   CHECK_THAT(before.error().message(), Catch::Contains("initialize_iterator"));
+  auto no_stats = get_iterator_stats(test_runtime(), "ds_test_iter");
+  REQUIRE_FALSE(no_stats.ok());
+  CHECK_THAT(no_stats.error().message(), Catch::Contains("'ds_test_iter' is not initialized"));
 
   auto train = dataset::range(10).batch(4);
   auto validation = dataset::range(3).map([](element e) -> result<element> {
@@ -279,6 +282,15 @@ TEST_CASE("an iterator op reads a dataset in a graph and is re-initialisable", "
       sums.push_back(*r.value()[0].data<int64_t>());
     }
     CHECK(sums == std::vector<int64_t>{6, 22, 17});
+    // What the iterator served this epoch: three batches (the end-of-sequence asks count as
+    // waits, not elements), and its dataset's stages.
+    auto st = get_iterator_stats(test_runtime(), "ds_test_iter").value();
+    CHECK(st.elements == 3);
+    CHECK(st.wait_seconds > 0);
+    REQUIRE(st.stages.size() == 2);
+    CHECK(st.stages[0].stage == "range(10)");
+    CHECK(st.stages[1].stage == "batch(4)");
+    CHECK(st.stages[1].elements == 3);
     // Switch to validation data, then back (next epoch).
     REQUIRE(initialize_iterator(test_runtime(), "ds_test_iter", validation).ok());
     CHECK(*s.run({}, {total}).value()[0].data<int64_t>() == 303);
@@ -453,4 +465,55 @@ TEST_CASE("a shuffle window's arena keeps records intact and reuses freed slots"
   CHECK(arena.reserved_bytes() < size_t(16) << 20);
   for (auto& h : live)
     arena.release(h.p, h.n);
+}
+
+TEST_CASE("an opened dataset counts what each of its stages did", "[dataset]") {
+  auto ds = dataset::range(100)
+                .map([](element e) -> result<element> { return e; })
+                .repeat(2)
+                .batch(10)
+                .prefetch(2);
+  auto stream = ds.open(&test_runtime()).value();
+  element e;
+  int batches = 0;
+  while (stream->next(e).value())
+    ++batches;
+  CHECK(batches == 20);
+  auto st = stream->stats();
+  REQUIRE(st.size() == 5);
+  // Source first; repeat opens range and map again each epoch: they go on counting.
+  CHECK(st[0].stage == "range(100)");
+  CHECK(st[0].elements == 200);
+  CHECK(st[1].stage == "map");
+  CHECK(st[1].elements == 200);
+  CHECK(st[2].stage == "repeat(2)");
+  CHECK(st[3].stage == "batch(10)");
+  CHECK(st[3].elements == 20);
+  CHECK(st[4].stage == "prefetch(2)");
+  CHECK(st[4].elements == 20);
+  for (auto& s : st) {
+    INFO(s.stage);
+    CHECK(s.seconds >= 0);
+    CHECK(s.calls > 0);
+    CHECK((s.stage == "prefetch(2)" ? s.buffer_fill >= 0 && s.buffer_fill <= 1
+                                    : s.buffer_fill == -1));
+  }
+  auto table = format_stage_stats(st);
+  CHECK_THAT(table, Catch::Contains("prefetch(2)"));
+  CHECK_THAT(table, Catch::Contains("own rate/s"));
+
+  // A fused pipeline is one stage, named for all it does.
+  auto files = write_shards("stagestats", 2, 10);
+  auto fused = dataset::records(files)
+                   .shuffle(8, 1)
+                   .batch(4)
+                   .parse_examples({{.key = "id", .type = dtype::i64, .shape = {}}}, 2)
+                   .open(&test_runtime())
+                   .value();
+  while (fused->next(e).value()) {
+  }
+  auto fs = fused->stats();
+  REQUIRE(fs.size() == 1);
+  CHECK(fs[0].stage == "records -> shuffle(8) -> batch(4) -> parse_examples(parallelism 2), fused");
+  CHECK(fs[0].elements == 5);
 }
