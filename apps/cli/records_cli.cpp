@@ -215,6 +215,7 @@ int records_cat(const std::vector<std::string>& args) {
   if (files.empty())
     return usage_error("records cat needs a FILE", cat_usage);
   int bad = 0;
+  apps::work_progress progress("records cat", limit < 0 ? apps::total_file_bytes(files) : 0);
   for (auto& file : files) {
     auto r = record_reader::open(file);
     if (!r) {
@@ -222,9 +223,10 @@ int records_cat(const std::vector<std::string>& args) {
       std::fprintf(stderr, "runnel: %s\n", r.error().to_string().c_str());
       continue;
     }
-    std::string rec;
+    apps::file_progress counted(progress, file, r->compression() == record_compression::none);
+    std::string_view rec;
     for (int64_t n = 0; limit < 0 || n < limit; ++n) {
-      auto more = r->next(rec);
+      auto more = r->next_view(rec);
       if (!more) {
         ++bad;
         std::fflush(stdout);
@@ -233,6 +235,7 @@ int records_cat(const std::vector<std::string>& args) {
       }
       if (!*more)
         break;
+      counted.add(rec.size());
       std::string line = apps::record_to_json(rec, raw);
       line += '\n';
       std::fwrite(line.data(), 1, line.size(), stdout);

@@ -44,6 +44,7 @@ public:
       written_ = 0;
     }
     ++written_;
+    progress_.add(record.size() + 16);
     return writer_->write(record);
   }
   result<std::vector<std::string>> finish() {
@@ -58,6 +59,7 @@ private:
   int64_t per_, written_ = 0;
   record_compression compression_;
   std::unique_ptr<record_writer> writer_;
+  work_progress progress_{"records convert"};
   std::vector<std::string> files_;
 };
 
@@ -295,6 +297,27 @@ std::string record_to_json(std::string_view record, bool raw) {
          (raw ? "" : ",\"payload\":\"not an Example or SequenceExample\"") + "}";
 }
 
+uint64_t total_file_bytes(const std::vector<std::string>& files) {
+  uint64_t total = 0;
+  for (auto& f : files) {
+    std::error_code ec;
+    auto n = std::filesystem::file_size(f, ec);
+    total += ec ? 0 : n;
+  }
+  return total;
+}
+
+file_progress::file_progress(work_progress& p, const std::string& file, bool raw)
+    : progress_(p), raw_(raw) {
+  std::error_code ec;
+  auto n = std::filesystem::file_size(file, ec);
+  size_ = ec ? 0 : n;
+}
+
+file_progress::~file_progress() {
+  progress_.add(size_ > counted_ ? size_ - counted_ : 0, 0); // what framing or inflating hid
+}
+
 result<records_summary> record_stats(const std::vector<std::string>& files) {
   records_summary out;
   auto add = [&out](const feature_map& features) {
@@ -322,13 +345,16 @@ result<records_summary> record_stats(const std::vector<std::string>& files) {
         value(double(v.size()));
     }
   };
+  work_progress progress("records stats", total_file_bytes(files));
   for (auto& file : files) {
     RUNNEL_ASSIGN_OR_RETURN(auto r, record_reader::open(file));
-    std::string rec;
+    file_progress counted(progress, file, r.compression() == record_compression::none);
+    std::string_view rec;
     for (;;) {
-      RUNNEL_ASSIGN_OR_RETURN(bool more, r.next(rec));
+      RUNNEL_ASSIGN_OR_RETURN(bool more, r.next_view(rec));
       if (!more)
         break;
+      counted.add(rec.size());
       ++out.records;
       auto d = classify_record(rec);
       if (d.what == decoded_record::kind::example) {

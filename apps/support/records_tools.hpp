@@ -1,10 +1,10 @@
 #pragma once
 // Record-file tools behind `runnel records convert|stats`.
+#include <map>
 #include <string>
 #include <vector>
 
-#include <map>
-
+#include "runnel/apps/support/work_progress.hpp"
 #include "runnel/storage/example.hpp"
 #include "runnel/storage/record_file.hpp"
 
@@ -45,8 +45,29 @@ struct records_summary {
   int64_t records = 0, sequence_examples = 0, other = 0;
   std::map<std::string, feature_stats> features;
 };
+/// With a progress line on long work (work_progress).
 result<records_summary> record_stats(const std::vector<std::string>& files);
 std::string format_record_stats(const records_summary& s);
 std::string record_stats_json(const records_summary& s);
+
+/// The files' sizes on disk, summed (for work_progress).
+uint64_t total_file_bytes(const std::vector<std::string>& files);
+/// Counts one file's records in a work_progress: a raw file's records as their bytes on disk,
+/// and, when the file is done, whatever of its size was not counted (all of a compressed one).
+class file_progress {
+public:
+  file_progress(work_progress& p, const std::string& file, bool raw);
+  ~file_progress();
+  void add(size_t record_bytes) {
+    uint64_t b = raw_ ? record_bytes + 16 : 0; // framing: length, its CRC, the data's CRC
+    counted_ += b;
+    progress_.add(b);
+  }
+
+private:
+  work_progress& progress_;
+  bool raw_;
+  uint64_t size_ = 0, counted_ = 0;
+};
 
 } // namespace runnel::apps

@@ -204,6 +204,9 @@ else
   check "records convert idx" 0 "wrote .*fm-00003-of-00004.gz" -- "$runnel" records convert --idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$work/fm" --shards 4 --gzip
   check "records convert idx count" 0 "total: 10000 records" -- "$runnel" records count "$work"/fm-0000{0,1,2,3}-of-00004.gz
   check "records convert idx stats" 0 "image_raw  bytes  in 2500 records  length 1..1  sizes 784..784 bytes" -- "$runnel" records stats "$work/fm-00000-of-00004.gz"
+  # Long work shows its progress: on a terminal, or in a log with RUNNEL_PROGRESS_EVERY.
+  check "records stats progress" 0 "records stats: .* of .* \(100%\)  2500 records  .*/s  [0-9]+ records/s" -- env RUNNEL_PROGRESS_EVERY=0.000001 "$runnel" records stats "$work/fm-00000-of-00004.gz"
+  check "records convert progress" 0 "records convert: .*10000 records .*records/s" -- env RUNNEL_PROGRESS_EVERY=0.000001 "$runnel" records convert --idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$work/fm-progress" --shards 2
   check "records count indexed" 0 "indexed.tfrecords: 158 records" -- "$runnel" records count "$work/indexed.tfrecords"
   # A glob over a folder of indexed files names the sidecars too: they are skipped, not bad files.
   mkdir -p "$work/globbed"
