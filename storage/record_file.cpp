@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct record_reader::impl {
   uint64_t window_start = 0;
   size_t window_len = 0;
   std::string scratch;
+  /// Compressed files: bytes inflated and not yet delivered, [inflated_pos, inflated_end).
+  std::vector<char> inflated;
+  size_t inflated_pos = 0, inflated_end = 0;
 
   /// Bytes [pos, pos + n) of a raw file (pos + n <= map_size), read into the window when they
   /// are not all there yet: 1 MiB at a time, or the whole span when it is larger.
@@ -121,6 +125,48 @@ struct record_reader::impl {
       offset += got;
       return got;
     }
+    // Inflated bytes go through `inflated`: a record's 12-byte header, data and footer are
+    // copies out of it, not three calls into zlib each.
+    size_t got = 0;
+    while (got < n) {
+      if (inflated_pos == inflated_end) {
+        inflated_pos = inflated_end = 0;
+        RUNNEL_ASSIGN_OR_RETURN(bool more, inflate_more());
+        if (!more)
+          break;
+      }
+      size_t k = std::min(n - got, inflated_end - inflated_pos);
+      std::memcpy(dst + got, inflated.data() + inflated_pos, k);
+      inflated_pos += k;
+      got += k;
+    }
+    offset += got;
+    return got;
+  }
+
+  /// Inflates more after the bytes not yet delivered (moved to the buffer's front first), 256
+  /// KiB at a time, or as much again when the buffer is full of them; false when the compressed
+  /// stream gave nothing more.
+  result<bool> inflate_more() {
+    if (inflated_pos > 0) {
+      std::memmove(inflated.data(), inflated.data() + inflated_pos, inflated_end - inflated_pos);
+      inflated_end -= inflated_pos;
+      inflated_pos = 0;
+    }
+    if (inflated.size() < (size_t(256) << 10))
+      inflated.resize(size_t(256) << 10);
+    else if (inflated_end == inflated.size())
+      inflated.resize(2 * inflated.size());
+    RUNNEL_ASSIGN_OR_RETURN(size_t got,
+                            inflate_into(inflated.data() + inflated_end,
+                                         inflated.size() - inflated_end, offset + inflated_end));
+    inflated_end += got;
+    return got > 0;
+  }
+
+  /// Up to n inflated bytes into dst (fewer only at the end of the stream); `at` is dst's
+  /// offset in the uncompressed stream, for errors.
+  result<size_t> inflate_into(char* dst, size_t n, uint64_t at) {
     size_t got = 0;
     while (got < n) {
       if (zs.avail_in == 0 && !eof) {
@@ -131,9 +177,10 @@ struct record_reader::impl {
         zs.avail_in = unsigned(r);
       }
       zs.next_out = reinterpret_cast<unsigned char*>(dst + got);
-      zs.avail_out = unsigned(n - got);
+      zs.avail_out = unsigned(std::min<size_t>(n - got, UINT32_MAX));
+      unsigned before = zs.avail_out;
       int rc = inflate(&zs, Z_NO_FLUSH);
-      got = n - zs.avail_out;
+      got += before - zs.avail_out;
       if (rc == Z_STREAM_END) {
         // Concatenated gzip members are allowed: reset and go on if input remains.
         if (zs.avail_in == 0) {
@@ -149,12 +196,11 @@ struct record_reader::impl {
       if (rc != Z_OK && rc != Z_BUF_ERROR)
         return data_loss(path + ": corrupt " +
                          std::string(compression == record_compression::gzip ? "GZIP" : "ZLIB") +
-                         " stream near uncompressed offset " + std::to_string(offset + got) + ": " +
+                         " stream near uncompressed offset " + std::to_string(at + got) + ": " +
                          (zs.msg ? zs.msg : "inflate failed"));
       if (rc == Z_BUF_ERROR && zs.avail_in == 0 && eof)
         break; // truncated compressed stream: report as a short read
     }
-    offset += got;
     return got;
   }
 };
@@ -191,6 +237,7 @@ status record_reader::seek(uint64_t target) {
     d.zs.avail_in = 0;
     d.eof = false;
     d.offset = 0;
+    d.inflated_pos = d.inflated_end = 0;
   }
   char buf[1 << 14];
   while (d.offset < target) {
@@ -363,6 +410,8 @@ result<bool> record_reader::next_view(std::string_view& out) {
     out = d.scratch;
     return more;
   };
+  if (d.inflating)
+    return inflated_view(out);
   uint64_t start = d.offset;
   if (!d.map || start >= d.map_size || d.map_size - start < 16)
     return through_next();
@@ -376,6 +425,44 @@ result<bool> record_reader::next_view(std::string_view& out) {
   if (mask_crc(crc32c(data, size_t(len))) != load_u32(data + len))
     return through_next();
   d.offset = start + 16 + len;
+  out = std::string_view(data, size_t(len));
+  return true;
+}
+
+result<bool> record_reader::inflated_view(std::string_view& out) {
+  auto& d = *impl_;
+  auto through_next = [&]() -> result<bool> {
+    RUNNEL_ASSIGN_OR_RETURN(bool more, next(d.scratch));
+    out = d.scratch;
+    return more;
+  };
+  // The record framed in the inflated bytes, when it is all there (inflating more to get it);
+  // anything else goes through next().
+  auto have = [&] { return d.inflated_end - d.inflated_pos; };
+  auto ensure = [&](size_t n) -> result<bool> {
+    while (have() < n) {
+      RUNNEL_ASSIGN_OR_RETURN(bool more, d.inflate_more());
+      if (!more)
+        return false;
+    }
+    return true;
+  };
+  RUNNEL_ASSIGN_OR_RETURN(bool whole, ensure(12));
+  if (!whole)
+    return through_next();
+  uint64_t len = load_u64(d.inflated.data() + d.inflated_pos);
+  if (mask_crc(crc32c(d.inflated.data() + d.inflated_pos, 8)) !=
+          load_u32(d.inflated.data() + d.inflated_pos + 8) ||
+      len > d.options.max_record_bytes || len > (uint64_t(64) << 20))
+    return through_next();
+  RUNNEL_ASSIGN_OR_RETURN(whole, ensure(size_t(len) + 16));
+  if (!whole)
+    return through_next();
+  const char* data = d.inflated.data() + d.inflated_pos + 12; // (inflate_more may move it)
+  if (mask_crc(crc32c(data, size_t(len))) != load_u32(data + len))
+    return through_next();
+  d.inflated_pos += size_t(len) + 16;
+  d.offset += len + 16;
   out = std::string_view(data, size_t(len));
   return true;
 }

@@ -50,7 +50,8 @@ public:
   /// The next record as a view valid until the next call on this reader, its CRCs checked:
   /// true, false at a clean end, or an error (as next()). Uncompressed files are read with
   /// pread into a reused buffer, so no page is faulted in and the CRC runs over bytes the read
-  /// just left in cache; damaged records and compressed files go through next().
+  /// just left in cache; compressed files are inflated 256 KiB at a time and their records
+  /// framed in place; damaged records go through next(), which reports or skips them.
   result<bool> next_view(std::string_view& out);
   /// Offset of the next record in the uncompressed stream.
   uint64_t offset() const;
@@ -73,6 +74,7 @@ public:
 
 private:
   explicit record_reader(std::unique_ptr<impl> i);
+  result<bool> inflated_view(std::string_view& out); // next_view of a compressed file
   std::unique_ptr<impl> impl_;
 };
 
