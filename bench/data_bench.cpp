@@ -8,8 +8,9 @@
 //                          the tensor (the dequeue completes in the enqueuer's thread and
 //                          messages the consumer), beside a bare actor-to-actor message
 // Each prints `bench <name>: <figure> <unit> (<ratio>x <reference>)`.
-// RUNNEL_CYCLE (shards read at once, default 2) and RUNNEL_PAR (parse actors, default 3: one more
-// than our cores hides the cost of waking them) vary the pipeline's shape. The record files are
+// RUNNEL_CYCLE (shards read at once, default 2) and RUNNEL_PAR (parse actors, default 2: with
+// the stream's thread parsing batches no actor has started, 3 gave less and cost more CPU in
+// alternating runs) vary the pipeline's shape. The record files are
 // written once under $TMPDIR/runnel_bench_records.
 #include <sys/resource.h>
 #include <zlib.h>
@@ -111,7 +112,7 @@ struct pipeline_figures {
 pipeline_figures run_pipeline(runtime& rt, const std::vector<std::string>& files,
                               const char* name) {
   int cycle = std::getenv("RUNNEL_CYCLE") ? std::atoi(std::getenv("RUNNEL_CYCLE")) : 2;
-  int par = std::getenv("RUNNEL_PAR") ? std::atoi(std::getenv("RUNNEL_PAR")) : 3;
+  int par = std::getenv("RUNNEL_PAR") ? std::atoi(std::getenv("RUNNEL_PAR")) : 2;
   auto ds = dataset::records(files, {.cycle_length = cycle})
                 .shuffle(10'000, 1)
                 .batch(100)
