@@ -42,7 +42,7 @@ from .variables import (Variable, global_variables, all_variables, trainable_var
 from .session import (Session, InteractiveSession, RunOptions, RunMetadata,  # noqa: E402
                       get_default_session)
 from . import operators as _operators  # noqa: E402,F401 (installs x @ w + b)
-from . import nn, train, io, data  # noqa: E402
+from . import nn, train, io, data, saved_model  # noqa: E402
 
 
 class _GenOps:

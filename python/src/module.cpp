@@ -21,4 +21,5 @@ PYBIND11_MODULE(_runnel, m) {
   runnel::python::bind_session(m);
   runnel::python::bind_train(m);
   runnel::python::bind_data(m);
+  runnel::python::bind_saved_model(m);
 }
