@@ -85,22 +85,32 @@ double cpu_seconds() {
          double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
-double raw_read_bytes_per_s(const std::vector<std::string>& files, size_t& total_bytes) {
+/// The best of three passes over `files`, each read whole by `read_file` (which returns the
+/// bytes it delivered), in bytes per second; `total_bytes` is one pass's.
+template <class ReadFile>
+double best_read_rate(const std::vector<std::string>& files, size_t& total_bytes,
+                      ReadFile read_file) {
   std::vector<char> buf(size_t(4) << 20);
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     total_bytes = 0;
     double t0 = now();
-    for (auto& path : files) {
-      FILE* f = std::fopen(path.c_str(), "rb");
-      size_t n;
-      while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0)
-        total_bytes += n;
-      std::fclose(f);
-    }
+    for (auto& path : files)
+      total_bytes += read_file(path, buf);
     best = std::max(best, double(total_bytes) / (now() - t0));
   }
   return best;
+}
+
+double raw_read_bytes_per_s(const std::vector<std::string>& files, size_t& total_bytes) {
+  return best_read_rate(files, total_bytes, [](const std::string& path, std::vector<char>& buf) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    size_t total = 0, n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0)
+      total += n;
+    std::fclose(f);
+    return total;
+  });
 }
 
 struct pipeline_figures {
@@ -176,22 +186,16 @@ std::vector<std::string> gzip_files(const std::vector<std::string>& raw) {
 
 /// What zcat does: inflate the files, one thread, into a reused buffer (uncompressed bytes/s).
 double zcat_bytes_per_s(const std::vector<std::string>& files, size_t& total_bytes) {
-  std::vector<char> buf(size_t(4) << 20);
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    total_bytes = 0;
-    double t0 = now();
-    for (auto& path : files) {
-      gzFile f = gzopen(path.c_str(), "rb");
-      gzbuffer(f, 1 << 17);
-      int n;
-      while ((n = gzread(f, buf.data(), unsigned(buf.size()))) > 0)
-        total_bytes += size_t(n);
-      gzclose(f);
-    }
-    best = std::max(best, double(total_bytes) / (now() - t0));
-  }
-  return best;
+  return best_read_rate(files, total_bytes, [](const std::string& path, std::vector<char>& buf) {
+    gzFile f = gzopen(path.c_str(), "rb");
+    gzbuffer(f, 1 << 17);
+    size_t total = 0;
+    int n;
+    while ((n = gzread(f, buf.data(), unsigned(buf.size()))) > 0)
+      total += size_t(n);
+    gzclose(f);
+    return total;
+  });
 }
 
 void records_pipeline_gzip(runtime& rt) {

@@ -402,14 +402,21 @@ result<bool> record_reader::next(std::string& out) {
   }
 }
 
+namespace {
+
+/// next_view's way for whatever is not a well-formed record in its buffer: next(), which
+/// reports or skips it, into the reader's scratch string.
+result<bool> through_next(record_reader& r, record_reader::impl& d, std::string_view& out) {
+  RUNNEL_ASSIGN_OR_RETURN(bool more, r.next(d.scratch));
+  out = d.scratch;
+  return more;
+}
+
+} // namespace
+
 result<bool> record_reader::next_view(std::string_view& out) {
   auto& d = *impl_;
-  // Whatever is not a well-formed record goes through next(), which reports or skips it.
-  auto through_next = [&]() -> result<bool> {
-    RUNNEL_ASSIGN_OR_RETURN(bool more, next(d.scratch));
-    out = d.scratch;
-    return more;
-  };
+  auto through_next = [&] { return runnel::through_next(*this, d, out); };
   if (d.inflating)
     return inflated_view(out);
   uint64_t start = d.offset;
@@ -431,11 +438,7 @@ result<bool> record_reader::next_view(std::string_view& out) {
 
 result<bool> record_reader::inflated_view(std::string_view& out) {
   auto& d = *impl_;
-  auto through_next = [&]() -> result<bool> {
-    RUNNEL_ASSIGN_OR_RETURN(bool more, next(d.scratch));
-    out = d.scratch;
-    return more;
-  };
+  auto through_next = [&] { return runnel::through_next(*this, d, out); };
   // The record framed in the inflated bytes, when it is all there (inflating more to get it);
   // anything else goes through next().
   auto have = [&] { return d.inflated_end - d.inflated_pos; };

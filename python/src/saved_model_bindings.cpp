@@ -19,8 +19,8 @@ struct py_loaded_model {
 py::dict tensor_infos(const std::map<std::string, tf_tensor_info>& infos) {
   py::dict d;
   for (auto& [key, info] : infos)
-    d[py::str(key)] = py::make_tuple(info.name, std::string(name(info.type)),
-                                     from_shape(info.dims));
+    d[py::str(key)] =
+        py::make_tuple(info.name, std::string(name(info.type)), from_shape(info.dims));
   return d;
 }
 
@@ -40,7 +40,8 @@ void bind_saved_model(py::module_& m) {
                                }
                                return out;
                              })
-      .def_property_readonly("tags", [](const py_loaded_model& lm) { return lm.m->model().meta.tags; })
+      .def_property_readonly("tags",
+                             [](const py_loaded_model& lm) { return lm.m->model().meta.tags; })
       .def_property_readonly("tag_sets",
                              [](const py_loaded_model& lm) { return lm.m->model().tag_sets; })
       .def("run", [](py_loaded_model& lm, const std::string& key, const py::dict& inputs,
