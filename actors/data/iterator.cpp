@@ -21,7 +21,10 @@ public:
       : name_(std::move(name)), sys_(sys), worker_(open_context{&sys}.start_worker()),
         state_(std::make_shared<state>()) {}
   ~actor_iterator() override {
-    post([s = state_] { s->stream.reset(); });
+    post([s = state_] {
+      std::lock_guard lock(s->mu);
+      s->stream.reset();
+    });
     worker_.reset();
   }
   const std::string& name() const override { return name_; }
