@@ -58,7 +58,7 @@ struct record_reader::impl {
   size_t inflated_pos = 0, inflated_end = 0;
 
   /// Bytes [pos, pos + n) of a raw file (pos + n <= map_size), read into the window when they
-  /// are not all there yet: 1 MiB at a time, or the whole span when it is larger.
+  /// are not all there yet: 256 KiB at a time, or the whole span when it is larger.
   result<const char*> window_at(uint64_t pos, size_t n) {
     if (pos >= window_start && pos + n <= window_start + window_len)
       return window.data() + (pos - window_start);
