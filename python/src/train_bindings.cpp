@@ -46,36 +46,30 @@ void bind_optimizers(py::module_& m) {
       .def("minimize",
            [](py_optimizer& o, const py_tensor& loss, const std::vector<py_variable>& var_list,
               std::optional<py_variable> global_step, const std::string& name) {
-             return [&] {
-               operation op = o.opt->minimize(loss.o, refs_of(var_list),
-                                              global_step ? &global_step->v : nullptr, name);
-               return py_operation{loss.g, op};
-             }();
+             operation op = o.opt->minimize(loss.o, refs_of(var_list),
+                                            global_step ? &global_step->v : nullptr, name);
+             return py_operation{loss.g, op};
            })
       .def("compute_gradients",
            [](py_optimizer& o, const py_tensor& loss, const std::vector<py_variable>& var_list) {
-             return [&] {
-               std::vector<std::pair<py_tensor, py_tensor>> out;
-               for (auto& [grad, var] : o.opt->compute_gradients(loss.o, refs_of(var_list)))
-                 out.push_back({py_tensor{loss.g, grad.to_dense()}, py_tensor{loss.g, var}});
-               return out;
-             }();
+             std::vector<std::pair<py_tensor, py_tensor>> out;
+             for (auto& [grad, var] : o.opt->compute_gradients(loss.o, refs_of(var_list)))
+               out.push_back({py_tensor{loss.g, grad.to_dense()}, py_tensor{loss.g, var}});
+             return out;
            })
       .def("apply_gradients", [](py_optimizer& o,
                                  const std::vector<std::pair<py_tensor, py_tensor>>& grads_and_vars,
                                  std::optional<py_variable> global_step, const std::string& name) {
-        return [&] {
-          std::vector<std::pair<gradient_value, output>> gv;
-          graph_ptr g;
-          for (auto& [grad, var] : grads_and_vars) {
-            gv.emplace_back(gradient_value(grad.o), var.o);
-            g = var.g;
-          }
-          if (!g)
-            throw py::value_error("apply_gradients: no (gradient, variable) pairs");
-          operation op = o.opt->apply_gradients(gv, global_step ? &global_step->v : nullptr, name);
-          return py_operation{g, op};
-        }();
+        std::vector<std::pair<gradient_value, output>> gv;
+        graph_ptr g;
+        for (auto& [grad, var] : grads_and_vars) {
+          gv.emplace_back(gradient_value(grad.o), var.o);
+          g = var.g;
+        }
+        if (!g)
+          throw py::value_error("apply_gradients: no (gradient, variable) pairs");
+        operation op = o.opt->apply_gradients(gv, global_step ? &global_step->v : nullptr, name);
+        return py_operation{g, op};
       });
   m.def("_gradient_descent", [](py::handle lr) {
     return py_optimizer{nullptr, std::make_shared<gradient_descent_optimizer>(rate_of(lr))};
@@ -107,7 +101,7 @@ void bind_saver(py::module_& m) {
           o.format = checkpoint_format::tensorflow;
         else if (format != "hdf5")
           throw py::value_error("checkpoint format '" + format + "': 'hdf5' or 'tensorflow'");
-        return [&] { return py_saver{g, std::make_unique<saver>(*g, refs_of(vars), o)}; }();
+        return py_saver{g, std::make_unique<saver>(*g, refs_of(vars), o)};
       }))
       .def(
           "save",
@@ -153,7 +147,7 @@ void bind_train(py::module_& m) {
                              })
       .def_property_readonly("name", [](const py_variable& v) { return v.v.name(); });
   m.def("_variable", [](const py_tensor& init, const std::string& name, bool trainable) {
-    return [&] { return py_variable{init.g, variable(init.o.owner(), init.o, name, trainable)}; }();
+    return py_variable{init.g, variable(init.o.owner(), init.o, name, trainable)};
   });
   m.def("_variables", [](const graph_ptr& g, const std::string& collection) {
     // The collection lists VariableV2 nodes; each one's read and initializer are found by the
@@ -178,30 +172,26 @@ void bind_train(py::module_& m) {
   });
   m.def("_assign", [](const py_variable& v, const py_tensor& value, const std::string& kind,
                       const std::string& name) {
-    return [&] {
-      output o = kind == "add"   ? assign_add(v.v, value.o, name)
-                 : kind == "sub" ? assign_sub(v.v, value.o, name)
-                                 : assign(v.v, value.o, name);
-      return py_tensor{v.g, o};
-    }();
+    output o = kind == "add"   ? assign_add(v.v, value.o, name)
+               : kind == "sub" ? assign_sub(v.v, value.o, name)
+                               : assign(v.v, value.o, name);
+    return py_tensor{v.g, o};
   });
   m.def("_gradients", [](const std::vector<py_tensor>& ys, const std::vector<py_tensor>& xs,
                          const std::vector<py_tensor>& grad_ys) {
-    return [&] {
-      std::vector<output> y, x, gy;
-      for (auto& t : ys)
-        y.push_back(t.o);
-      for (auto& t : xs)
-        x.push_back(t.o);
-      for (auto& t : grad_ys)
-        gy.push_back(t.o);
-      py::list out;
-      auto grads = gradients(y, x, gy);
-      for (size_t i = 0; i < grads.size(); ++i)
-        out.append(grads[i].valid() ? py::cast(py_tensor{xs[i].g, grads[i]})
-                                    : py::object(py::none()));
-      return out;
-    }();
+    std::vector<output> y, x, gy;
+    for (auto& t : ys)
+      y.push_back(t.o);
+    for (auto& t : xs)
+      x.push_back(t.o);
+    for (auto& t : grad_ys)
+      gy.push_back(t.o);
+    py::list out;
+    auto grads = gradients(y, x, gy);
+    for (size_t i = 0; i < grads.size(); ++i)
+      out.append(grads[i].valid() ? py::cast(py_tensor{xs[i].g, grads[i]})
+                                  : py::object(py::none()));
+    return out;
   });
   bind_optimizers(m);
   bind_saver(m);

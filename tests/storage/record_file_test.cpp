@@ -27,23 +27,20 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-std::vector<std::string> read_all(const std::string& path, record_reader_options o = {}) {
+/// Every record of `path`, through next(), or with `views` through next_view, which reads raw
+/// files with pread into a reused buffer.
+std::vector<std::string> read_all(const std::string& path, record_reader_options o = {},
+                                  bool views = false) {
   auto r = record_reader::open(path, o).value();
   std::vector<std::string> out;
   std::string rec;
-  while (r.next(rec).value())
-    out.push_back(rec);
+  std::string_view view;
+  while (views ? r.next_view(view).value() : r.next(rec).value())
+    out.push_back(views ? std::string(view) : rec);
   return out;
 }
-
-/// The same through next_view, which reads raw files with pread into a reused buffer.
 std::vector<std::string> read_all_views(const std::string& path, record_reader_options o = {}) {
-  auto r = record_reader::open(path, o).value();
-  std::vector<std::string> out;
-  std::string_view rec;
-  while (r.next_view(rec).value())
-    out.emplace_back(rec);
-  return out;
+  return read_all(path, o, true);
 }
 
 std::string temp(const std::string& name) {
