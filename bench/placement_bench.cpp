@@ -134,6 +134,7 @@ struct placed_model {
       p[i] = float(i % 7) * 0.01f;
     feeds = {{x, xv}};
     run_metadata md;
+    throw_if_error(s->run(feeds, {y}).error()); // warm: the traced step is not the first
     throw_if_error(s->run(feeds, {y}, {}, run_options{.trace = true}, &md).error());
     simulated = simulate(rt, md);
   }
@@ -166,7 +167,8 @@ struct placed_model {
       for (auto& e : g.at(v).inputs)
         if (!traced[size_t(e.node)])
           where[size_t(e.node)] = where[size_t(v)];
-    std::vector<device_params> params(devices.size());
+    // The throughput the placer itself used (measured by the runtime on first use).
+    std::vector<device_params> params(devices.size(), rt.cpu_params());
     cost_model costs;
     return simulate_placement(g, nodes, where, devices, params, costs);
   }
@@ -194,10 +196,20 @@ void compare_placements(const char* name, const char* what, const model_fn& mode
               name, tg * 1e3, tg / ts, ts * 1e3, th * 1e3, tg / th, what,
               rt->device_threads(),
               greedy.simulated / simple.simulated);
+  // Whether the placer's picture of the step is the step: its simulation of each placement
+  // against that placement's measured median.
+  std::printf(
+      "bench %s_model: the cost model's simulated step %.3g ms = %.2fx the measured %.3g ms "
+      "(first-device %.2fx, hand %.2fx; devices calibrated at %.3g GFLOP/s; target "
+      "0.8-1.2x)\n",
+      name, greedy.simulated * 1e3, greedy.simulated / tg, tg * 1e3, simple.simulated / ts,
+      hand.simulated / th, rt->cpu_params().flops_per_s / 1e9);
 }
 
 // Four independent MLP towers (4 layers of 256x512 by 512x512) joined at the end. By hand: towers
-// 0 and 1 on cpu:0, towers 2 and 3 on cpu:1.
+// 0 and 1 on cpu:0, towers 2 and 3 on cpu:1. Every layer's weights differ: with one value for all,
+// the graph optimizer's common-subexpression pass rightly merged the four towers into one, which
+// left the placer nothing to spread (docs/placement.md, "The benchmarks' own graphs").
 void placer_towers() {
   model_fn model = [](graph& g, output x, bool hand) {
     std::vector<output> heads;
@@ -206,7 +218,7 @@ void placer_towers() {
       auto d = g.device(hand ? (t < 2 ? "/cpu:0" : "/cpu:1") : "");
       output h = x;
       for (int l = 0; l < 4; ++l)
-        h = relu(matmul(h, filled(g, dtype::f32, shape{512, 512}, 0.001)));
+        h = relu(matmul(h, filled(g, dtype::f32, shape{512, 512}, 0.001f * float(1 + t * 4 + l))));
       heads.push_back(h);
     }
     auto d = g.device(hand ? "/cpu:0" : "");
@@ -217,20 +229,22 @@ void placer_towers() {
 
 // An LSTM-like stack: 4 layers over 8 time steps, each cell h[l][t] = tanh(h[l-1][t] W[l] +
 // h[l][t-1] U[l]). A layer depends on the one below at the same step and on itself at the previous
-// step, so layers can run as a pipeline. By hand: layers 0-1 on cpu:0, layers 2-3 on cpu:1.
+// step, so layers can run as a pipeline. By hand: layers 0-1 on cpu:0, layers 2-3 on cpu:1. Each
+// layer's weights and each step's input differ, as in a real LSTM (the same ones made the graph
+// optimizer merge the first layer's products over the steps).
 void placer_lstm() {
   model_fn model = [](graph& g, output x, bool hand) {
     constexpr int layers = 4, steps = 8, units = 512;
     std::vector<output> w, u;
     for (int l = 0; l < layers; ++l) {
       auto d = g.device(hand ? (l < 2 ? "/cpu:0" : "/cpu:1") : "");
-      w.push_back(filled(g, dtype::f32, shape{units, units}, 0.001));
-      u.push_back(filled(g, dtype::f32, shape{units, units}, 0.001));
+      w.push_back(filled(g, dtype::f32, shape{units, units}, 0.001f * float(1 + 2 * l)));
+      u.push_back(filled(g, dtype::f32, shape{units, units}, 0.001f * float(2 + 2 * l)));
     }
     std::vector<output> state(layers);
     output top;
     for (int t = 0; t < steps; ++t) {
-      output below = x;
+      output below = t == 0 ? x : x * (1.0 + 0.125 * t);
       for (int l = 0; l < layers; ++l) {
         auto d = g.device(hand ? (l < 2 ? "/cpu:0" : "/cpu:1") : "");
         auto s = g.name_scope("l" + std::to_string(l) + "t" + std::to_string(t));
