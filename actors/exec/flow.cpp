@@ -282,11 +282,11 @@ void flow_state::deliver(frame_state* f, int64_t iter, const std::vector<consume
     if (c.next_iteration != next_only || (dead && c.ignores_dead))
       continue;
     if (park) {
-      f->parked.push_back({c.actor, c.slot, value, {f, iter, dead}});
+      f->parked.push_back({c.actor, c.slot, value, {f, iter, dead}, c.inline_node.get()});
       continue;
     }
     f->outstanding[size_t(iter - f->base)]++;
-    out.push_back({c.actor, c.slot, value, {f, iter, dead}});
+    out.push_back({c.actor, c.slot, value, {f, iter, dead}, c.inline_node.get()});
   }
   if (any_next && !next_only && !dead)
     deliver(f, iter + 1, to, value, false, out, true);
@@ -383,10 +383,9 @@ bool flow_state::emit(const node_setup& s, flow_tag in, std::vector<tensor>& out
   return done_message(f, i, out);
 }
 
-bool flow_state::consumed(flow_tag in) {
-  std::vector<flow_message> none;
+bool flow_state::consumed(flow_tag in, std::vector<flow_message>& out) {
   std::lock_guard lock(mu_);
-  return done_message(in.frame, in.iter, none);
+  return done_message(in.frame, in.iter, out);
 }
 
 status flow_state::check_fetches() const {
@@ -397,22 +396,6 @@ status flow_state::check_fetches() const {
           "' has no value: it is dead in this step (on a branch of a cond that was not taken, or "
           "inside a loop)");
   return {};
-}
-
-void dispatch_flow(node_actor::pointer self, const step_ptr& step, std::vector<flow_message>& out,
-                   bool step_done) {
-  for (auto& m : out) {
-    if (self)
-      self->send(m.actor, input_atom::value, step, m.slot, std::move(m.value), m.tag);
-    else
-      caf::anon_send(m.actor, input_atom::value, step, m.slot, std::move(m.value), m.tag);
-  }
-  if (step_done) {
-    if (auto st = step->flow->check_fetches(); !st.ok())
-      step->fail(std::move(st));
-    else
-      step->finish();
-  }
 }
 
 } // namespace runnel

@@ -51,6 +51,8 @@ struct flow_message {
   int32_t slot;
   tensor value;
   flow_tag tag;
+  /// The consumer's setup when its producer may fire it inline (consumer::inline_node).
+  node_setup* inline_node = nullptr;
 };
 
 /// One frame of one step.
@@ -90,7 +92,9 @@ public:
   bool emit(const node_setup& s, flow_tag in, std::vector<tensor>& outputs,
             const std::vector<char>* dead_outputs, bool node_dead, std::vector<flow_message>& out);
   /// A message tagged `in` was handled without firing the node. True when the step finished.
-  bool consumed(flow_tag in);
+  /// When that ends the oldest iteration of a frame whose window was full, the next iteration
+  /// starts: its invariants and the messages parked for it go into `out`.
+  bool consumed(flow_tag in, std::vector<flow_message>& out);
 
   /// The step's result: an error naming fetches that got no live value, else ok.
   status check_fetches() const;
@@ -108,7 +112,8 @@ private:
   frame_state root_;
 };
 
-/// Sends what emit/consumed produced, and finishes the step when they said so.
+/// Sends what emit/consumed produced (firing cheap consumers inline, in this turn), and finishes
+/// the step when they said so (node_actor.cpp).
 void dispatch_flow(node_actor::pointer self, const step_ptr& step,
                    std::vector<flow_message>& out, bool step_done);
 

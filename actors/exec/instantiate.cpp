@@ -245,21 +245,40 @@ private:
   }
 
   /// Cheap nodes a producer on their device runs inline, in its own turn (node_actor.cpp): a
-  /// stateless synchronous CPU kernel with one input to wait for (the rest constants) and no
-  /// control inputs, which the cost model says is cheap (metadata ops, or a few thousand FLOPs)
-  /// in graphs without control flow.
+  /// stateless synchronous CPU kernel which the cost model says is cheap (metadata ops, or a few
+  /// thousand FLOPs). Without control flow: one with one input to wait for (the rest constants)
+  /// and no control inputs. With control flow: also the frame ops (Switch, Merge, Enter, Exit,
+  /// NextIteration) and nodes waiting for several inputs, whose inputs then wait under a lock
+  /// (node_setup::flow_inputs); a kernel's output shapes must be known (in a loop an unknown
+  /// batch could hide a large one).
   void mark_inline_candidates() {
-    if (dynamic || !options.inline_firing)
+    if (!options.inline_firing)
       return;
     cost_model estimates;
     for (int v : placed) {
       const node& nd = g.at(v);
       auto& setup = *setups[size_t(v)];
       const op_def* def = g.ops().find(nd.op);
+      bool frame_op = nd.op == "Switch" || nd.op == "Merge" || nd.op == "Enter" ||
+                      nd.op == "Exit" || nd.op == "NextIteration";
       if (setup.gpu || setup.kern->is_async() || setup.emit_on_completion || !def ||
-          def->stateful || nd.op == "_Send" || nd.op == "_Recv" || !nd.control_inputs.empty() ||
-          (!is_metadata_op(nd.op) && estimates.flops(g, nd) > 32768))
+          (def->stateful && !frame_op) || nd.op == "_Send" || nd.op == "_Recv" ||
+          (!nd.control_inputs.empty() && !dynamic) ||
+          (!frame_op && !is_metadata_op(nd.op) && estimates.flops(g, nd) > 32768))
         continue;
+      if (dynamic) {
+        bool known = frame_op || is_metadata_op(nd.op);
+        if (!known) {
+          known = true;
+          for (auto& sh : nd.output_shapes)
+            known &= sh.is_fully_defined();
+        }
+        bool plain = true;
+        for (auto e : nd.inputs)
+          plain &= g.at(e.node).op != "VariableV2";
+        inline_candidate[size_t(v)] = known && plain;
+        continue;
+      }
       int waits = 0;
       bool plain = true;
       for (auto e : nd.inputs) {
@@ -371,6 +390,11 @@ private:
       return {};
     }
     setup.expected++;
+    // With control flow a candidate takes inline deliveries on any input from its device (an
+    // elided node's sources are on it): they wait under the node's lock.
+    if (dynamic && inline_candidate[size_t(v)] && device_of_node[size_t(e.node)] == here_of(v) &&
+        !refs[slot] && (elided[size_t(e.node)] || !setups[size_t(e.node)]->emit_on_completion))
+      c.inline_node = inline_target(v);
     if (elided[size_t(e.node)]) {
       consume_through_elided(e, c);
       return {};
@@ -391,13 +415,25 @@ private:
       return {};
     }
     // Not behind a Recv: its completion runs on the sender's or the network's thread.
-    if (inline_candidate[size_t(v)] && device_of_node[size_t(e.node)] == here && !refs[slot] &&
-        !producer.emit_on_completion && g.at(e.node).op != "_Recv") {
+    if (!dynamic && inline_candidate[size_t(v)] && device_of_node[size_t(e.node)] == here &&
+        !refs[slot] && !producer.emit_on_completion && g.at(e.node).op != "_Recv") {
       c.inline_node = setups[size_t(v)];
       setup.inlinable = true;
     }
     producer.consumers[size_t(e.index)].push_back(c);
     return {};
+  }
+
+  size_t here_of(int v) const { return device_of_node[size_t(v)]; }
+
+  /// Node v as the target of inline deliveries in an instance with control flow: its pending
+  /// inputs move under a lock.
+  std::shared_ptr<node_setup> inline_target(int v) {
+    auto& setup = setups[size_t(v)];
+    setup->inlinable = true;
+    if (!setup->flow_inputs)
+      setup->flow_inputs = make_shared_flow_inputs();
+    return setup;
   }
 
   status wire_node(int v) {
@@ -411,6 +447,9 @@ private:
     for (size_t k = 0; k < nd.control_inputs.size(); ++k) {
       int u = nd.control_inputs[k];
       consumer c{actors[size_t(v)], int32_t(nd.inputs.size() + k)};
+      if (dynamic && inline_candidate[size_t(v)] && here_of(u) == here_of(v) &&
+          (elided[size_t(u)] || !setups[size_t(u)]->emit_on_completion))
+        c.inline_node = inline_target(v);
       if (elided[size_t(u)]) // the value goes to the control slot, which ignores it
         consume_through_elided({u, 0}, c);
       else if (device_of_node[size_t(u)] != device_of_node[size_t(v)] && !dynamic)

@@ -220,6 +220,10 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   bool inlinable = false;
   size_t bound_bytes = 0;
   std::mutex compute_mu;
+  /// In an instance with control flow, a node that producers may run inline keeps its inputs
+  /// per (step, frame, iteration) here, under a lock, instead of in its actor: whichever thread
+  /// delivers the last one fires it (node_actor.cpp).
+  std::shared_ptr<struct shared_flow_inputs> flow_inputs;
 
   std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
 };
@@ -251,6 +255,8 @@ struct spawn_request {
 
 node_actor::behavior_type node_behavior(node_actor::pointer self,
                                         std::shared_ptr<node_setup> setup);
+/// The lock-guarded pending inputs of a node that producers in a loop may fire inline.
+std::shared_ptr<shared_flow_inputs> make_shared_flow_inputs();
 
 class actor_variable;
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "runnel/actors/exec/flow.hpp"
+#include "runnel/actors/exec/firing.hpp"
 #include "runnel/ops/core/float_env.hpp"
 
 #if defined(__x86_64__)
@@ -84,37 +84,6 @@ struct pending_step {
   int arrived = 0;
 };
 
-/// Inputs of one (step, frame, iteration) of a node in an instance with control flow.
-struct pending_iteration {
-  int64_t step;
-  frame_state* frame;
-  int64_t iter;
-  std::vector<tensor> inputs;
-  int arrived = 0;
-  bool dead = false;  ///< some input was dead
-  bool fired = false; ///< Merge: a live input went out
-  pending_iteration(int64_t s, frame_state* f, int64_t i, std::vector<tensor> in)
-      : step(s), frame(f), iter(i), inputs(std::move(in)) {
-    flow_state_in_use().fetch_add(1, std::memory_order_relaxed);
-  }
-  pending_iteration(pending_iteration&& o) noexcept
-      : step(o.step), frame(o.frame), iter(o.iter), inputs(std::move(o.inputs)),
-        arrived(o.arrived), dead(o.dead), fired(o.fired) {
-    flow_state_in_use().fetch_add(1, std::memory_order_relaxed);
-  }
-  pending_iteration& operator=(pending_iteration&& o) noexcept {
-    step = o.step;
-    frame = o.frame;
-    iter = o.iter;
-    inputs = std::move(o.inputs);
-    arrived = o.arrived;
-    dead = o.dead;
-    fired = o.fired;
-    return *this;
-  }
-  ~pending_iteration() { flow_state_in_use().fetch_sub(1, std::memory_order_relaxed); }
-};
-
 struct node_state {
   std::shared_ptr<node_setup> setup;
   std::vector<pending_step> pending; // a handful of steps in flight: a vector beats a map
@@ -146,14 +115,6 @@ void deliver(node_actor::pointer self, const consumer& c, const step_ptr& step, 
     caf::anon_send(c.actor, input_atom::value, step, c.slot, std::forward<T>(value));
 }
 
-void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
-          std::vector<tensor> inputs, flow_tag tag = {});
-
-/// How deep inline runs nest on one thread before a consumer gets a message again: bounds the
-/// stack, and lets other actors run between stretches of a long chain.
-constexpr int max_inline_depth = 16;
-thread_local int inline_depth = 0;
-
 /// Whether a producer may run consumer `c` inline with `value` as its missing input: small
 /// inputs (larger ones go to the device's pool from the consumer's actor) and not too deep.
 bool can_inline(const consumer& c, const tensor& value) {
@@ -184,7 +145,10 @@ status compute(node_setup& s, kernel_context& ctx) {
   return s.kern->compute(ctx);
 }
 
-/// Emits in an instance with control flow: the flow state routes and counts the outputs.
+} // namespace
+
+thread_local int inline_depth = 0;
+
 void emit_flow(node_actor::pointer self, node_setup& s, const step_ptr& step, flow_tag tag,
                std::vector<tensor>& outputs, const std::vector<char>* dead_outputs,
                bool node_dead) {
@@ -193,8 +157,8 @@ void emit_flow(node_actor::pointer self, node_setup& s, const step_ptr& step, fl
   dispatch_flow(self, step, out, done);
 }
 
-void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
-          std::vector<tensor>& outputs, flow_tag tag) {
+static void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
+                 std::vector<tensor>& outputs, flow_tag tag) {
   if (s.dynamic) {
     // A Recv that got another process's dead value (see fire_flow) passes deadness on.
     bool dead = s.crosses_processes && s.num_outputs == 1 && !outputs[0].valid();
@@ -251,7 +215,6 @@ void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
   step->node_done();
 }
 
-/// Reads the variables behind ref inputs into `inputs`; false (the step failed) on an error.
 bool read_variables(node_setup& s, const step_ptr& step, std::vector<tensor>& inputs) {
   if (!s.has_ref_reads)
     return true;
@@ -271,7 +234,7 @@ bool read_variables(node_setup& s, const step_ptr& step, std::vector<tensor>& in
 
 /// CPU kernels read their inputs through host pointers: an input in device memory is an error
 /// naming the input, never a dereference of a device pointer.
-status check_host_inputs(std::span<const tensor> inputs) {
+static status check_host_inputs(std::span<const tensor> inputs) {
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].host_readable())
       return failed_precondition("input " + std::to_string(i) + " (" +
@@ -379,138 +342,6 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
   emit(self, s, step, ctx.outputs(), tag);
 }
 
-/// A node of an instance with control flow has all inputs of one (frame, iteration): dead, it
-/// passes deadness on without running; Switch picks its live output; Enter, Exit and
-/// NextIteration pass the value to where the flow state routes it; the rest run their kernels.
-void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
-               std::vector<tensor> inputs, flow_tag tag) {
-  if (step->aborted.load(std::memory_order_acquire))
-    return;
-  bool dead = tag.dead && s.flow.kind != flow_kind::trigger;
-  tag.dead = false;
-  if (dead && s.crosses_processes && s.num_outputs == 0) {
-    // A Send of a dead value still sends (the Recv in the other process is waiting): an
-    // invalid tensor, which the Send kernel turns into its dead marker.
-    std::vector<tensor> inputs(s.bound.size());
-    fire(self, s, step, std::move(inputs), tag);
-    return;
-  }
-  if (dead) {
-    std::vector<tensor> none(size_t(s.num_outputs));
-    emit_flow(self, s, step, tag, none, nullptr, true);
-    return;
-  }
-  switch (s.flow.kind) {
-  case flow_kind::switch_op: {
-    if (!read_variables(s, step, inputs))
-      return;
-    const tensor& pred = inputs[1];
-    if (pred.type() != dtype::boolean || pred.num_elements() != 1) {
-      step->fail(invalid_argument("the predicate must be a bool scalar, got " +
-                                  std::string(name(pred.type())) + pred.shape().to_string())
-                     .with_context(s.describe()));
-      return;
-    }
-    bool taken = *pred.data<bool>();
-    std::vector<tensor> outs{inputs[0], inputs[0]};
-    std::vector<char> dead_outputs{char(taken), char(!taken)};
-    emit_flow(self, s, step, tag, outs, &dead_outputs, false);
-    return;
-  }
-  case flow_kind::enter:
-  case flow_kind::exit:
-  case flow_kind::next_iteration: {
-    if (!read_variables(s, step, inputs))
-      return;
-    std::vector<tensor> outs{std::move(inputs[0])};
-    emit_flow(self, s, step, tag, outs, nullptr, false);
-    return;
-  }
-  default:
-    fire(self, s, step, std::move(inputs), tag);
-  }
-}
-
-/// Merge: the first live input of a (frame, iteration) goes out with its index; dead once all
-/// the inputs expected there (iteration 0 of a loop: the Enters; later: the NextIterations) are.
-void on_merge_input(node_actor::pointer self, node_state& state, const step_ptr& step,
-                    int32_t slot, tensor value, flow_tag tag) {
-  node_setup& s = *state.setup;
-  auto& fl = s.flow;
-  int expected = fl.back_inputs == 0 ? s.num_inputs
-                                     : (tag.iter == 0 ? fl.forward_inputs : fl.back_inputs);
-  auto live = [&] {
-    std::vector<tensor> outs{std::move(value), tensor::scalar<int32_t>(slot)};
-    emit_flow(self, s, step, {tag.frame, tag.iter, false}, outs, nullptr, false);
-  };
-  auto all_dead = [&] {
-    std::vector<tensor> none(2);
-    emit_flow(self, s, step, {tag.frame, tag.iter, false}, none, nullptr, true);
-  };
-  if (expected == 1) {
-    tag.dead ? all_dead() : live();
-    return;
-  }
-  auto& its = state.iterations;
-  auto it = std::find_if(its.begin(), its.end(), [&](const pending_iteration& p) {
-    return p.step == step->id && p.frame == tag.frame && p.iter == tag.iter;
-  });
-  if (it == its.end()) {
-    its.emplace_back(step->id, tag.frame, tag.iter, std::vector<tensor>());
-    it = its.end() - 1;
-  }
-  bool complete = ++it->arrived == expected;
-  bool fired = it->fired;
-  if (!tag.dead && !fired)
-    it->fired = true;
-  if (complete)
-    its.erase(it);
-  if (!tag.dead && !fired) {
-    live();
-  } else if (complete && !fired) {
-    all_dead();
-  } else {
-    std::vector<flow_message> none;
-    dispatch_flow(self, step, none, step->flow->consumed(tag));
-  }
-}
-
-void on_flow_input(node_actor::pointer self, node_state& state, const step_ptr& step,
-                   int32_t slot, tensor value, flow_tag tag) {
-  node_setup& s = *state.setup;
-  if (s.flow.kind == flow_kind::merge) {
-    on_merge_input(self, state, step, slot, std::move(value), tag);
-    return;
-  }
-  if (s.expected == 1) {
-    std::vector<tensor> inputs = s.bound;
-    inputs[size_t(slot)] = std::move(value);
-    fire_flow(self, s, step, std::move(inputs), tag);
-    return;
-  }
-  auto& its = state.iterations;
-  auto it = std::find_if(its.begin(), its.end(), [&](const pending_iteration& p) {
-    return p.step == step->id && p.frame == tag.frame && p.iter == tag.iter;
-  });
-  if (it == its.end()) {
-    its.emplace_back(step->id, tag.frame, tag.iter, s.bound);
-    it = its.end() - 1;
-  }
-  it->inputs[size_t(slot)] = std::move(value);
-  it->dead |= tag.dead;
-  if (++it->arrived == s.expected) {
-    auto inputs = std::move(it->inputs);
-    tag.dead = it->dead;
-    its.erase(it);
-    fire_flow(self, s, step, std::move(inputs), tag);
-    return;
-  }
-  std::vector<flow_message> none;
-  dispatch_flow(self, step, none, step->flow->consumed(tag));
-}
-
-} // namespace
-
 node_actor::behavior_type node_behavior(node_actor::pointer self,
                                         std::shared_ptr<node_setup> setup) {
   auto state = std::make_shared<node_state>();
@@ -543,7 +374,7 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
       [self, state](input_atom, step_ptr& step, int32_t slot, tensor& value, flow_tag tag) {
         if (step->aborted.load(std::memory_order_acquire))
           return;
-        on_flow_input(self, *state, step, slot, std::move(value), tag);
+        on_flow_input(self, &state->iterations, *state->setup, step, slot, std::move(value), tag);
       },
       [self, state](start_atom, step_ptr& step) {
         node_setup& s = *state->setup;
@@ -557,10 +388,16 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         pending.erase(std::remove_if(pending.begin(), pending.end(),
                                      [id](const pending_step& p) { return p.id == id; }),
                       pending.end());
-        auto& its = state->iterations;
-        its.erase(std::remove_if(its.begin(), its.end(),
-                                 [id](const pending_iteration& p) { return p.step == id; }),
-                  its.end());
+        auto drop = [id](std::vector<pending_iteration>& its) {
+          its.erase(std::remove_if(its.begin(), its.end(),
+                                   [id](const pending_iteration& p) { return p.step == id; }),
+                    its.end());
+        };
+        drop(state->iterations);
+        if (auto& shared = state->setup->flow_inputs) {
+          std::lock_guard lock(shared->mu);
+          drop(shared->iterations);
+        }
       },
       [self, state](resume_atom, async_call_ptr& call) {
         node_setup& s = *state->setup;
