@@ -19,11 +19,6 @@ void emit_flow(node_actor::pointer self, node_setup& s, const step_ptr& step, fl
 /// Reads the variables behind ref inputs into `inputs`; false (the step failed) on an error.
 bool read_variables(node_setup& s, const step_ptr& step, std::vector<tensor>& inputs);
 
-/// How deep inline runs nest on one thread before a consumer gets a message again: bounds the
-/// stack, and lets other actors run between stretches of a long chain.
-inline constexpr int max_inline_depth = 16;
-extern thread_local int inline_depth;
-
 /// Inputs of one (step, frame, iteration) of a node in an instance with control flow.
 struct pending_iteration {
   int64_t step;

@@ -113,7 +113,7 @@ private:
 };
 
 /// Sends what emit/consumed produced (firing cheap consumers inline, in this turn), and finishes
-/// the step when they said so (node_actor.cpp).
+/// the step when they said so (flow_firing.cpp).
 void dispatch_flow(node_actor::pointer self, const step_ptr& step,
                    std::vector<flow_message>& out, bool step_done);
 

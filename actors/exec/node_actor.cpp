@@ -115,6 +115,11 @@ void deliver(node_actor::pointer self, const consumer& c, const step_ptr& step, 
     caf::anon_send(c.actor, input_atom::value, step, c.slot, std::forward<T>(value));
 }
 
+/// How deep inline runs nest on one thread before a consumer gets a message again: bounds the
+/// stack, and lets other actors run between stretches of a long chain.
+constexpr int max_inline_depth = 16;
+thread_local int inline_depth = 0;
+
 /// Whether a producer may run consumer `c` inline with `value` as its missing input: small
 /// inputs (larger ones go to the device's pool from the consumer's actor) and not too deep.
 bool can_inline(const consumer& c, const tensor& value) {
@@ -146,8 +151,6 @@ status compute(node_setup& s, kernel_context& ctx) {
 }
 
 } // namespace
-
-thread_local int inline_depth = 0;
 
 void emit_flow(node_actor::pointer self, node_setup& s, const step_ptr& step, flow_tag tag,
                std::vector<tensor>& outputs, const std::vector<char>* dead_outputs,
