@@ -29,6 +29,7 @@ install(TARGETS runnel runnel-node RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # consumer need not have) stay behind; tests/headers checks every installed one compiles alone.
 set(RUNNEL_INTERNAL_HEADERS
     actors/exec/internal.hpp actors/exec/session_impl.hpp actors/exec/device_executor.hpp actors/exec/flow.hpp
+    actors/exec/firing.hpp
     net/endpoint_impl.hpp net/tensor_codec.hpp
     ops/core/eigen_access.hpp ops/layers/control_flow_internal.hpp ops/grad/gradients_internal.hpp
     ops/cpu/conv_dnnl.hpp ops/cpu/conv_rows.hpp ops/cpu/lstm_math.hpp ops/cpu/matmul_dnnl.hpp
