@@ -282,11 +282,11 @@ void flow_state::deliver(frame_state* f, int64_t iter, const std::vector<consume
     if (c.next_iteration != next_only || (dead && c.ignores_dead))
       continue;
     if (park) {
-      f->parked.push_back({c.actor, c.slot, value, {f, iter, dead}, c.inline_node.get()});
+      f->parked.push_back({c.actor, c.slot, value, {f, iter, dead}, c.flow_inline});
       continue;
     }
     f->outstanding[size_t(iter - f->base)]++;
-    out.push_back({c.actor, c.slot, value, {f, iter, dead}, c.inline_node.get()});
+    out.push_back({c.actor, c.slot, value, {f, iter, dead}, c.flow_inline});
   }
   if (any_next && !next_only && !dead)
     deliver(f, iter + 1, to, value, false, out, true);

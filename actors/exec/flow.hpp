@@ -51,7 +51,7 @@ struct flow_message {
   int32_t slot;
   tensor value;
   flow_tag tag;
-  /// The consumer's setup when its producer may fire it inline (consumer::inline_node).
+  /// The consumer's setup when its producer may fire it inline (consumer::flow_inline).
   node_setup* inline_node = nullptr;
 };
 

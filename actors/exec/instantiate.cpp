@@ -225,6 +225,7 @@ private:
         setups[size_t(by_device[d][i])] = req->setups[i];
         actors[size_t(by_device[d][i])] = req->actors[i];
         inst->actors->nodes.push_back(req->actors[i]);
+        inst->actors->setups.push_back(req->setups[i]);
       }
     }
     return {};
@@ -394,7 +395,7 @@ private:
     // elided node's sources are on it): they wait under the node's lock.
     if (dynamic && inline_candidate[size_t(v)] && device_of_node[size_t(e.node)] == here_of(v) &&
         !refs[slot] && (elided[size_t(e.node)] || !setups[size_t(e.node)]->emit_on_completion))
-      c.inline_node = inline_target(v);
+      c.flow_inline = inline_target(v);
     if (elided[size_t(e.node)]) {
       consume_through_elided(e, c);
       return {};
@@ -428,12 +429,12 @@ private:
 
   /// Node v as the target of inline deliveries in an instance with control flow: its pending
   /// inputs move under a lock.
-  std::shared_ptr<node_setup> inline_target(int v) {
+  node_setup* inline_target(int v) {
     auto& setup = setups[size_t(v)];
     setup->inlinable = true;
     if (!setup->flow_inputs)
       setup->flow_inputs = make_shared_flow_inputs();
-    return setup;
+    return setup.get();
   }
 
   status wire_node(int v) {
@@ -449,7 +450,7 @@ private:
       consumer c{actors[size_t(v)], int32_t(nd.inputs.size() + k)};
       if (dynamic && inline_candidate[size_t(v)] && here_of(u) == here_of(v) &&
           (elided[size_t(u)] || !setups[size_t(u)]->emit_on_completion))
-        c.inline_node = inline_target(v);
+        c.flow_inline = inline_target(v);
       if (elided[size_t(u)]) // the value goes to the control slot, which ignores it
         consume_through_elided({u, 0}, c);
       else if (device_of_node[size_t(u)] != device_of_node[size_t(v)] && !dynamic)

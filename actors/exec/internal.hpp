@@ -4,8 +4,9 @@
 //
 // Ownership: the runtime owns the actor system and device actors. A device actor owns its
 // resources (variables, each served by a variable actor). A session's executor instance owns
-// handles to its node actors; node actors hold handles only to their consumers (a DAG, so no
-// cycles). A step_state is shared by the caller and every message of that step.
+// handles to its node actors and their setups; node actors hold handles only to their consumers
+// (a DAG, so no cycles; in loops the links a producer fires inline by do not own). A step_state
+// is shared by the caller and every message of that step.
 
 #include <atomic>
 #include <chrono>
@@ -96,6 +97,9 @@ using device_actor = caf::typed_actor<caf::replies_to<spawn_atom, spawn_request_
 /// The actors of one executor instance, shared by its steps (for abort broadcasts).
 struct instance_actors {
   std::vector<node_actor> nodes;
+  /// The nodes' setups, alive for as long as the instance or a step of it: consumers in loops
+  /// point at them without owning them (consumer::flow_inline).
+  std::vector<std::shared_ptr<struct node_setup>> setups;
 };
 
 /// What a traced step records per node.
@@ -157,6 +161,10 @@ struct consumer {
   /// A cheap consumer on the producer's device whose only missing input this is: the producer
   /// runs it in the same turn instead of sending a message (node_actor.cpp, run_inline).
   std::shared_ptr<struct node_setup> inline_node;
+  /// With control flow: the consumer's setup when its producer may fire it inline
+  /// (flow_firing.cpp). Not owning: a loop's consumers form cycles; instance_actors::setups
+  /// keeps every setup alive.
+  node_setup* flow_inline = nullptr;
 };
 
 /// What a control-flow primitive does to frames, iterations and deadness.
