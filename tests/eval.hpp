@@ -2,7 +2,10 @@
 // Test helpers: evaluate outputs of a graph in a fresh session on a shared runtime.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/ops/graph/builder.hpp"
@@ -16,6 +19,33 @@ inline runtime& test_runtime() {
   static runtime* rt = new runtime(runtime_options{.visible_gpus = std::vector<int>{}});
   return *rt;
 }
+
+/// Sets (or, with no value, removes) an environment variable for a scope and puts the old value
+/// back after: for tests whose subject an environment switch would change (a test of the graph
+/// optimizer's rewrites pins RUNNEL_GRAPH_OPTIMIZER off the suite's own setting).
+class scoped_env {
+public:
+  scoped_env(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name))
+      old_ = old;
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+  ~scoped_env() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 /// Runs `fetches` and returns their values; fails the test on an error.
 inline std::vector<tensor> eval(const std::vector<output>& fetches, const feed_list& feeds = {}) {

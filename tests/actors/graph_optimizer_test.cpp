@@ -180,9 +180,7 @@ TEST_CASE("a FusedBatchNorm at inference folds into the convolution before it",
 
 TEST_CASE("RUNNEL_GRAPH_OPTIMIZER switches passes off, and a bad word is an error naming it",
           "[actors][optimizer]") {
-  const char* old = std::getenv("RUNNEL_GRAPH_OPTIMIZER");
-  std::string saved = old ? old : "";
-  ::setenv("RUNNEL_GRAPH_OPTIMIZER", "off", 1);
+  scoped_env env("RUNNEL_GRAPH_OPTIMIZER", "off");
   CHECK_FALSE(graph_optimizer_options::from_environment({})->any());
   ::setenv("RUNNEL_GRAPH_OPTIMIZER", "no-cse,no-fusion", 1);
   auto o = graph_optimizer_options::from_environment({});
@@ -194,8 +192,4 @@ TEST_CASE("RUNNEL_GRAPH_OPTIMIZER switches passes off, and a bad word is an erro
   auto bad = graph_optimizer_options::from_environment({});
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message().find("'no-magic'") != std::string::npos);
-  if (old)
-    ::setenv("RUNNEL_GRAPH_OPTIMIZER", saved.c_str(), 1);
-  else
-    ::unsetenv("RUNNEL_GRAPH_OPTIMIZER");
 }

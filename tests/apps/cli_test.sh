@@ -158,9 +158,9 @@ check "keras import" 0 "output: dense_1 float32\[\?,3\]" -- "$runnel" keras impo
 # Every subcommand that reads a graph takes the TensorFlow files keras import and export write.
 check "graph dump tf" 0 "dense_1/BiasAdd = BiasAdd\(" -- "$runnel" graph dump "$keras/mlp.pb"
 # The graph as a session runs it: the dense layers' MatMul + BiasAdd (+ activation) fused.
-check "graph dump optimized" 0 "= _FusedMatMul\(" -- "$runnel" graph dump "$keras/mlp.pb" --optimized
-check "graph dump optimized log" 0 "graph optimizer: [0-9]+ nodes -> [0-9]+" -- "$runnel" graph dump "$keras/mlp.pb" --optimized
-check "graph dump bad fetch" 1 "--fetch.*nope" -- "$runnel" graph dump "$keras/mlp.pb" --optimized --fetch nope
+check "graph dump optimized" 0 "= _FusedMatMul\(" -- env -u RUNNEL_GRAPH_OPTIMIZER "$runnel" graph dump "$keras/mlp.pb" --optimized
+check "graph dump optimized log" 0 "graph optimizer: [0-9]+ nodes -> [0-9]+" -- env -u RUNNEL_GRAPH_OPTIMIZER "$runnel" graph dump "$keras/mlp.pb" --optimized
+check "graph dump bad fetch" 1 "--fetch.*nope" -- env -u RUNNEL_GRAPH_OPTIMIZER "$runnel" graph dump "$keras/mlp.pb" --optimized --fetch nope
 check "graph dump pbtxt" 0 "softmax = Softmax\(" -- "$runnel" graph dump "$tf/mnist_cnn.pbtxt"
 check "graph dot tf" 0 "digraph" -- "$runnel" graph dot "$keras/mlp.pb"
 check "keras run" 0 "dense_1 -> .*mlp_out.npy \(float32\[5,3\]\)" -- "$runnel" run "$keras/mlp.pb" --feed "dense_input=$keras/mlp_k2_in.npy" --fetch dense_1 --out "$keras/mlp_out.npy"
