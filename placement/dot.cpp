@@ -4,7 +4,7 @@
 #include <map>
 #include <numeric>
 
-#include "runnel/placement/frames.hpp"
+#include "runnel/ops/graph/frames.hpp"
 
 namespace runnel {
 namespace {

@@ -5,7 +5,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "runnel/placement/frames.hpp"
+#include "runnel/ops/graph/frames.hpp"
 
 namespace runnel {
 

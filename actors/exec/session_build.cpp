@@ -129,7 +129,7 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
     }
 
   RUNNEL_RETURN_IF_ERROR(place_graph());
-  if (optimizer.any() && !has_control_flow(g, needed)) {
+  if (optimizer.any()) {
     graph_optimizer_context context{.kernels = &runtime_kernels(),
                                     .cpu = rt.devices.front().cpu.get()};
     context.device_of_node.reserve(device_of_node.size());

@@ -91,9 +91,6 @@ result<optimized_graph> optimized_graph_of(const graph& g,
   for (auto e : sig.fetches)
     roots.push_back(e.node);
   auto needed = prune(g, roots, {});
-  if (has_control_flow(g, needed))
-    return unimplemented("the graph has loops or conditionals, which the optimizer leaves as "
-                         "they are");
   RUNNEL_ASSIGN_OR_RETURN(auto opts, graph_optimizer_options::from_environment({}));
   cpu_device cpu(0);
   return optimize_graph(g, needed, sig, opts,

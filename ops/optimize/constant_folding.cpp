@@ -112,8 +112,21 @@ status fold_constants(rgraph& r) {
     if (targeted || fed)
       continue;
     std::vector<tensor> values;
+    // A shape folded in a graph with loops or conditionals keeps waiting on the tensor it
+    // describes: that keeps it in the tensor's frame and branch (a Const waiting on nothing runs
+    // at the top level, in every branch). Values of constants run everywhere anyway.
+    // (Waiting on a Switch runs in both branches: the shape of a Switch's output stays.)
+    std::vector<int> anchor;
     if (auto s = known_shape(r, n)) {
+      if (r.control_flow && r.nodes[size_t(n.inputs[0].node)].op == "Switch")
+        continue;
       values.push_back(std::move(*s));
+      int of = n.inputs[0].node;
+      bool fed_in = r.fed[size_t(of)] != 0; // fed: a top-level value, and no node that runs
+      for (auto e : r.signature.feeds)
+        fed_in |= e.node == of;
+      if (r.control_flow && !fed_in)
+        anchor.push_back(of);
     } else {
       std::vector<tensor> inputs;
       for (auto e : n.inputs) {
@@ -129,9 +142,10 @@ status fold_constants(rgraph& r) {
         continue;
       values = std::move(*out);
     }
-    auto as_const = [](rnode& c, tensor value) {
+    auto as_const = [&anchor](rnode& c, tensor value) {
       c.op = "Const";
       c.inputs.clear();
+      c.control_inputs = anchor;
       c.attrs = {{"dtype", value.type()}, {"value", value}};
       c.types = {value.type()};
       c.shapes = {value.shape()};
@@ -143,7 +157,8 @@ status fold_constants(rgraph& r) {
       for (size_t i = 0; i < values.size(); ++i) {
         rnode c{.origin = source.origin,
                 .name = source.name + "/_folded_" + std::to_string(i),
-                .device = source.device};
+                .device = source.device,
+                .frame = source.frame};
         as_const(c, std::move(values[i]));
         int id = int(r.nodes.size());
         r.nodes.push_back(std::move(c));

@@ -10,6 +10,7 @@
 #include <queue>
 #include <sstream>
 
+#include "runnel/ops/graph/frames.hpp"
 #include "runnel/ops/optimize/rewrite.hpp"
 
 namespace runnel {
@@ -45,13 +46,6 @@ graph_optimizer_options::from_environment(graph_optimizer_options base) {
   return base;
 }
 
-bool has_control_flow(const graph& g, const std::vector<char>& needed) {
-  for (int v = 0; v < g.num_nodes(); ++v)
-    if (needed[size_t(v)] && is_control_flow_op(g.at(v).op))
-      return true;
-  return false;
-}
-
 namespace optimize {
 namespace {
 
@@ -60,19 +54,23 @@ namespace {
 rgraph copy_needed(const graph& g, const std::vector<char>& needed, const graph_signature& sig) {
   rgraph r;
   r.source = &g;
-  std::vector<int> id_of(size_t(g.num_nodes()), -1);
-  for (int v = 0; v < g.num_nodes(); ++v) {
-    if (!needed[size_t(v)])
-      continue;
-    const node& n = g.at(v);
-    id_of[size_t(v)] = int(r.nodes.size());
-    r.nodes.push_back(rnode{.origin = v,
+  std::vector<int> id_of(size_t(g.num_nodes()), -1), kept;
+  for (int v = 0; v < g.num_nodes(); ++v)
+    if (needed[size_t(v)])
+      kept.push_back(v);
+  loop_frames frames = find_loop_frames(g, kept);
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const node& n = g.at(kept[i]);
+    id_of[size_t(kept[i])] = int(r.nodes.size());
+    r.nodes.push_back(rnode{.origin = kept[i],
                             .name = n.name,
                             .op = n.op,
                             .device = n.device,
                             .attrs = n.attrs,
                             .types = n.output_types,
-                            .shapes = n.output_shapes});
+                            .shapes = n.output_shapes,
+                            .frame = frames.frame_of[i]});
+    r.control_flow |= is_control_flow_op(n.op);
   }
   r.fed.assign(r.nodes.size(), 0);
   std::map<endpoint, endpoint> fed;
@@ -136,9 +134,10 @@ result<optimized_graph> materialize(const rgraph& r) {
       return true;
     };
     for (auto e : r.nodes[v].inputs)
-      if (!edge(e.node))
-        return internal_error("graph optimizer: node '" + r.nodes[v].name +
-                              "' reads the removed node '" + r.nodes[size_t(e.node)].name + "'");
+      if (r.nodes[size_t(e.node)].dead || !r.is_back_edge(int(v), e)) // added later by name
+        if (!edge(e.node))
+          return internal_error("graph optimizer: node '" + r.nodes[v].name +
+                                "' reads the removed node '" + r.nodes[size_t(e.node)].name + "'");
     for (int c : r.nodes[v].control_inputs)
       if (!edge(c))
         return internal_error("graph optimizer: node '" + r.nodes[v].name +
@@ -175,6 +174,7 @@ result<optimized_graph> materialize(const rgraph& r) {
   for (size_t v = 0; v < n; ++v)
     if (!r.nodes[v].dead && new_id[v] < 0)
       return internal_error("graph optimizer: node '" + r.nodes[v].name + "' is in a cycle");
+  RUNNEL_RETURN_IF_ERROR(og.g->check_complete()); // every loop closed again
   auto map = [&](endpoint e) { return endpoint{new_id[size_t(e.node)], e.index}; };
   for (auto e : r.signature.feeds)
     og.signature.feeds.push_back(map(e));

@@ -18,8 +18,10 @@
 //     _FusedElementwise node, a small expression interpreter (elementwise_fusion.cpp);
 //   - multi-tensor updates: a GPU's ApplyAdam nodes that share their scalars become one
 //     _MultiApplyAdam node, one launch for all its variables (multi_tensor.cpp).
-// Stateful nodes, fed and fetched tensors, targets and nodes on different devices are never
-// merged or removed. A graph with loops or conditionals is left as it is.
+// Stateful nodes, control-flow nodes, fed and fetched tensors, targets and nodes on different
+// devices are never merged or removed. Loops and conditionals keep their frames: the passes
+// rewrite a loop's body in its frame (ops/graph/frames.hpp) and never join nodes of two frames;
+// a value folded inside a loop or a branch still waits on what it was computed from.
 
 #include <functional>
 #include <memory>
@@ -96,8 +98,5 @@ result<optimized_graph> optimize_graph(const graph& g, const std::vector<char>& 
                                        const graph_signature& signature,
                                        const graph_optimizer_options& opts,
                                        const graph_optimizer_context& context);
-
-/// Whether any node flagged in `needed` is a control-flow op (such graphs are not optimized).
-bool has_control_flow(const graph& g, const std::vector<char>& needed);
 
 } // namespace runnel

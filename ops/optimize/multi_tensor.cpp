@@ -12,6 +12,17 @@
 #include "runnel/ops/optimize/rewrite.hpp"
 
 namespace runnel::optimize {
+namespace {
+
+/// A live ApplyAdam on a GPU whose outputs nothing reads, at the top level (updates inside a
+/// loop stay apart).
+bool candidate(const rgraph& r, const std::vector<std::vector<std::pair<int, int>>>& data, int v) {
+  const rnode& n = r.nodes[size_t(v)];
+  return !n.dead && n.op == "ApplyAdam" && n.frame == 0 && !r.placed(v).empty() && !r.on_cpu(v) &&
+         !r.is_kept(v) && r.readers(data, v).empty();
+}
+
+} // namespace
 
 status fuse_optimizer_updates(rgraph& r) {
   if (!r.source->ops().find("_MultiApplyAdam"))
@@ -34,8 +45,7 @@ status fuse_optimizer_updates(rgraph& r) {
   std::map<key, std::vector<int>> groups;
   for (size_t v = 0; v < r.nodes.size(); ++v) {
     const rnode& n = r.nodes[v];
-    if (n.dead || n.op != "ApplyAdam" || n.inputs.size() != adam_inputs || r.placed(int(v)).empty() ||
-        r.on_cpu(int(v)) || r.is_kept(int(v)) || !r.readers(data, int(v)).empty())
+    if (!candidate(r, data, int(v)) || n.inputs.size() != adam_inputs)
       continue;
     auto flag = [&](const char* attr) {
       auto it = n.attrs.find(attr);

@@ -82,7 +82,8 @@ int fold_batch_norms(rgraph& r, consumer_index& data, std::vector<std::vector<in
               .device = r.nodes[size_t(v)].device,
               .attrs = {{"dtype", dtype::f32}, {"value", t}},
               .types = {dtype::f32},
-              .shapes = {t.shape()}};
+              .shapes = {t.shape()},
+              .frame = r.nodes[size_t(v)].frame};
       r.nodes.push_back(std::move(c));
       r.fed.push_back(0);
       data.emplace_back();

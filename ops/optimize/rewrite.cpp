@@ -153,6 +153,8 @@ std::vector<int> rgraph::topo_order() const {
     if (nodes[v].dead)
       continue;
     for (auto e : nodes[v].inputs) {
+      if (is_back_edge(int(v), e))
+        continue;
       out[size_t(e.node)].push_back(int(v));
       ++pending[v];
     }
@@ -178,8 +180,9 @@ std::vector<int> rgraph::topo_order() const {
 
 bool rgraph::is_stateful(int v) const {
   const op_def* def = source->ops().find(nodes[size_t(v)].op);
-  return !def || def->stateful || nodes[size_t(v)].op == "Placeholder" ||
-         nodes[size_t(v)].op == "_Send" || nodes[size_t(v)].op == "_Recv";
+  return !def || def->stateful || is_control_flow_op(nodes[size_t(v)].op) ||
+         nodes[size_t(v)].op == "Placeholder" || nodes[size_t(v)].op == "_Send" ||
+         nodes[size_t(v)].op == "_Recv";
 }
 
 void rgraph::remove_unused() {

@@ -18,6 +18,10 @@ struct rnode {
   std::vector<int> control_inputs;
   std::vector<dtype> types;
   std::vector<shape> shapes;
+  /// The while-loop frame its outputs are in (ops/graph/frames.hpp; 0: the top level). Passes
+  /// never join nodes of different frames, and a node they make takes its frame from the nodes
+  /// it replaces.
+  int frame = 0;
   bool dead = false;
 };
 
@@ -28,6 +32,7 @@ struct rgraph {
   std::vector<rnode> nodes;
   graph_signature signature; ///< in rgraph node ids
   std::vector<char> fed;     ///< per node: a feed's stand-in
+  bool control_flow = false; ///< some node is a Switch, Merge, Enter, ... (loops, conditionals)
   std::vector<std::string> changes;
   int removed = 0;
 
@@ -55,9 +60,15 @@ struct rgraph {
   bool on_cpu(int v) const;
   /// A Const node's value, or null.
   const tensor* constant(int v) const;
-  /// Live nodes, every node after its inputs (ties by id).
+  /// Live nodes, every node after its inputs (ties by id; a loop's back edge, NextIteration ->
+  /// Merge, does not count).
   std::vector<int> topo_order() const;
-  /// Stateful ops, Placeholders, _Send and _Recv: never merged, folded or removed.
+  /// Whether input `e` of node `v` closes a loop (a Merge's input from a NextIteration).
+  bool is_back_edge(int v, endpoint e) const {
+    return nodes[size_t(v)].op == "Merge" && nodes[size_t(e.node)].op == "NextIteration";
+  }
+  /// Stateful ops, control-flow ops (the frames' structure), Placeholders, _Send and _Recv:
+  /// never merged, folded or removed.
   bool is_stateful(int v) const;
   /// Kills nodes nothing reads or waits on that are neither kept nor stateful.
   void remove_unused();

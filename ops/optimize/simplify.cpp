@@ -44,8 +44,11 @@ status prune_identities(rgraph& r) {
       continue;
     endpoint in = n.inputs[0];
     const rnode& p = r.nodes[size_t(in.node)];
-    // An Identity of a variable reads it (a snapshot); one onto another device is a copy.
-    if (p.op == "VariableV2" || r.placed(v) != r.placed(in.node) ||
+    // An Identity of a variable reads it (a snapshot); one onto another device is a copy. One of
+    // a Switch's output is a conditional branch's pivot (what waits on it runs in that branch
+    // only; waiting on the Switch runs in both), and one of an Enter or Merge likewise anchors
+    // nodes to their frame: they stay.
+    if (p.op == "VariableV2" || is_control_flow_op(p.op) || r.placed(v) != r.placed(in.node) ||
         n.types[0] != p.types[size_t(in.index)])
       continue;
     r.replace_uses({v, 0}, in, data);
@@ -87,7 +90,7 @@ namespace {
 /// whole when keys match).
 std::string cse_key(const rgraph& r, int v) {
   const rnode& n = r.nodes[size_t(v)];
-  std::string key = n.op + '|' + r.placed(v) + '|' + n.device + '|';
+  std::string key = n.op + '|' + std::to_string(n.frame) + '|' + r.placed(v) + '|' + n.device + '|';
   for (auto e : n.inputs)
     key += std::to_string(e.node) + ':' + std::to_string(e.index) + ',';
   key += '|';

@@ -86,6 +86,7 @@ check "signature on a graph" 2 "--signature and --tags are for SavedModel direct
 # A frozen bidirectional dynamic_rnn (tests/tf/make_tf_dynamic_rnn.py): its two frames listed.
 /usr/bin/python3 "$(dirname "$0")/../tf/make_tf_dynamic_rnn.py" "$work/tfrnn"
 check "graph dump frames" 0 "^# frame bidirectional_rnn/bw/bw/while/while_context: [0-9]+ nodes, in the top level, parallel_iterations 32, condition bidirectional_rnn/bw/bw/while/LoopCond" -- "$runnel" graph dump "$work/tfrnn/bidirectional.pbtxt"
+check "graph dump optimized loops" 0 "^# frame bidirectional_rnn/bw/bw/while/while_context: [0-9]+ nodes" -- env -u RUNNEL_GRAPH_OPTIMIZER "$runnel" graph dump "$work/tfrnn/bidirectional.pbtxt" --optimized
 check "run dynamic_rnn" 0 "^rnn/while/Exit_3 = float32\[2,4\]" -- "$runnel" run "$work/tfrnn/basic_rnn.pbtxt" --feed "x=$work/tfrnn/x.npy" --fetch rnn/while/Exit_3
 # Partitioned variables (slices) read whole.
 check "ckpt tf partitioned" 0 "emb +float32 +\[5,3\]" -- "$runnel" ckpt inspect "$work/tfckpt/partitioned/model.ckpt-7"

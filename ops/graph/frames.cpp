@@ -1,4 +1,4 @@
-#include "runnel/placement/frames.hpp"
+#include "runnel/ops/graph/frames.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,7 +1,8 @@
 #pragma once
 // The while-loop frames of a graph's nodes, found from the graph alone: a frame starts at the
 // Enters that name it (`frame_name`, within the enclosing frame) and ends at its Exits. Used by
-// the partitioner (control loops per device) and the Graphviz drawing (clusters).
+// the partitioner (control loops per device), the Graphviz drawing (clusters) and the graph
+// optimizer (which keeps every node in its frame).
 
 #include <string>
 #include <vector>
