@@ -35,20 +35,23 @@ public:
     lstm_math::affine_halves(pool, n, in, c, 2 * c, x.data<float>(), hp, w_ru.data<float>(),
                              b_ru.data<float>(), ru.data<float>());
     tensor rh(dtype::f32, shape{n, c});
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < c; ++j) {
-        int64_t at = i * c + j;
-        r[at] = lstm_math::sigmoid(ru.data<float>()[i * 2 * c + j]);
-        u[at] = lstm_math::sigmoid(ru.data<float>()[i * 2 * c + c + j]);
-        rh.data<float>()[at] = r[at] * hp[at];
-      }
+    // Rows as Eigen arrays: Eigen vectorises the logistic function and tanh.
+    using array = Eigen::Array<float, Eigen::Dynamic, 1>;
+    for (int64_t i = 0; i < n; ++i) {
+      Eigen::Map<const array> gr(ru.data<float>() + i * 2 * c, c), gu(gr.data() + c, c),
+          hrow(hp + i * c, c);
+      Eigen::Map<array> rr(r + i * c, c), ur(u + i * c, c), rhr(rh.data<float>() + i * c, c);
+      rr = gr.logistic();
+      ur = gu.logistic();
+      rhr = rr * hrow;
+    }
     // c = tanh(b_c + x · w_c[:in] + (r ∘ h_prev) · w_c[in:])
     lstm_math::affine_halves(pool, n, in, c, c, x.data<float>(), rh.data<float>(),
                              w_c.data<float>(), b_c.data<float>(), cand);
-    for (int64_t at = 0; at < n * c; ++at) {
-      cand[at] = std::tanh(cand[at]);
-      out[at] = u[at] * hp[at] + (1.f - u[at]) * cand[at];
-    }
+    Eigen::Map<array> cv(cand, n * c), ov(out, n * c);
+    Eigen::Map<const array> uv(u, n * c), hv(hp, n * c);
+    cv = cv.tanh();
+    ov = uv * hv + (1.f - uv) * cv;
     return {};
   }
 };

@@ -12,10 +12,6 @@
 
 namespace runnel::lstm_math {
 
-inline float sigmoid(float x) {
-  return 1.f / (1.f + std::exp(-x));
-}
-
 /// The cell's attributes and peephole weights (each [cell]; read only with `peephole`).
 struct params {
   float forget_bias, cell_clip;
