@@ -137,6 +137,9 @@ result<std::shared_ptr<instance>> session::impl::build(const std::vector<endpoin
       context.device_of_node.push_back(rt.devices[d].name);
     RUNNEL_ASSIGN_OR_RETURN(
         auto og, optimize_graph(g, needed, {feeds, fetches, targets}, optimizer, context));
+    // Nothing rewritten (the summary is the only line): the source graph runs as it is.
+    if (og.removed == 0 && og.changes.size() == 1)
+      return instantiate(g, device_of_node, feeds, fetches, targets, needed);
     std::vector<size_t> where;
     for (int o : og.origin)
       where.push_back(device_of_node[size_t(o)]);
