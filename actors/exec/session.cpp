@@ -25,6 +25,9 @@ result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<
                                       const std::vector<operation>& targets,
                                       std::function<void(step_state&)> extra_finish,
                                       std::shared_ptr<trace_buffer> trace, int64_t step_id) {
+  // Until the instance is found or built, this reads the graph, to which another thread may be
+  // adding nodes (graph::lock_for_reading); the step itself reads only the instance.
+  auto reading = g.lock_for_reading();
   std::vector<int64_t> key;
   key.reserve(feeds.size() + fetches.size() + targets.size() + 3);
   key.push_back(g.num_nodes());
@@ -76,6 +79,7 @@ result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<
     ++active;
   }
 
+  reading.unlock(); // before waiting for a slot: finishing steps may need a writer's thread
   inst->in_flight->acquire();
   auto step = std::make_shared<step_state>();
   step->trace = std::move(trace);

@@ -222,6 +222,7 @@ status graph::add_control_edge(int from, int to) {
     for (int c : control_out[size_t(v)])
       stack.push_back(c);
   }
+  auto changing = lock_for_changes();
   auto& ci = nodes_[size_t(to)].control_inputs;
   if (std::find(ci.begin(), ci.end(), from) == ci.end())
     ci.push_back(from);

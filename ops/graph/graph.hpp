@@ -17,7 +17,10 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -145,6 +148,18 @@ public:
 
   const op_registry& ops() const { return *ops_; }
 
+  /// Building a graph is one thread's work, but sessions may read it from others while it grows
+  /// (a Python thread adds nodes while another's step starts): a session holds this while it
+  /// reads the graph to build a signature's instance; adding a node, a control edge or a back
+  /// edge holds it exclusively for the moment it changes the node store.
+  std::shared_lock<std::shared_mutex> lock_for_reading() const {
+    return std::shared_lock<std::shared_mutex>(*changes_mu_);
+  }
+  /// For changes made through mutable_node while sessions may be reading.
+  std::unique_lock<std::shared_mutex> lock_for_changes() {
+    return std::unique_lock<std::shared_mutex>(*changes_mu_);
+  }
+
   /// Adds a node exactly as described (its name must be new; inputs must exist, except a Merge's
   /// input from a NextIteration added later, as in TensorFlow's loops). Used by the GraphDef
   /// loader. Errors name the node.
@@ -242,6 +257,7 @@ private:
   result<int> finish_node(runnel::node n);
 
   const op_registry* ops_;
+  std::unique_ptr<std::shared_mutex> changes_mu_ = std::make_unique<std::shared_mutex>();
   std::deque<runnel::node> nodes_;
   std::unordered_map<std::string, int> by_name_;
   std::unordered_map<std::string, int> name_counts_;

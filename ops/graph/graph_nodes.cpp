@@ -104,6 +104,7 @@ status graph::set_back_edge(int merge, int slot, endpoint next) {
                             std::string(name(src.output_types[size_t(next.index)])) +
                             " but Merge '" + m.name + "' carries " +
                             std::string(name(m.output_types[0])));
+  auto changing = lock_for_changes();
   m.inputs[size_t(slot)] = next;
   return {};
 }
@@ -302,6 +303,7 @@ result<int> graph::finish_node(node n) {
     if (!find(c))
       return fail(invalid_argument("colocated with '" + c + "', which does not exist"));
   n.id = num_nodes();
+  auto changing = lock_for_changes();
   by_name_[n.name] = n.id;
   nodes_.push_back(std::move(n));
   return nodes_.back().id;

@@ -78,6 +78,7 @@ graph_ptr adopt_graph(graph g) {
 
 void assign_containers(graph& g) {
   std::lock_guard lock(graphs_mu);
+  auto changing = g.lock_for_changes(); // another thread's step may be reading the graph
   auto it = graphs.find(&g);
   if (it == graphs.end())
     return;

@@ -460,3 +460,26 @@ TEST_CASE("a runtime measures its CPU devices' throughput once, when first asked
   CHECK(&rt.cpu_params() == &p);
   CHECK(rt.cpu_params().flops_per_s == p.flops_per_s);
 }
+
+TEST_CASE("a graph may grow on one thread while steps start on another", "[actors]") {
+  // Each run after the graph grew builds a new instance, reading the graph while the other
+  // thread adds nodes (Python's run_async beside op building did this and crashed): the session
+  // reads under the graph's lock, and adding a node takes it for the moment it changes the store.
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{}, "x");
+  auto y = x * 2.0f + 1.0f;
+  session s(test_runtime(), g);
+  std::atomic<bool> done{false};
+  std::thread builder([&] {
+    output z = x;
+    for (int i = 0; i < 3000 && !done.load(); ++i)
+      z = z + 1.0f;
+  });
+  for (int i = 0; i < 300; ++i) {
+    auto r = s.run({{x, tensor::scalar<float>(float(i))}}, {y});
+    REQUIRE(r.ok());
+    REQUIRE(r.value()[0].data<float>()[0] == float(i) * 2 + 1);
+  }
+  done.store(true);
+  builder.join();
+}
