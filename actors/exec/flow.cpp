@@ -60,6 +60,11 @@ public:
     for (int v = 0; v < g.num_nodes(); ++v)
       if (setups[size_t(v)])
         RUNNEL_RETURN_IF_ERROR(set_flow(v));
+    // Slots bound to an invariant name its Enter until now: its index in the frame from here.
+    for (auto& s : setups)
+      if (s)
+        for (auto& [slot, index] : s->frame_bound)
+          index = setups[size_t(index)]->flow.constant_index;
     return plan;
   }
 
@@ -159,6 +164,8 @@ private:
         RUNNEL_ASSIGN_OR_RETURN(fl.child_frame, out_frame(v));
         fl.is_constant = get_attr<bool>(nd.attrs, "is_constant");
         frames[size_t(fl.child_frame)].enters++;
+        if (fl.binds)
+          fl.constant_index = frames[size_t(fl.child_frame)].constants++;
         break;
       }
       case flow_kind::exit:
@@ -231,7 +238,8 @@ plan_frames(const graph& g, const std::vector<std::shared_ptr<node_setup>>& setu
 
 frame_state::frame_state(const flow_plan& plan, int index, frame_state* p, int64_t pi)
     : info(&plan.frames[size_t(index)]), static_index(index), parent(p), parent_iter(pi),
-      pending_enters(info->enters), exited_live(info->exits.size(), 0) {
+      pending_enters(info->enters), constants(size_t(info->constants)),
+      pending_constants(info->constants), exited_live(info->exits.size(), 0) {
   if (p)
     id = p->id.empty() ? info->name : p->id + ":" + std::to_string(pi) + "/" + info->name;
   outstanding.push_back(0);
@@ -286,7 +294,9 @@ void flow_state::deliver(frame_state* f, int64_t iter, const std::vector<consume
       continue;
     }
     f->outstanding[size_t(iter - f->base)]++;
-    out.push_back({c.actor, c.slot, value, {f, iter, dead}, c.flow_inline});
+    // Until the frame's bound invariants are in, its messages wait: their consumers read them.
+    (f->pending_constants > 0 ? f->held : out)
+        .push_back({c.actor, c.slot, value, {f, iter, dead}, c.flow_inline});
   }
   if (any_next && !next_only && !dead)
     deliver(f, iter + 1, to, value, false, out, true);
@@ -344,6 +354,14 @@ bool flow_state::emit(const node_setup& s, flow_tag in, std::vector<tensor>& out
       case flow_kind::enter: {
         frame_state* c = child(f, i, s.flow.child_frame);
         if (s.flow.is_constant) {
+          if (s.flow.constant_index >= 0 && fetch_slots) { // the data output, once
+            c->constants[size_t(s.flow.constant_index)] = {value, dead};
+            if (--c->pending_constants == 0) {
+              for (auto& m : c->held)
+                out.push_back(std::move(m));
+              c->held.clear();
+            }
+          }
           c->invariants.push_back({&to, value, dead});
           for (int64_t j = c->base; j < c->base + int64_t(c->outstanding.size()); ++j)
             deliver(c, j, to, value, dead, out);

@@ -27,6 +27,9 @@ struct static_frame {
   std::string name;
   int parent = -1;
   int enters = 0; ///< Enter nodes into this frame (each delivers once per parent iteration)
+  /// Invariants (constant Enters) whose consumers take them once per frame: a frame's messages
+  /// wait until these have arrived, and their firings read the values from the frame.
+  int constants = 0;
   int parallel_iterations = 10;
   std::vector<std::shared_ptr<node_setup>> exits;
 };
@@ -72,6 +75,11 @@ struct frame_state {
     bool dead;
   };
   std::vector<invariant> invariants;
+  /// The values (and deadness) of the frame's bound invariants, by flow_node::constant_index;
+  /// written once, before any message into the frame goes out.
+  std::vector<std::pair<tensor, bool>> constants;
+  int pending_constants;
+  std::vector<flow_message> held;   ///< messages into the frame while pending_constants > 0
   std::vector<flow_message> parked; ///< for the iteration after the window
   std::vector<char> exited_live;    ///< per exit of the frame
   /// The same in every process: the frame names from the top, each with its parent iteration

@@ -41,6 +41,11 @@ void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
                std::vector<tensor> inputs, flow_tag tag) {
   if (step->aborted.load(std::memory_order_acquire))
     return;
+  for (auto [slot, index] : s.frame_bound) { // the frame's invariants, bound once
+    auto& [value, invariant_dead] = tag.frame->constants[size_t(index)];
+    inputs[size_t(slot)] = value;
+    tag.dead |= invariant_dead;
+  }
   bool dead = tag.dead && s.flow.kind != flow_kind::trigger;
   tag.dead = false;
   if (dead && s.crosses_processes && s.num_outputs == 0) {

@@ -390,6 +390,11 @@ private:
       RUNNEL_ASSIGN_OR_RETURN(setup.bound[slot], bound_value(nd, setup, e.node));
       return {};
     }
+    if (binds_invariant(v, slot, refs)) {
+      setup.frame_bound.emplace_back(int32_t(slot), int32_t(e.node));
+      setups[size_t(e.node)]->flow.binds = true;
+      return {};
+    }
     setup.expected++;
     // With control flow a candidate takes inline deliveries on any input from its device (an
     // elided node's sources are on it): they wait under the node's lock.
@@ -426,6 +431,29 @@ private:
   }
 
   size_t here_of(int v) const { return device_of_node[size_t(v)]; }
+
+  /// Whether input `slot` of node v comes straight from a loop invariant (a constant Enter) on
+  /// its device, which v may take once per frame: v computes (no frame op but Switch, no
+  /// Send/Recv) and has another input each iteration to fire it.
+  bool is_invariant_input(int v, size_t slot, const std::vector<bool>& refs) const {
+    auto e = g.at(v).inputs[slot];
+    const node& p = g.at(e.node);
+    return dynamic && !refs[slot] && p.op == "Enter" && get_attr<bool>(p.attrs, "is_constant") &&
+           setups[size_t(e.node)] && !elided[size_t(e.node)] && here_of(e.node) == here_of(v) &&
+           std::find(feeds.begin(), feeds.end(), e) == feeds.end();
+  }
+  bool binds_invariant(int v, size_t slot, const std::vector<bool>& refs) const {
+    const node& nd = g.at(v);
+    if (!is_invariant_input(v, slot, refs) || nd.op == "_Send" || nd.op == "_Recv" ||
+        (is_control_flow_op(nd.op) && nd.op != "Switch"))
+      return false;
+    if (!nd.control_inputs.empty())
+      return true;
+    for (size_t k = 0; k < nd.inputs.size(); ++k)
+      if (!bindable[size_t(nd.inputs[k].node)] && !is_invariant_input(v, k, refs))
+        return true;
+    return false;
+  }
 
   /// Node v as the target of inline deliveries in an instance with control flow: its pending
   /// inputs move under a lock.

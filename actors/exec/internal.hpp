@@ -173,6 +173,10 @@ struct flow_node {
   flow_kind kind = flow_kind::plain;
   int child_frame = -1;       ///< Enter: the static frame it enters
   bool is_constant = false;   ///< Enter: a loop invariant
+  /// Enter, invariant: some consumers take its value once per frame (node_setup::frame_bound);
+  /// its index among its frame's such invariants (flow.hpp, frame_state::constants).
+  bool binds = false;
+  int constant_index = -1;
   int exit_index = -1;        ///< Exit: its index among its frame's exits
   std::vector<char> back_edge; ///< Merge: per input, whether it comes from a NextIteration
   int forward_inputs = 0, back_inputs = 0;
@@ -190,6 +194,10 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   std::vector<tensor> bound;
   /// Messages a step must deliver before the node fires (unbound inputs + control inputs).
   int expected = 0;
+  /// With control flow: input slots a loop invariant fills once per frame instead of by a
+  /// message per iteration, as (slot, the invariant's index in its frame; before plan_frames,
+  /// the Enter's node id).
+  std::vector<std::pair<int32_t, int32_t>> frame_bound;
   std::vector<std::vector<consumer>> consumers; ///< per output
   std::vector<consumer> control_consumers;
   /// Sends: per output, the rendezvous keys its value goes out under (edges to other devices;

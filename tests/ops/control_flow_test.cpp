@@ -465,3 +465,48 @@ TEST_CASE("loop nodes fire inline in their producers' turns: the same results as
   CHECK(iterations == std::set<int64_t>{0, 1, 2, 3, 4, 5});
   CHECK(settled_flow_state() == 0);
 }
+
+TEST_CASE("loop invariants are bound once per frame: one that arrives after the loop started "
+          "is read by every iteration, through conds too",
+          "[actors][control_flow]") {
+  // The Less of i < n and the body's Add read n and `slow` once per frame from the frame's state
+  // instead of by a message per iteration; `slow` comes at the end of a chain, so the loop's
+  // other Enters are in first and the frame's messages wait for it. A cond in the body takes it
+  // through a Switch, dead in the iterations where the other branch runs.
+  graph g;
+  auto n = placeholder(g, dtype::i32, shape{}, "n");
+  auto w = placeholder(g, dtype::f32, shape{3}, "w");
+  auto one = placeholder(g, dtype::f32, shape{}, "one");
+  output slow = w;
+  for (int k = 0; k < 200; ++k)
+    slow = slow + one;
+  for (int parallel : {1, 10}) {
+    auto out =
+        while_loop([&](const vars& v) { return less(v[0], n); },
+                   [&](const vars& v) {
+                     auto even =
+                         equal(floor_mod(v[0], constant(g, int32_t(2))), constant(g, int32_t(0)));
+                     auto next = cond(
+                         even, [&] { return v[1] * 0.5 + slow; }, [&] { return v[1] - 1.0; });
+                     return vars{v[0] + constant(g, int32_t(1)), next};
+                   },
+                   {constant(g, int32_t(0)), w}, {.parallel_iterations = parallel});
+    for (bool inline_firing : {true, false}) {
+      session s(test_runtime(), g, {.inline_firing = inline_firing});
+      for (int32_t k : {0, 1, 2, 5}) {
+        std::vector<float> w0{1, -2, 0.5f}, acc = w0;
+        for (int32_t i = 0; i < k; ++i)
+          for (size_t j = 0; j < 3; ++j)
+            acc[j] = i % 2 == 0 ? acc[j] * 0.5f + (w0[j] + 200 * 0.25f) : acc[j] - 1;
+        auto r = s.run({{n, tensor::scalar<int32_t>(k)},
+                        {w, tensor::vector<float>(w0)},
+                        {one, tensor::scalar<float>(0.25f)}},
+                       {out[1]});
+        INFO("parallel_iterations " << parallel << ", inline " << inline_firing << ", n " << k);
+        REQUIRE(r.ok());
+        check_close(r.value()[0], tensor::vector<float>(acc));
+      }
+    }
+  }
+  CHECK(settled_flow_state() == 0);
+}
