@@ -102,14 +102,12 @@ status fold_constants(rgraph& r) {
   for (int v : r.topo_order()) {
     rnode& n = r.nodes[size_t(v)];
     if (n.op == "Const" || n.inputs.empty() || !n.control_inputs.empty() || r.is_stateful(v) ||
-        is_control_flow_op(n.op) || r.fed[size_t(v)] || !small_enough(r, n) || !r.on_cpu(v))
+        is_control_flow_op(n.op) || r.is_fed(v) || !small_enough(r, n) || !r.on_cpu(v))
       continue;
-    bool targeted = false, fed = false;
+    bool targeted = false;
     for (int t : r.signature.targets)
       targeted |= t == v;
-    for (auto e : r.signature.feeds)
-      fed |= e.node == v;
-    if (targeted || fed)
+    if (targeted)
       continue;
     std::vector<tensor> values;
     // A shape folded in a graph with loops or conditionals keeps waiting on the tensor it
@@ -122,10 +120,7 @@ status fold_constants(rgraph& r) {
         continue;
       values.push_back(std::move(*s));
       int of = n.inputs[0].node;
-      bool fed_in = r.fed[size_t(of)] != 0; // fed: a top-level value, and no node that runs
-      for (auto e : r.signature.feeds)
-        fed_in |= e.node == of;
-      if (r.control_flow && !fed_in)
+      if (r.control_flow && !r.is_fed(of)) // a fed value is a top-level one, and never runs
         anchor.push_back(of);
     } else {
       std::vector<tensor> inputs;

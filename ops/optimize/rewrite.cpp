@@ -42,6 +42,13 @@ bool rgraph::is_fetched(endpoint e) const {
          signature.fetches.end();
 }
 
+bool rgraph::is_fed(int v) const {
+  if (fed[size_t(v)])
+    return true;
+  return std::any_of(signature.feeds.begin(), signature.feeds.end(),
+                     [v](endpoint e) { return e.node == v; });
+}
+
 bool rgraph::is_kept(int v) const {
   if (fed[size_t(v)])
     return true;
@@ -106,11 +113,8 @@ bool rgraph::on_cpu(int v) const {
 
 const tensor* rgraph::constant(int v) const {
   const rnode& n = nodes[size_t(v)];
-  if (n.dead || n.op != "Const" || !n.control_inputs.empty() || fed[size_t(v)])
+  if (n.dead || n.op != "Const" || !n.control_inputs.empty() || is_fed(v))
     return nullptr;
-  for (auto e : signature.feeds)
-    if (e.node == v)
-      return nullptr;
   auto it = n.attrs.find("value");
   return it == n.attrs.end() ? nullptr : std::get_if<tensor>(&it->second);
 }

@@ -46,6 +46,9 @@ struct rgraph {
   std::vector<std::vector<int>> control_consumers() const;
   /// Whether the node is fetched, a target, or a feed's stand-in: never removed or replaced.
   bool is_kept(int v) const;
+  /// Whether the node is a feed's stand-in or a fed tensor's producer: its value comes from the
+  /// caller, at the top level, and the node never runs.
+  bool is_fed(int v) const;
   /// Whether some fetch reads output `e`.
   bool is_fetched(endpoint e) const;
   /// Every data input and fetch reading `from` reads `to` instead; `consumers` (from
