@@ -338,6 +338,10 @@ std::vector<gradient_value> gradient_values(const std::vector<output>& ys,
     stack.pop_back();
     if (to_y[size_t(v)]++)
       continue;
+    // Nothing flows back through a StopGradient: what lies only behind it (a loop whose
+    // outputs were stopped, say) gets no gradient nodes, and an x only there gets none.
+    if (g.at(v).op == "StopGradient")
+      continue;
     for (auto e : g.at(v).inputs)
       stack.push_back(e.node);
   }

@@ -130,6 +130,10 @@ public:
   virtual result<endpoint> import(graph& g, endpoint e) = 0;
   /// "the true branch of cond 'cond'", "while loop 'while' (frame 'while/while_context')".
   virtual std::string describe() const = 0;
+  /// Whether a variable's ref (an Assign's or an Apply's first input) used inside stays the
+  /// variable's, the node waiting on the pivot instead of importing it: a cond branch's way
+  /// (TensorFlow's RefSwitch); a loop's frames need the Enter.
+  virtual bool gates_refs() const { return false; }
 
   int id = -1;
   flow_context* outer = nullptr; ///< the enclosing context (null: the graph's top level)

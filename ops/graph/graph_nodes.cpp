@@ -18,15 +18,48 @@ bool encloses(const flow_context* outer, const flow_context* inner) {
 std::string where(const flow_context* c) {
   return c ? c->describe() : "the top level of the graph";
 }
+
+/// Whether input `k` of a node of `def` is a ref argument (mapped while the arguments before it
+/// are single tensors; false past the first list).
+bool is_ref_input(const op_def* def, size_t k) {
+  if (!def)
+    return false;
+  for (size_t i = 0; i < def->inputs.size() && i <= k; ++i) {
+    auto& arg = def->inputs[i];
+    if (!arg.number_attr.empty() || !arg.type_list_attr.empty())
+      return false;
+    if (i == k)
+      return arg.is_ref;
+  }
+  return false;
+}
+
+/// Whether every context from `inner` out to (not including) `outer` keeps refs by gating.
+bool refs_gated(const flow_context* inner, const flow_context* outer) {
+  for (auto* c = inner; c != outer; c = c->outer)
+    if (!c->gates_refs())
+      return false;
+  return true;
+}
 } // namespace
 
 status graph::import_inputs(node& n) {
   if (contexts_.empty())
     return {};
-  for (auto& e : n.inputs) {
+  const op_def* def = ops_->find(n.op);
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    auto& e = n.inputs[k];
     const flow_context* from = context(at(e.node).context);
     if (from == context_)
       continue;
+    if (context_ && context_->pivot >= 0 && is_ref_input(def, k) && encloses(from, context_) &&
+        refs_gated(context_, from)) {
+      // An Assign in a branch updates the variable itself, and only when the branch runs.
+      if (std::find(n.control_inputs.begin(), n.control_inputs.end(), context_->pivot) ==
+          n.control_inputs.end())
+        n.control_inputs.push_back(context_->pivot);
+      continue;
+    }
     if (!encloses(from, context_))
       return invalid_argument(
           "node '" + n.name + "' (op " + n.op + ") in " + where(context_) + " uses '" +

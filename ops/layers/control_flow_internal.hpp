@@ -19,6 +19,7 @@ public:
   std::string describe() const override {
     return std::string(branch_ ? "the true" : "the false") + " branch of cond '" + name_ + "'";
   }
+  bool gates_refs() const override { return true; }
   output pred() const { return pred_; }
   int branch() const { return branch_; }
   const std::string& name() const { return name_; }

@@ -42,7 +42,9 @@ from .variables import (Variable, global_variables, all_variables, trainable_var
 from .session import (Session, InteractiveSession, RunOptions, RunMetadata,  # noqa: E402
                       get_default_session)
 from . import operators as _operators  # noqa: E402,F401 (installs x @ w + b)
-from . import nn, train, io, data, saved_model  # noqa: E402
+from .control_flow import cond, case, switch_case, TensorArray, Assert  # noqa: E402,F401
+from .loops import while_loop, map_fn, scan, foldl, foldr  # noqa: E402,F401
+from . import nn, train, io, data, saved_model, nest  # noqa: E402
 
 
 class _GenOps:

@@ -132,6 +132,13 @@ def _reduce(kind):
         keep = keepdims if keep_dims is None else keep_dims
         x = _t(input_tensor)
         axes = None if axis is None else [int(a) for a in np.atleast_1d(axis)]
+        if axes is None and x.shape.ndims is None and not keep:
+            # Every axis of a tensor whose rank is known only at run time (a stacked
+            # TensorArray's, say): the axes as a tensor.
+            ops = {"sum": _raw.Sum, "mean": _raw.Mean, "max": _raw.Max, "min": _raw.Min,
+                   "prod": _raw.Prod}
+            every = _raw.Range(0, _raw.Rank(x), 1)
+            return ops[kind](x, every, name=name or None)
         return _fw.Tensor(x.graph, _runnel._reduce(kind, x._t, axes, bool(keep), name or ""))
 
     reduce.__name__ = "reduce_" + kind

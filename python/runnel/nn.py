@@ -143,3 +143,16 @@ def moments(x, axes, keepdims=False, name=None):
         mean = _api.squeeze(mean, axes)
     return mean, variance
 
+
+
+# ---- recurrent networks (python/runnel/rnn.py) ----------------------------------------------
+from types import SimpleNamespace as _Namespace  # noqa: E402
+
+from . import rnn as _rnn  # noqa: E402
+from .rnn import dynamic_rnn, bidirectional_dynamic_rnn, static_rnn  # noqa: E402,F401
+
+#: tf.nn.rnn_cell
+rnn_cell = _Namespace(RNNCell=_rnn.RNNCell, BasicRNNCell=_rnn.BasicRNNCell,
+                      BasicLSTMCell=_rnn.BasicLSTMCell, LSTMCell=_rnn.LSTMCell,
+                      LSTMBlockCell=_rnn.LSTMBlockCell, GRUCell=_rnn.GRUCell,
+                      MultiRNNCell=_rnn.MultiRNNCell, LSTMStateTuple=_rnn.LSTMStateTuple)

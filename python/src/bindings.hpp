@@ -13,6 +13,7 @@ void bind_session(pybind11::module_& m);
 void bind_train(pybind11::module_& m);
 void bind_data(pybind11::module_& m);
 void bind_saved_model(pybind11::module_& m);
+void bind_control_flow(pybind11::module_& m);
 /// The process's runtime, made on first use with the options set_runtime_options gave (never
 /// destroyed: its threads may outlive the interpreter's last reference).
 runtime& shared_runtime();

@@ -22,4 +22,5 @@ PYBIND11_MODULE(_runnel, m) {
   runnel::python::bind_train(m);
   runnel::python::bind_data(m);
   runnel::python::bind_saved_model(m);
+  runnel::python::bind_control_flow(m);
 }

@@ -92,6 +92,30 @@ TEST_CASE("cond only runs the branch taken", "[actors][control_flow]") {
   CHECK(settled_flow_state() == 0);
 }
 
+TEST_CASE("an update in a cond branch changes the variable itself, only when taken",
+          "[actors][control_flow]") {
+  graph g;
+  auto p = placeholder(g, dtype::boolean, shape{}, "p");
+  auto v = variable(g, constant(g, 0.0f), "v");
+  auto w = variable(g, constant(g, 0.0f), "w");
+  // A ref cannot pass a Switch: the AssignAdd reads the variable directly and waits on the
+  // branch's pivot; the other branch assigns w, so each step changes exactly one of them.
+  auto out = cond(
+      p, [&] { return assign_add(v, constant(g, 1.0f)); },
+      [&] { return assign(w, v.value * 10.0f); });
+  session s(test_runtime(), g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  for (bool taken : {true, false, true, true, false}) {
+    auto r = s.run({{p, tensor::scalar(taken)}}, {out});
+    INFO((r.ok() ? std::string() : r.error().to_string()));
+    REQUIRE(r.ok());
+  }
+  auto r = s.run({}, {v.value, w.value});
+  REQUIRE(r.ok());
+  check_equal(r.value()[0], tensor::scalar(3.0f));
+  check_equal(r.value()[1], tensor::scalar(30.0f));
+}
+
 TEST_CASE("case_of and switch_case pick one branch", "[actors][control_flow]") {
   graph g;
   auto i = placeholder(g, dtype::i32, shape{}, "i");
