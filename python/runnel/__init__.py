@@ -44,6 +44,13 @@ from .session import (Session, InteractiveSession, RunOptions, RunMetadata,  # n
 from . import operators as _operators  # noqa: E402,F401 (installs x @ w + b)
 from .control_flow import cond, case, switch_case, TensorArray, Assert  # noqa: E402,F401
 from .loops import while_loop, map_fn, scan, foldl, foldr  # noqa: E402,F401
+from .variable_scope import (variable_scope, get_variable, get_variable_scope,  # noqa: E402
+                             VariableScope, AUTO_REUSE)
+from .initializers import (zeros_initializer, ones_initializer, constant_initializer,  # noqa
+                           random_normal_initializer, truncated_normal_initializer,
+                           random_uniform_initializer, variance_scaling_initializer,
+                           glorot_uniform_initializer, glorot_normal_initializer)
+from . import initializers  # noqa: E402,F401
 from . import nn, train, io, data, saved_model, nest  # noqa: E402
 
 

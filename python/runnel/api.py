@@ -31,7 +31,8 @@ def constant(value, dtype=None, shape=None, name="Const"):
         arr = np.asarray(value, dtype=t.as_numpy_dtype if t != _dtypes.string else object)
         shape = [int(d) for d in shape]
         arr = np.broadcast_to(arr, shape) if arr.size == 1 else arr.reshape(shape)
-        return _fw.convert_to_tensor(np.ascontiguousarray(arr), dtype=t, name=name)
+        # np.array, not np.ascontiguousarray: that makes a scalar a vector of one.
+        return _fw.convert_to_tensor(np.array(arr, order="C"), dtype=t, name=name)
     return _fw.convert_to_tensor(value, dtype=dtype, name=name)
 
 

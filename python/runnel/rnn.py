@@ -64,6 +64,24 @@ def _width(inputs, what):
     return int(dims[-1])
 
 
+def _refuse_silent_copies(graph, names, cell_name):
+    """A new cell in a variable scope that reuses would get fresh weights under uniquified names
+    ("kernel_1") where TensorFlow shares the old ones: refuse it, naming both."""
+    from .variable_scope import AUTO_REUSE, get_variable_scope
+    if get_variable_scope().reuse not in (True, AUTO_REUSE):
+        return
+    for name in names:
+        base, _, suffix = name.rpartition("_")
+        if suffix.isdigit() and base:
+            try:
+                graph.get_operation_by_name(base)
+            except KeyError:
+                continue
+            raise ValueError("cell '%s' made '%s' beside the existing '%s' in a variable scope "
+                             "that reuses: a new cell object does not share weights by name "
+                             "here; use the cell object that made them" % (cell_name, name, base))
+
+
 class _NativeCell(RNNCell):
     """A cell built in C++ on first use."""
 
@@ -90,6 +108,7 @@ class _NativeCell(RNNCell):
             dtype = _dtypes.as_dtype(self._dtype or dtype)
             self._cell = self._make(graph, input_size, dtype.name)
             self._graph, self._input_size = graph, input_size
+            _refuse_silent_copies(graph, self._cell.variables, self._name)
         elif graph is not self._graph:
             raise ValueError("cell '%s' was built in another graph" % self._name)
         elif input_size != self._input_size:

@@ -17,10 +17,13 @@ class Variable:
         if initial_value is None:
             raise ValueError("a Variable needs an initial_value")
         if callable(initial_value):
-            initial_value = initial_value()
+            # Made outside any loop or cond being built, as TensorFlow's init_scope does.
+            with _fw.get_default_graph()._g.outside_control_flow():
+                initial_value = initial_value()
         init = _fw.convert_to_tensor(initial_value, dtype=dtype)
         self.graph = init.graph
-        self._v = _runnel._variable(init._t, name or "Variable", bool(trainable))
+        with self.graph._g.outside_control_flow():
+            self._v = _runnel._variable(init._t, name or "Variable", bool(trainable))
 
     # -- what it stands for ----------------------------------------------------------------
     def _as_graph_element(self):

@@ -201,6 +201,12 @@ void bind_graph(py::module_& m) {
                deps.push_back(o.op);
              return scope_object({[g, deps] { return g->control_dependencies(deps); }, {}});
            })
+      .def("outside_control_flow",
+           [](const graph_ptr& g) {
+             // Nodes added inside belong to no cond branch or loop and wait on nothing (a
+             // variable made while a loop body is built, as TensorFlow's init_scope).
+             return scope_object({[g] { return g->enter_context(nullptr); }, {}});
+           })
       .def("colocate_with",
            [](const graph_ptr& g, const py_operation& op) {
              return scope_object({[g, op] { return g->colocate_with(op.op); }, {}});

@@ -122,3 +122,8 @@ def test_graph_files(tmp_path):
         np.testing.assert_array_equal(s.run("y:0", {"x:0": [1, 2]}), [2, 4])
     with pytest.raises(tf.errors.OpError, match="nothing"):
         tf.io.load_graph(tmp_path / "nothing")
+
+
+def test_constant_with_a_shape_keeps_a_scalar_a_scalar():
+    assert tf.constant(2.0, shape=[]).shape == []
+    assert tf.constant(2.0, shape=[2, 1]).shape == [2, 1]

@@ -212,3 +212,19 @@ def test_rnn_errors_name_what_is_wrong():
     tf.nn.dynamic_rnn(cell, y, dtype=tf.float32)
     with pytest.raises(ValueError, match="built for inputs of width 3, got 7"):
         tf.nn.dynamic_rnn(cell, tf.placeholder(tf.float32, [4, 5, 7]), dtype=tf.float32)
+
+
+def test_a_new_cell_in_a_reusing_scope_is_refused_rather_than_given_new_weights():
+    x = tf.placeholder(tf.float32, [4, 5, 3])
+    with tf.variable_scope("model"):
+        cell = cells.GRUCell(2)
+        first, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)
+    with tf.variable_scope("model", reuse=True):
+        again, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)  # the same object: shared
+        assert cell.variables[0].name == "model/rnn/gru_cell/gates/kernel:0"
+        with pytest.raises(ValueError, match="gates/kernel_1.*use the cell object"):
+            tf.nn.dynamic_rnn(cells.GRUCell(2), x, dtype=tf.float32)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        a, b = s.run([first, again], {x: XS})
+    np.testing.assert_allclose(a, b)
