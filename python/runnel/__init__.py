@@ -33,7 +33,7 @@ from . import errors, dtypes, raw_ops  # noqa: E402
 from .dtypes import (DType, as_dtype, float16, half, bfloat16, float32, float64, double,  # noqa
                      int8, uint8, int32, int64, bool, string)
 from .framework import (Graph, Tensor, Operation, TensorShape, get_default_graph,  # noqa
-                        reset_default_graph, convert_to_tensor)
+                        reset_default_graph, convert_to_tensor, IndexedSlices)
 from .api import *  # noqa: F401,F403,E402
 from .api import range, slice  # noqa: E402 (shadow the builtins on purpose, as tf does)
 from .variables import (Variable, global_variables, all_variables, trainable_variables,  # noqa

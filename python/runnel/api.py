@@ -285,11 +285,50 @@ def set_random_seed(seed):
 
 
 def gradients(ys, xs, grad_ys=None, name="gradients"):
-    """d(sum of ys)/d(x) for each x: a list with None where an x does not affect ys."""
+    """d(sum of ys)/d(x) for each x: a list with None where an x does not affect ys, and
+    IndexedSlices where an x is read only through gathers (embedding_lookup)."""
     ys = [_t(y) for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
     xs_list = xs if isinstance(xs, (list, tuple)) else [xs]
     xs_t = [_t(x) for x in xs_list]  # a Variable: its value, through which its uses flow
     gys = [] if grad_ys is None else [_t(g) for g in
                                       (grad_ys if isinstance(grad_ys, (list, tuple)) else [grad_ys])]
-    out = _runnel._gradients([y._t for y in ys], [x._t for x in xs_t], [g._t for g in gys])
-    return [None if o is None else _fw.Tensor(ys[0].graph, o) for o in out]
+    out = _runnel._gradients([y._t for y in ys], [x._t for x in xs_t], [g._t for g in gys], True)
+    return [_fw._gradient_out(ys[0].graph, o) for o in out]
+
+
+def global_norm(t_list, name=None):
+    """sqrt of the sum of every element squared over the tensors (None skipped; the values of
+    IndexedSlices)."""
+    squares = [reduce_sum(_raw.Square(t.values if isinstance(t, _fw.IndexedSlices) else _t(t)))
+               for t in t_list if t is not None]
+    if not squares:
+        raise ValueError("global_norm: no tensors (all None)")
+    return _raw.Sqrt(squares[0] if len(squares) == 1 else add_n(squares), name=name)
+
+
+def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
+    """Each t times clip_norm / max(global_norm, clip_norm) (None stays None, IndexedSlices stay
+    sparse); returns (the clipped list, the global norm before clipping)."""
+    t_list = list(t_list)
+    if use_norm is None:
+        g = next((t.graph for t in t_list if t is not None), None)
+        if g is None:
+            raise ValueError("clip_by_global_norm: no tensors (all None)")
+        clipped, norm = _runnel._clip_by_global_norm(
+            [None if t is None else _fw._gradient_in(t) for t in t_list], float(clip_norm))
+        return [_fw._gradient_out(g, c) for c in clipped], _fw.Tensor(g, norm)
+    scale = clip_norm / _raw.Maximum(use_norm, clip_norm)
+    out = []
+    for t in t_list:
+        if isinstance(t, _fw.IndexedSlices):
+            out.append(_fw.IndexedSlices(t.values * scale, t.indices, t.dense_shape))
+        else:
+            out.append(None if t is None else _t(t) * scale)
+    return out, use_norm
+
+
+def clip_by_norm(t, clip_norm, axes=None, name=None):
+    """t scaled so that its L2 norm (over ``axes``, default all) is at most clip_norm."""
+    t = _t(t)
+    norm = _raw.Sqrt(reduce_sum(_raw.Square(t), axis=axes, keepdims=axes is not None))
+    return _raw.Mul(t, clip_norm / _raw.Maximum(norm, clip_norm), name=name)

@@ -244,6 +244,54 @@ class TensorShape:
             ("," if len(self.dims) == 1 else "") + ")"
 
 
+class IndexedSlices:
+    """A sparse gradient (tf.IndexedSlices): rows ``indices`` of a tensor of ``dense_shape``
+    hold ``values`` (a row may come more than once: they add up). What ``tf.gradients`` gives
+    for a variable read only through gathers (``embedding_lookup``); optimizers apply it to
+    those rows alone. Used as a tensor, it is made dense."""
+
+    __slots__ = ("values", "indices", "dense_shape", "_dense")
+
+    def __init__(self, values, indices, dense_shape=None):
+        self.values, self.indices, self.dense_shape = values, indices, dense_shape
+        self._dense = None
+
+    graph = property(lambda self: self.values.graph)
+    dtype = property(lambda self: self.values.dtype)
+    name = property(lambda self: self.values.name)
+    op = property(lambda self: self.values.op)
+
+    def _as_graph_element(self):
+        if self._dense is None:  # made once: a fetch or an op may ask many times
+            from . import raw_ops
+            if self.dense_shape is None:
+                raise ValueError("IndexedSlices '%s' without a dense_shape cannot be made dense"
+                                 % self.values.name)
+            rows = raw_ops.StridedSlice(self.dense_shape, [0], [1], [1], shrink_axis_mask=1)
+            self._dense = raw_ops.UnsortedSegmentSum(self.values, self.indices, rows)
+        return self._dense
+
+    def __repr__(self):
+        return "<runnel.IndexedSlices values='%s' indices='%s'>" % (self.values.name,
+                                                                  self.indices.name)
+
+
+def _gradient_in(g):
+    """A gradient for the C++ side: a tensor's handle, or indexed slices as a tuple."""
+    if isinstance(g, IndexedSlices):
+        return (g.values._t, g.indices._t, g.dense_shape._t)
+    return convert_to_tensor(g)._t
+
+
+def _gradient_out(graph, g):
+    """A gradient from the C++ side: None, a Tensor, or IndexedSlices."""
+    if g is None:
+        return None
+    if isinstance(g, tuple):
+        return IndexedSlices(*[Tensor(graph, t) for t in g])
+    return Tensor(graph, g)
+
+
 def as_operation(x):
     """An Operation from an Operation, a Tensor (its node) or a Variable (its initializer's
     variable node)."""

@@ -36,12 +36,11 @@ class Optimizer:
         """(gradient, variable) pairs; variables the loss does not depend on are left out."""
         loss = _fw.convert_to_tensor(loss)
         by_name = {v._v.name: v for v in _vars._listed("variables", loss.graph)}
-        return [(_fw.Tensor(loss.graph, grad), by_name[ref.op_name])
+        return [(_fw._gradient_out(loss.graph, grad), by_name[ref.op_name])
                 for grad, ref in self._o.compute_gradients(loss._t, _var_list(var_list))]
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
-        pairs = [(g._t if isinstance(g, _fw.Tensor) else _fw.convert_to_tensor(g)._t,
-                  v._ref()._t) for g, v in grads_and_vars if g is not None]
+        pairs = [(_fw._gradient_in(g), v._ref()._t) for g, v in grads_and_vars if g is not None]
         graph = grads_and_vars[0][1].graph
         op = self._o.apply_gradients(pairs, None if global_step is None else global_step._v,
                                      name or "")

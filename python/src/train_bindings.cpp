@@ -41,6 +41,31 @@ std::vector<output> refs_of(const std::vector<py_variable>& vars) {
   return out;
 }
 
+/// A gradient for Python: None, a tensor, or (values, indices, dense_shape) for indexed slices.
+py::object to_py(const graph_ptr& g, const gradient_value& v) {
+  if (!v.valid())
+    return py::none();
+  if (!v.is_sparse())
+    return py::cast(py_tensor{g, v.to_dense()});
+  auto& s = v.slices();
+  return py::make_tuple(py_tensor{g, s.values}, py_tensor{g, s.indices},
+                        py_tensor{g, s.dense_shape});
+}
+
+gradient_value from_py(py::handle h) {
+  if (py::isinstance<py::tuple>(h)) {
+    auto t = h.cast<std::tuple<py_tensor, py_tensor, py_tensor>>();
+    return indexed_slices{std::get<0>(t).o, std::get<1>(t).o, std::get<2>(t).o};
+  }
+  return gradient_value(h.cast<py_tensor>().o);
+}
+
+graph_ptr graph_of(py::handle h) {
+  if (py::isinstance<py::tuple>(h))
+    return std::get<0>(h.cast<std::tuple<py_tensor, py_tensor, py_tensor>>()).g;
+  return h.cast<py_tensor>().g;
+}
+
 void bind_optimizers(py::module_& m) {
   py::class_<py_optimizer>(m, "_Optimizer")
       .def("minimize",
@@ -52,25 +77,26 @@ void bind_optimizers(py::module_& m) {
            })
       .def("compute_gradients",
            [](py_optimizer& o, const py_tensor& loss, const std::vector<py_variable>& var_list) {
-             std::vector<std::pair<py_tensor, py_tensor>> out;
+             std::vector<std::pair<py::object, py_tensor>> out;
              for (auto& [grad, var] : o.opt->compute_gradients(loss.o, refs_of(var_list)))
-               out.push_back({py_tensor{loss.g, grad.to_dense()}, py_tensor{loss.g, var}});
+               out.push_back({to_py(loss.g, grad), py_tensor{loss.g, var}});
              return out;
            })
-      .def("apply_gradients", [](py_optimizer& o,
-                                 const std::vector<std::pair<py_tensor, py_tensor>>& grads_and_vars,
-                                 std::optional<py_variable> global_step, const std::string& name) {
-        std::vector<std::pair<gradient_value, output>> gv;
-        graph_ptr g;
-        for (auto& [grad, var] : grads_and_vars) {
-          gv.emplace_back(gradient_value(grad.o), var.o);
-          g = var.g;
-        }
-        if (!g)
-          throw py::value_error("apply_gradients: no (gradient, variable) pairs");
-        operation op = o.opt->apply_gradients(gv, global_step ? &global_step->v : nullptr, name);
-        return py_operation{g, op};
-      });
+      .def("apply_gradients",
+           [](py_optimizer& o, const std::vector<std::pair<py::object, py_tensor>>& grads_and_vars,
+              std::optional<py_variable> global_step, const std::string& name) {
+             std::vector<std::pair<gradient_value, output>> gv;
+             graph_ptr g;
+             for (auto& [grad, var] : grads_and_vars) {
+               gv.emplace_back(from_py(grad), var.o);
+               g = var.g;
+             }
+             if (!g)
+               throw py::value_error("apply_gradients: no (gradient, variable) pairs");
+             operation op =
+                 o.opt->apply_gradients(gv, global_step ? &global_step->v : nullptr, name);
+             return py_operation{g, op};
+           });
   m.def("_gradient_descent", [](py::handle lr) {
     return py_optimizer{nullptr, std::make_shared<gradient_descent_optimizer>(rate_of(lr))};
   });
@@ -178,7 +204,7 @@ void bind_train(py::module_& m) {
     return py_tensor{v.g, o};
   });
   m.def("_gradients", [](const std::vector<py_tensor>& ys, const std::vector<py_tensor>& xs,
-                         const std::vector<py_tensor>& grad_ys) {
+                         const std::vector<py_tensor>& grad_ys, bool slices) {
     std::vector<output> y, x, gy;
     for (auto& t : ys)
       y.push_back(t.o);
@@ -187,11 +213,31 @@ void bind_train(py::module_& m) {
     for (auto& t : grad_ys)
       gy.push_back(t.o);
     py::list out;
-    auto grads = gradients(y, x, gy);
+    auto grads = slices ? gradient_values(y, x, gy) : [&] {
+      std::vector<gradient_value> dense;
+      for (auto& d : gradients(y, x, gy))
+        dense.push_back(d.valid() ? gradient_value(d) : gradient_value());
+      return dense;
+    }();
     for (size_t i = 0; i < grads.size(); ++i)
-      out.append(grads[i].valid() ? py::cast(py_tensor{xs[i].g, grads[i]})
-                                  : py::object(py::none()));
+      out.append(to_py(xs[i].g, grads[i]));
     return out;
+  });
+  m.def("_clip_by_global_norm", [](const py::list& grads, double clip_norm) {
+    std::vector<gradient_value> in;
+    graph_ptr g;
+    for (auto h : grads) {
+      in.push_back(h.is_none() ? gradient_value() : from_py(h));
+      if (!h.is_none())
+        g = graph_of(h);
+    }
+    if (!g)
+      throw py::value_error("clip_by_global_norm: no tensors (all None)");
+    auto [clipped, norm] = clip_by_global_norm(in, clip_norm);
+    py::list out;
+    for (auto& c : clipped)
+      out.append(to_py(g, c));
+    return py::make_tuple(out, py_tensor{g, norm});
   });
   bind_optimizers(m);
   bind_saver(m);

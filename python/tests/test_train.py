@@ -90,3 +90,48 @@ def test_saver_round_trip(tmp_path, fmt):
         with pytest.raises(tf.errors.OpError):
             saver.restore(s, str(tmp_path / "missing"))
     assert tf.train.latest_checkpoint(tmp_path / "empty") is None
+
+
+def test_gathered_variables_get_indexed_slices_that_optimizers_apply_sparsely():
+    table = tf.Variable(np.arange(12, dtype=np.float32).reshape(6, 2))
+    ids = tf.placeholder(tf.int32, [None])
+    rows = tf.nn.embedding_lookup(table, ids)
+    loss = tf.reduce_sum(rows * rows)
+    grad, = tf.gradients(loss, table)
+    assert isinstance(grad, tf.IndexedSlices) and grad.dtype == tf.float32
+    opt = tf.train.GradientDescentOptimizer(0.1)
+    (sparse, var), = opt.compute_gradients(loss)
+    assert isinstance(sparse, tf.IndexedSlices) and var.name == table.name
+    clipped, norm = tf.clip_by_global_norm([sparse, None], 1.0)
+    assert isinstance(clipped[0], tf.IndexedSlices) and clipped[1] is None
+    step = opt.apply_gradients([(clipped[0], table)])
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        dense, n = s.run([grad, norm], {ids: [1, 4, 1]})  # fetched dense; row 1 twice
+        want = np.zeros((6, 2), np.float32)
+        want[1] = 2 * 2 * np.array([2, 3])
+        want[4] = 2 * np.array([8, 9])
+        np.testing.assert_allclose(dense, want)
+        assert n == pytest.approx(np.sqrt(2 * (4 + 9) * 4 + 4 * (64 + 81)))
+        s.run(step, {ids: [1, 4, 1]})
+        after = s.run(table)
+    before = np.arange(12, dtype=np.float32).reshape(6, 2)
+    # Only the gathered rows moved; each (2 * x per gather) is scaled by 1 / norm.
+    scale = 1.0 / n
+    np.testing.assert_allclose(after[[0, 2, 3, 5]], before[[0, 2, 3, 5]])
+    np.testing.assert_allclose(after[1], before[1] - 0.1 * scale * 4 * before[1], rtol=1e-5)
+    np.testing.assert_allclose(after[4], before[4] - 0.1 * scale * 2 * before[4], rtol=1e-5)
+
+
+def test_clip_by_global_norm_and_clip_by_norm_match_numpy():
+    a, b = tf.constant([3.0, 4.0]), tf.constant([[12.0]])
+    clipped, norm = tf.clip_by_global_norm([a, b], 6.5)
+    same, _ = tf.clip_by_global_norm([a], 100.0)
+    by_norm = tf.clip_by_norm(tf.constant([[3.0, 4.0], [0.3, 0.4]]), 1.0, axes=[1])
+    with tf.Session() as s:
+        ca, cb, n, sa, bn = s.run([clipped[0], clipped[1], norm, same[0], by_norm])
+    assert n == pytest.approx(13.0) and sa.tolist() == [3.0, 4.0]
+    np.testing.assert_allclose(ca, [1.5, 2.0])
+    np.testing.assert_allclose(cb, [[6.0]])
+    np.testing.assert_allclose(bn, [[0.6, 0.8], [0.3, 0.4]], rtol=1e-6)
+    assert tf.global_norm([a, None, b]).graph is a.graph
