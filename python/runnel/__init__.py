@@ -51,7 +51,7 @@ from .initializers import (zeros_initializer, ones_initializer, constant_initial
                            random_uniform_initializer, variance_scaling_initializer,
                            glorot_uniform_initializer, glorot_normal_initializer)
 from . import initializers  # noqa: E402,F401
-from . import nn, train, io, data, saved_model, nest  # noqa: E402
+from . import nn, train, io, data, saved_model, nest, keras  # noqa: E402
 
 
 class _GenOps:

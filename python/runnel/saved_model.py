@@ -81,10 +81,17 @@ def simple_save(session, export_dir, inputs, outputs, legacy_init_op=None):
     _runnel._save_saved_model(session._s, _os.fspath(export_dir), sigs, [SERVING])
 
 
-class loader:  # noqa: N801 (tf.saved_model.loader.load(sess, tags, dir) has no equivalent)
+class loader:  # noqa: N801 (TensorFlow's module name)
+    """tf.saved_model.loader: ``load(sess, tags, export_dir)`` copies the SavedModel into the
+    session's graph, restores its variables and runs its main op (python/runnel/meta_graph.py);
+    ``runnel.saved_model.load`` serves one in a session of its own instead."""
+
     @staticmethod
-    def load(sess, tags, export_dir, **unused):
-        raise NotImplementedError(
-            "tf.saved_model.loader.load(sess, ...) imports into the session's graph; Runnel loads a "
-            "SavedModel into a session of its own: use runnel.saved_model.load(export_dir, tags) "
-            "and its run(inputs)")
+    def load(sess, tags, export_dir, import_scope=None, **saver_kwargs):
+        from .meta_graph import load_saved_model
+        return load_saved_model(sess, tags, export_dir, import_scope, **saver_kwargs)
+
+    @staticmethod
+    def maybe_saved_model_directory(export_dir):
+        return _os.path.isfile(_os.path.join(export_dir, "saved_model.pb")) or \
+            _os.path.isfile(_os.path.join(export_dir, "saved_model.pbtxt"))

@@ -117,20 +117,33 @@ class Saver:
             var_list = list(var_list.values())
         self._graph = g
         self._s = _runnel._Saver(g._g, _var_list(var_list), int(max_to_keep or 0), format)
+        self._name_map = {}  # variable -> checkpoint key, for an imported MetaGraph's saver
+        self._refuse = None  # why restore cannot work (set by import_meta_graph)
 
-    def save(self, sess, save_path, global_step=None, **unused):
-        """Writes the checkpoint; returns its path."""
+    def save(self, sess, save_path, global_step=None, latest_filename=None,
+             meta_graph_suffix="meta", write_meta_graph=True, **unused):
+        """Writes the checkpoint and, as TensorFlow does, the graph beside it as
+        ``<checkpoint>.meta`` (for ``import_meta_graph``); returns the checkpoint's path."""
         if isinstance(global_step, (_fw.Tensor, _vars.Variable)):
             global_step = int(sess.run(global_step))
-        return self._s.save(sess._s, str(save_path),
+        path = self._s.save(sess._s, str(save_path),
                             None if global_step is None else int(global_step))
+        if write_meta_graph:
+            stem = path[:-3] if path.endswith(".h5") else path
+            export_meta_graph(stem + "." + meta_graph_suffix, graph=self._graph)
+        return path
 
     def restore(self, sess, save_path):
+        if self._refuse:
+            raise NotImplementedError("Saver.restore: " + self._refuse)
         if save_path is None:
             raise ValueError("Saver.restore: save_path is None (no checkpoint found?)")
-        self._s.restore(sess._s, str(save_path))
+        self._s.restore(sess._s, str(save_path), self._name_map)
 
 
 def latest_checkpoint(checkpoint_dir, latest_filename=None):
     """The newest complete checkpoint in the directory, or None."""
     return _runnel._latest_checkpoint(str(checkpoint_dir))
+
+
+from .meta_graph import import_meta_graph, export_meta_graph  # noqa: E402,F401

@@ -14,6 +14,7 @@ void bind_train(pybind11::module_& m);
 void bind_data(pybind11::module_& m);
 void bind_saved_model(pybind11::module_& m);
 void bind_control_flow(pybind11::module_& m);
+void bind_meta_graph(pybind11::module_& m);
 /// The process's runtime, made on first use with the options set_runtime_options gave (never
 /// destroyed: its threads may outlive the interpreter's last reference).
 runtime& shared_runtime();

@@ -23,4 +23,5 @@ PYBIND11_MODULE(_runnel, m) {
   runnel::python::bind_data(m);
   runnel::python::bind_saved_model(m);
   runnel::python::bind_control_flow(m);
+  runnel::python::bind_meta_graph(m);
 }

@@ -139,11 +139,15 @@ void bind_saver(py::module_& m) {
             }
             return check(std::move(r));
           })
-      .def("restore", [](py_saver& sv, py_session& ps, const std::string& path) {
+      .def("restore", [](py_saver& sv, py_session& ps, const std::string& path,
+                         const std::map<std::string, std::string>& name_map) {
+        // name_map: variable name -> its key in the checkpoint (an imported MetaGraph's saver)
+        restore_options options;
+        options.name_map = name_map;
         status st;
         {
           py::gil_scoped_release unlocked;
-          st = sv.s->restore(ps.get(), path);
+          st = sv.s->restore(ps.get(), path, options);
         }
         check(st);
       });

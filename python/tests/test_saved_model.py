@@ -57,8 +57,6 @@ def test_load_errors_name_what_is_wrong(tmp_path):
         tf.saved_model.load(export, tags=["train"])
     with pytest.raises(tf.errors.OpError):
         tf.saved_model.load(tmp_path / "missing")
-    with pytest.raises(NotImplementedError, match="runnel.saved_model.load"):
-        tf.saved_model.loader.load(None, ["serve"], os.fspath(export))
     # TensorFlow's builder refuses an existing directory; so does simple_save.
     x = tf.placeholder(tf.float32, [None, 4], name="x2")
     with tf.Session() as s:

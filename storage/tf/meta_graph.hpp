@@ -59,6 +59,13 @@ struct tf_meta_graph {
 /// Reads a `.meta` file (binary, or text format by the .pbtxt/.txt extension or by its bytes).
 result<tf_meta_graph> import_tf_meta_graph(const std::string& path,
                                            const op_registry& ops = builtin_ops());
+/// Writes `g` as a `.meta` file (a binary MetaGraphDef) TensorFlow's tf.train.import_meta_graph
+/// reads: the graph, a `variables` collection of VariableDefs for `variables` (VariableV2 node
+/// names), `tags`. No SaverDef: a saver made on import restores the variables by name. Written
+/// beside and renamed (storage/tf/saved_model.cpp, with the SavedModel writer it shares).
+status write_tf_meta_graph_file(const std::string& path, const graph& g,
+                                const std::vector<std::string>& variables,
+                                const std::vector<std::string>& tags = {});
 /// The same from a MetaGraphDef's bytes; `source` names it in errors.
 result<tf_meta_graph> import_tf_meta_graph_def(std::string_view bytes, const std::string& source,
                                                const op_registry& ops = builtin_ops());

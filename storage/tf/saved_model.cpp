@@ -142,13 +142,13 @@ std::string variable_def(const graph& g, const std::string& name) {
 
 } // namespace
 
-status write_tf_saved_model_file(const std::string& path, const graph& g,
-                                 const std::vector<std::string>& variables,
-                                 const std::map<std::string, tf_signature>& signatures,
-                                 const std::vector<std::string>& tags) {
-  tensorflow::SavedModel sm;
-  sm.set_saved_model_schema_version(1);
-  auto* m = sm.add_meta_graphs();
+namespace {
+
+/// Fills `m` with `g`, its variables' collections, signatures and tags.
+status fill_meta_graph(tensorflow::MetaGraphDef* m, const graph& g,
+                       const std::vector<std::string>& variables,
+                       const std::map<std::string, tf_signature>& signatures,
+                       const std::vector<std::string>& tags) {
   auto* info = m->mutable_meta_info_def();
   info->set_meta_graph_version("runnel");
   for (auto& t : tags)
@@ -174,8 +174,30 @@ status write_tf_saved_model_file(const std::string& path, const graph& g,
     for (auto& [k, t] : sig.outputs)
       put(t, &(*out.mutable_outputs())[k]);
   }
+  return {};
+}
+
+} // namespace
+
+status write_tf_saved_model_file(const std::string& path, const graph& g,
+                                 const std::vector<std::string>& variables,
+                                 const std::map<std::string, tf_signature>& signatures,
+                                 const std::vector<std::string>& tags) {
+  tensorflow::SavedModel sm;
+  sm.set_saved_model_schema_version(1);
+  RUNNEL_RETURN_IF_ERROR(fill_meta_graph(sm.add_meta_graphs(), g, variables, signatures, tags));
   std::string bytes;
   sm.SerializeToString(&bytes);
+  return write_file_atomically(path, bytes);
+}
+
+status write_tf_meta_graph_file(const std::string& path, const graph& g,
+                                const std::vector<std::string>& variables,
+                                const std::vector<std::string>& tags) {
+  tensorflow::MetaGraphDef m;
+  RUNNEL_RETURN_IF_ERROR(fill_meta_graph(&m, g, variables, {}, tags));
+  std::string bytes;
+  m.SerializeToString(&bytes);
   return write_file_atomically(path, bytes);
 }
 
