@@ -1,10 +1,15 @@
 #include <cblas.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
+
+#include <caf/policy/work_stealing.hpp>
+#include <caf/scheduler/coordinator.hpp>
 
 #include "runnel/actors/exec/internal.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
@@ -16,13 +21,63 @@
 
 namespace runnel {
 
+namespace {
+
+/// CAF's work stealing hands work arriving from outside its workers (a session's feed, a step's
+/// start, a tensor from the network) to the workers in turn, waking the one whose turn it is
+/// even while another is idle and polling for work: on our VMs that wake-up costs the sender a
+/// futex call and the job tens of µs. This policy gives the job to a worker that is polling (in
+/// dequeue and not asleep) when there is one, from the turn's on; else it keeps CAF's turn —
+/// never a worker that is running a job, where it would wait behind a long kernel.
+struct polling_first_stealing : caf::policy::work_stealing {
+  using base = caf::policy::work_stealing;
+  struct worker_data : base::worker_data {
+    explicit worker_data(caf::scheduler::abstract_coordinator* p) : base::worker_data(p) {}
+    worker_data(const worker_data& other) : base::worker_data(other) {}
+    std::atomic<bool> polling{false};
+  };
+
+  template <class Worker> caf::resumable* dequeue(Worker* self) {
+    d(self).polling.store(true, std::memory_order_relaxed);
+    caf::resumable* job = base::dequeue(self);
+    d(self).polling.store(false, std::memory_order_relaxed);
+    return job;
+  }
+
+  template <class Coordinator> void central_enqueue(Coordinator* self, caf::resumable* job) {
+    size_t n = self->num_workers();
+    size_t start = d(self).next_worker++;
+    for (size_t k = 0; k < n; ++k) {
+      auto* w = self->worker_by_id((start + k) % n);
+      if (!d(w).polling.load(std::memory_order_relaxed))
+        continue;
+      auto& wait = d(w).waitdata;
+      std::unique_lock<std::mutex> guard(wait.lock, std::try_to_lock);
+      if (guard.owns_lock() && !wait.sleeping) {
+        guard.unlock();
+        w->external_enqueue(job);
+        return;
+      }
+    }
+    self->worker_by_id(start % n)->external_enqueue(job);
+  }
+};
+
+} // namespace
+
 void configure_scheduler(caf::actor_system_config& cfg, int threads) {
   cfg.set("scheduler.policy", caf::atom("stealing"));
+  cfg.module_factories.push_back([](caf::actor_system& sys) -> caf::actor_system::module* {
+    return new caf::scheduler::coordinator<polling_first_stealing>(sys);
+  });
   cfg.set("scheduler.max-threads", size_t(threads));
   cfg.set("scheduler.max-throughput", size_t(100));
   // Idle workers poll without sleeping for a while (a sleep_for of even 1 µs costs ~100 µs
   // on our VMs, and every session::run would pay it), then block on a condition variable that
-  // work arriving from outside the scheduler (a session's feed) signals.
+  // work arriving from outside the scheduler (a session's feed) signals. 1,000 attempts are
+  // ~10 µs. 5,000 were measured too: a Python run loop then stayed fast (as the caller's
+  // adaptive spin in node_actor.cpp now keeps it), but remote steps with one core kept busy
+  // took 1.3-2x longer: two processes' workers spinning on the one free core.
   cfg.set("work-stealing.moderate-poll-attempts", size_t(1000));
   cfg.set("work-stealing.moderate-sleep-duration", caf::timespan(0));
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));

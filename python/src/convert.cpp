@@ -140,9 +140,53 @@ py::dtype numpy_dtype(dtype t) {
   return *d;
 }
 
+namespace {
+
+/// A numeric scalar fed as a Python number or a NumPy scalar (a learning rate, a flag): made
+/// directly, without the array NumPy would build; an invalid tensor when `value` is not one.
+tensor scalar_tensor(py::handle value, dtype want) {
+  PyObject* o = value.ptr();
+  if (PyFloat_CheckExact(o)) {
+    if (want == dtype::f32)
+      return tensor::scalar(float(PyFloat_AS_DOUBLE(o)));
+    if (want == dtype::f64)
+      return tensor::scalar(PyFloat_AS_DOUBLE(o));
+    return {};
+  }
+  if (PyBool_Check(o))
+    return want == dtype::boolean ? tensor::scalar(o == Py_True) : tensor();
+  if (!PyObject_CheckBuffer(o) || PyLong_Check(o))
+    return {};
+  Py_buffer view;
+  if (PyObject_GetBuffer(o, &view, PyBUF_FORMAT) != 0) {
+    PyErr_Clear();
+    return {};
+  }
+  tensor out;
+  const char* f = view.format ? view.format : "B";
+  char code = f[0] == '=' || f[0] == '<' || f[0] == '@' ? f[1] : f[0];
+  dtype got = code == 'f' && view.itemsize == 4                    ? dtype::f32
+              : code == 'd' && view.itemsize == 8                  ? dtype::f64
+              : (code == 'i' || code == 'l') && view.itemsize == 4 ? dtype::i32
+              : (code == 'l' || code == 'q') && view.itemsize == 8 ? dtype::i64
+              : code == '?' && view.itemsize == 1                  ? dtype::boolean
+                                                                   : dtype::invalid;
+  if (view.ndim == 0 && got == want && view.len == view.itemsize) {
+    out = tensor(want, shape{});
+    std::memcpy(out.raw_data(), view.buf, size_t(view.itemsize));
+  }
+  PyBuffer_Release(&view);
+  return out;
+}
+
+} // namespace
+
 tensor to_tensor(py::handle value, dtype want) {
   if (want == dtype::string)
     return strings_to_tensor(value);
+  if (want != dtype::invalid && want != dtype::bf16 && !py::isinstance<py::array>(value))
+    if (tensor t = scalar_tensor(value, want); t.valid())
+      return t;
   if (want != dtype::invalid && want != dtype::bf16 && py::isinstance<py::array>(value)) {
     // The common feed: already an array of the right dtype and layout, borrowed as it is.
     auto arr = py::reinterpret_borrow<py::array>(value);

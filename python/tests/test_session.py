@@ -173,3 +173,22 @@ def test_strings_and_bfloat16():
         assert list(out) == [b"ab", b"cd"]
         h = s.run(tf.cast(tf.constant([1.5, 2.25]), tf.bfloat16))
         assert h.dtype == np.float32 and list(h) == [1.5, 2.25]
+
+
+def test_scalars_feed_as_numbers_and_numpy_scalars_of_any_dtype():
+    f = tf.placeholder(tf.float32, [])
+    d = tf.placeholder(tf.float64, [])
+    i = tf.placeholder(tf.int32, [])
+    q = tf.placeholder(tf.int64, [])
+    b = tf.placeholder(tf.bool, [])
+    with tf.Session() as s:
+        assert s.run(f * 2, {f: 1.5}) == 3.0
+        assert s.run(f * 2, {f: np.float32(1.25)}) == 2.5
+        assert s.run(f * 2, {f: np.float64(0.5)}) == 1.0  # converted to float32
+        assert s.run(d, {d: 0.1}) == 0.1 and s.run(d, {d: np.float32(0.5)}) == 0.5
+        assert s.run(i + 1, {i: 41}) == 42 and s.run(i + 1, {i: np.int64(1)}) == 2
+        assert s.run(q, {q: np.int64(2 ** 40)}) == 2 ** 40 and s.run(q, {q: 7}) == 7
+        assert s.run(tf.logical_not(b), {b: True}) == False  # noqa: E712
+        assert s.run(tf.logical_not(b), {b: np.bool_(False)}) == True  # noqa: E712
+        with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
+            s.run(f, {f: "one"})
