@@ -1,6 +1,7 @@
 #include "runnel/ops/grad/gradients.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "runnel/ops/grad/families.hpp"
 #include "runnel/ops/grad/gradients_internal.hpp"
@@ -149,23 +150,52 @@ gradient_value backprop::result(endpoint e) {
   return total(e);
 }
 
+/// The loop an Exit leaves (the Exit lives in the loop's enclosing context; its input, the
+/// Switch, in the loop), or null.
+static const while_context* loop_of_exit(const graph& g, const node& nd) {
+  if (nd.op != "Exit" || nd.inputs.empty())
+    return nullptr;
+  return dynamic_cast<const while_context*>(g.context(g.at(nd.inputs[0].node).context));
+}
+
+std::map<int, const while_context*> backprop::loop_triggers(const while_context* scope) const {
+  // A loop's Exits are made before its body, and a node outside the loop made while the body
+  // was built (a variable an RNN cell makes when first called in a loop) lies between them:
+  // differentiated at its Exits, the loop would hand that node a gradient the walk had passed.
+  // So each loop of this scope is differentiated at its last node on the path instead (not at
+  // nodes an earlier gradients() call added to it, which come after the loss).
+  std::map<const while_context*, int> last;
+  for (int v = 0; v < n_; ++v) {
+    const node& nd = g_.at(v);
+    if (auto* loop = loop_of_exit(g_, nd);
+        loop && on_path(v) && enclosing_loop(g_.context(nd.context)) == scope)
+      last[loop] = std::max(last[loop], v);
+  }
+  if (!last.empty())
+    for (int v = 0; v < n_; ++v)
+      for (auto* c = g_.context(g_.at(v).context); c && on_path(v); c = c->outer)
+        if (auto it = last.find(dynamic_cast<const while_context*>(c)); it != last.end())
+          it->second = std::max(it->second, v);
+  std::map<int, const while_context*> at;
+  for (auto& [loop, v] : last)
+    at[v] = loop;
+  return at;
+}
+
 void backprop::walk(const while_context* scope) {
   // Node ids are a topological order (back edges aside): walking them backwards visits
   // consumers first.
+  auto triggers = loop_triggers(scope);
   for (int v = n_ - 1; v >= 0; --v) {
+    if (auto it = triggers.find(v); it != triggers.end())
+      if (done_loops_.insert(it->second).second)
+        differentiate_loop(const_cast<while_context&>(*it->second));
     if (!on_path(v))
       continue;
     const node& nd = g_.at(v);
     const flow_context* c = g_.context(nd.context);
-    if (nd.op == "Exit") {
-      // A loop's Exit lives in the loop's enclosing context; its input, the Switch, in the loop.
-      auto* loop = dynamic_cast<const while_context*>(g_.context(g_.at(nd.inputs[0].node).context));
-      if (loop && enclosing_loop(c) == scope) {
-        if (done_loops_.insert(loop).second)
-          differentiate_loop(const_cast<while_context&>(*loop));
-        continue;
-      }
-    }
+    if (auto* loop = loop_of_exit(g_, nd); loop && enclosing_loop(c) == scope)
+      continue; // differentiated at its last node, above
     if (enclosing_loop(c) != scope)
       continue;
     if (scope) {

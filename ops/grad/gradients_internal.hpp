@@ -40,7 +40,7 @@ public:
   /// slices arrived, else dense.
   gradient_value result(endpoint e);
   /// Runs the gradient functions of the nodes of forward loop `scope` (null: the top level),
-  /// consumers first; a nested loop is differentiated as a whole when its Exits are reached.
+  /// consumers first; a nested loop is differentiated as a whole when its last node is reached.
   void walk(const while_context* scope);
 
   /// `x` (a forward tensor) as the gradient being built sees it.
@@ -58,6 +58,9 @@ private:
   /// Whether only indexed slices (no dense gradient) arrived at `e`.
   bool only_slices(endpoint e) const;
   void differentiate_loop(while_context& loop);
+  /// The loops of `scope` on the path, by the id of their last node (where walk differentiates
+  /// them).
+  std::map<int, const while_context*> loop_triggers(const while_context* scope) const;
   void cond_merge_grad(const node& merge, const std::vector<output>& grads);
   void cond_switch_grad(const node& sw, const cond_context& branch, output grad);
 

@@ -41,6 +41,9 @@ output placeholder(graph& g, dtype t, const shape& s, std::string_view name) {
 graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name, bool trainable) {
   graph_variable v;
   v.ref = one(g, "VariableV2", name.empty() ? "Variable" : name, {}, {{"dtype", t}, {"shape", s}});
+  // The variable's own name, from the root: its name already holds the enclosing scopes
+  // ("layer/w" -> "layer/w/read", not "layer/layer/w/read").
+  auto root = g.name_scope("");
   auto scope = g.name_scope(v.ref.node().name);
   auto col = g.colocate_with(v.ref); // the read lives with the variable, whatever the scope
   v.value = one(g, "Identity", "read", {v.ref.ep()});
@@ -53,6 +56,9 @@ graph_variable variable(graph& g, dtype t, const shape& s, std::string_view name
 graph_variable local_variable(graph& g, dtype t, const shape& s, std::string_view name) {
   graph_variable v;
   v.ref = one(g, "VariableV2", name.empty() ? "Variable" : name, {}, {{"dtype", t}, {"shape", s}});
+  // The variable's own name, from the root: its name already holds the enclosing scopes
+  // ("layer/w" -> "layer/w/read", not "layer/layer/w/read").
+  auto root = g.name_scope("");
   auto scope = g.name_scope(v.ref.node().name);
   auto col = g.colocate_with(v.ref);
   v.value = one(g, "Identity", "read", {v.ref.ep()});
@@ -68,6 +74,9 @@ graph_variable variable(graph& g, output initial_value, std::string_view name, b
   // The initializer must not inherit control dependencies from an enclosing scope.
   auto no_deps = g.control_dependencies({});
   graph_variable v = variable(g, initial_value.type(), initial_value.shape(), name, trainable);
+  // The variable's own name, from the root: its name already holds the enclosing scopes
+  // ("layer/w" -> "layer/w/read", not "layer/layer/w/read").
+  auto root = g.name_scope("");
   auto scope = g.name_scope(v.ref.node().name);
   auto col = g.colocate_with(v.ref);
   v.initializer = one(g, "Assign", "Assign", {v.ref.ep(), initial_value.ep()});

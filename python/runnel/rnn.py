@@ -11,6 +11,7 @@ first when it has one: make its variables there or in ``__init__``, not in ``__c
 variable cannot be made inside a loop, as in TensorFlow).
 """
 import collections
+import contextlib
 
 from . import _runnel
 from . import api as _api
@@ -64,6 +65,21 @@ def _width(inputs, what):
     return int(dims[-1])
 
 
+@contextlib.contextmanager
+def _variables_at(graph, scope):
+    """Where a cell makes its variables, as TensorFlow's get_variable does: outside any loop or
+    cond being built (a cell first called in a while_loop body), named by the variable scope
+    and ``scope`` ("rnn", ...), not by the name scope (a loop's "while/")."""
+    from .variable_scope import get_variable_scope
+    full = "/".join(p for p in (get_variable_scope().name, scope) if p)
+    with graph._g.outside_control_flow(), graph._g.name_scope(""):
+        if full:
+            with graph._g.name_scope(full):
+                yield
+        else:
+            yield
+
+
 def _refuse_silent_copies(graph, names, cell_name):
     """A new cell in a variable scope that reuses would get fresh weights under uniquified names
     ("kernel_1") where TensorFlow shares the old ones: refuse it, naming both."""
@@ -103,10 +119,11 @@ class _NativeCell(RNNCell):
     def _make(self, graph, input_size, dtype):
         raise NotImplementedError
 
-    def _build(self, graph, input_size, dtype):
+    def _build(self, graph, input_size, dtype, scope=""):
         if self._cell is None:
             dtype = _dtypes.as_dtype(self._dtype or dtype)
-            self._cell = self._make(graph, input_size, dtype.name)
+            with _variables_at(graph, scope):
+                self._cell = self._make(graph, input_size, dtype.name)
             self._graph, self._input_size = graph, input_size
             _refuse_silent_copies(graph, self._cell.variables, self._name)
         elif graph is not self._graph:
@@ -250,16 +267,15 @@ class MultiRNNCell(RNNCell):
     output_size = property(lambda self: self._cells[-1].output_size)
     _native = property(lambda self: all(_native(c) for c in self._cells))
 
-    def _build(self, graph, input_size, dtype):
+    def _build(self, graph, input_size, dtype, scope=""):
         if self._cell is not None:
             self._cells[0]._build(graph, input_size, dtype)  # checks the width
             return
-        with graph.name_scope("multi_rnn_cell"):
-            width = input_size
-            for i, c in enumerate(self._cells):
-                with graph.name_scope("cell_%d" % i):
-                    c._build(graph, width, dtype)
-                width = c.output_size
+        width = input_size
+        for i, c in enumerate(self._cells):
+            c._build(graph, width, dtype,
+                     "/".join(p for p in (scope, "multi_rnn_cell", "cell_%d" % i) if p))
+            width = c.output_size
         self._cell = _runnel._multi_rnn_cell([c._cell for c in self._cells])
         self._graph = graph
 
@@ -276,9 +292,12 @@ class MultiRNNCell(RNNCell):
         if len(state) != len(self._cells):
             raise ValueError("MultiRNNCell of %d cells got a state of %d" %
                              (len(self._cells), len(state)))
-        x, new = inputs, []
+        x, new = _fw.convert_to_tensor(inputs), []
         for i, (c, s) in enumerate(zip(self._cells, state)):
-            with _fw.convert_to_tensor(inputs).graph.name_scope("cell_%d" % i):
+            if isinstance(c, _NativeCell) and c._cell is None:  # TensorFlow's variable names
+                c._build(x.graph, _width(x, "MultiRNNCell"), x.dtype,
+                         "multi_rnn_cell/cell_%d" % i)
+            with x.graph.name_scope("cell_%d" % i):
                 x, s2 = c(x, s)
             new.append(s2)
         return x, tuple(new)
@@ -361,8 +380,7 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
     state = _initial_state(cell, x, initial_state, dtype, what)
     lengths = _lengths(sequence_length)
     if _native(cell):
-        with g.name_scope(name):
-            cell._build(g, _width(x, what), x.dtype)
+        cell._build(g, _width(x, what), x.dtype, name)
         out, final = _runnel._dynamic_rnn(cell._cell, x._t, _flat(state, g),
                                           None if lengths is None else lengths._t,
                                           int(parallel_iterations or 32), name)
@@ -388,11 +406,8 @@ def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None,
     if not (_native(cell_fw) and _native(cell_bw)):
         raise NotImplementedError("bidirectional_dynamic_rnn runs the built-in cells; for "
                                   "cells of your own, run dynamic_rnn on reverse_sequence(x)")
-    with g.name_scope(name):
-        with g.name_scope("fw"):
-            cell_fw._build(g, _width(x, what), x.dtype)
-        with g.name_scope("bw"):
-            cell_bw._build(g, _width(x, what), x.dtype)
+    cell_fw._build(g, _width(x, what), x.dtype, name + "/fw")
+    cell_bw._build(g, _width(x, what), x.dtype, name + "/bw")
     fw, bw, f_state, b_state = _runnel._bidirectional_dynamic_rnn(
         cell_fw._cell, cell_bw._cell, x._t, _flat(s_fw, g), _flat(s_bw, g),
         None if lengths is None else lengths._t, int(parallel_iterations or 32), name)
@@ -415,8 +430,8 @@ def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=Non
     if not _native(cell):
         raise NotImplementedError("static_rnn runs the built-in cells; call a cell of your own "
                                   "step by step")
+    cell._build(g, _width(x, "static_rnn"), x.dtype, scope or "rnn")
     with g.name_scope(scope or "rnn"):
-        cell._build(g, _width(x, "static_rnn"), x.dtype)
         out, final = _runnel._static_rnn(cell._cell, x._t, _flat(state, g),
                                          None if lengths is None else lengths._t)
     outs = _api.unstack(_fw.Tensor(g, out), num=len(inputs))

@@ -228,3 +228,33 @@ def test_a_new_cell_in_a_reusing_scope_is_refused_rather_than_given_new_weights(
         s.run(tf.global_variables_initializer())
         a, b = s.run([first, again], {x: XS})
     np.testing.assert_allclose(a, b)
+
+
+def test_a_cell_first_called_in_a_while_loop_makes_its_variables_outside_it():
+    # A greedy decoder's shape: the cell runs on its own output, one step per iteration.
+    cell = cells.GRUCell(3)
+    start = tf.placeholder(tf.float32, [2, 3])
+
+    def step(i, x, h, total):
+        y, h2 = cell(x, h)
+        return i + 1, y, h2, total + tf.reduce_sum(y)
+
+    _, _, h, total = tf.while_loop(lambda i, x, h, t: i < 4, step,
+                                   [0, start, tf.zeros([2, 3]), 0.0])
+    assert [v.name for v in cell.variables][:2] == ["gru_cell/gates/kernel:0",
+                                                    "gru_cell/gates/bias:0"]
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(tf.square(total - 1.0))
+    xs = np.ones((2, 3), np.float32)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        weights = s.run(cell.variables)
+        got = s.run(h, {start: xs})
+        before = s.run(tf.square(total - 1.0), {start: xs})
+        for _ in range(20):
+            s.run(train, {start: xs})
+        after = s.run(tf.square(total - 1.0), {start: xs})
+    x, state = xs, (np.zeros((2, 3), np.float32),)
+    for _ in range(4):
+        x, state = gru_step(x, state, *weights)
+    np.testing.assert_allclose(got, state[0], atol=1e-5)
+    assert after < 0.5 * before

@@ -135,3 +135,13 @@ def test_clip_by_global_norm_and_clip_by_norm_match_numpy():
     np.testing.assert_allclose(cb, [[6.0]])
     np.testing.assert_allclose(bn, [[0.6, 0.8], [0.3, 0.4]], rtol=1e-6)
     assert tf.global_norm([a, None, b]).graph is a.graph
+
+
+def test_a_variable_made_in_a_name_scope_reads_by_its_own_name_and_has_a_gradient():
+    with tf.name_scope("layer"):
+        w = tf.Variable([2.0], name="w")
+    assert w.name == "layer/w:0" and w.value().name == "layer/w/read:0"
+    grad, = tf.gradients(tf.reduce_sum(w * w), w)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        assert s.run(grad).tolist() == [4.0]

@@ -124,6 +124,39 @@ TEST_CASE("gradients through while_loop: loop variables and invariants against t
   CHECK(settled() == 0);
 }
 
+TEST_CASE("a variable made outside a loop while its body is built gets its gradient",
+          "[actors][control_flow][gradients]") {
+  // What an RNN cell first called in a loop body does: its variable is made outside the loop
+  // (after the loop's Exits, before its body) and read in the body as an invariant. The gradient
+  // must reach the variable itself, not stop at its read.
+  graph g;
+  auto x = placeholder(g, dtype::f64, shape{2}, "x");
+  graph_variable w;
+  auto out = while_loop([&](const vars& v) { return less(v[0], constant(g, int32_t(3))); },
+                        [&](const vars& v) {
+                          {
+                            auto outside = g.enter_context(nullptr);
+                            if (!w.ref.valid())
+                              w = variable(g, constant(g, tensor::vector<double>({2, 3})), "w");
+                          }
+                          return vars{v[0] + constant(g, int32_t(1)), v[1] * w.value};
+                        },
+                        {constant(g, int32_t(0)), x});
+  auto loss = sum(out[1]);
+  auto by_ref = gradients({loss}, {w.ref});
+  auto by_value = gradients({loss}, {w.value});
+  REQUIRE(by_ref[0].valid());
+  session s(test_runtime(), g);
+  REQUIRE(s.run({global_variables_initializer(g)}).ok());
+  feed_list feeds{{x, tensor::vector<double>({1, 1})}};
+  // d/dw sum(x * w^3) = 3 x w^2
+  INFO("by ref");
+  check_close(s.run(feeds, by_ref).value()[0], tensor::vector<double>({12, 27}));
+  INFO("by value");
+  check_close(s.run(feeds, by_value).value()[0], tensor::vector<double>({12, 27}));
+  CHECK(settled() == 0);
+}
+
 TEST_CASE("gradients through a dynamic RNN over TensorArrays match the static unrolling",
           "[actors][control_flow][gradients]") {
   graph g;
