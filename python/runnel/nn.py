@@ -110,11 +110,15 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
         keep_prob = 1.0 - (rate or 0.0)
     x = _fw.convert_to_tensor(x)
     keep = _fw.convert_to_tensor(keep_prob, dtype=x.dtype, graph=x.graph)
-    shape = noise_shape if noise_shape is not None else x.shape.as_list()
-    if any(d is None for d in shape):
-        raise ValueError("dropout of '%s' needs noise_shape: its shape is not fully known" %
-                         x.name)
-    noise = _api.random_uniform(shape, dtype=x.dtype, seed=seed)
+    shape = noise_shape if noise_shape is not None else x.shape.dims
+    if shape is None or any(d is None for d in shape):
+        # A shape known only at run time (a batch of None): the noise takes it from x.
+        from . import _runnel
+        s1, s2 = _runnel._seeds(x.graph._g, int(seed or 0))
+        noise = _raw.RandomUniform(_api.shape(x) if noise_shape is None else noise_shape,
+                                   dtype=x.dtype, seed=s1, seed2=s2)
+    else:
+        noise = _api.random_uniform(shape, dtype=x.dtype, seed=seed)
     mask = _raw.Floor(keep + noise)
     return _raw.Mul(_raw.Div(x, keep), mask, name=name)
 
@@ -153,6 +157,7 @@ from .rnn import dynamic_rnn, bidirectional_dynamic_rnn, static_rnn  # noqa: E40
 
 #: tf.nn.rnn_cell
 rnn_cell = _Namespace(RNNCell=_rnn.RNNCell, BasicRNNCell=_rnn.BasicRNNCell,
+                      DropoutWrapper=_rnn.DropoutWrapper, ResidualWrapper=_rnn.ResidualWrapper,
                       BasicLSTMCell=_rnn.BasicLSTMCell, LSTMCell=_rnn.LSTMCell,
                       LSTMBlockCell=_rnn.LSTMBlockCell, GRUCell=_rnn.GRUCell,
                       MultiRNNCell=_rnn.MultiRNNCell, LSTMStateTuple=_rnn.LSTMStateTuple)

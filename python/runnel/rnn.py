@@ -303,6 +303,86 @@ class MultiRNNCell(RNNCell):
         return x, tuple(new)
 
 
+class _Wrapper(RNNCell):
+    def __init__(self, cell):
+        self._cell = cell
+
+    state_size = property(lambda self: self._cell.state_size)
+    output_size = property(lambda self: self._cell.output_size)
+
+    def zero_state(self, batch_size, dtype):
+        return self._cell.zero_state(batch_size, dtype)
+
+    @property
+    def variables(self):
+        return getattr(self._cell, "variables", [])
+
+    trainable_variables = trainable_weights = weights = variables
+
+
+def _is_one(p):
+    return isinstance(p, (int, float)) and float(p) == 1.0
+
+
+class DropoutWrapper(_Wrapper):
+    """Dropout on a cell's inputs, outputs and state (TensorFlow's DropoutWrapper; of an LSTM's
+    state only h, as its default filter does). Keep probabilities may be tensors (a placeholder
+    set to 1 for evaluation)."""
+
+    def __init__(self, cell, input_keep_prob=1.0, output_keep_prob=1.0, state_keep_prob=1.0,
+                 variational_recurrent=False, input_size=None, dtype=None, seed=None,
+                 dropout_state_filter_visitor=None):
+        if variational_recurrent:
+            raise NotImplementedError("DropoutWrapper(variational_recurrent=True) is not built in")
+        if dropout_state_filter_visitor is not None:
+            raise NotImplementedError("DropoutWrapper(dropout_state_filter_visitor=...)")
+        for name, p in (("input_keep_prob", input_keep_prob),
+                        ("output_keep_prob", output_keep_prob),
+                        ("state_keep_prob", state_keep_prob)):
+            if isinstance(p, (int, float)) and not 0.0 < float(p) <= 1.0:
+                raise ValueError("DropoutWrapper: %s must be in (0, 1], got %r" % (name, p))
+        super().__init__(cell)
+        self._keep = (input_keep_prob, output_keep_prob, state_keep_prob)
+        self._seed = seed
+
+    def _drop(self, x, keep, k):
+        from . import nn
+        if _is_one(keep):
+            return x
+        return nn.dropout(x, keep_prob=keep, seed=None if self._seed is None else self._seed + k)
+
+    def __call__(self, inputs, state, scope=None):
+        inputs = self._drop(_fw.convert_to_tensor(inputs), self._keep[0], 0)
+        out, new = self._cell(inputs, state, scope)
+        if not _is_one(self._keep[2]):
+            def drop_state(s):
+                if isinstance(s, LSTMStateTuple):
+                    return LSTMStateTuple(s.c, self._drop(s.h, self._keep[2], 2))
+                if isinstance(s, (list, tuple)):
+                    return type(s)(drop_state(p) for p in s)
+                return self._drop(s, self._keep[2], 2)
+            new = drop_state(new)
+        return self._drop(out, self._keep[1], 1), new
+
+
+class ResidualWrapper(_Wrapper):
+    """The cell's output plus its input (their widths must match)."""
+
+    def __call__(self, inputs, state, scope=None):
+        inputs = _fw.convert_to_tensor(inputs)
+        out, new = self._cell(inputs, state, scope)
+        return out + inputs, new
+
+
+def _prebuild(cell, graph, width, dtype, scope):
+    """Builds the built-in cells a Python loop will call (inside wrappers too) where dynamic_rnn
+    would: their variables named under ``scope``, as TensorFlow's are."""
+    if _native(cell):
+        cell._build(graph, width, dtype, scope)
+    elif isinstance(cell, _Wrapper):
+        _prebuild(cell._cell, graph, width, dtype, scope)
+
+
 def _native(cell):
     return isinstance(cell, _NativeCell) or (isinstance(cell, MultiRNNCell) and cell._native)
 
@@ -341,6 +421,7 @@ def _python_rnn(cell, x, lengths, state, parallel_iterations, name):
     """Any RNNCell over time-major ``x``, in a while_loop: past an example's length its output
     is zero and its state kept."""
     g = x.graph
+    _prebuild(cell, g, _width(x, name), x.dtype, name)
     with g.name_scope(name):
         if hasattr(cell, "build") and not getattr(cell, "built", False):
             cell.build(_fw.TensorShape([x.shape.dims[1] if x.shape.dims else None,

@@ -258,3 +258,33 @@ def test_a_cell_first_called_in_a_while_loop_makes_its_variables_outside_it():
         x, state = gru_step(x, state, *weights)
     np.testing.assert_allclose(got, state[0], atol=1e-5)
     assert after < 0.5 * before
+
+
+def test_dropout_and_residual_wrappers():
+    x = tf.placeholder(tf.float32, [None, 5, 3])
+    keep = tf.placeholder_with_default(1.0, []) if hasattr(tf, "placeholder_with_default") \
+        else tf.placeholder(tf.float32, [])
+    inner = cells.BasicLSTMCell(3)
+    wrapped = cells.ResidualWrapper(cells.DropoutWrapper(inner, input_keep_prob=keep,
+                                                         output_keep_prob=keep,
+                                                         state_keep_prob=keep, seed=5))
+    out, state = tf.nn.dynamic_rnn(wrapped, x, sequence_length=LENGTHS, dtype=tf.float32)
+    assert inner.variables[0].name == "rnn/basic_lstm_cell/kernel:0"
+    assert isinstance(state, cells.LSTMStateTuple)
+    with pytest.raises(ValueError, match="output_keep_prob"):
+        cells.DropoutWrapper(inner, output_keep_prob=0.0)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        kernel, bias = s.run(inner.variables)
+        kept = s.run(out, {x: XS, keep: 1.0})
+        dropped = [s.run(out, {x: XS, keep: 0.5}) for _ in range(2)]
+
+    def step(v, st):
+        y, new = lstm_step(v, st, kernel, bias)
+        return y + v, new
+
+    zeros = np.zeros((4, 3), np.float32)
+    want, _ = unroll(step, XS.transpose(1, 0, 2), (zeros, zeros), LENGTHS)
+    # Keep probability 1: the wrapped cell computes the LSTM plus its input (zero past lengths).
+    np.testing.assert_allclose(kept, want.transpose(1, 0, 2), atol=1e-5)
+    assert not np.allclose(dropped[0], kept) and not np.allclose(dropped[0], dropped[1])
