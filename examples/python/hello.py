@@ -1,4 +1,4 @@
-# PYTHONPATH=build/python python3 examples/python/hello.py
+# python3 examples/python/hello.py
 import numpy as np
 import runnel as tf
 
