@@ -45,22 +45,26 @@ namespace {
 /// How long this thread's recent waits for a step took, in µs (a moving average).
 thread_local double recent_wait_us = 0;
 
+/// Records a wait that began at `start` and ends now.
+void note_wait(std::chrono::steady_clock::time_point start) {
+  double took =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  recent_wait_us = recent_wait_us == 0 ? took : 0.75 * recent_wait_us + 0.25 * took;
+}
+
 /// Short steps finish within microseconds: spin briefly so the caller need not be woken. Longer
 /// steps must not have the caller compete for cores with the workers running them. A thread
 /// whose steps took tens of µs of late (a trivial step whose worker had gone to sleep and had to
 /// be woken) spins up to twice that: caught spinning, its next step comes while a worker still
 /// polls, where waking up on both sides each step would keep every step that slow (a Python
-/// run loop: 13-33 µs a run against 3-4). True when `done` was seen.
-bool spin_until_done(const std::atomic<uint32_t>& done) {
-  auto start = std::chrono::steady_clock::now();
+/// run loop: 13-33 µs a run against 3-4). True when `done` was seen (the wait is recorded).
+bool spin_until_done(const std::atomic<uint32_t>& done,
+                     std::chrono::steady_clock::time_point start) {
   double budget_us = recent_wait_us > 10 && recent_wait_us < 50 ? 2 * recent_wait_us : 20;
   auto deadline = start + std::chrono::nanoseconds(int64_t(budget_us * 1000));
   for (int i = 1;; ++i) {
     if (done.load(std::memory_order_acquire)) {
-      double took =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-              .count();
-      recent_wait_us = recent_wait_us == 0 ? took : 0.75 * recent_wait_us + 0.25 * took;
+      note_wait(start);
       return true;
     }
 #if defined(__x86_64__)
@@ -71,34 +75,27 @@ bool spin_until_done(const std::atomic<uint32_t>& done) {
   }
 }
 
-/// Records a wait that ended asleep: `start` to now.
-void note_slept(std::chrono::steady_clock::time_point start) {
-  double took =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  recent_wait_us = recent_wait_us == 0 ? took : 0.75 * recent_wait_us + 0.25 * took;
-}
-
 } // namespace
 
 bool step_state::wait_for(std::chrono::milliseconds timeout) {
   auto start = std::chrono::steady_clock::now();
-  if (spin_until_done(done))
+  if (spin_until_done(done, start))
     return true;
   timed_waiter.store(true);
   std::unique_lock lock(timed_mu);
   bool finished = timed_cv.wait_for(lock, timeout, [&] { return done.load() != 0; });
   if (finished)
-    note_slept(start);
+    note_wait(start);
   return finished;
 }
 
 void step_state::wait() {
   auto start = std::chrono::steady_clock::now();
-  if (spin_until_done(done))
+  if (spin_until_done(done, start))
     return;
   while (!done.load(std::memory_order_acquire))
     done.wait(0, std::memory_order_acquire);
-  note_slept(start);
+  note_wait(start);
 }
 
 namespace {

@@ -51,6 +51,13 @@ class VariableScope:
         return "<runnel.VariableScope '%s' reuse=%r>" % (self.name, self._reuse)
 
 
+def _refuse(function, **args):
+    """NotImplementedError naming the first argument given that is not supported."""
+    for arg, value in args.items():
+        if value is not None:
+            raise NotImplementedError("%s(%s=...) is not supported" % (function, arg))
+
+
 def _state(graph):
     """The graph's variable scopes (a stack, the root first), the variables get_variable made,
     and how often each default name was used."""
@@ -75,10 +82,8 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
     (nested under the current scope), a VariableScope (entered again, at its own full name), or
     None with ``default_name`` (made unique: "dense", "dense_1", ...). ``reuse``: True, False
     or None (inherit; True is inherited and cannot be undone inside), or ``tf.AUTO_REUSE``."""
-    for arg, value in (("regularizer", regularizer), ("partitioner", partitioner),
-                       ("custom_getter", custom_getter), ("constraint", constraint)):
-        if value is not None:
-            raise NotImplementedError("variable_scope(%s=...) is not supported" % arg)
+    _refuse("variable_scope", regularizer=regularizer, partitioner=partitioner,
+            custom_getter=custom_getter, constraint=constraint)
     g = _state(_fw.graph_of(values or []))
     parent = g._var_scopes[-1]
     if isinstance(name_or_scope, VariableScope):
@@ -129,10 +134,8 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     """The variable ``scope/name``: made (its initial value from ``initializer``, the scope's,
     or Glorot-uniform for floats and zeros for integers) or, where the scope reuses, the one
     made before, its shape and dtype checked."""
-    for arg, value in (("regularizer", regularizer), ("partitioner", partitioner),
-                       ("custom_getter", custom_getter), ("constraint", constraint)):
-        if value is not None:
-            raise NotImplementedError("get_variable(%s=...) is not supported" % arg)
+    _refuse("get_variable", regularizer=regularizer, partitioner=partitioner,
+            custom_getter=custom_getter, constraint=constraint)
     from .variables import Variable
     g = _state(_fw.get_default_graph())
     scope = g._var_scopes[-1]

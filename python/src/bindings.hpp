@@ -2,9 +2,12 @@
 // The parts of the _runnel extension module, each binding one area of the C++ API.
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 namespace runnel {
 class runtime;
-}
+struct tf_signature;
+} // namespace runnel
 
 namespace runnel::python {
 
@@ -18,5 +21,8 @@ void bind_meta_graph(pybind11::module_& m);
 /// The process's runtime, made on first use with the options set_runtime_options gave (never
 /// destroyed: its threads may outlive the interpreter's last reference).
 runtime& shared_runtime();
+/// A SignatureDef for Python: {"method", "inputs", "outputs"}, each tensor as (name with
+/// `prefix`, dtype name, shape) (meta_graph_bindings.cpp).
+pybind11::dict signature_dict(const tf_signature& sig, const std::string& prefix = "");
 
 } // namespace runnel::python

@@ -44,15 +44,6 @@ void copy_graph(graph& dst, const graph& src, const std::string& prefix, bool cl
       dst.add_to_collection(key, *dst.find(prefix + src.at(id).name));
 }
 
-py::dict tensor_infos(const std::map<std::string, tf_tensor_info>& infos,
-                      const std::string& prefix) {
-  py::dict d;
-  for (auto& [key, info] : infos)
-    d[py::str(key)] =
-        py::make_tuple(prefix + info.name, std::string(name(info.type)), from_shape(info.dims));
-  return d;
-}
-
 /// What Python needs of an imported MetaGraph, its names with the prefix.
 py::dict describe(const tf_meta_graph& m, const std::string& prefix) {
   py::dict out;
@@ -63,13 +54,8 @@ py::dict describe(const tf_meta_graph& m, const std::string& prefix) {
   for (auto& [var, key] : m.checkpoint_keys)
     keys[py::str(prefix + var)] = key;
   py::dict signatures;
-  for (auto& [key, sig] : m.signatures) {
-    py::dict s;
-    s["method"] = sig.method;
-    s["inputs"] = tensor_infos(sig.inputs, prefix);
-    s["outputs"] = tensor_infos(sig.outputs, prefix);
-    signatures[py::str(key)] = s;
-  }
+  for (auto& [key, sig] : m.signatures)
+    signatures[py::str(key)] = signature_dict(sig, prefix);
   out["variables"] = variables;
   out["checkpoint_keys"] = keys;
   out["sliced_variables"] = m.sliced_variables;
@@ -84,6 +70,21 @@ std::string scope_prefix(const std::string& import_scope) {
 }
 
 } // namespace
+
+py::dict signature_dict(const tf_signature& sig, const std::string& prefix) {
+  auto infos = [&](const std::map<std::string, tf_tensor_info>& tensors) {
+    py::dict d;
+    for (auto& [key, info] : tensors)
+      d[py::str(key)] =
+          py::make_tuple(prefix + info.name, std::string(name(info.type)), from_shape(info.dims));
+    return d;
+  };
+  py::dict d;
+  d["method"] = sig.method;
+  d["inputs"] = infos(sig.inputs);
+  d["outputs"] = infos(sig.outputs);
+  return d;
+}
 
 void bind_meta_graph(py::module_& m) {
   m.def("_import_meta_graph",

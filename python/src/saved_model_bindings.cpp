@@ -16,14 +16,6 @@ struct py_loaded_model {
   std::unique_ptr<saved_model> m;
 };
 
-py::dict tensor_infos(const std::map<std::string, tf_tensor_info>& infos) {
-  py::dict d;
-  for (auto& [key, info] : infos)
-    d[py::str(key)] =
-        py::make_tuple(info.name, std::string(name(info.type)), from_shape(info.dims));
-  return d;
-}
-
 } // namespace
 
 void bind_saved_model(py::module_& m) {
@@ -31,13 +23,8 @@ void bind_saved_model(py::module_& m) {
       .def_property_readonly("signatures",
                              [](const py_loaded_model& lm) {
                                py::dict out;
-                               for (auto& [key, sig] : lm.m->signatures()) {
-                                 py::dict d;
-                                 d["method"] = sig.method;
-                                 d["inputs"] = tensor_infos(sig.inputs);
-                                 d["outputs"] = tensor_infos(sig.outputs);
-                                 out[py::str(key)] = d;
-                               }
+                               for (auto& [key, sig] : lm.m->signatures())
+                                 out[py::str(key)] = signature_dict(sig);
                                return out;
                              })
       .def_property_readonly("tags",
