@@ -6,8 +6,9 @@
 #include <mutex>
 #include <thread>
 
-#include "runnel/actors/exec/internal.hpp"
+#include "runnel/actors/data/autotune.hpp"
 #include "runnel/actors/data/stages.hpp"
+#include "runnel/actors/exec/internal.hpp"
 
 namespace runnel {
 namespace {
@@ -100,14 +101,21 @@ struct chunk_buffer {
 
 class prefetch_stream : public element_stream {
 public:
-  prefetch_stream(open_context& ctx, stream_ptr upstream, size_t capacity)
+  /// `capacity`: elements, or dataset::autotune.
+  prefetch_stream(open_context& ctx, stream_ptr upstream, int64_t capacity)
       : buf_(std::make_shared<chunk_buffer>()) {
-    buf_->capacity = std::max<size_t>(1, capacity);
+    if (capacity == dataset::autotune)
+      knob_ = std::make_unique<autotune_knob>(2, 1, max_autotuned_buffer, /*multiply=*/true);
+    buf_->capacity = size_t(knob_ ? knob_->value() : std::max<int64_t>(1, capacity));
     worker_ = ctx.start_worker();
     auto buf = buf_;
-    size_t chunk = std::min(chunk_size, buf_->capacity);
     // The producer owns the upstream stages and runs them until the end, an error, or a cancel.
-    worker_->post([buf, chunk, up = std::shared_ptr<element_stream>(std::move(upstream))] {
+    worker_->post([buf, up = std::shared_ptr<element_stream>(std::move(upstream))] {
+      size_t chunk;
+      {
+        std::lock_guard lock(buf->mu);
+        chunk = std::min(chunk_size, buf->capacity);
+      }
       for (;;) {
         std::vector<element> c;
         status st = up->next_chunk(c, chunk);
@@ -124,6 +132,7 @@ public:
         buf->count += c.size();
         buf->chunks.push_back(std::move(c));
         buf->can_take.notify_one();
+        chunk = std::min(chunk_size, buf->capacity); // autotune may have grown it
       }
     });
   }
@@ -140,15 +149,20 @@ public:
     std::lock_guard lock(buf_->mu);
     return {int64_t(buf_->count), int64_t(buf_->capacity)};
   }
+  int64_t autotuned() const override { return knob_ ? knob_->value() : -1; }
   status next_chunk(std::vector<element>& out, size_t max) override {
     std::unique_lock lock(buf_->mu);
+    if (buf_->chunks.empty() && !buf_->finished)
+      missed_ = true;
     buf_->can_take.wait(lock, [&] { return !buf_->chunks.empty() || buf_->finished; });
     return take(lock, out, max);
   }
   std::optional<status> try_next_chunk(std::vector<element>& out, size_t max) override {
     std::unique_lock lock(buf_->mu);
-    if (buf_->chunks.empty() && !buf_->finished)
+    if (buf_->chunks.empty() && !buf_->finished) {
+      missed_ = true; // the take that follows waited
       return std::nullopt;
+    }
     return take(lock, out, max);
   }
 
@@ -170,22 +184,44 @@ private:
         buf_->chunks.pop_front();
     }
     buf_->count -= std::min(buf_->count, out.size());
+    if (knob_) {
+      // Never more than autotune_buffer_bytes of elements like the largest seen.
+      int64_t bytes = 1;
+      for (auto& t : out.back())
+        bytes += int64_t(t.bytes());
+      if (bytes > largest_element_) {
+        largest_element_ = bytes;
+        knob_->cap(std::max<int64_t>(1, autotune_buffer_bytes / bytes));
+        buf_->capacity = size_t(knob_->value());
+      }
+      window_.take(missed_, int64_t(out.size()));
+      if (window_.maybe_observe(*knob_))
+        buf_->capacity = size_t(knob_->value());
+    }
+    missed_ = false;
     lock.unlock();
     buf_->can_put.notify_one();
     return {};
   }
 
+  static constexpr int64_t max_autotuned_buffer = 64;
+
   std::shared_ptr<chunk_buffer> buf_;
   std::unique_ptr<stage_worker> worker_;
+  // autotune: the buffer's size, and what the consumer saw since it last changed (under mu).
+  std::unique_ptr<autotune_knob> knob_;
+  autotune_window window_;
+  bool missed_ = false;
+  int64_t largest_element_ = 0;
 };
 
 class prefetch_node : public unary_node {
 public:
   prefetch_node(node_ptr in, int64_t n) : unary_node(std::move(in)), n_(n) {}
-  std::string describe() const override { return "prefetch(" + std::to_string(n_) + ")"; }
+  std::string describe() const override { return "prefetch(" + autotune_label(n_) + ")"; }
   result<stream_ptr> open_stream(open_context& ctx) const override {
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
-    return stream_ptr(std::make_unique<prefetch_stream>(ctx, std::move(up), size_t(n_)));
+    return stream_ptr(std::make_unique<prefetch_stream>(ctx, std::move(up), n_));
   }
 
 private:
@@ -217,11 +253,14 @@ private:
 /// Chunks pulled in order, mapped on worker actors, handed out in order.
 class parallel_map_stream : public element_stream {
 public:
+  /// `parallelism`: workers, or dataset::autotune.
   parallel_map_stream(open_context& ctx, stream_ptr in, map_fn fn, int parallelism)
-      : in_(std::move(in)), fn_(std::make_shared<map_fn>(std::move(fn))) {
-    for (int i = 0; i < parallelism; ++i)
-      workers_.push_back(ctx.start_worker());
+      : ctx_(ctx), in_(std::move(in)), fn_(std::make_shared<map_fn>(std::move(fn))) {
+    if (parallelism == dataset::autotune)
+      knob_ = std::make_unique<autotune_knob>(1, 1, autotune_thread_budget(), false);
+    start_workers(knob_ ? knob_->value() : parallelism);
   }
+  int64_t autotuned() const override { return knob_ ? knob_->value() : -1; }
   ~parallel_map_stream() override {
     for (auto& t : in_flight_) { // workers still hold tasks: wait so nothing outlives its data
       std::unique_lock lock(t->mu);
@@ -231,7 +270,8 @@ public:
   }
   status next_chunk(std::vector<element>& out, size_t max) override {
     // Keep two chunks per worker in flight.
-    while (!ended_ && in_flight_.size() < 2 * workers_.size()) {
+    size_t active = knob_ ? size_t(knob_->value()) : workers_.size();
+    while (!ended_ && in_flight_.size() < 2 * active) {
       auto t = std::make_shared<task>();
       status st = in_->next_chunk(t->items, std::min(max, chunk_size));
       if (!st.ok()) {
@@ -243,7 +283,7 @@ public:
         ended_ = true;
         break;
       }
-      workers_[next_worker_++ % workers_.size()]->post([t, fn = fn_] {
+      workers_[next_worker_++ % active]->post([t, fn = fn_] {
         status st;
         for (auto& e : t->items) {
           auto r = (*fn)(std::move(e));
@@ -265,9 +305,15 @@ public:
     auto t = std::move(in_flight_.front());
     in_flight_.pop_front();
     std::unique_lock lock(t->mu);
+    bool starved = !t->done;
     t->cv.wait(lock, [&] { return t->done; });
     if (!t->result.ok())
       return t->result;
+    if (knob_) {
+      window_.take(starved, int64_t(t->items.size()));
+      if (window_.maybe_observe(*knob_))
+        start_workers(knob_->value());
+    }
     std::move(t->items.begin(), t->items.end(), std::back_inserter(out));
     return {};
   }
@@ -280,8 +326,17 @@ private:
     bool done = false;
     status result;
   };
+  /// Workers are started as autotune asks for them; those it no longer uses stay idle.
+  void start_workers(int64_t n) {
+    while (int64_t(workers_.size()) < n)
+      workers_.push_back(ctx_.start_worker());
+  }
+
+  open_context ctx_;
   stream_ptr in_;
   std::shared_ptr<map_fn> fn_;
+  std::unique_ptr<autotune_knob> knob_;
+  autotune_window window_;
   std::vector<std::unique_ptr<stage_worker>> workers_;
   std::deque<std::shared_ptr<task>> in_flight_;
   size_t next_worker_ = 0;
@@ -298,7 +353,7 @@ std::unique_ptr<stage_worker> open_context::start_worker() const {
 }
 
 stream_ptr make_prefetch_stream(open_context& ctx, stream_ptr upstream, size_t capacity) {
-  return std::make_unique<prefetch_stream>(ctx, std::move(upstream), capacity);
+  return std::make_unique<prefetch_stream>(ctx, std::move(upstream), int64_t(capacity));
 }
 
 node_ptr make_prefetch_node(node_ptr in, int64_t n) {
@@ -306,7 +361,7 @@ node_ptr make_prefetch_node(node_ptr in, int64_t n) {
 }
 
 stream_ptr make_map_stream(open_context& ctx, stream_ptr in, map_fn fn, int parallelism) {
-  if (parallelism <= 1)
+  if (parallelism <= 1 && parallelism != dataset::autotune)
     return std::make_unique<map_stream>(std::move(in), std::move(fn));
   return std::make_unique<parallel_map_stream>(ctx, std::move(in), std::move(fn), parallelism);
 }

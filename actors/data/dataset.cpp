@@ -68,10 +68,21 @@ dataset dataset::from_tensor_slices(element components) {
 dataset dataset::range(int64_t n) {
   return dataset(make_range_node(n));
 }
+namespace {
+void check_parallelism(const char* stage, int parallelism) {
+  if (parallelism < 1 && parallelism != dataset::autotune)
+    throw error(invalid_argument(std::string(stage) +
+                                 ": parallelism must be at least 1 or dataset::autotune, got " +
+                                 std::to_string(parallelism)));
+}
+} // namespace
+
 dataset dataset::map(map_fn fn, int parallelism) const {
+  check_parallelism("map", parallelism);
   return dataset(make_map_node(node_, std::move(fn), parallelism));
 }
 dataset dataset::parse_examples(std::vector<feature_spec> specs, int parallelism) const {
+  check_parallelism("parse_examples", parallelism);
   return dataset(make_parse_node(node_, std::move(specs), parallelism));
 }
 dataset dataset::filter(predicate_fn keep) const {
@@ -124,7 +135,11 @@ dataset dataset::shard(int64_t n, int64_t index) const {
   return dataset(make_shard_node(node_, n, index));
 }
 dataset dataset::prefetch(int64_t n) const {
-  return dataset(make_prefetch_node(node_, std::max<int64_t>(1, n)));
+  if (n < 1 && n != autotune)
+    throw error(invalid_argument("prefetch: buffer size must be at least 1 or dataset::autotune, "
+                                 "got " +
+                                 std::to_string(n)));
+  return dataset(make_prefetch_node(node_, n));
 }
 
 result<std::unique_ptr<element_stream>> dataset::open(runtime* rt) const {

@@ -6,7 +6,7 @@
 //                 .batch(100)
 //                 .map(parse_examples({{"image", dtype::f32, {784}},  // batch-then-parse
 //                                      {"label", dtype::i64, {}}}), /*parallelism=*/2)
-//                 .prefetch(4);
+//                 .prefetch(4);           // or dataset::autotune for parallelism and buffers
 //
 //   // Outside a graph:
 //   auto reader = ds.open().value();
@@ -64,6 +64,9 @@ struct stage_stats {
   /// consumer took from it (near 1: the consumer is the bottleneck; near 0: the stages before
   /// it are); -1 for the others.
   double buffer_fill = -1;
+  /// Stages given dataset::autotune: the parallelism or buffer size chosen so far; -1 for
+  /// the others.
+  int64_t autotuned = -1;
 
   /// Elements per second of its own time: how fast this stage alone could go.
   double rate() const { return seconds > 0 ? double(elements) / seconds : 0; }
@@ -94,6 +97,8 @@ public:
   virtual std::vector<stage_stats> stats() const { return {}; }
   /// Stages that buffer: the elements held now and the room for them; others {-1, -1}.
   virtual std::pair<int64_t, int64_t> buffer_fill() const { return {-1, -1}; }
+  /// Stages given dataset::autotune: the parallelism or buffer size they use now; -1 otherwise.
+  virtual int64_t autotuned() const { return -1; }
 
 private:
   std::vector<element> pending_;
@@ -114,6 +119,12 @@ class dataset_node;
 
 class dataset {
 public:
+  /// For map's and parse_examples' parallelism and prefetch's buffer: chosen while the dataset
+  /// is read, from the measured rates (as tf.data.AUTOTUNE). A stage that keeps its consumer
+  /// waiting is given a worker more (up to the cores this process may use) or twice the buffer
+  /// (up to 64 elements), kept only when the throughput rises by 5%; stats() shows the choice.
+  static constexpr int autotune = -1;
+
   /// Records of files (names, sharded names or globs): each element is one string scalar.
   static dataset records(std::vector<std::string> files, records_options options = {});
   /// One element.
@@ -123,7 +134,8 @@ public:
   /// 0, 1, ..., n-1 as int64 scalars.
   static dataset range(int64_t n);
 
-  /// Applies `fn` to each element, on `parallelism` actors when more than 1 (order is kept).
+  /// Applies `fn` to each element, on `parallelism` actors when more than 1 (order is kept), or
+  /// on as many as pay for themselves with `autotune`.
   dataset map(map_fn fn, int parallelism = 1) const;
   /// Like map(runnel::parse_examples(specs), parallelism). Directly after
   /// records()[.shuffle(n)].batch(b) it is one stage that reads the files itself and parses
@@ -152,7 +164,8 @@ public:
   /// Every n-th element starting at `index` (0 <= index < n): one worker's share of the data when
   /// n workers read the same files in the same order.
   dataset shard(int64_t n, int64_t index) const;
-  /// Produces up to `n` elements ahead, on its own actor.
+  /// Produces up to `n` elements ahead, on its own actor (`autotune`: a buffer that grows
+  /// while its consumer waits and growing it pays).
   dataset prefetch(int64_t n) const;
 
   /// Starts reading the dataset (stages that are actors start on `rt`'s actor system, or on a

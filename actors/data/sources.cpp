@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 
+#include "runnel/actors/data/autotune.hpp"
 #include "runnel/actors/data/record_arena.hpp"
 #include "runnel/actors/data/stages.hpp"
 #include "runnel/storage/record_file.hpp"
@@ -303,11 +304,13 @@ class records_parse_stream : public element_stream {
 public:
   records_parse_stream(open_context& ctx, record_places places, int64_t batch, bool drop,
                        std::shared_ptr<const example_parser> parser, int parallelism)
-      : places_(std::move(places)), batch_(size_t(batch)), drop_(drop),
+      : ctx_(ctx), places_(std::move(places)), batch_(size_t(batch)), drop_(drop),
         parser_(std::move(parser)) {
-    for (int i = 0; i < parallelism && parallelism > 1; ++i)
-      workers_.push_back(ctx.start_worker());
+    if (parallelism == dataset::autotune)
+      knob_ = std::make_unique<autotune_knob>(1, 1, autotune_thread_budget(), false);
+    start_workers(knob_ ? knob_->value() : parallelism > 1 ? parallelism : 0);
   }
+  int64_t autotuned() const override { return knob_ ? knob_->value() : -1; }
   ~records_parse_stream() override {
     for (auto& t : in_flight_) {
       if (t->claim()) { // not started: nobody needs it parsed any more
@@ -319,7 +322,8 @@ public:
     workers_.clear();
   }
   status next_chunk(std::vector<element>& out, size_t max) override {
-    size_t limit = std::max<size_t>(1, 4 * workers_.size());
+    size_t active = knob_ ? size_t(knob_->value()) : workers_.size();
+    size_t limit = std::max<size_t>(1, 4 * active);
     while (!ended_ && in_flight_.size() < limit) {
       auto t = std::make_shared<task>();
       status st = places_.next(t->places, batch_);
@@ -333,7 +337,7 @@ public:
         break;
       }
       if (!workers_.empty())
-        workers_[next_worker_++ % workers_.size()]->post([t, parser = parser_] {
+        workers_[next_worker_++ % active]->post([t, parser = parser_] {
           if (t->claim()) {
             parse_with(*t, *parser);
             t->finish();
@@ -347,14 +351,20 @@ public:
       auto& t = in_flight_.front();
       // A batch no worker has started yet is parsed here rather than waited for: this thread
       // would otherwise sleep, and on our VMs a sleep and its wake-up cost more than a batch.
+      bool starved = true;
       if (t->claim()) {
         parse_with(*t, *parser_);
         t->finish();
       } else {
-        t->wait();
+        starved = t->wait();
       }
       if (!t->result.ok())
         return t->result;
+      if (knob_) {
+        window_.take(starved, 1);
+        if (window_.maybe_observe(*knob_))
+          start_workers(knob_->value());
+      }
       out.push_back(std::move(t->parsed));
       places_.release(t->places);
       in_flight_.pop_front();
@@ -382,9 +392,12 @@ private:
       done = true;
       cv.notify_all();
     }
-    void wait() {
+    /// Whether it had to wait.
+    bool wait() {
       std::unique_lock lock(mu);
+      bool waited = !done;
       cv.wait(lock, [&] { return done; });
+      return waited;
     }
   };
   static void parse_with(task& t, const example_parser& parser) {
@@ -395,10 +408,19 @@ private:
     t.result = parser.parse_batch(std::span<const std::string_view>(views), t.parsed);
   }
 
+  void start_workers(int64_t n) {
+    while (int64_t(workers_.size()) < n)
+      workers_.push_back(ctx_.start_worker());
+  }
+
+  open_context ctx_;
   record_places places_;
   size_t batch_;
   bool drop_;
   std::shared_ptr<const example_parser> parser_;
+  // autotune: the workers in use (1 to the cores), and what the consumer saw since it changed.
+  std::unique_ptr<autotune_knob> knob_;
+  autotune_window window_;
   std::vector<std::unique_ptr<stage_worker>> workers_;
   std::deque<std::shared_ptr<task>> in_flight_;
   size_t next_worker_ = 0;

@@ -15,6 +15,7 @@ struct stage_counters {
   int depth = 0; ///< stages between this one and the source
   std::atomic<int64_t> elements{0}, calls{0}, self_ns{0};
   std::atomic<int64_t> fill_ppm_sum{0}, fill_samples{0}; // buffering stages
+  std::atomic<int64_t> autotuned{-1};
 };
 
 struct stage_registry {
@@ -53,6 +54,7 @@ struct stage_registry {
       int64_t samples = c->fill_samples.load();
       if (samples > 0)
         s.buffer_fill = double(c->fill_ppm_sum.load()) * 1e-6 / double(samples);
+      s.autotuned = c->autotuned.load();
       out.push_back(std::move(s));
     }
     return out;
@@ -81,6 +83,7 @@ public:
   }
   std::vector<stage_stats> stats() const override { return registry_->snapshot(); }
   std::pair<int64_t, int64_t> buffer_fill() const override { return in_->buffer_fill(); }
+  int64_t autotuned() const override { return in_->autotuned(); }
 
 private:
   /// Runs `pull` (which appends to `out`) and counts it, unless it had nothing ready.
@@ -100,6 +103,7 @@ private:
     if (!st)
       return st;
     auto& c = *counters_;
+    c.autotuned.store(in_->autotuned(), std::memory_order_relaxed);
     c.self_ns.fetch_add(ns - frame.nested_ns, std::memory_order_relaxed);
     c.calls.fetch_add(1, std::memory_order_relaxed);
     int64_t taken = int64_t(out.size() - before);
@@ -147,7 +151,10 @@ std::string format_stage_stats(const std::vector<stage_stats>& stages) {
       std::snprintf(fill, sizeof fill, "%.0f%%", 100 * s.buffer_fill);
     std::snprintf(line, sizeof line, "  %10lld %8.3fs %12.4g %9.1fus %5s  ",
                   static_cast<long long>(s.elements), s.seconds, s.rate(), s.latency() * 1e6, fill);
-    out += line + s.stage + "\n";
+    out += line + s.stage;
+    if (s.autotuned >= 0)
+      out += " [autotune chose " + std::to_string(s.autotuned) + "]";
+    out += "\n";
   }
   return out;
 }

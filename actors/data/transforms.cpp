@@ -5,6 +5,7 @@
 #include <optional>
 #include <random>
 
+#include "runnel/actors/data/autotune.hpp"
 #include "runnel/actors/data/stages.hpp"
 #include "runnel/ops/kernel/queue.hpp"
 
@@ -16,7 +17,9 @@ public:
   map_node(node_ptr in, map_fn fn, int p)
       : unary_node(std::move(in)), fn_(std::move(fn)), parallelism_(p) {}
   std::string describe() const override {
-    return parallelism_ > 1 ? "map(parallelism " + std::to_string(parallelism_) + ")" : "map";
+    return parallelism_ > 1 || parallelism_ == dataset::autotune
+               ? "map(parallelism " + autotune_label(parallelism_) + ")"
+               : "map";
   }
   result<stream_ptr> open_stream(open_context& ctx) const override {
     RUNNEL_ASSIGN_OR_RETURN(auto up, open_input(ctx));
@@ -340,8 +343,8 @@ public:
   }
   std::string describe() const override {
     std::string self = "parse_examples";
-    if (parallelism_ > 1)
-      self += "(parallelism " + std::to_string(parallelism_) + ")";
+    if (parallelism_ > 1 || parallelism_ == dataset::autotune)
+      self += "(parallelism " + autotune_label(parallelism_) + ")";
     auto f = fusable();
     if (!f)
       return self;

@@ -10,7 +10,9 @@ by Runnel's pipeline stages and iterated as NumPy arrays; record files and tf.tr
         s.run(train, {x: batch["image"], y: batch["label"]})
 
 Iterating releases the GIL while the pipeline works; Python functions given to map and filter
-run on the pipeline's threads and take the GIL for each call.
+run on the pipeline's threads and take the GIL for each call. ``AUTOTUNE`` for
+``num_parallel_calls`` or a prefetch's ``buffer_size`` lets the pipeline choose them from its
+measured rates; ``it = iter(ds)`` then ``it.stats()`` says what each stage did and chose.
 """
 import collections
 
@@ -18,6 +20,15 @@ import numpy as np
 
 from . import _runnel
 from . import dtypes as _dtypes
+
+# Parallelism or buffer size chosen while the pipeline runs (tf.data.AUTOTUNE).
+AUTOTUNE = _runnel._AUTOTUNE
+
+
+class experimental:
+    """tf.data.experimental's names that Runnel has."""
+    AUTOTUNE = AUTOTUNE
+
 
 # ---- features ---------------------------------------------------------------------------------
 FixedLenFeature = collections.namedtuple("FixedLenFeature", "shape dtype default_value")
@@ -192,14 +203,31 @@ class Dataset:
 
     # -- reading -----------------------------------------------------------------------------
     def __iter__(self):
-        stream = self._d.open()
-        structure = self._structure
-        while True:
-            try:
-                flat = stream.next()
-            except StopIteration:
-                return
-            yield _unflatten(flat, structure.value)[0]
+        return Iterator(self._d.open(), self._structure)
+
+
+class Iterator:
+    """One pass over a dataset (``iter(ds)``); ``stats()`` gives what its stages did so far."""
+
+    def __init__(self, stream, structure):
+        self._stream, self._structure = stream, structure
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return _unflatten(self._stream.next(), self._structure.value)[0]
+
+    def stats(self):
+        """A dict per stage, source first: stage, elements handed on, calls, seconds of its own
+        work, rate (elements/s of its own time), latency (s a call), buffer_fill (buffering
+        stages: how full the consumer found it, 0-1) and autotuned (the parallelism or buffer
+        size AUTOTUNE chose); None where it does not apply."""
+        return self._stream.stats()
+
+    def stats_table(self):
+        """stats() as the table the C++ API prints (format_stage_stats)."""
+        return self._stream.stats_table()
 
 
 TFRecordDataset = Dataset.records

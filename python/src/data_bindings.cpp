@@ -100,6 +100,23 @@ struct py_stream {
       throw py::stop_iteration();
     return element_to_py(std::move(e));
   }
+  /// Each stage's counters so far, source first (element_stream::stats()).
+  py::list stats() const {
+    py::list out;
+    for (auto& st : s->stats()) {
+      py::dict d;
+      d["stage"] = st.stage;
+      d["elements"] = st.elements;
+      d["calls"] = st.calls;
+      d["seconds"] = st.seconds;
+      d["rate"] = st.rate();
+      d["latency"] = st.latency();
+      d["buffer_fill"] = st.buffer_fill >= 0 ? py::object(py::float_(st.buffer_fill)) : py::none();
+      d["autotuned"] = st.autotuned >= 0 ? py::object(py::int_(st.autotuned)) : py::none();
+      out.append(d);
+    }
+    return out;
+  }
 };
 
 std::vector<feature_spec> specs_from(const py::list& specs) {
@@ -191,7 +208,11 @@ void bind_records(py::module_& m) {
 
 void bind_data(py::module_& m) {
   bind_records(m);
-  py::class_<py_stream>(m, "_Stream").def("next", &py_stream::next);
+  py::class_<py_stream>(m, "_Stream")
+      .def("next", &py_stream::next)
+      .def("stats", &py_stream::stats)
+      .def("stats_table", [](const py_stream& s) { return format_stage_stats(s.s->stats()); });
+  m.attr("_AUTOTUNE") = dataset::autotune;
   py::class_<dataset>(m, "_Dataset")
       .def_static("records",
                   [](std::vector<std::string> files, const std::string& compression, int cycle,

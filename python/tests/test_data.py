@@ -96,3 +96,33 @@ def test_files_tensorflow_wrote():
     first = next(data.tf_record_iterator(taxi))
     assert len(first) == 504
     assert "trip_seconds" in data.decode_example(first)
+
+
+def test_autotune_and_stage_stats(tmp_path):
+    for shard in range(2):
+        write_examples(tmp_path / ("s-%05d-of-00002" % shard), 50)
+    files = sorted(str(p) for p in tmp_path.iterdir())
+    features = {"label": data.FixedLenFeature([], tf.int64)}
+
+    def labels(ds):
+        return np.concatenate([b["label"] for b in ds]).tolist()
+
+    base = data.TFRecordDataset(files).shuffle(30, seed=2, reshuffle_each_iteration=False)
+    hand = base.batch(8).parse_examples(features, num_parallel_calls=2).prefetch(2)
+    tuned = (base.batch(8).parse_examples(features, num_parallel_calls=data.AUTOTUNE)
+             .prefetch(data.experimental.AUTOTUNE))
+    assert labels(tuned) == labels(hand)
+    it = iter(tuned)
+    assert sum(len(b["label"]) for b in it) == 100
+    stages = it.stats()
+    assert [s["stage"] for s in stages] == [
+        "records -> shuffle(30) -> batch(8) -> parse_examples(parallelism autotune), fused",
+        "prefetch(autotune)"]
+    assert stages[0]["elements"] == 13 and stages[0]["autotuned"] >= 1
+    assert 1 <= stages[1]["autotuned"] <= 64 and 0 <= stages[1]["buffer_fill"] <= 1
+    assert stages[0]["buffer_fill"] is None
+    assert "[autotune chose" in it.stats_table()
+    squares = data.Dataset.range(50).map(lambda v: v * v, num_parallel_calls=data.AUTOTUNE)
+    assert [int(v) for v in squares] == [v * v for v in range(50)]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="prefetch: buffer size"):
+        data.Dataset.range(3).prefetch(0)
