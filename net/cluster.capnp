@@ -78,6 +78,9 @@ interface Master {
           trace :Bool)
       -> (error :Status, tensors :List(Tensor), trace :CallTrace);
   closeSession @3 (handle :Text) -> ();
+  # Fails the session's steps in flight with CANCELLED (a client's Ctrl-C); their tasks clean
+  # them up. Steps started after it run as usual.
+  cancelSteps @4 (handle :Text) -> ();
 }
 
 # What a connection's bootstrap capability is.

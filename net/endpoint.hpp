@@ -143,6 +143,9 @@ public:
                           std::vector<std::string> fetches, std::vector<std::string> targets,
                           callback<traced<std::vector<tensor>>> done);
   virtual void close_session(const std::string& handle) = 0;
+  /// Fails the session's steps in flight with `cancelled`; every task cleans them up. `done`
+  /// runs once they are failed (a step run after it is not cancelled).
+  virtual void cancel_steps(const std::string& handle, std::function<void(status)> done) = 0;
 };
 
 /// A worker elsewhere. Thread-safe; each reply comes once, on the endpoint's thread. A lost

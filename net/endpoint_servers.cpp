@@ -243,6 +243,12 @@ public:
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> cancelSteps(CancelStepsContext context) override {
+    // The steps are failed before this returns (their tasks are told to clean up).
+    ep_.options.master->cancel_steps(to_std(context.getParams().getHandle()), [](status) {});
+    return kj::READY_NOW;
+  }
+
 private:
   endpoint::impl& ep_;
   std::shared_ptr<int> calls_;

@@ -292,6 +292,14 @@ public:
     });
   }
 
+  void cancel_steps(const std::string& handle, std::function<void(status)> done) override {
+    call<bool>([done](result<bool> r) { done(r ? status() : r.error()); },
+               [handle](auto& c, auto cb) {
+                 auto req = c.master.cancelStepsRequest();
+                 req.setHandle(handle);
+                 return req.send().then([cb](auto) mutable { (*cb)(true); });
+               });
+  }
 };
 
 } // namespace

@@ -163,10 +163,21 @@ public:
           std::erase_if(filtered, [id](const operation& x) { return x.node_id() == id; });
         }
     rt_.internals().rendezvous.begin_step(step_id);
+    // cleanup_step aborts the step (a step waiting on a queue has no Recv to fail).
+    auto cancellation = std::make_shared<step_cancellation>();
+    {
+      std::lock_guard lock(running_->mu);
+      running_->steps.emplace(step_id, cancellation);
+    }
     part->s->run_callback_traced(
-        f, outs, *targets, run_options{.trace = trace, .step_id = step_id},
-        [part, fetches = std::move(fetches), done = std::move(done), task = task_,
-         counts = counts](result<std::vector<tensor>> r, run_metadata md) {
+        f, outs, *targets,
+        run_options{.trace = trace, .step_id = step_id, .cancellation = cancellation},
+        [part, fetches = std::move(fetches), done = std::move(done), task = task_, counts = counts,
+         running = running_, step_id](result<std::vector<tensor>> r, run_metadata md) {
+          {
+            std::lock_guard lock(running->mu);
+            running->steps.erase(step_id);
+          }
           (r ? counts->ok : counts->failed)++;
           if (!r) {
             done(r.error());
@@ -186,6 +197,15 @@ public:
   // The partition may not have reached its Recvs yet: they must fail when they come.
   void cleanup_step(int64_t step_id) override {
     rt_.internals().rendezvous.cancel_step(step_id);
+    std::shared_ptr<step_cancellation> c;
+    {
+      std::lock_guard lock(running_->mu);
+      if (auto it = running_->steps.find(step_id); it != running_->steps.end())
+        c = it->second;
+    }
+    if (c)
+      c->cancel(cancelled("step " + std::to_string(step_id) + " was cancelled on task " +
+                          task_.name() + " by its master"));
   }
 
   void deregister_graph(const std::string& handle) override {
@@ -217,6 +237,12 @@ private:
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<partition>> parts_;
   uint64_t next_ = 0;
+  /// The partitions' steps running now, by step id (shared with their completions).
+  struct running_steps {
+    std::mutex mu;
+    std::map<int64_t, std::shared_ptr<step_cancellation>> steps;
+  };
+  std::shared_ptr<running_steps> running_ = std::make_shared<running_steps>();
 };
 
 } // namespace

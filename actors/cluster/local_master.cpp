@@ -61,6 +61,10 @@ public:
   void close_session(const std::string& handle) override {
     with([&](net::master_service& m) { m.close_session(handle); }, [](status) {});
   }
+  void cancel_steps(const std::string& handle, std::function<void(status)> done) override {
+    with([&](net::master_service& m) { m.cancel_steps(handle, std::move(done)); },
+         [&](status s) { done(s); });
+  }
 
 private:
   template <class Call, class Fail> void with(Call call, Fail fail) {

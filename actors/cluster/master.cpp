@@ -201,6 +201,30 @@ void master::run_step(const std::string& handle, net::named_tensors feeds,
   });
 }
 
+void master::cancel_steps(const std::string& handle, std::function<void(status)> done) {
+  std::shared_ptr<master_session> s;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->sessions.find(handle);
+    if (it == impl_->sessions.end()) {
+      done(not_found("no session '" + handle + "' on this master"));
+      return;
+    }
+    s = it->second;
+  }
+  std::vector<std::function<void(status)>> fails;
+  {
+    std::lock_guard lock(s->mu);
+    for (auto& [id, fail] : s->running)
+      fails.push_back(fail);
+  }
+  impl_->log("info", "cancelling " + std::to_string(fails.size()) + " step(s) of session " +
+                         handle + " at its client's request");
+  for (auto& fail : fails)
+    fail(cancelled("the step was cancelled by its client"));
+  done({});
+}
+
 void master::close_session(const std::string& handle) {
   std::shared_ptr<master_session> s;
   {

@@ -48,6 +48,7 @@ public:
                   std::vector<std::string> fetches, std::vector<std::string> targets,
                   net::callback<net::traced<std::vector<tensor>>> done) override;
   void close_session(const std::string& handle) override;
+  void cancel_steps(const std::string& handle, std::function<void(status)> done) override;
 
   struct impl;
 

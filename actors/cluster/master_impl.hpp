@@ -90,6 +90,8 @@ struct master_session {
   std::map<task_id, std::shared_ptr<net::remote_worker>> workers;
   std::vector<std::string> device_of_node;    ///< placement of g's nodes
   std::map<std::string, std::shared_ptr<registration>> registered; ///< by signature
+  /// Steps in flight, by step id: what fails each (cancel_steps). Guarded by `mu`.
+  std::map<int64_t, std::function<void(status)>> running;
 };
 
 

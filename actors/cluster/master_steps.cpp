@@ -236,21 +236,58 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
   return reg;
 }
 
+namespace {
+
+/// One step in flight: what its tasks' answers have brought so far.
+struct master_step {
+  std::mutex mu;
+  size_t remaining = 0;
+  status first;
+  bool cleaned = false;
+  bool reported = false; ///< `done` ran (or a heartbeat failed the step first)
+  std::vector<tensor> fetches;
+  std::vector<net::traced_node> nodes; ///< traced steps: every task's, on this clock
+  net::callback<net::traced<std::vector<tensor>>> done;
+  std::shared_ptr<heartbeat_monitor::watch> heartbeat;
+};
+
+/// Fails a step from outside its tasks' answers (a task that stops answering heartbeats, a
+/// client's cancel): every task cleans it up, and their answers, if they ever come, are ignored.
+std::function<void(status)> step_failer(std::shared_ptr<master::impl> self,
+                                        const std::shared_ptr<master_step>& st,
+                                        const std::shared_ptr<master_session>& s,
+                                        std::shared_ptr<registration> reg, int64_t id) {
+  return [self, w = std::weak_ptr<master_step>(st), ws = std::weak_ptr<master_session>(s), reg,
+          id](status why) {
+    auto st = w.lock();
+    if (!st)
+      return;
+    net::callback<net::traced<std::vector<tensor>>> done;
+    {
+      std::lock_guard lock(st->mu);
+      if (st->reported)
+        return;
+      st->reported = st->cleaned = true;
+      done = std::move(st->done);
+    }
+    if (auto s = ws.lock()) {
+      std::lock_guard lock(s->mu);
+      s->running.erase(id);
+    }
+    for (auto& part : reg->parts)
+      part.worker->cleanup_step(id);
+    self->log(why.code() == error_code::cancelled ? "info" : "warn",
+              "step failed: " + why.message());
+    done(std::move(why));
+  };
+}
+
+} // namespace
+
 void master::impl::start_step(std::shared_ptr<master_session> s, std::shared_ptr<registration> reg,
                               net::named_tensors feeds, size_t num_fetches, bool trace,
                               net::callback<net::traced<std::vector<tensor>>> done) {
-  struct step {
-    std::mutex mu;
-    size_t remaining = 0;
-    status first;
-    bool cleaned = false;
-    bool reported = false; ///< `done` ran (or a heartbeat failed the step first)
-    std::vector<tensor> fetches;
-    std::vector<net::traced_node> nodes; ///< traced steps: every task's, on this clock
-    net::callback<net::traced<std::vector<tensor>>> done;
-    std::shared_ptr<heartbeat_monitor::watch> heartbeat;
-  };
-  auto st = std::make_shared<step>();
+  auto st = std::make_shared<master_step>();
   st->remaining = reg->parts.size();
   st->fetches.resize(num_fetches);
   st->done = std::move(done);
@@ -260,27 +297,12 @@ void master::impl::start_step(std::shared_ptr<master_session> s, std::shared_ptr
   }
   int64_t id = new_step_id();
   auto self = shared_from_this();
-  if (heartbeats) {
-    // A task that stops answering fails the step now; its run_graph answer, if it ever comes,
-    // is ignored.
-    st->heartbeat = heartbeats->start(reg->heartbeat_tasks,
-                                      [self, w = std::weak_ptr<step>(st), reg, id](status why) {
-                                        auto st = w.lock();
-                                        if (!st)
-                                          return;
-                                        net::callback<net::traced<std::vector<tensor>>> done;
-                                        {
-                                          std::lock_guard lock(st->mu);
-                                          if (st->reported)
-                                            return;
-                                          st->reported = st->cleaned = true;
-                                          done = std::move(st->done);
-                                        }
-                                        for (auto& part : reg->parts)
-                                          part.worker->cleanup_step(id);
-                                        self->log("warn", "step failed: " + why.message());
-                                        done(std::move(why));
-                                      });
+  auto fail = step_failer(self, st, s, reg, id);
+  if (heartbeats)
+    st->heartbeat = heartbeats->start(reg->heartbeat_tasks, fail);
+  {
+    std::lock_guard lock(s->mu);
+    s->running.emplace(id, fail);
   }
   for (size_t p = 0; p < reg->parts.size(); ++p) {
     auto& part = reg->parts[p];
@@ -337,6 +359,10 @@ void master::impl::start_step(std::shared_ptr<master_session> s, std::shared_ptr
         }
       }
       if (finished) {
+        {
+          std::lock_guard lock(s->mu);
+          s->running.erase(id);
+        }
         if (!st->first.ok())
           st->done(st->first);
         else

@@ -108,9 +108,10 @@ struct cluster_session : session::remote {
     run_step(feeds, fetches, targets, false, net::without_trace<std::vector<tensor>>(std::move(done)));
   }
 
-  std::future<result<std::vector<tensor>>> run_future(
-      const feed_list& feeds, const std::vector<output>& fetches,
-      const std::vector<operation>& targets) override;
+  result<std::vector<tensor>> run_waiting(const feed_list& feeds,
+                                          const std::vector<output>& fetches,
+                                          const std::vector<operation>& targets,
+                                          const run_options& ro) override;
   result<std::vector<tensor>> run_traced(const feed_list& feeds,
                                          const std::vector<output>& fetches,
                                          const std::vector<operation>& targets,
@@ -206,21 +207,49 @@ static std::shared_ptr<session::remote> make_remote_session(const graph& g, cons
   return r;
 }
 
-std::future<result<std::vector<tensor>>> cluster_session::run_future(
-    const feed_list& feeds, const std::vector<output>& fetches,
-    const std::vector<operation>& targets) {
+result<std::vector<tensor>> cluster_session::run_waiting(const feed_list& feeds,
+                                                         const std::vector<output>& fetches,
+                                                         const std::vector<operation>& targets,
+                                                         const run_options& ro) {
   auto& r = *this;
   auto p = std::make_shared<std::promise<result<std::vector<tensor>>>>();
   auto f = p->get_future();
   r.run(feeds, fetches, targets, [p](result<std::vector<tensor>> v) { p->set_value(std::move(v)); });
-  if (r.options.remote_timeout.count() > 0 &&
-      f.wait_for(r.options.remote_timeout) != std::future_status::ready) {
-    std::promise<result<std::vector<tensor>>> late;
-    late.set_value(deadline_exceeded("the cluster at " + r.target + " did not finish the step within " +
-                                     std::to_string(r.options.remote_timeout.count()) + " ms"));
-    return late.get_future();
+  using clock = std::chrono::steady_clock;
+  bool bounded = r.options.remote_timeout.count() > 0;
+  if (!bounded && !ro.interrupted)
+    return f.get();
+  // A day stands for no deadline (wait_for's arithmetic overflows with the clock's maximum).
+  auto deadline = clock::now() + (bounded ? clock::duration(r.options.remote_timeout)
+                                          : clock::duration(std::chrono::hours(24)));
+  for (;;) {
+    auto now = clock::now();
+    if (now >= deadline && bounded)
+      return deadline_exceeded("the cluster at " + r.target + " did not finish the step within " +
+                               std::to_string(r.options.remote_timeout.count()) + " ms");
+    clock::duration slice = bounded ? deadline - now : clock::duration(std::chrono::hours(24));
+    if (ro.interrupted)
+      slice = std::min<clock::duration>(slice,
+                                        std::max(ro.interrupt_poll, std::chrono::milliseconds(1)));
+    if (f.wait_for(slice) == std::future_status::ready)
+      return f.get();
+    if (ro.interrupted && ro.interrupted()) {
+      std::string h;
+      {
+        std::lock_guard lock(r.mu);
+        h = r.handle;
+      }
+      if (!h.empty() && r.master) {
+        // Waited for (briefly), so that the caller's next step is not among those cancelled.
+        auto cancelled_all = std::make_shared<std::promise<void>>();
+        auto f = cancelled_all->get_future();
+        r.master->cancel_steps(h, [cancelled_all](status) { cancelled_all->set_value(); });
+        f.wait_for(std::chrono::seconds(10));
+      }
+      return cancelled("the step was interrupted; the cluster at " + r.target +
+                       " was asked to cancel the session's steps in flight");
+    }
   }
-  return f;
 }
 
 result<std::vector<tensor>> cluster_session::run_traced(const feed_list& feeds,

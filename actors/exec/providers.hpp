@@ -34,10 +34,13 @@ struct session::remote {
   virtual void run(const feed_list& feeds, const std::vector<output>& fetches,
                    const std::vector<operation>& targets,
                    std::function<void(result<std::vector<tensor>>)> done) = 0;
-  /// The same, waited for up to session_options::remote_timeout.
-  virtual std::future<result<std::vector<tensor>>>
-  run_future(const feed_list& feeds, const std::vector<output>& fetches,
-             const std::vector<operation>& targets) = 0;
+  /// The same, waited for up to session_options::remote_timeout; while it runs,
+  /// `options.interrupted` is asked every `options.interrupt_poll`, and true asks the master
+  /// to cancel the session's steps in flight and returns `cancelled` (Python's Ctrl-C).
+  virtual result<std::vector<tensor>> run_waiting(const feed_list& feeds,
+                                                  const std::vector<output>& fetches,
+                                                  const std::vector<operation>& targets,
+                                                  const run_options& options) = 0;
   /// A traced step: every task's nodes in `metadata`, on this process's clock.
   virtual result<std::vector<tensor>> run_traced(const feed_list& feeds,
                                                  const std::vector<output>& fetches,

@@ -303,14 +303,18 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
   if (remote_) {
     if (options.trace && metadata)
       return remote_->run_traced(feeds, fetches, targets, *metadata);
-    auto f = remote_->run_future(feeds, fetches, targets);
-    return f.get();
+    return remote_->run_waiting(feeds, fetches, targets, options);
   }
   std::shared_ptr<trace_buffer> trace;
   if (options.trace)
     trace = std::make_shared<trace_buffer>();
   RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr, trace,
                                                       options.step_id));
+  if (options.cancellation)
+    options.cancellation->bind([w = std::weak_ptr<step_state>(step)](status why) {
+      if (auto st = w.lock())
+        st->fail(std::move(why));
+    });
   wait_step(*step, options);
   // GPU nodes complete when their kernels are enqueued (one GPU, stream-ordered): wait for the
   // GPUs, so a step's work has run when it returns and a kernel that failed running fails it.
@@ -480,8 +484,39 @@ void session::run_callback_traced(
       (*shared)(std::move(s.fetches), std::move(md));
     }
   }, trace, options.step_id);
-  if (!started)
+  if (!started) {
     (*shared)(started.error(), run_metadata{});
+    return;
+  }
+  if (options.cancellation)
+    options.cancellation->bind([w = std::weak_ptr<step_state>(*started)](status why) {
+      if (auto step = w.lock())
+        step->fail(std::move(why));
+    });
+}
+
+void step_cancellation::cancel(status why) {
+  std::function<void(status)> abort;
+  {
+    std::lock_guard lock(mu_);
+    if (why_)
+      return;
+    why_ = why;
+    abort = abort_;
+  }
+  if (abort)
+    abort(std::move(why));
+}
+
+void step_cancellation::bind(std::function<void(status)> abort) {
+  std::optional<status> why;
+  {
+    std::lock_guard lock(mu_);
+    abort_ = abort;
+    why = why_;
+  }
+  if (why)
+    abort(std::move(*why));
 }
 
 std::future<result<std::vector<tensor>>> session::run_async(const feed_list& feeds,

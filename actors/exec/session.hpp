@@ -20,6 +20,8 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,6 +75,21 @@ struct session_options {
   bool inline_firing = true;
 };
 
+/// Lets another thread abort a step in flight (a cluster worker told by its master to clean a
+/// step up): give it in run_options::cancellation, then cancel() — before the step starts or
+/// while it runs — fails the step with `why`. Thread-safe; one step per object.
+class step_cancellation {
+public:
+  void cancel(status why);
+  /// The session's side: `abort` fails the step (at once if cancel() came first).
+  void bind(std::function<void(status)> abort);
+
+private:
+  std::mutex mu_;
+  std::function<void(status)> abort_;
+  std::optional<status> why_;
+};
+
 struct run_options {
   /// Record when each node ran, where, and what it produced (run_metadata).
   bool trace = false;
@@ -82,10 +99,13 @@ struct run_options {
   /// Abort the step with deadline_exceeded when it has not finished after this long (0: wait
   /// as long as it takes). Bounds a loop that never ends.
   std::chrono::milliseconds timeout{0};
-  /// Asked every `interrupt_poll` while a local step runs: true aborts the step with `cancelled`
-  /// (Python's Ctrl-C). Unset: never asked.
+  /// Asked every `interrupt_poll` while a step runs: true aborts the step with `cancelled`
+  /// (Python's Ctrl-C); on a cluster, the master is asked to cancel the session's steps in
+  /// flight. Unset: never asked.
   std::function<bool()> interrupted;
   std::chrono::milliseconds interrupt_poll{50};
+  /// Set: cancel() on it aborts this step (local steps only).
+  std::shared_ptr<step_cancellation> cancellation;
 };
 
 /// One node's run in a traced step.

@@ -98,7 +98,8 @@ class Session:
     ``config`` is a dict of session options: allow_soft_placement, placement ("first_feasible"
     or "cost_model"), max_in_flight_steps, auth_token, remote_timeout (s), tls_cert, tls_key,
     tls_ca. The GIL is released while a step runs, so threads may run steps at once; Ctrl-C
-    interrupts a local step (KeyboardInterrupt)."""
+    interrupts a step (KeyboardInterrupt), on a cluster by asking the master to cancel the
+    session's steps in flight."""
 
     def __init__(self, target="", graph=None, config=None):
         self.graph = graph or _fw.get_default_graph()

@@ -123,6 +123,7 @@ TEST_CASE("creating a remote session gives up after remote_timeout when the mast
     void run(const std::string&, net::named_tensors, std::vector<std::string>,
              std::vector<std::string>, net::callback<std::vector<tensor>>) override {}
     void close_session(const std::string&) override {}
+    void cancel_steps(const std::string&, std::function<void(status)>) override {}
     std::vector<net::callback<std::string>> held;
   } master;
   net::endpoint_options eo;

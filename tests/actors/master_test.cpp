@@ -1,5 +1,6 @@
 // The master against a scripted worker on a real loopback endpoint: how steps in flight end when
-// a task fails one of them. Each case waits on the event it checks, never on a sleep.
+// a task fails one of them; a client cancelling its steps. Each case waits on the event it
+// checks, never on a sleep.
 #include <catch2/catch.hpp>
 
 #include <future>
@@ -8,7 +9,9 @@
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/net/endpoint.hpp"
 #include "runnel/ops/graph/builder.hpp"
+#include "runnel/ops/layers/data_flow.hpp"
 #include "runnel/tests/actors/cluster_nodes.hpp"
+#include "runnel/tests/eval.hpp"
 
 using namespace runnel;
 using namespace runnel::testing;
@@ -94,4 +97,48 @@ TEST_CASE("when a task fails one step, the master ends its other steps on that t
   CHECK(ra.error().code() == error_code::unavailable);
   CHECK_THAT(ra.error().message(), Catch::Contains(address));
   w.release();
+}
+
+TEST_CASE("an interrupted step on a cluster is cancelled on its tasks, and nothing is lost",
+          "[actors][cluster]") {
+  auto n = start_ps_and_worker();
+  for (bool client_master : {false, true}) {
+    INFO("client master " << client_master);
+    std::string tag = client_master ? "_client" : "_remote";
+    graph g;
+    // A step that signals it has started (it enqueues into `started`), then waits for an
+    // element of `never`, which only comes after it was cancelled.
+    auto started = fifo_queue(g, {dtype::i32}, {.shapes = {{}}}, "started" + tag);
+    auto never = fifo_queue(g, {dtype::i32}, {.shapes = {{}}}, "never" + tag);
+    auto v = placeholder(g, dtype::i32, {}, "v");
+    auto signal = started.enqueue({v}, "signal");
+    auto wait = never.dequeue("wait");
+    auto saw_start = started.dequeue("saw_start");
+    auto put = never.enqueue({v}, "put");
+    session_options o{.in_process_master = false, .client_master = client_master};
+    session s(client_runtime(), g, n.target(), o), watcher(client_runtime(), g, n.target(), o);
+    run_options ro;
+    int asked = 0;
+    // Asked while the step waits: once the watcher has seen it start on its task, interrupt.
+    ro.interrupted = [&] {
+      ++asked;
+      auto r = watcher.run({}, {saw_start[0]});
+      REQUIRE(r.ok());
+      return true;
+    };
+    auto r = s.run({{v, tensor::scalar<int32_t>(1)}}, {wait[0]}, {signal}, ro, nullptr);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == error_code::cancelled);
+    CHECK_THAT(r.error().message(), Catch::Contains("interrupted"));
+    CHECK(asked == 1);
+    // The session goes on; the cancelled step's dequeue takes nothing: the element put now is
+    // the next step's.
+    auto put_r = s.run({{v, tensor::scalar<int32_t>(7)}}, {}, {put});
+    INFO((put_r.ok() ? std::string("ok") : put_r.error().to_string()));
+    REQUIRE(put_r.ok());
+    auto next = s.run({}, {wait[0]});
+    INFO((next.ok() ? std::string("ok") : next.error().to_string()));
+    REQUIRE(next.ok());
+    check_equal(next.value()[0], tensor::scalar<int32_t>(7));
+  }
 }
