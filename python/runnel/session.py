@@ -109,7 +109,14 @@ class Session:
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if type(fetches) is _fw.Tensor and options is None and fetches.graph is self.graph:
-            # The common case, without the fetch structure's bookkeeping (a few µs a run).
+            # The common case, without the fetch structure's bookkeeping or lists to convert
+            # (a few µs a run).
+            if not feed_dict:
+                return self._s.run_one(fetches._t, None, None)
+            if len(feed_dict) == 1:
+                (key, value), = feed_dict.items()
+                if type(key) is _fw.Tensor and key.graph is self.graph:
+                    return self._s.run_one(fetches._t, key._t, value)
             return self._s.run([fetches._t], [], self._feeds(feed_dict), 0.0, False)[0]
         f = _Fetches(self.graph, fetches)
         feeds = self._feeds(feed_dict)

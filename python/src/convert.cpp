@@ -219,11 +219,53 @@ tensor to_tensor(py::handle value, dtype want) {
   return tensor::borrow(want, std::move(s), const_cast<void*>(arr.data()), release_object, keep);
 }
 
+namespace {
+
+/// A scalar as TensorFlow's Session.run gives it: a NumPy scalar (numpy.float32, ...), bytes
+/// for a string. Cheaper than a 0-d array viewing the tensor (a run's fetch is often one).
+py::object numpy_scalar(const tensor& t) {
+  // The scalar types, looked up once per dtype (leaked with the interpreter).
+  static std::vector<PyObject*> types(size_t(dtype::string) + 1, nullptr);
+  auto& type = types[size_t(t.type())];
+  if (!type)
+    type = py::object(numpy_dtype(t.type()).attr("type")).release().ptr();
+  py::handle make(type);
+  switch (t.type()) {
+    case dtype::f16:
+      return make(float(*t.data<half>()));
+    case dtype::bf16:
+      return make(float(*t.data<bfloat16>()));
+    case dtype::f32:
+      return make(*t.data<float>());
+    case dtype::f64:
+      return make(*t.data<double>());
+    case dtype::i8:
+      return make(*t.data<int8_t>());
+    case dtype::u8:
+      return make(*t.data<uint8_t>());
+    case dtype::i32:
+      return make(*t.data<int32_t>());
+    case dtype::i64:
+      return make(*t.data<int64_t>());
+    case dtype::boolean:
+      return make(bool(*t.data<bool>()));
+    case dtype::string:
+      return py::bytes(*t.data<std::string>());
+    case dtype::invalid:
+      break;
+  }
+  throw py::type_error("a tensor of no dtype has no NumPy form");
+}
+
+} // namespace
+
 py::object to_numpy(tensor t) {
   if (!t.valid())
     return py::none();
   if (!t.host_readable())
     throw py::value_error("a tensor in " + t.memory_name() + " cannot be read from Python");
+  if (t.shape().rank() == 0)
+    return numpy_scalar(t);
   std::vector<py::ssize_t> dims(t.shape().dims().begin(), t.shape().dims().end());
   if (t.type() == dtype::string) {
     py::array out(py::dtype("object"), dims);

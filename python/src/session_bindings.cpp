@@ -61,6 +61,52 @@ std::unique_ptr<py_session> make_session(const graph_ptr& g, const std::string& 
   return ps;
 }
 
+/// Runs a step with the GIL released; Ctrl-C (Python's handler only sets a flag, asked for
+/// while the step runs) raises KeyboardInterrupt, a failed step its error. `fl` is emptied
+/// while the GIL is free (fed arrays' references drop there).
+std::vector<tensor> run_interruptible(session& s, feed_list& fl, const std::vector<output>& fo,
+                                      const std::vector<operation>& to, run_options& ro,
+                                      run_metadata* md) {
+  bool interrupted = false;
+  ro.interrupted = [&interrupted] {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      interrupted = true;
+      return true;
+    }
+    return false;
+  };
+  result<std::vector<tensor>> r = status(error_code::internal, "not run");
+  {
+    py::gil_scoped_release unlocked;
+    r = s.run(fl, fo, to, ro, md);
+    fl.clear();
+  }
+  if (interrupted)
+    throw py::error_already_set(); // the KeyboardInterrupt PyErr_CheckSignals raised
+  if (!r.ok())
+    raise(r.error());
+  return std::move(r).value();
+}
+
+/// run() of the common case, without lists to convert: one fetched tensor and at most one feed
+/// (`feed` None: none), no targets, untraced. Returns the fetched value.
+py::object run_one(py_session& ps, const py_tensor& fetch, const py_tensor* feed,
+                   py::handle value) {
+  session& s = ps.get();
+  if (fetch.g != ps.g)
+    throw py::value_error("cannot fetch '" + fetch.o.name() + "': it belongs to another graph");
+  feed_list fl;
+  if (feed) {
+    if (feed->g != ps.g)
+      throw py::value_error("cannot feed '" + feed->o.name() + "': it belongs to another graph");
+    fl.emplace_back(feed->o, to_tensor(value, feed->o.type()));
+  }
+  run_options ro;
+  auto r = run_interruptible(s, fl, {fetch.o}, {}, ro, nullptr);
+  return to_numpy(std::move(r[0]));
+}
+
 /// One step: `feeds` converted to the dtype of what they feed, the GIL released while it runs,
 /// fetched tensors as NumPy arrays. With `trace`, returns (values, Chrome trace JSON).
 py::object run(py_session& ps, const std::vector<py_tensor>& fetches,
@@ -89,29 +135,10 @@ py::object run(py_session& ps, const std::vector<py_tensor>& fetches,
   run_options ro;
   ro.trace = trace;
   ro.timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000));
-  // Ctrl-C: Python's handler only sets a flag; ask for it while the step runs.
-  bool interrupted = false;
-  ro.interrupted = [&interrupted] {
-    py::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() != 0) {
-      interrupted = true;
-      return true;
-    }
-    return false;
-  };
   run_metadata md;
-  result<std::vector<tensor>> r = status(error_code::internal, "not run");
-  {
-    py::gil_scoped_release unlocked;
-    r = s.run(fl, fo, to, ro, trace ? &md : nullptr);
-    fl.clear(); // fed arrays' references drop while the GIL is free
-  }
-  if (interrupted)
-    throw py::error_already_set(); // the KeyboardInterrupt PyErr_CheckSignals raised
-  if (!r.ok())
-    raise(r.error());
+  auto r = run_interruptible(s, fl, fo, to, ro, trace ? &md : nullptr);
   py::list values;
-  for (auto& t : *r)
+  for (auto& t : r)
     values.append(to_numpy(std::move(t)));
   if (!trace)
     return values;
@@ -131,6 +158,7 @@ void bind_session(py::module_& m) {
   py::class_<py_session>(m, "_Session")
       .def(py::init(&make_session))
       .def("run", &run)
+      .def("run_one", &run_one, py::arg("fetch"), py::arg("feed").none(true), py::arg("value"))
       // The same step run `n` times from C++ (the GIL released): what bench/python_bench.py
       // compares a Python run with, in the same process and runtime.
       .def("cpp_runs",

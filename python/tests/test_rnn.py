@@ -232,6 +232,7 @@ def test_a_new_cell_in_a_reusing_scope_is_refused_rather_than_given_new_weights(
 
 def test_a_cell_first_called_in_a_while_loop_makes_its_variables_outside_it():
     # A greedy decoder's shape: the cell runs on its own output, one step per iteration.
+    tf.set_random_seed(5)  # some initial weights make 20 steps at this rate diverge
     cell = cells.GRUCell(3)
     start = tf.placeholder(tf.float32, [2, 3])
 

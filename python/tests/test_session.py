@@ -192,3 +192,16 @@ def test_scalars_feed_as_numbers_and_numpy_scalars_of_any_dtype():
         assert s.run(tf.logical_not(b), {b: np.bool_(False)}) == True  # noqa: E712
         with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
             s.run(f, {f: "one"})
+
+
+def test_fetched_scalars_are_numpy_scalars_as_in_tensorflow():
+    x = tf.placeholder(tf.float32, [])
+    with tf.Session() as s:
+        for value, kind in [(tf.constant(2.5), np.float32), (tf.constant(3, tf.int64), np.int64),
+                            (tf.constant(True), np.bool_), (tf.constant(1.5, tf.float64),
+                                                            np.float64)]:
+            assert type(s.run(value)) is kind
+        assert s.run(tf.constant(b"ab")) == b"ab"
+        assert type(s.run(x, {x: 4.0})) is np.float32 and s.run(x, {x: 4.0}) == 4.0
+        a, b = s.run([x * 2, tf.constant([1.0])], {x: 4.0})  # a list's scalar too
+        assert type(a) is np.float32 and a == 8.0 and b.shape == (1,)
