@@ -16,6 +16,21 @@ graph_variable glorot_variable(graph& g, const shape& s, dtype t, int64_t seed,
 
 namespace {
 
+/// The cell's variable `name` (under its scope): options.existing's, or `make`'s.
+template <class Make>
+graph_variable cell_variable(const rnn_cell_options& o, const std::string& name,
+                             const shape& needed, Make make) {
+  if (o.existing)
+    if (auto v = o.existing(name)) {
+      if (v->ref.shape() != needed)
+        throw error(invalid_argument("Trying to share variable " + v->name() +
+                                     ", but specified shape " + needed.to_string() +
+                                     " and found shape " + v->ref.shape().to_string()));
+      return *v;
+    }
+  return make();
+}
+
 /// `fresh` where the step is inside the example's length, else `kept` (mask: [batch, 1] of 0/1).
 output choose(output mask, output fresh, output kept) {
   return fresh * mask + kept * (1.0 - mask);
@@ -50,8 +65,12 @@ basic_rnn_cell::basic_rnn_cell(graph& g, int64_t input_size, int64_t units,
                                rnn_cell_options options)
     : rnn_cell(g, options.type), units_(units) {
   auto scope = g.name_scope(options.name);
-  kernel = glorot_variable(g, shape{input_size + units, units}, options.type, options.seed, "kernel");
-  bias = variable(g, zeros(g, options.type, shape{units}), "bias");
+  kernel = cell_variable(options, "kernel", shape{input_size + units, units}, [&] {
+    return glorot_variable(g, shape{input_size + units, units}, options.type, options.seed,
+                           "kernel");
+  });
+  bias = cell_variable(options, "bias", shape{units},
+                       [&] { return variable(g, zeros(g, options.type, shape{units}), "bias"); });
 }
 
 std::pair<output, std::vector<output>> basic_rnn_cell::step(output x,
@@ -67,8 +86,13 @@ lstm_cell::lstm_cell(graph& g, int64_t input_size, int64_t units, rnn_cell_optio
     throw error(invalid_argument("lstm_cell: the fused LSTM block computes in float32, got " +
                                  std::string(runnel::name(options.type))));
   auto scope = g.name_scope(options.name == "rnn_cell" ? "lstm_cell" : options.name);
-  kernel = glorot_variable(g, shape{input_size + units, 4 * units}, options.type, options.seed, "kernel");
-  bias = variable(g, zeros(g, options.type, shape{4 * units}), "bias");
+  kernel = cell_variable(options, "kernel", shape{input_size + units, 4 * units}, [&] {
+    return glorot_variable(g, shape{input_size + units, 4 * units}, options.type, options.seed,
+                           "kernel");
+  });
+  bias = cell_variable(options, "bias", shape{4 * units}, [&] {
+    return variable(g, zeros(g, options.type, shape{4 * units}), "bias");
+  });
 }
 
 bool rnn_cell::run_sequence(output, const std::vector<output>&, output&, std::vector<output>&) {
@@ -107,14 +131,23 @@ gru_cell::gru_cell(graph& g, int64_t input_size, int64_t units, rnn_cell_options
   auto scope = g.name_scope(options.name == "rnn_cell" ? "gru_cell" : options.name);
   {
     auto s = g.name_scope("gates");
-    gate_kernel = glorot_variable(g, shape{input_size + units, 2 * units}, options.type, options.seed,
-                         "kernel");
-    gate_bias = variable(g, ones(g, options.type, shape{2 * units}), "bias");
+    gate_kernel = cell_variable(options, "gates/kernel", shape{input_size + units, 2 * units}, [&] {
+      return glorot_variable(g, shape{input_size + units, 2 * units}, options.type, options.seed,
+                             "kernel");
+    });
+    gate_bias = cell_variable(options, "gates/bias", shape{2 * units}, [&] {
+      return variable(g, ones(g, options.type, shape{2 * units}), "bias");
+    });
   }
   auto s = g.name_scope("candidate");
-  candidate_kernel = glorot_variable(g, shape{input_size + units, units}, options.type,
-                            options.seed ? options.seed + 1 : 0, "kernel");
-  candidate_bias = variable(g, zeros(g, options.type, shape{units}), "bias");
+  candidate_kernel =
+      cell_variable(options, "candidate/kernel", shape{input_size + units, units}, [&] {
+        return glorot_variable(g, shape{input_size + units, units}, options.type,
+                               options.seed ? options.seed + 1 : 0, "kernel");
+      });
+  candidate_bias = cell_variable(options, "candidate/bias", shape{units}, [&] {
+    return variable(g, zeros(g, options.type, shape{units}), "bias");
+  });
 }
 
 std::pair<output, std::vector<output>> gru_cell::step(output x, const std::vector<output>& state) {

@@ -11,6 +11,8 @@
 // The loop reads one time step per iteration from a TensorArray and writes the output to
 // another; gradients() differentiates through it (docs/control_flow.md).
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,6 +61,10 @@ struct rnn_cell_options {
   /// lstm_cell: each step is one fused LSTMBlockCell op (ops/layers/lstm_block.hpp; float32) instead of
   /// a dozen ops, with the same weights and results. Other cells ignore it.
   bool fused = false;
+  /// Variables to share (TensorFlow's variable reuse): asked for each variable by its name under
+  /// the cell's scope ("kernel", "gates/bias"); a variable it returns is used instead of a new
+  /// one (its shape must be the one the cell needs), nullopt makes a new one.
+  std::function<std::optional<graph_variable>(const std::string& name)> existing;
 };
 
 /// h' = tanh([x, h] W + b) (TensorFlow's BasicRNNCell); state {h}.

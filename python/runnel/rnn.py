@@ -16,6 +16,7 @@ import contextlib
 from . import _runnel
 from . import api as _api
 from . import dtypes as _dtypes
+from . import errors as _errors
 from . import framework as _fw
 from . import nest as _nest
 from . import raw_ops as _raw
@@ -80,22 +81,17 @@ def _variables_at(graph, scope):
             yield
 
 
-def _refuse_silent_copies(graph, names, cell_name):
-    """A new cell in a variable scope that reuses would get fresh weights under uniquified names
-    ("kernel_1") where TensorFlow shares the old ones: refuse it, naming both."""
+def _share(scope, cell_name, reuse):
+    """Where a cell in a variable scope that reuses (or a cell made with reuse=True) finds the
+    weights it shares by name, as TensorFlow's get_variable would: ("outer/rnn/gru_cell/",
+    strict), strict when a missing one is an error (reuse=True), not when it is made (AUTO_REUSE);
+    ("", False) when the cell makes its own."""
     from .variable_scope import AUTO_REUSE, get_variable_scope
-    if get_variable_scope().reuse not in (True, AUTO_REUSE):
-        return
-    for name in names:
-        base, _, suffix = name.rpartition("_")
-        if suffix.isdigit() and base:
-            try:
-                graph.get_operation_by_name(base)
-            except KeyError:
-                continue
-            raise ValueError("cell '%s' made '%s' beside the existing '%s' in a variable scope "
-                             "that reuses: a new cell object does not share weights by name "
-                             "here; use the cell object that made them" % (cell_name, name, base))
+    vs = get_variable_scope()
+    mode = vs.reuse if reuse in (None, False) else reuse
+    if mode not in (True, AUTO_REUSE):
+        return "", False
+    return "/".join(p for p in (vs.name, scope, cell_name) if p) + "/", mode is True
 
 
 class _NativeCell(RNNCell):
@@ -109,6 +105,7 @@ class _NativeCell(RNNCell):
                                                                         num_units))
         self._units = int(num_units)
         self._name = name or self._scope
+        self._reuse = reuse
         self._dtype = dtype
         self._cell = None
         self._graph = None
@@ -116,16 +113,22 @@ class _NativeCell(RNNCell):
 
     output_size = property(lambda self: self._units)
 
-    def _make(self, graph, input_size, dtype):
+    def _make(self, graph, input_size, dtype, share):
+        """The C++ cell; ``share`` is _share's (prefix, strict)."""
         raise NotImplementedError
 
     def _build(self, graph, input_size, dtype, scope=""):
         if self._cell is None:
             dtype = _dtypes.as_dtype(self._dtype or dtype)
+            share = _share(scope, self._name, self._reuse)
             with _variables_at(graph, scope):
-                self._cell = self._make(graph, input_size, dtype.name)
+                try:
+                    self._cell = self._make(graph, input_size, dtype.name, share)
+                except _errors.InvalidArgumentError as e:
+                    if not e.message.startswith("Trying to share variable"):
+                        raise
+                    raise ValueError(e.message) from None  # TensorFlow's type for it
             self._graph, self._input_size = graph, input_size
-            _refuse_silent_copies(graph, self._cell.variables, self._name)
         elif graph is not self._graph:
             raise ValueError("cell '%s' was built in another graph" % self._name)
         elif input_size != self._input_size:
@@ -175,9 +178,9 @@ class BasicRNNCell(_NativeCell):
 
     state_size = property(lambda self: self._units)
 
-    def _make(self, graph, input_size, dtype):
+    def _make(self, graph, input_size, dtype, share):
         return _runnel._basic_rnn_cell(graph._g, input_size, self._units, dtype, self._name,
-                                       self._seed(graph))
+                                       self._seed(graph), *share)
 
 
 class BasicLSTMCell(_NativeCell):
@@ -196,9 +199,9 @@ class BasicLSTMCell(_NativeCell):
 
     state_size = property(lambda self: LSTMStateTuple(self._units, self._units))
 
-    def _make(self, graph, input_size, dtype):
+    def _make(self, graph, input_size, dtype, share):
         return _runnel._lstm_cell(graph._g, input_size, self._units, dtype, self._name,
-                                  self._seed(graph), self._forget_bias, self._fused)
+                                  self._seed(graph), self._forget_bias, self._fused, *share)
 
 
 class LSTMCell(BasicLSTMCell):
@@ -245,9 +248,9 @@ class GRUCell(_NativeCell):
 
     state_size = property(lambda self: self._units)
 
-    def _make(self, graph, input_size, dtype):
+    def _make(self, graph, input_size, dtype, share):
         return _runnel._gru_cell(graph._g, input_size, self._units, dtype, self._name,
-                                 self._seed(graph))
+                                 self._seed(graph), *share)
 
 
 class MultiRNNCell(RNNCell):

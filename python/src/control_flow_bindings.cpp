@@ -183,24 +183,69 @@ void bind_tensor_array(py::module_& m) {
       });
 }
 
-/// Makes a cell with `make` and records the variables it added to `g`.
-template <class F> py_cell made_cell(const graph_ptr& g, F make) {
+/// A variable scope that reuses (TensorFlow's `reuse=True` or AUTO_REUSE): the cell's
+/// variables are looked up under `prefix` ("dec/rnn/gru_cell/"); a missing one is an error when
+/// `strict`, made anew otherwise. Empty prefix: no reuse.
+struct cell_share {
+  std::string prefix;
+  bool strict = false;
+  std::vector<std::string> found; ///< the shared VariableV2 nodes, in the order asked for
+};
+
+/// The variable whose VariableV2 node is `name`, with the read and initializer the builder
+/// names after it.
+std::optional<graph_variable> existing_variable(graph& g, const std::string& name) {
+  auto id = g.find(name);
+  if (!id || g.at(*id).op != "VariableV2")
+    return std::nullopt;
+  graph_variable v;
+  v.ref = output(&g, {*id, 0});
+  auto r = g.find(name + "/read");
+  v.value = r ? output(&g, {*r, 0}) : v.ref;
+  if (auto a = g.find(name + "/Assign"))
+    v.initializer = operation(&g, *a);
+  return v;
+}
+
+/// Makes a cell with `make` and records its variables: those it added to `g`, and those shared.
+template <class F>
+py_cell made_cell(const graph_ptr& g, const std::shared_ptr<cell_share>& share, F make) {
   auto before = g->collection("variables");
   py_cell c{g, make(), {}, {}};
+  c.variables = share->found;
   for (int id : g->collection("variables"))
     if (std::find(before.begin(), before.end(), id) == before.end())
       c.variables.push_back(g->at(id).name);
   return c;
 }
 
-rnn_cell_options cell_options(const std::string& type, const std::string& name, int64_t seed,
-                              bool fused) {
+rnn_cell_options cell_options(const graph_ptr& g, const std::string& type, const std::string& name,
+                              int64_t seed, bool fused, const std::shared_ptr<cell_share>& share) {
   rnn_cell_options o;
   o.type = dtype_named(type);
   o.name = name;
   o.seed = seed;
   o.fused = fused;
+  if (!share->prefix.empty())
+    o.existing = [g, share](const std::string& path) -> std::optional<graph_variable> {
+      std::string full = share->prefix + path;
+      auto v = existing_variable(*g, full);
+      if (!v && share->strict)
+        throw py::value_error("Variable " + full +
+                              " does not exist, or was not created with tf.get_variable(). Did "
+                              "you mean to set reuse=tf.AUTO_REUSE in VarScope?");
+      if (v)
+        share->found.push_back(full);
+      return v;
+    };
   return o;
+}
+
+std::shared_ptr<cell_share> share_of(const std::string& prefix, bool strict) {
+  auto s = std::make_shared<cell_share>();
+  s->prefix = prefix;
+  s->strict = strict;
+  return s;
 }
 
 void bind_cells(py::module_& m) {
@@ -212,28 +257,35 @@ void bind_cells(py::module_& m) {
         auto [y, s] = c.cell->step(x.o, outputs_of(c.g, state, "the cell's state"));
         return std::make_pair(py_tensor{c.g, y}, wrap(c.g, s));
       });
+  // `share_prefix`, `strict`: cell_share (empty prefix: the cell makes its own variables).
   m.def("_basic_rnn_cell", [](const graph_ptr& g, int64_t input_size, int64_t units,
-                              const std::string& type, const std::string& name, int64_t seed) {
-    return made_cell(g, [&] {
+                              const std::string& type, const std::string& name, int64_t seed,
+                              const std::string& share_prefix, bool strict) {
+    auto share = share_of(share_prefix, strict);
+    return made_cell(g, share, [&] {
       return std::make_shared<basic_rnn_cell>(*g, input_size, units,
-                                              cell_options(type, name, seed, false));
+                                              cell_options(g, type, name, seed, false, share));
     });
   });
-  m.def("_lstm_cell",
+  m.def("_lstm_cell", [](const graph_ptr& g, int64_t input_size, int64_t units,
+                         const std::string& type, const std::string& name, int64_t seed,
+                         double forget_bias, bool fused, const std::string& share_prefix,
+                         bool strict) {
+    auto share = share_of(share_prefix, strict);
+    return made_cell(g, share, [&] {
+      return std::make_shared<lstm_cell>(
+          *g, input_size, units, cell_options(g, type, name, seed, fused, share), forget_bias);
+    });
+  });
+  m.def("_gru_cell",
         [](const graph_ptr& g, int64_t input_size, int64_t units, const std::string& type,
-           const std::string& name, int64_t seed, double forget_bias, bool fused) {
-          return made_cell(g, [&] {
-            return std::make_shared<lstm_cell>(*g, input_size, units,
-                                               cell_options(type, name, seed, fused), forget_bias);
+           const std::string& name, int64_t seed, const std::string& share_prefix, bool strict) {
+          auto share = share_of(share_prefix, strict);
+          return made_cell(g, share, [&] {
+            return std::make_shared<gru_cell>(*g, input_size, units,
+                                              cell_options(g, type, name, seed, false, share));
           });
         });
-  m.def("_gru_cell", [](const graph_ptr& g, int64_t input_size, int64_t units,
-                        const std::string& type, const std::string& name, int64_t seed) {
-    return made_cell(g, [&] {
-      return std::make_shared<gru_cell>(*g, input_size, units,
-                                        cell_options(type, name, seed, false));
-    });
-  });
   m.def("_multi_rnn_cell", [](const std::vector<py_cell>& cells) {
     if (cells.empty())
       throw py::value_error("MultiRNNCell needs at least one cell");

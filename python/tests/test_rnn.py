@@ -214,20 +214,39 @@ def test_rnn_errors_name_what_is_wrong():
         tf.nn.dynamic_rnn(cell, tf.placeholder(tf.float32, [4, 5, 7]), dtype=tf.float32)
 
 
-def test_a_new_cell_in_a_reusing_scope_is_refused_rather_than_given_new_weights():
+def test_a_new_cell_in_a_reusing_scope_shares_the_weights_by_name():
     x = tf.placeholder(tf.float32, [4, 5, 3])
     with tf.variable_scope("model"):
         cell = cells.GRUCell(2)
         first, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)
+    n_vars = len(tf.global_variables())
     with tf.variable_scope("model", reuse=True):
-        again, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)  # the same object: shared
+        again, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)  # the same object
         assert cell.variables[0].name == "model/rnn/gru_cell/gates/kernel:0"
-        with pytest.raises(ValueError, match="gates/kernel_1.*use the cell object"):
-            tf.nn.dynamic_rnn(cells.GRUCell(2), x, dtype=tf.float32)
+        # A new cell object (an inference decoder's, say) finds the same weights by name.
+        other = cells.GRUCell(2)
+        third, _ = tf.nn.dynamic_rnn(other, x, dtype=tf.float32)
+        assert [v.name for v in other.variables] == [v.name for v in cell.variables]
+        with pytest.raises(ValueError, match="Trying to share variable "
+                           "model/rnn/gru_cell/gates/kernel, but specified shape \\[4,4\\]"):
+            tf.nn.dynamic_rnn(cells.GRUCell(2), tf.placeholder(tf.float32, [4, 5, 2]),
+                              dtype=tf.float32)
+    assert len(tf.global_variables()) == n_vars  # nothing new
+    with tf.variable_scope("fresh", reuse=True):
+        with pytest.raises(ValueError, match="Variable fresh/rnn/lstm_cell/kernel does not "
+                           "exist, or was not created with tf.get_variable"):
+            tf.nn.dynamic_rnn(cells.LSTMCell(2), x, dtype=tf.float32)
+    with tf.variable_scope("auto", reuse=tf.AUTO_REUSE):
+        made, _ = tf.nn.dynamic_rnn(cells.BasicLSTMCell(2), x, dtype=tf.float32)
+    with tf.variable_scope("auto", reuse=tf.AUTO_REUSE):
+        shared, _ = tf.nn.dynamic_rnn(cells.BasicLSTMCell(2), x, dtype=tf.float32)
     with tf.Session() as s:
         s.run(tf.global_variables_initializer())
-        a, b = s.run([first, again], {x: XS})
+        xs = np.random.RandomState(0).rand(4, 5, 3).astype(np.float32)
+        a, b, c, d, e = s.run([first, again, third, made, shared], {x: xs})
     np.testing.assert_allclose(a, b)
+    np.testing.assert_allclose(a, c)
+    np.testing.assert_allclose(d, e)
 
 
 def test_a_cell_first_called_in_a_while_loop_makes_its_variables_outside_it():

@@ -298,3 +298,36 @@ TEST_CASE("dynamic_rnn refuses a sequence length past the time steps, naming the
   // The session still runs good steps afterwards.
   CHECK(s.run({{xs, x}, {lengths, tensor::vector<int32_t>({2, 3})}}, {r.outputs}).ok());
 }
+
+TEST_CASE("a cell given existing variables shares them instead of making its own", "[rnn]") {
+  graph g;
+  gru_cell first(g, 3, 2, {.name = "gru"});
+  size_t made = g.collection("variables").size();
+  std::vector<std::string> asked;
+  rnn_cell_options o{.name = "gru"};
+  o.existing = [&](const std::string& name) -> std::optional<graph_variable> {
+    asked.push_back(name);
+    if (name == "gates/kernel")
+      return first.gate_kernel;
+    if (name == "gates/bias")
+      return first.gate_bias;
+    if (name == "candidate/kernel")
+      return first.candidate_kernel;
+    return std::nullopt; // made anew
+  };
+  gru_cell second(g, 3, 2, o);
+  CHECK(asked == std::vector<std::string>{"gates/kernel", "gates/bias", "candidate/kernel",
+                                          "candidate/bias"});
+  CHECK(second.gate_kernel.name() == first.gate_kernel.name());
+  CHECK(second.candidate_kernel.name() == first.candidate_kernel.name());
+  CHECK(second.candidate_bias.name() != first.candidate_bias.name());
+  CHECK(g.collection("variables").size() == made + 1);
+  // One of another shape is refused, naming both shapes.
+  rnn_cell_options wrong{.name = "gru"};
+  wrong.existing = [&](const std::string&) -> std::optional<graph_variable> {
+    return first.gate_kernel;
+  };
+  CHECK_THROWS_WITH(gru_cell(g, 4, 2, wrong),
+                    Catch::Contains("Trying to share variable gru/gates/kernel, but specified "
+                                    "shape [6,4] and found shape [5,4]"));
+}
