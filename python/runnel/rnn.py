@@ -330,13 +330,13 @@ def _is_one(p):
 class DropoutWrapper(_Wrapper):
     """Dropout on a cell's inputs, outputs and state (TensorFlow's DropoutWrapper; of an LSTM's
     state only h, as its default filter does). Keep probabilities may be tensors (a placeholder
-    set to 1 for evaluation)."""
+    set to 1 for evaluation). With ``variational_recurrent`` one mask per unit, drawn once a
+    run outside the loop, serves every time step and every example (TensorFlow's [1, size]
+    noise): give ``dtype``, and ``input_size`` when inputs are dropped."""
 
     def __init__(self, cell, input_keep_prob=1.0, output_keep_prob=1.0, state_keep_prob=1.0,
                  variational_recurrent=False, input_size=None, dtype=None, seed=None,
                  dropout_state_filter_visitor=None):
-        if variational_recurrent:
-            raise NotImplementedError("DropoutWrapper(variational_recurrent=True) is not built in")
         if dropout_state_filter_visitor is not None:
             raise NotImplementedError("DropoutWrapper(dropout_state_filter_visitor=...)")
         for name, p in (("input_keep_prob", input_keep_prob),
@@ -347,25 +347,50 @@ class DropoutWrapper(_Wrapper):
         super().__init__(cell)
         self._keep = (input_keep_prob, output_keep_prob, state_keep_prob)
         self._seed = seed
+        self._noise = None
+        if variational_recurrent:
+            if dtype is None:
+                raise ValueError("When variational_recurrent=True, dtype must be provided")
+            if not _is_one(input_keep_prob) and input_size is None:
+                raise ValueError("When variational_recurrent=True and input_keep_prob < 1.0 or "
+                                 "is unknown, input_size must be provided")
+            sizes = (input_size if not _is_one(input_keep_prob) else None,
+                     cell.output_size, cell.state_size)
+            self._noise = [None if size is None else
+                           _nest.map_structure(lambda n, k=k: self._make_noise(n, dtype, k),
+                                               size)
+                           for k, size in enumerate((sizes[0], sizes[1], sizes[2]))]
 
-    def _drop(self, x, keep, k):
-        from . import nn
+    def _make_noise(self, size, dtype, k):
+        from . import api
+        width = int(size[-1]) if isinstance(size, (list, tuple)) else int(size)
+        with _fw.get_default_graph()._g.outside_control_flow():
+            return api.random_uniform([1, width], dtype=dtype,
+                                      seed=None if self._seed is None else self._seed + 10 + k)
+
+    def _drop(self, x, keep, k, noise=None):
+        from . import api, nn
         if _is_one(keep):
             return x
+        if noise is not None:  # variational: the wrapper's one mask, scaled as dropout is
+            return api.divide(x, keep) * _raw.Floor(x=keep + noise)
         return nn.dropout(x, keep_prob=keep, seed=None if self._seed is None else self._seed + k)
 
     def __call__(self, inputs, state, scope=None):
-        inputs = self._drop(_fw.convert_to_tensor(inputs), self._keep[0], 0)
+        noise = self._noise or [None, None, None]
+        inputs = self._drop(_fw.convert_to_tensor(inputs), self._keep[0], 0, noise[0])
         out, new = self._cell(inputs, state, scope)
         if not _is_one(self._keep[2]):
-            def drop_state(s):
+            def drop_state(s, n):
                 if isinstance(s, LSTMStateTuple):
-                    return LSTMStateTuple(s.c, self._drop(s.h, self._keep[2], 2))
+                    return LSTMStateTuple(s.c, self._drop(s.h, self._keep[2], 2,
+                                                          n.h if n is not None else None))
                 if isinstance(s, (list, tuple)):
-                    return type(s)(drop_state(p) for p in s)
-                return self._drop(s, self._keep[2], 2)
-            new = drop_state(new)
-        return self._drop(out, self._keep[1], 1), new
+                    return type(s)(drop_state(p, None if n is None else q)
+                                   for p, q in zip(s, n if n is not None else [None] * len(s)))
+                return self._drop(s, self._keep[2], 2, n)
+            new = drop_state(new, noise[2])
+        return self._drop(out, self._keep[1], 1, noise[1]), new
 
 
 class ResidualWrapper(_Wrapper):

@@ -308,3 +308,36 @@ def test_dropout_and_residual_wrappers():
     # Keep probability 1: the wrapped cell computes the LSTM plus its input (zero past lengths).
     np.testing.assert_allclose(kept, want.transpose(1, 0, 2), atol=1e-5)
     assert not np.allclose(dropped[0], kept) and not np.allclose(dropped[0], dropped[1])
+
+
+def test_variational_dropout_keeps_one_mask_for_every_step_and_example():
+    tf.set_random_seed(7)  # the masks below are then always the same ones
+    x = tf.placeholder(tf.float32, [4, 6, 3])
+    inner = cells.GRUCell(8)
+    with pytest.raises(ValueError, match="dtype must be provided"):
+        cells.DropoutWrapper(inner, output_keep_prob=0.5, variational_recurrent=True)
+    with pytest.raises(ValueError, match="input_size must be provided"):
+        cells.DropoutWrapper(inner, input_keep_prob=0.5, variational_recurrent=True,
+                             dtype=tf.float32)
+    # (Inputs dropped too could zero every input of a run: 3 units.)
+    wrapped = cells.DropoutWrapper(inner, output_keep_prob=0.5, state_keep_prob=0.5,
+                                   variational_recurrent=True, dtype=tf.float32, seed=3)
+    out, _ = tf.nn.dynamic_rnn(wrapped, x, dtype=tf.float32)
+    with tf.variable_scope("inputs_dropped"):  # and of an LSTM's state, its h only
+        lstm = cells.DropoutWrapper(cells.BasicLSTMCell(2), input_keep_prob=0.5,
+                                    state_keep_prob=0.5, variational_recurrent=True,
+                                    input_size=3, dtype=tf.float32)
+        lstm_out, lstm_state = tf.nn.dynamic_rnn(lstm, x, dtype=tf.float32)
+    xs = np.random.RandomState(1).rand(4, 6, 3).astype(np.float32) + 0.5
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        runs = [s.run(out, {x: xs}) for _ in range(3)]
+        assert s.run(lstm_out, {x: xs}).shape == (4, 6, 2)
+    for got in runs:
+        dropped = np.all(got == 0, axis=(0, 1))  # units zero at every step of every example
+        assert dropped.any() and not dropped.all()
+        kept = got[:, :, ~dropped]
+        assert np.all(kept != 0)  # the others never dropped, at any step
+    # A mask is drawn once a run: runs differ.
+    masks = [tuple(np.all(g == 0, axis=(0, 1))) for g in runs]
+    assert len(set(masks)) > 1 or not np.allclose(runs[0], runs[1])
