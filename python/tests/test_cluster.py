@@ -1,10 +1,8 @@
 """Sessions on a cluster from Python: a runnel-node process as the cluster's one task."""
 import os
 import pathlib
-import signal
 import socket
 import subprocess
-import threading
 import time
 
 import pytest
@@ -39,27 +37,15 @@ def node(tmp_path):
         proc.wait(30)
 
 
-def test_ctrl_c_cancels_a_step_on_the_cluster(node):
+def test_ctrl_c_cancels_a_step_on_the_cluster(node, ctrl_c):
     q = tf.raw_ops.FIFOQueueV2(component_types=[tf.float32], shapes=[[]], capacity=2,
                                shared_name="cluster_ctrl_c")
     wait = tf.raw_ops.QueueDequeueV2(q, component_types=[tf.float32])
     v = tf.placeholder(tf.float32, [])
     put = tf.raw_ops.QueueEnqueueV2(q, [v])
-    done = threading.Event()
-
-    def interrupt():  # until the step gives up; a step that ignores it hangs the test
-        while not done.wait(0.05):
-            os.kill(os.getpid(), signal.SIGINT)
-
     with tf.Session(node) as s:
-        t = threading.Thread(target=interrupt)
-        t.start()
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                s.run(wait)
-        finally:
-            done.set()
-            t.join()
+        with ctrl_c(), pytest.raises(KeyboardInterrupt):
+            s.run(wait)
         # The step was cancelled on the node too: its dequeue does not take the next element.
         s.run(put, {v: 7.0})
         assert s.run(wait) == 7.0

@@ -2,8 +2,6 @@
 Ctrl-C, traces."""
 import collections
 import json
-import os
-import signal
 import threading
 
 import numpy as np
@@ -117,24 +115,12 @@ def test_run_async():
         assert [f.result() for f in futures] == [float(i + 1) for i in range(10)]
 
 
-def test_ctrl_c_interrupts_a_running_step():
+def test_ctrl_c_interrupts_a_running_step(ctrl_c):
     q = tf.raw_ops.FIFOQueueV2(component_types=[tf.float32], shapes=[[]], capacity=1)
     wait_forever = tf.raw_ops.QueueDequeueV2(q, component_types=[tf.float32])
-    done = threading.Event()
-
-    def interrupt():  # until the step gives up; a step that ignores it hangs the test
-        while not done.wait(0.05):
-            os.kill(os.getpid(), signal.SIGINT)
-
     with tf.Session() as s:
-        t = threading.Thread(target=interrupt)
-        t.start()
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                s.run(wait_forever)
-        finally:
-            done.set()
-            t.join()
+        with ctrl_c(), pytest.raises(KeyboardInterrupt):
+            s.run(wait_forever)
         assert s.run(tf.constant(5.0)) == 5.0  # the session carries on
 
 
