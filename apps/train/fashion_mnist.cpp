@@ -236,8 +236,8 @@ struct trainer {
     ds = ds.shuffle(10'000, epoch_seed, false)
              .batch(o.batch)
              .skip(resume_batches)
-             .map(decode_batch(), 2)
-             .prefetch(4);
+             .map(decode_batch(), dataset::autotune) // as many decoders as pay for themselves
+             .prefetch(dataset::autotune);
     throw_if_error(initialize_iterator(rt, "train", ds));
     progress.set_input_wait([this] {
       auto st = get_iterator_stats(rt, "train");
