@@ -1,5 +1,6 @@
 // Sessions on a cluster: the graph goes to a node's master, runs go by tensor and node names.
 #include <algorithm>
+#include <atomic>
 #include <future>
 #include <mutex>
 
@@ -117,6 +118,10 @@ struct cluster_session : session::remote {
                                          const std::vector<operation>& targets,
                                          run_metadata& metadata) override;
   void close() override;
+  /// Asks the master to fail the session's steps in flight, and waits (briefly) until it has.
+  void cancel_on_master();
+  /// Runs of this session waiting in run_waiting now.
+  std::atomic<int> waiting_runs{0};
 
   /// With `trace`, the reply carries every task's nodes on the master's clock, which the caller
   /// aligns to this process's (run_remote_traced).
@@ -214,42 +219,66 @@ result<std::vector<tensor>> cluster_session::run_waiting(const feed_list& feeds,
   auto& r = *this;
   auto p = std::make_shared<std::promise<result<std::vector<tensor>>>>();
   auto f = p->get_future();
+  r.waiting_runs.fetch_add(1);
+  struct leave {
+    std::atomic<int>& n;
+    ~leave() { n.fetch_sub(1); }
+  } left{r.waiting_runs};
   r.run(feeds, fetches, targets, [p](result<std::vector<tensor>> v) { p->set_value(std::move(v)); });
   using clock = std::chrono::steady_clock;
-  bool bounded = r.options.remote_timeout.count() > 0;
-  if (!bounded && !ro.interrupted)
+  bool bounded = r.options.remote_timeout.count() > 0, timed = ro.timeout.count() > 0;
+  if (!bounded && !timed && !ro.interrupted)
     return f.get();
   // A day stands for no deadline (wait_for's arithmetic overflows with the clock's maximum).
-  auto deadline = clock::now() + (bounded ? clock::duration(r.options.remote_timeout)
-                                          : clock::duration(std::chrono::hours(24)));
+  auto start = clock::now();
+  auto no_deadline = start + clock::duration(std::chrono::hours(24));
+  auto remote_deadline = bounded ? start + r.options.remote_timeout : no_deadline;
+  auto step_deadline = timed ? start + ro.timeout : no_deadline;
   for (;;) {
     auto now = clock::now();
-    if (now >= deadline && bounded)
+    if (now >= remote_deadline && bounded)
       return deadline_exceeded("the cluster at " + r.target + " did not finish the step within " +
                                std::to_string(r.options.remote_timeout.count()) + " ms");
-    clock::duration slice = bounded ? deadline - now : clock::duration(std::chrono::hours(24));
+    if (now >= step_deadline && timed) {
+      std::string what = "the step did not finish within " + std::to_string(ro.timeout.count()) +
+                         " ms (run_options::timeout)";
+      // Cancelling is session-wide: only done when no other run of this session waits.
+      if (r.waiting_runs.load() == 1) {
+        r.cancel_on_master();
+        return deadline_exceeded(what + "; the cluster at " + r.target + " was asked to cancel it");
+      }
+      return deadline_exceeded(what +
+                               "; other steps of this session were in flight, so it was "
+                               "left to finish on the cluster at " +
+                               r.target);
+    }
+    clock::duration slice = std::min(remote_deadline, step_deadline) - now;
     if (ro.interrupted)
       slice = std::min<clock::duration>(slice,
                                         std::max(ro.interrupt_poll, std::chrono::milliseconds(1)));
     if (f.wait_for(slice) == std::future_status::ready)
       return f.get();
     if (ro.interrupted && ro.interrupted()) {
-      std::string h;
-      {
-        std::lock_guard lock(r.mu);
-        h = r.handle;
-      }
-      if (!h.empty() && r.master) {
-        // Waited for (briefly), so that the caller's next step is not among those cancelled.
-        auto cancelled_all = std::make_shared<std::promise<void>>();
-        auto f = cancelled_all->get_future();
-        r.master->cancel_steps(h, [cancelled_all](status) { cancelled_all->set_value(); });
-        f.wait_for(std::chrono::seconds(10));
-      }
+      r.cancel_on_master();
       return cancelled("the step was interrupted; the cluster at " + r.target +
                        " was asked to cancel the session's steps in flight");
     }
   }
+}
+
+void cluster_session::cancel_on_master() {
+  std::string h;
+  {
+    std::lock_guard lock(mu);
+    h = handle;
+  }
+  if (h.empty() || !master)
+    return;
+  // Waited for (briefly), so that the caller's next step is not among those cancelled.
+  auto cancelled_all = std::make_shared<std::promise<void>>();
+  auto f = cancelled_all->get_future();
+  master->cancel_steps(h, [cancelled_all](status) { cancelled_all->set_value(); });
+  f.wait_for(std::chrono::seconds(10));
 }
 
 result<std::vector<tensor>> cluster_session::run_traced(const feed_list& feeds,

@@ -97,7 +97,9 @@ struct run_options {
   /// that the partitions of one step on several processes pair their Sends and Recvs.
   int64_t step_id = 0;
   /// Abort the step with deadline_exceeded when it has not finished after this long (0: wait
-  /// as long as it takes). Bounds a loop that never ends.
+  /// as long as it takes). Bounds a loop that never ends. On a cluster the master is asked to
+  /// cancel it when it is the session's only step in flight from this process; otherwise it is
+  /// left to finish there (cancelling is session-wide).
   std::chrono::milliseconds timeout{0};
   /// Asked every `interrupt_poll` while a step runs: true aborts the step with `cancelled`
   /// (Python's Ctrl-C); on a cluster, the master is asked to cancel the session's steps in

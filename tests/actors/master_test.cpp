@@ -142,3 +142,34 @@ TEST_CASE("an interrupted step on a cluster is cancelled on its tasks, and nothi
     check_equal(next.value()[0], tensor::scalar<int32_t>(7));
   }
 }
+
+TEST_CASE("a step on a cluster past run_options::timeout fails and is cancelled on its tasks",
+          "[actors][cluster]") {
+  auto n = start_ps_and_worker();
+  for (bool client_master : {false, true}) {
+    INFO("client master " << client_master);
+    std::string tag = client_master ? "_client" : "_remote";
+    graph g;
+    auto q = fifo_queue(g, {dtype::i32}, {.shapes = {{}}}, "timed" + tag);
+    auto v = placeholder(g, dtype::i32, {}, "v");
+    auto put = q.enqueue({v}, "put");
+    auto take = q.dequeue("take");
+    session s(client_runtime(), g, n.target(),
+              session_options{.in_process_master = false, .client_master = client_master});
+    // The signature runs once first: its partitions are registered, so the timed step starts
+    // on its tasks as soon as the master has it, before the cancel the timeout sends.
+    REQUIRE(s.run({{v, tensor::scalar<int32_t>(1)}}, {}, {put}).ok());
+    REQUIRE(s.run({}, {take[0]}).ok());
+    run_options ro;
+    ro.timeout = std::chrono::milliseconds(100);
+    auto r = s.run({}, {take[0]}, {}, ro, nullptr); // the queue is empty: it cannot finish
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code() == error_code::deadline_exceeded);
+    CHECK_THAT(r.error().message(), Catch::Contains("run_options::timeout") &&
+                                        Catch::Contains("was asked to cancel it"));
+    REQUIRE(s.run({{v, tensor::scalar<int32_t>(9)}}, {}, {put}).ok());
+    auto next = s.run({}, {take[0]});
+    REQUIRE(next.ok());
+    check_equal(next.value()[0], tensor::scalar<int32_t>(9));
+  }
+}
