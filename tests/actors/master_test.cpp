@@ -99,77 +99,82 @@ TEST_CASE("when a task fails one step, the master ends its other steps on that t
   w.release();
 }
 
-TEST_CASE("an interrupted step on a cluster is cancelled on its tasks, and nothing is lost",
-          "[actors][cluster]") {
-  auto n = start_ps_and_worker();
-  for (bool client_master : {false, true}) {
-    INFO("client master " << client_master);
-    std::string tag = client_master ? "_client" : "_remote";
-    graph g;
-    // A step that signals it has started (it enqueues into `started`), then waits for an
-    // element of `never`, which only comes after it was cancelled.
-    auto started = fifo_queue(g, {dtype::i32}, {.shapes = {{}}}, "started" + tag);
-    auto never = fifo_queue(g, {dtype::i32}, {.shapes = {{}}}, "never" + tag);
-    auto v = placeholder(g, dtype::i32, {}, "v");
-    auto signal = started.enqueue({v}, "signal");
-    auto wait = never.dequeue("wait");
-    auto saw_start = started.dequeue("saw_start");
-    auto put = never.enqueue({v}, "put");
-    session_options o{.in_process_master = false, .client_master = client_master};
-    session s(client_runtime(), g, n.target(), o), watcher(client_runtime(), g, n.target(), o);
-    run_options ro;
-    int asked = 0;
-    // Asked while the step waits: once the watcher has seen it start on its task, interrupt.
-    ro.interrupted = [&] {
-      ++asked;
-      auto r = watcher.run({}, {saw_start[0]});
-      REQUIRE(r.ok());
-      return true;
-    };
-    auto r = s.run({{v, tensor::scalar<int32_t>(1)}}, {wait[0]}, {signal}, ro, nullptr);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code() == error_code::cancelled);
-    CHECK_THAT(r.error().message(), Catch::Contains("interrupted"));
-    CHECK(asked == 1);
-    // The session goes on; the cancelled step's dequeue takes nothing: the element put now is
-    // the next step's.
-    auto put_r = s.run({{v, tensor::scalar<int32_t>(7)}}, {}, {put});
-    INFO((put_r.ok() ? std::string("ok") : put_r.error().to_string()));
-    REQUIRE(put_r.ok());
-    auto next = s.run({}, {wait[0]});
-    INFO((next.ok() ? std::string("ok") : next.error().to_string()));
-    REQUIRE(next.ok());
-    check_equal(next.value()[0], tensor::scalar<int32_t>(7));
-  }
+namespace {
+
+/// A step interrupted as Ctrl-C does, on a cluster: cancelled on its tasks, and nothing lost.
+void interrupt_a_step(const ps_and_worker& n, const session_options& o, const std::string& tag) {
+  graph g;
+  // A step that signals it has started (it enqueues into `started`), then waits for an
+  // element of `never`, which only comes after it was cancelled.
+  auto started = fifo_queue(g, {dtype::i32}, {.shapes = {{}}}, "started" + tag);
+  auto never = fifo_queue(g, {dtype::i32}, {.shapes = {{}}}, "never" + tag);
+  auto v = placeholder(g, dtype::i32, {}, "v");
+  auto signal = started.enqueue({v}, "signal");
+  auto wait = never.dequeue("wait");
+  auto saw_start = started.dequeue("saw_start");
+  auto put = never.enqueue({v}, "put");
+  session s(client_runtime(), g, n.target(), o), watcher(client_runtime(), g, n.target(), o);
+  run_options ro;
+  int asked = 0;
+  // Asked while the step waits: once the watcher has seen it start on its task, interrupt.
+  ro.interrupted = [&] {
+    ++asked;
+    auto r = watcher.run({}, {saw_start[0]});
+    REQUIRE(r.ok());
+    return true;
+  };
+  auto r = s.run({{v, tensor::scalar<int32_t>(1)}}, {wait[0]}, {signal}, ro, nullptr);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == error_code::cancelled);
+  CHECK_THAT(r.error().message(), Catch::Contains("interrupted"));
+  CHECK(asked == 1);
+  // The session goes on; the cancelled step's dequeue takes nothing: the element put now is
+  // the next step's.
+  auto put_r = s.run({{v, tensor::scalar<int32_t>(7)}}, {}, {put});
+  INFO((put_r.ok() ? std::string("ok") : put_r.error().to_string()));
+  REQUIRE(put_r.ok());
+  auto next = s.run({}, {wait[0]});
+  INFO((next.ok() ? std::string("ok") : next.error().to_string()));
+  REQUIRE(next.ok());
+  check_equal(next.value()[0], tensor::scalar<int32_t>(7));
 }
 
-TEST_CASE("a step on a cluster past run_options::timeout fails and is cancelled on its tasks",
+/// A step past run_options::timeout, on a cluster: it fails, and is cancelled on its tasks.
+void time_out_a_step(const ps_and_worker& n, const session_options& o, const std::string& tag) {
+  graph g;
+  auto q = fifo_queue(g, {dtype::i32}, {.shapes = {{}}}, "timed" + tag);
+  auto v = placeholder(g, dtype::i32, {}, "v");
+  auto put = q.enqueue({v}, "put");
+  auto take = q.dequeue("take");
+  session s(client_runtime(), g, n.target(), o);
+  // The signature runs once first: its partitions are registered, so the timed step starts
+  // on its tasks as soon as the master has it, before the cancel the timeout sends.
+  REQUIRE(s.run({{v, tensor::scalar<int32_t>(1)}}, {}, {put}).ok());
+  REQUIRE(s.run({}, {take[0]}).ok());
+  run_options ro;
+  ro.timeout = std::chrono::milliseconds(100);
+  auto r = s.run({}, {take[0]}, {}, ro, nullptr); // the queue is empty: it cannot finish
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code() == error_code::deadline_exceeded);
+  CHECK_THAT(r.error().message(),
+             Catch::Contains("run_options::timeout") && Catch::Contains("was asked to cancel it"));
+  REQUIRE(s.run({{v, tensor::scalar<int32_t>(9)}}, {}, {put}).ok());
+  auto next = s.run({}, {take[0]});
+  REQUIRE(next.ok());
+  check_equal(next.value()[0], tensor::scalar<int32_t>(9));
+}
+
+} // namespace
+
+TEST_CASE("a step on a cluster cancelled by its client (Ctrl-C, a timeout) ends on its tasks, "
+          "and nothing is lost",
           "[actors][cluster]") {
   auto n = start_ps_and_worker();
   for (bool client_master : {false, true}) {
     INFO("client master " << client_master);
+    session_options o{.in_process_master = false, .client_master = client_master};
     std::string tag = client_master ? "_client" : "_remote";
-    graph g;
-    auto q = fifo_queue(g, {dtype::i32}, {.shapes = {{}}}, "timed" + tag);
-    auto v = placeholder(g, dtype::i32, {}, "v");
-    auto put = q.enqueue({v}, "put");
-    auto take = q.dequeue("take");
-    session s(client_runtime(), g, n.target(),
-              session_options{.in_process_master = false, .client_master = client_master});
-    // The signature runs once first: its partitions are registered, so the timed step starts
-    // on its tasks as soon as the master has it, before the cancel the timeout sends.
-    REQUIRE(s.run({{v, tensor::scalar<int32_t>(1)}}, {}, {put}).ok());
-    REQUIRE(s.run({}, {take[0]}).ok());
-    run_options ro;
-    ro.timeout = std::chrono::milliseconds(100);
-    auto r = s.run({}, {take[0]}, {}, ro, nullptr); // the queue is empty: it cannot finish
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code() == error_code::deadline_exceeded);
-    CHECK_THAT(r.error().message(), Catch::Contains("run_options::timeout") &&
-                                        Catch::Contains("was asked to cancel it"));
-    REQUIRE(s.run({{v, tensor::scalar<int32_t>(9)}}, {}, {put}).ok());
-    auto next = s.run({}, {take[0]});
-    REQUIRE(next.ok());
-    check_equal(next.value()[0], tensor::scalar<int32_t>(9));
+    interrupt_a_step(n, o, tag);
+    time_out_a_step(n, o, tag);
   }
 }
