@@ -84,6 +84,29 @@ bool autotune_window::maybe_observe(autotune_knob& knob) {
   return changed;
 }
 
+stage_workers::stage_workers(const open_context& ctx, int count) : ctx_(ctx) {
+  if (count == dataset::autotune)
+    knob_ = std::make_unique<autotune_knob>(1, 1, autotune_thread_budget(), false);
+  start(knob_ ? knob_->value() : std::max(0, count));
+}
+
+void stage_workers::start(int64_t n) {
+  while (int64_t(workers_.size()) < n)
+    workers_.push_back(ctx_.start_worker());
+}
+
+void stage_workers::post(std::function<void()> task) {
+  workers_[next_++ % active()]->post(std::move(task));
+}
+
+void stage_workers::took(bool starved, int64_t elements) {
+  if (!knob_)
+    return;
+  window_.take(starved, elements);
+  if (window_.maybe_observe(*knob_))
+    start(knob_->value());
+}
+
 int64_t autotune_thread_budget() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0)

@@ -15,7 +15,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "runnel/actors/data/stages.hpp"
 
 namespace runnel {
 
@@ -68,6 +73,36 @@ private:
   using clock = std::chrono::steady_clock;
   clock::time_point start_ = clock::now();
   int64_t takes_ = 0, starved_ = 0, elements_ = 0;
+};
+
+/// The workers a stage fans its work out to (a parallel map, the fused parse): a fixed number,
+/// or, for dataset::autotune, as many as its knob asks for (1 to the cores), each started when
+/// first asked for; those it no longer uses stay idle. Used from the stage's consumer thread.
+class stage_workers {
+public:
+  /// `count`: workers (0: none, the stage works inline), or dataset::autotune.
+  stage_workers(const open_context& ctx, int count);
+  /// The workers in use now.
+  size_t active() const { return knob_ ? size_t(knob_->value()) : workers_.size(); }
+  bool empty() const { return active() == 0; }
+  /// Runs `task` on the next worker in use, in turn.
+  void post(std::function<void()> task);
+  /// One element (or chunk) taken by the consumer: whether it had to wait for it (autotune's
+  /// measure; nothing without autotune).
+  void took(bool starved, int64_t elements);
+  /// The knob's value (dataset::autotune), or -1.
+  int64_t autotuned() const { return knob_ ? knob_->value() : -1; }
+  /// Stops the workers (each finishes the task it runs).
+  void stop() { workers_.clear(); }
+
+private:
+  void start(int64_t n);
+
+  open_context ctx_;
+  std::unique_ptr<autotune_knob> knob_;
+  autotune_window window_;
+  std::vector<std::unique_ptr<stage_worker>> workers_;
+  size_t next_ = 0;
 };
 
 /// The default upper bound of an autotuned parallelism: the cores this process may use.

@@ -255,23 +255,19 @@ class parallel_map_stream : public element_stream {
 public:
   /// `parallelism`: workers, or dataset::autotune.
   parallel_map_stream(open_context& ctx, stream_ptr in, map_fn fn, int parallelism)
-      : ctx_(ctx), in_(std::move(in)), fn_(std::make_shared<map_fn>(std::move(fn))) {
-    if (parallelism == dataset::autotune)
-      knob_ = std::make_unique<autotune_knob>(1, 1, autotune_thread_budget(), false);
-    start_workers(knob_ ? knob_->value() : parallelism);
-  }
-  int64_t autotuned() const override { return knob_ ? knob_->value() : -1; }
+      : in_(std::move(in)), fn_(std::make_shared<map_fn>(std::move(fn))),
+        workers_(ctx, parallelism) {}
+  int64_t autotuned() const override { return workers_.autotuned(); }
   ~parallel_map_stream() override {
     for (auto& t : in_flight_) { // workers still hold tasks: wait so nothing outlives its data
       std::unique_lock lock(t->mu);
       t->cv.wait(lock, [&] { return t->done; });
     }
-    workers_.clear();
+    workers_.stop();
   }
   status next_chunk(std::vector<element>& out, size_t max) override {
     // Keep two chunks per worker in flight.
-    size_t active = knob_ ? size_t(knob_->value()) : workers_.size();
-    while (!ended_ && in_flight_.size() < 2 * active) {
+    while (!ended_ && in_flight_.size() < 2 * workers_.active()) {
       auto t = std::make_shared<task>();
       status st = in_->next_chunk(t->items, std::min(max, chunk_size));
       if (!st.ok()) {
@@ -283,7 +279,7 @@ public:
         ended_ = true;
         break;
       }
-      workers_[next_worker_++ % active]->post([t, fn = fn_] {
+      workers_.post([t, fn = fn_] {
         status st;
         for (auto& e : t->items) {
           auto r = (*fn)(std::move(e));
@@ -309,11 +305,7 @@ public:
     t->cv.wait(lock, [&] { return t->done; });
     if (!t->result.ok())
       return t->result;
-    if (knob_) {
-      window_.take(starved, int64_t(t->items.size()));
-      if (window_.maybe_observe(*knob_))
-        start_workers(knob_->value());
-    }
+    workers_.took(starved, int64_t(t->items.size()));
     std::move(t->items.begin(), t->items.end(), std::back_inserter(out));
     return {};
   }
@@ -326,20 +318,10 @@ private:
     bool done = false;
     status result;
   };
-  /// Workers are started as autotune asks for them; those it no longer uses stay idle.
-  void start_workers(int64_t n) {
-    while (int64_t(workers_.size()) < n)
-      workers_.push_back(ctx_.start_worker());
-  }
-
-  open_context ctx_;
   stream_ptr in_;
   std::shared_ptr<map_fn> fn_;
-  std::unique_ptr<autotune_knob> knob_;
-  autotune_window window_;
-  std::vector<std::unique_ptr<stage_worker>> workers_;
+  stage_workers workers_;
   std::deque<std::shared_ptr<task>> in_flight_;
-  size_t next_worker_ = 0;
   bool ended_ = false;
   status end_error_;
 };

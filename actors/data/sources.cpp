@@ -304,13 +304,9 @@ class records_parse_stream : public element_stream {
 public:
   records_parse_stream(open_context& ctx, record_places places, int64_t batch, bool drop,
                        std::shared_ptr<const example_parser> parser, int parallelism)
-      : ctx_(ctx), places_(std::move(places)), batch_(size_t(batch)), drop_(drop),
-        parser_(std::move(parser)) {
-    if (parallelism == dataset::autotune)
-      knob_ = std::make_unique<autotune_knob>(1, 1, autotune_thread_budget(), false);
-    start_workers(knob_ ? knob_->value() : parallelism > 1 ? parallelism : 0);
-  }
-  int64_t autotuned() const override { return knob_ ? knob_->value() : -1; }
+      : places_(std::move(places)), batch_(size_t(batch)), drop_(drop), parser_(std::move(parser)),
+        workers_(ctx, parallelism == dataset::autotune || parallelism > 1 ? parallelism : 0) {}
+  int64_t autotuned() const override { return workers_.autotuned(); }
   ~records_parse_stream() override {
     for (auto& t : in_flight_) {
       if (t->claim()) { // not started: nobody needs it parsed any more
@@ -319,11 +315,10 @@ public:
       }
       t->wait();
     }
-    workers_.clear();
+    workers_.stop();
   }
   status next_chunk(std::vector<element>& out, size_t max) override {
-    size_t active = knob_ ? size_t(knob_->value()) : workers_.size();
-    size_t limit = std::max<size_t>(1, 4 * active);
+    size_t limit = std::max<size_t>(1, 4 * workers_.active());
     while (!ended_ && in_flight_.size() < limit) {
       auto t = std::make_shared<task>();
       status st = places_.next(t->places, batch_);
@@ -337,7 +332,7 @@ public:
         break;
       }
       if (!workers_.empty())
-        workers_[next_worker_++ % active]->post([t, parser = parser_] {
+        workers_.post([t, parser = parser_] {
           if (t->claim()) {
             parse_with(*t, *parser);
             t->finish();
@@ -360,11 +355,7 @@ public:
       }
       if (!t->result.ok())
         return t->result;
-      if (knob_) {
-        window_.take(starved, 1);
-        if (window_.maybe_observe(*knob_))
-          start_workers(knob_->value());
-      }
+      workers_.took(starved, 1);
       out.push_back(std::move(t->parsed));
       places_.release(t->places);
       in_flight_.pop_front();
@@ -408,22 +399,12 @@ private:
     t.result = parser.parse_batch(std::span<const std::string_view>(views), t.parsed);
   }
 
-  void start_workers(int64_t n) {
-    while (int64_t(workers_.size()) < n)
-      workers_.push_back(ctx_.start_worker());
-  }
-
-  open_context ctx_;
   record_places places_;
   size_t batch_;
   bool drop_;
   std::shared_ptr<const example_parser> parser_;
-  // autotune: the workers in use (1 to the cores), and what the consumer saw since it changed.
-  std::unique_ptr<autotune_knob> knob_;
-  autotune_window window_;
-  std::vector<std::unique_ptr<stage_worker>> workers_;
+  stage_workers workers_;
   std::deque<std::shared_ptr<task>> in_flight_;
-  size_t next_worker_ = 0;
   bool ended_ = false;
   status end_error_;
 };

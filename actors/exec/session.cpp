@@ -258,6 +258,15 @@ void take_trace(trace_buffer& trace, run_metadata& md) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(trace.origin.time_since_epoch()).count();
 }
 
+/// Lets options.cancellation fail `step` (it holds the step weakly: a finished step goes).
+void bind_cancellation(const run_options& options, const step_ptr& step) {
+  if (options.cancellation)
+    options.cancellation->bind([w = std::weak_ptr<step_state>(step)](status why) {
+      if (auto st = w.lock())
+        st->fail(std::move(why));
+    });
+}
+
 /// Waits for a local step, failing it when it passes options.timeout or options.interrupted
 /// says so.
 void wait_step(step_state& step, const run_options& options) {
@@ -310,11 +319,7 @@ result<std::vector<tensor>> session::run(const feed_list& feeds, const std::vect
     trace = std::make_shared<trace_buffer>();
   RUNNEL_ASSIGN_OR_RETURN(step_ptr step, impl_->start(feeds, fetches, targets, nullptr, trace,
                                                       options.step_id));
-  if (options.cancellation)
-    options.cancellation->bind([w = std::weak_ptr<step_state>(step)](status why) {
-      if (auto st = w.lock())
-        st->fail(std::move(why));
-    });
+  bind_cancellation(options, step);
   wait_step(*step, options);
   // GPU nodes complete when their kernels are enqueued (one GPU, stream-ordered): wait for the
   // GPUs, so a step's work has run when it returns and a kernel that failed running fails it.
@@ -488,11 +493,7 @@ void session::run_callback_traced(
     (*shared)(started.error(), run_metadata{});
     return;
   }
-  if (options.cancellation)
-    options.cancellation->bind([w = std::weak_ptr<step_state>(*started)](status why) {
-      if (auto step = w.lock())
-        step->fail(std::move(why));
-    });
+  bind_cancellation(options, *started);
 }
 
 void step_cancellation::cancel(status why) {
