@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -313,7 +314,8 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
   constexpr int rounds = 10, steps = 100;
   std::vector<double> rate_x, cpu_x, prefetch_x, bound_x, local_rates, local_cpus, remote_cpus,
       remote_ms, prefetch_rates, bound_mss, serial_x, serial_cpu_x;
-  double bytes_per_step = 0, worker_cpu = 0, ps_cpu = 0;
+  double bytes_per_step = 0, worker_cpu = 0, ps_cpu = 0, steps_run = 1;
+  cluster_node::frame_counts frames;
   {
     auto* rt = new runtime; // never destroyed: see tests/eval.hpp
     mlp lm(false);
@@ -351,6 +353,8 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
       remote_cpus.push_back(remote.cpu_ms + remote.ps_cpu_ms);
       worker_cpu += remote.cpu_ms / rounds, ps_cpu += remote.ps_cpu_ms / rounds;
     }
+    frames = node->frames_sent();
+    steps_run = double(2 * rounds * steps + 20);
     if (!trace_dir.empty())
       write_step_trace(s, m, trace_dir + "/ps_training_step.json");
     s.close();
@@ -364,6 +368,10 @@ void ps_training(const std::string& node_binary, const std::string& trace_dir) {
   }
   ::kill(child, SIGTERM);
   ::waitpid(child, nullptr, 0);
+  std::printf("cluster_bench: the worker sent %.1f frames a step, %.2f of them by shared memory; "
+              "%.2f a step found the ring full\n",
+              double(frames.sent) / steps_run, double(frames.by_shared_memory) / steps_run,
+              double(frames.ring_full) / steps_run);
   spread rate(rate_x), bound(bound_x), prefetch(prefetch_x), cpu(cpu_x), local(local_rates),
       local_cpu(local_cpus), remote_cpu(remote_cpus), step_ms(remote_ms), bound_at(bound_mss),
       prefetch_rate(prefetch_rates), serial(serial_x), serial_cpu(serial_cpu_x);
@@ -478,8 +486,23 @@ int main(int argc, char** argv) {
       only = argv[++i];
     else if (a == "--trace-dir" && i + 1 < argc)
       trace_dir = argv[++i];
-    else
+    else if (a == "--help" || a == "-h") {
+      std::printf("usage: cluster_bench [--only NAME] [--trace-dir DIR] [NODE_BINARY]\n"
+                  "  NAME: one benchmark (remote_tensor_64mib, ps_training, sparse_ps_update,\n"
+                  "  remote_step, ...); DIR: Chrome traces of ps_training and remote steps;\n"
+                  "  NODE_BINARY: runnel-node (default %s)\n",
+                  RUNNEL_NODE_BINARY);
+      return 0;
+    } else if (a.rfind("-", 0) == 0) {
+      std::fprintf(stderr, "cluster_bench: unknown option %s (--help lists them)\n", a.c_str());
+      return 2;
+    } else
       node_binary = a;
+  }
+  if (::access(node_binary.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "cluster_bench: %s is not an executable runnel-node: %s\n",
+                 node_binary.c_str(), std::strerror(errno));
+    return 2;
   }
   auto wanted = [&](const char* name) { return only.empty() || only == name; };
   std::printf("cluster_bench: %s\n", runnel::bench::cpu_description().c_str());

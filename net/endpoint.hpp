@@ -198,7 +198,10 @@ struct endpoint_stats {
   std::atomic<uint64_t> frames_rejected{0};      ///< malformed or oversized
   std::atomic<uint64_t> frames_received_shm{0};  ///< of frames_received, through shared memory
   std::atomic<uint64_t> frames_lent_shm{0};      ///< of those, viewed in place (not copied)
-  std::atomic<uint64_t> frames_sent_shm{0};      ///< frames whose payload went by shared memory
+  std::atomic<uint64_t> frames_sent{0};          ///< data-plane frames written
+  std::atomic<uint64_t> frames_sent_shm{0};      ///< of those, their payload by shared memory
+  /// Of those on the socket, payloads large enough for the ring that found it without room.
+  std::atomic<uint64_t> frames_shm_full{0};
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<int64_t> connections_open{0};      ///< accepted and past the handshake

@@ -234,8 +234,10 @@ void endpoint::impl::loop_state::place_in_ring(data_peer& peer, frame& f) {
   for (size_t i = 1; i < f.pieces.size(); ++i)
     pieces.emplace_back(f.pieces[i].begin(), f.pieces[i].size());
   auto pos = peer.ring->put(pieces, payload);
-  if (!pos)
+  if (!pos) {
+    ep.stats.frames_shm_full++;
     return; // no room now: this one goes on the socket
+  }
   frame_header h = f.header;
   h.in_shm = true;
   h.shm_pos = *pos;
@@ -253,6 +255,7 @@ void endpoint::impl::loop_state::send_tensor(std::string address, int64_t step, 
                 .then(
                     [this, cb, total, address]() {
                       ep.stats.bytes_sent += total;
+                      ep.stats.frames_sent++;
                       ep.count_peer(address, 0, total);
                       (*cb)(status());
                     },

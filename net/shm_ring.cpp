@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -90,20 +91,39 @@ shm_ring::~shm_ring() {
   ::close(offer_.fd);
 }
 
+uint64_t shm_ring::reusable_from() {
+  // What the receiver released, as a payload's aligned end, and the skipped bytes at a lap's end
+  // once it has released everything before them (it never claims them, so its counter stops
+  // short of them: without this a payload put after a skip would count them as still held).
+  uint64_t taken = (released(base_).load(std::memory_order_acquire) + 63) / 64 * 64;
+  floor_ = std::max(floor_, taken);
+  while (!skips_.empty() && floor_ >= skips_.front().first) {
+    floor_ = std::max(floor_, skips_.front().second);
+    skips_.pop_front();
+  }
+  return floor_;
+}
+
 std::optional<uint64_t> shm_ring::put(const std::vector<std::pair<const void*, size_t>>& pieces,
                                       uint64_t total) {
   if (total == 0 || total > size_ / 4)
     return std::nullopt;
-  uint64_t taken = released(base_).load(std::memory_order_acquire);
+  uint64_t taken = reusable_from();
   uint64_t pos = head_;
   // A payload never wraps: it starts the next lap instead. So does one the receiver has caught up
   // with: the ring's first pages are reused while it keeps up, and only as many pages as are in
   // flight at once are ever touched (memory the ring costs only when it is needed).
-  bool caught_up = (taken + 63) / 64 * 64 == head_; // head_ is the last payload's end, aligned
-  if (pos % size_ + total > size_ || (caught_up && pos % size_ != 0))
+  bool caught_up = taken == head_;
+  if (pos % size_ + total > size_ || (caught_up && pos % size_ != 0)) {
     pos += size_ - pos % size_;
+    if (caught_up)
+      taken = pos; // nothing is held: the skipped bytes are free at once
+  }
   if (pos + total - taken > size_)
     return std::nullopt; // the receiver has not taken enough yet
+  if (pos != head_ && !caught_up)
+    skips_.emplace_back(head_, pos); // free once the receiver has released what comes before
+  floor_ = taken;
   uint8_t* out = base_ + page + pos % size_;
   for (auto& [p, n] : pieces) {
     std::memcpy(out, p, n);
@@ -214,7 +234,7 @@ result<tensor> shm_view::lend(uint64_t pos, dtype type, const shape& s) {
   if (auto st = claim(pos, bytes, false); !st.ok())
     return st;
   auto* ctx = new lent_bytes{shared_from_this(), pos};
-  return tensor::wrap(
+  return tensor::on_loan(
       type, s, base_ + page + pos % size_,
       [](void* c) {
         auto* l = static_cast<lent_bytes*>(c);

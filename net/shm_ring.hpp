@@ -17,6 +17,7 @@
 //   tensor t = view->lend(pos, dtype::f32, shape).value();     // in place, released with t
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,11 @@ private:
   uint8_t* base_ = nullptr;
   uint64_t size_ = 0; ///< of the data area
   uint64_t head_ = 0; ///< where the next payload may start (a running count, not an offset)
+  /// Where the bytes the sender may reuse begin (a running count): the receiver's counter, moved
+  /// past the lap ends skipped (`skips_`) once everything before them is released.
+  uint64_t reusable_from();
+  uint64_t floor_ = 0;
+  std::deque<std::pair<uint64_t, uint64_t>> skips_; ///< (from, to) a lap end skipped
 };
 
 /// The receiver's side: a sender's ring, mapped. Thread-safe: lent tensors release their bytes

@@ -396,6 +396,11 @@ runtime& cluster_node::rt() {
 int cluster_node::port() const {
   return impl_->ep->port();
 }
+cluster_node::frame_counts cluster_node::frames_sent() const {
+  auto& s = impl_->ep->stats();
+  return {s.frames_sent.load(), s.frames_sent_shm.load(), s.frames_shm_full.load()};
+}
+
 uint64_t cluster_node::bytes_sent() const {
   return impl_->ep->stats().bytes_sent.load();
 }

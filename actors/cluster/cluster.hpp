@@ -78,6 +78,12 @@ public:
   /// Bytes and frames through this node's endpoint so far.
   uint64_t bytes_sent() const;
   uint64_t bytes_received() const;
+  /// Data-plane frames sent so far: all, those whose payload went through a peer's shared-memory
+  /// ring, and those large enough for it that found the ring full (they took the socket).
+  struct frame_counts {
+    uint64_t sent = 0, by_shared_memory = 0, ring_full = 0;
+  };
+  frame_counts frames_sent() const;
   /// Connections accepted so far (sessions of this process that call its master directly make
   /// none).
   uint64_t connections_accepted() const;

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -71,6 +72,16 @@ std::string node_metrics_text(runtime& rt, const net::endpoint& ep, const std::s
           double(s.frames_received.load()));
   counter("runnel_frames_rejected_total", "Malformed or oversized data-plane frames.",
           double(s.frames_rejected.load()));
+  uint64_t sent = s.frames_sent.load(), by_ring = s.frames_sent_shm.load();
+  counter("runnel_frames_sent_total",
+          "Data-plane tensor frames sent, by the way their payload went.",
+          double(sent - std::min(sent, by_ring)), {{"via", "socket"}});
+  out += metric_line("runnel_frames_sent_total", double(by_ring),
+                     {{"task", task}, {"via", "shared_memory"}});
+  counter("runnel_shm_ring_full_total",
+          "Payloads large enough for a peer's shared-memory ring that found it full and went on "
+          "the socket.",
+          double(s.frames_shm_full.load()));
   gauge_head("runnel_connections_open", "Accepted connections open now.");
   out += metric_line("runnel_connections_open", double(s.connections_open.load()), {{"task", task}});
   auto traffic = ep.traffic_by_peer();

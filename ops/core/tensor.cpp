@@ -148,6 +148,12 @@ buffer* buffer::borrow(void* data, size_t bytes, void (*release)(void*), void* c
   return b;
 }
 
+buffer* buffer::on_loan(void* data, size_t bytes, void (*release)(void*), void* context) {
+  buffer* b = wrap(data, bytes, release, context);
+  b->on_loan_ = true;
+  return b;
+}
+
 void buffer::unref() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1)
     return;
@@ -191,6 +197,15 @@ tensor tensor::borrow(dtype t, runnel::shape s, void* data, void (*release)(void
   out.type_ = t;
   out.shape_ = std::move(s);
   out.buf_ = buffer::borrow(data, out.bytes(), release, context);
+  return out;
+}
+
+tensor tensor::on_loan(dtype t, runnel::shape s, void* data, void (*release)(void*),
+                       void* context) {
+  tensor out;
+  out.type_ = t;
+  out.shape_ = std::move(s);
+  out.buf_ = buffer::on_loan(data, out.bytes(), release, context);
   return out;
 }
 

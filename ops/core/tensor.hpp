@@ -48,11 +48,15 @@ public:
   /// Like wrap, for memory its owner may still read and write (a NumPy array fed from Python):
   /// never unique, so no kernel writes it in place, and state that keeps it copies it.
   static buffer* borrow(void* data, size_t bytes, void (*release)(void*), void* context);
+  /// Like wrap, for memory its owner wants back soon (a payload lent from a shared-memory ring):
+  /// kernels may write it in place, but state that keeps it copies it.
+  static buffer* on_loan(void* data, size_t bytes, void (*release)(void*), void* context);
 
   void ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void unref();
   bool is_unique() const { return !borrowed_ && refs_.load(std::memory_order_acquire) == 1; }
   bool borrowed() const { return borrowed_; }
+  bool on_loan() const { return on_loan_; }
   memory_space space() const { return space_; }
   /// The GPU of device memory (-1 for host memory).
   int device() const { return device_; }
@@ -62,6 +66,7 @@ private:
   std::atomic<int32_t> refs_{1};
   dtype type_ = dtype::invalid;
   bool borrowed_ = false; // in the padding: the header stays 64 bytes
+  bool on_loan_ = false;
   size_t count_ = 0;
   void* data_ = nullptr;
   size_t bytes_ = 0;
@@ -156,6 +161,15 @@ public:
   static tensor borrow(dtype t, runnel::shape s, void* data, void (*release)(void*), void* context);
   /// Whether the buffer is borrowed (see borrow).
   bool borrowed() const { return buf_ && buf_->borrowed(); }
+  /// A tensor viewing memory its owner wants back soon (a payload lent from a shared-memory
+  /// ring, net/shm_ring.hpp): kernels may write it in place, but a variable assigned from it
+  /// keeps a copy, so the owner does not wait for the variable's next update.
+  static tensor on_loan(dtype t, runnel::shape s, void* data, void (*release)(void*),
+                        void* context);
+  /// Whether the buffer is on loan (see on_loan).
+  bool is_on_loan() const { return buf_ && buf_->on_loan(); }
+  /// Whether state that keeps this tensor must keep a copy instead (borrowed or on loan).
+  bool keep_a_copy() const { return borrowed() || is_on_loan(); }
 
   bool valid() const { return type_ != dtype::invalid; }
   dtype type() const { return type_; }

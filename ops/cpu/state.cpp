@@ -51,8 +51,9 @@ public:
                                   " to variable " + var_->name() + " of shape " +
                                   var_->declared_shape().to_string());
         // Shares the value's buffer (later in-place updates copy first), unless its owner may
-        // still change it (a fed NumPy array).
-        s.value = value.borrowed() ? value.copy() : value;
+        // still change it (a fed NumPy array) or wants it back soon (a payload lent from a
+        // shared-memory ring: kept, it would hold up every later payload of the ring).
+        s.value = value.keep_a_copy() ? value.copy() : value;
         s.initialized = true;
         return {};
       }

@@ -107,6 +107,9 @@ TEST_CASE("a node serves Prometheus metrics with its steps, connections and proc
   CHECK_THAT(text, Catch::Contains("runnel_steps_total{task=\"/job:worker/replica:0/task:0\",result=\"ok\"} 1"));
   CHECK_THAT(text, Catch::Contains("runnel_connections_accepted_total{task="));
   CHECK_THAT(text, Catch::Contains("runnel_process_open_fds{task="));
+  CHECK_THAT(text, Catch::Contains("runnel_frames_sent_total{task=\"/job:worker/replica:0/"
+                                   "task:0\",via=\"shared_memory\"} 0"));
+  CHECK_THAT(text, Catch::Contains("runnel_shm_ring_full_total{task="));
   CHECK_THAT(text, Catch::Contains("# TYPE runnel_process_resident_bytes gauge"));
   CHECK_THAT(http_get(node->metrics_port(), "/other"), Catch::StartsWith("HTTP/1.1 404"));
 }

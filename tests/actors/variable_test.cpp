@@ -133,3 +133,27 @@ TEST_CASE("freeze_graph turns variables into constants holding their current val
   CHECK(refused.message().find(bump.name()) != std::string::npos);
   CHECK(freeze_graph(s, g, {"no_such_node"}, again).code() == error_code::not_found);
 }
+
+TEST_CASE("a variable assigned memory on loan keeps a copy and gives the loan back at once",
+          "[actors]") {
+  // As a ps assigns a worker's initial value lent from the shared-memory ring: kept, it would
+  // hold up every later payload of that ring until the variable's next update copied it.
+  runtime rt;
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{3}, "x");
+  auto v = variable(g, zeros(g, dtype::f32, {3}), "v");
+  auto set = assign(v, x);
+  session s(rt, g);
+  std::vector<float> memory = {1, 2, 3};
+  bool given_back = false;
+  tensor lent = tensor::on_loan(
+      dtype::f32, shape{3}, memory.data(), [](void* c) { *static_cast<bool*>(c) = true; },
+      &given_back);
+  CHECK(lent.is_on_loan());
+  CHECK(lent.keep_a_copy());
+  REQUIRE(s.run({{x, lent}}, {}, {set}).ok());
+  lent = tensor();
+  CHECK(given_back);  // the variable did not keep the loan
+  memory = {7, 7, 7}; // and what the lender does with it now
+  check_equal(s.run({}, {v.value}).value()[0], tensor::vector<float>({1, 2, 3})); // is not seen
+}
