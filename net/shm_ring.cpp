@@ -5,6 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -33,6 +37,35 @@ static_assert(offsetof(ring_head, released) == 64);
 
 std::atomic_ref<uint64_t> released(uint8_t* base) {
   return std::atomic_ref<uint64_t>(reinterpret_cast<ring_head*>(base)->released);
+}
+
+/// Copies `n` bytes into the ring with non-temporal stores where it can. The ring's first pages
+/// are reused while the receiver keeps up, so the lines a payload lands on were last read by the
+/// receiver's core: an ordinary copy must take each back first, and measured 125 µs for a
+/// 1.6 MB payload in ps_training (a hot copy of it: 43 µs; a copy that streams past the caches:
+/// 65 µs, and the receiver reads it no slower).
+void copy_into_ring(uint8_t* out, const void* from, size_t n) {
+#if defined(__x86_64__)
+  auto* in = static_cast<const uint8_t*>(from);
+  size_t head = std::min(n, size_t((16 - reinterpret_cast<uintptr_t>(out) % 16) % 16));
+  std::memcpy(out, in, head);
+  out += head, in += head, n -= head;
+  size_t blocks = n / 64;
+  auto* d = reinterpret_cast<__m128i*>(out);
+  auto* s = reinterpret_cast<const __m128i*>(in);
+  for (size_t i = 0; i < blocks; ++i, d += 4, s += 4) {
+    __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
+            e = _mm_loadu_si128(s + 3);
+    _mm_stream_si128(d, a);
+    _mm_stream_si128(d + 1, b);
+    _mm_stream_si128(d + 2, c);
+    _mm_stream_si128(d + 3, e);
+  }
+  std::memcpy(out + blocks * 64, in + blocks * 64, n - blocks * 64);
+  _mm_sfence(); // the stores are visible before the header that names them is written
+#else
+  std::memcpy(out, from, n);
+#endif
 }
 
 } // namespace
@@ -126,7 +159,7 @@ std::optional<uint64_t> shm_ring::put(const std::vector<std::pair<const void*, s
   floor_ = taken;
   uint8_t* out = base_ + page + pos % size_;
   for (auto& [p, n] : pieces) {
-    std::memcpy(out, p, n);
+    copy_into_ring(out, p, n);
     out += n;
   }
   head_ = (pos + total + 63) / 64 * 64;
