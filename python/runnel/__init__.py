@@ -52,6 +52,11 @@ from .initializers import (zeros_initializer, ones_initializer, constant_initial
                            glorot_uniform_initializer, glorot_normal_initializer)
 from . import initializers  # noqa: E402,F401
 from . import nn, train, io, data, saved_model, nest, keras  # noqa: E402
+from . import seq2seq as _seq2seq  # noqa: E402
+from types import SimpleNamespace as _Namespace  # noqa: E402
+
+#: tf.contrib: what of TensorFlow 1.x's contrib Runnel has (seq2seq's attention, rnn's cells)
+contrib = _Namespace(seq2seq=_seq2seq, rnn=nn.rnn_cell)
 
 
 class _GenOps:

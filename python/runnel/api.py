@@ -103,7 +103,24 @@ negative = lambda x, name=None: _raw.Neg(x, name=name)  # noqa: E731
 
 
 def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
+    """``a @ b``; of rank 3 or more, a matrix product per batch entry (BatchMatMul), as in
+    TensorFlow."""
+    a, b = _t(a), _t(b)
+    if (a.shape.ndims or 0) > 2 or (b.shape.ndims or 0) > 2:
+        return _raw.BatchMatMul(a, b, adj_x=transpose_a, adj_y=transpose_b,
+                                name=name or "MatMul")
     return _raw.MatMul(a, b, transpose_a=transpose_a, transpose_b=transpose_b, name=name)
+
+
+def sequence_mask(lengths, maxlen=None, dtype=_dtypes.bool, name=None):
+    """``mask[i, j] = j < lengths[i]``: [batch, maxlen] (``maxlen``: the longest length)."""
+    with name_scope(name or "SequenceMask"):
+        lengths = _t(lengths)
+        if maxlen is None:
+            maxlen = reduce_max(lengths)
+        steps = range(0, cast(maxlen, lengths.dtype), 1, dtype=lengths.dtype)
+        mask = _raw.Less(expand_dims(steps, 0), expand_dims(lengths, 1))
+        return mask if _dtypes.as_dtype(dtype) == _dtypes.bool else cast(mask, dtype)
 
 
 def cast(x, dtype, name=None):

@@ -409,6 +409,8 @@ def _prebuild(cell, graph, width, dtype, scope):
         cell._build(graph, width, dtype, scope)
     elif isinstance(cell, _Wrapper):
         _prebuild(cell._cell, graph, width, dtype, scope)
+    elif hasattr(cell, "_prebuild"):  # seq2seq.AttentionWrapper
+        cell._prebuild(graph, width, dtype, scope)
 
 
 def _native(cell):
@@ -445,12 +447,24 @@ def _flat(state, graph):
     return [_fw.convert_to_tensor(s, graph=graph)._t for s in _nest.flatten(state)]
 
 
+def _copy_through(new, old, m):
+    """A state entry past an example's length: the old one where ``m`` is 0, as TensorFlow's
+    dynamic_rnn does; a TensorArray or a scalar (an AttentionWrapper's history and step) goes
+    on as the cell left it."""
+    if isinstance(new, TensorArray) or new.shape.ndims == 0:
+        return new
+    m = _api.cast(m, new.dtype)
+    return new * m + old * (1 - m)
+
+
 def _python_rnn(cell, x, lengths, state, parallel_iterations, name):
     """Any RNNCell over time-major ``x``, in a while_loop: past an example's length its output
     is zero and its state kept."""
     g = x.graph
     _prebuild(cell, g, _width(x, name), x.dtype, name)
-    with g.name_scope(name):
+    from .variable_scope import variable_scope
+    # Variables a Python cell makes with get_variable are named under "rnn/", as TensorFlow's.
+    with variable_scope(name, auxiliary_name_scope=False), g.name_scope(name):
         if hasattr(cell, "build") and not getattr(cell, "built", False):
             cell.build(_fw.TensorShape([x.shape.dims[1] if x.shape.dims else None,
                                         _width(x, name)]))
@@ -466,7 +480,7 @@ def _python_rnn(cell, x, lengths, state, parallel_iterations, name):
             if lengths is not None:
                 m = _api.expand_dims(_api.cast(_raw.Less(t, lengths), y.dtype), 1)
                 y = y * m
-                new = _nest.map_structure(lambda n, o: n * m + o * (1.0 - m), new, s)
+                new = _nest.map_structure(lambda n, o: _copy_through(n, o, m), new, s)
             return t + 1, out.write(t, y), new
 
         _, outputs, state = while_loop(lambda t, out, s: _raw.Less(t, steps), body,

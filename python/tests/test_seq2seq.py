@@ -1,0 +1,173 @@
+"""tf.contrib.seq2seq's attention from Python (LuongAttention, BahdanauAttention,
+AttentionWrapper) against NumPy references of TensorFlow's arithmetic; TensorFlow's variable
+names and state; training through it; errors."""
+import numpy as np
+import pytest
+
+import runnel as tf
+
+seq2seq = tf.contrib.seq2seq
+
+MEMORY = np.random.RandomState(3).randn(2, 4, 3).astype(np.float32)  # [batch, time, depth]
+LENGTHS = np.array([4, 2], np.int32)
+INPUTS = np.random.RandomState(4).randn(2, 3, 2).astype(np.float32)  # [batch, steps, depth]
+
+
+def softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def values_of(s, names):
+    by_name = {v.op.name: v for v in tf.global_variables()}
+    return {n: s.run(by_name[n]) for n in names}
+
+
+def reference(w, score, units, layer_size, output_attention=True):
+    """TensorFlow's AttentionWrapper over a BasicRNNCell of ``units``, in NumPy."""
+    mask = np.arange(4)[None, :] < LENGTHS[:, None]
+    values = MEMORY * mask[:, :, None]
+    keys = values @ w["memory_layer/kernel"]
+    h = np.zeros((2, units), np.float32)
+    attention = np.zeros((2, layer_size), np.float32)
+    outs, history = [], []
+    for t in range(INPUTS.shape[1]):
+        cell_in = np.concatenate([INPUTS[:, t], attention], 1)
+        h = np.tanh(np.concatenate([cell_in, h], 1) @
+                    w["rnn/attention_wrapper/basic_rnn_cell/kernel"] +
+                    w["rnn/attention_wrapper/basic_rnn_cell/bias"])
+        s = score(keys, h)
+        align = softmax(np.where(mask, s, -np.inf))
+        context = np.einsum("bt,btd->bd", align, values)
+        attention = np.concatenate([h, context], 1) @ w["rnn/attention_wrapper/attention_layer/kernel"]
+        outs.append(attention if output_attention else h)
+        history.append(align)
+    return np.stack(outs, 1), h, attention, np.stack(history)
+
+
+def test_luong_attention_wrapper_matches_tensorflows_arithmetic_and_names():
+    with tf.Graph().as_default():
+        att = seq2seq.LuongAttention(5, tf.constant(MEMORY), memory_sequence_length=LENGTHS)
+        cell = seq2seq.AttentionWrapper(tf.nn.rnn_cell.BasicRNNCell(5), att,
+                                        attention_layer_size=6, alignment_history=True)
+        out, state = tf.nn.dynamic_rnn(cell, tf.constant(INPUTS), dtype=tf.float32)
+        assert isinstance(state, seq2seq.AttentionWrapperState)
+        assert out.shape.as_list()[0::2] == [2, 6]
+        history = state.alignment_history.stack()
+        names = sorted(v.op.name for v in tf.global_variables())
+        assert names == ["memory_layer/kernel", "rnn/attention_wrapper/attention_layer/kernel",
+                         "rnn/attention_wrapper/basic_rnn_cell/bias",
+                         "rnn/attention_wrapper/basic_rnn_cell/kernel"]
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            got = s.run([out, state.cell_state, state.attention, state.time, state.alignments,
+                         history])
+            w = values_of(s, names)
+    want_out, want_h, want_att, want_hist = reference(
+        w, lambda keys, h: np.einsum("btu,bu->bt", keys, h), 5, 6)
+    np.testing.assert_allclose(got[0], want_out, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[1], want_h, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[2], want_att, rtol=1e-4, atol=1e-5)
+    assert got[3] == 3
+    np.testing.assert_allclose(got[4], want_hist[-1], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got[5], want_hist, rtol=1e-4, atol=1e-6)
+    assert np.all(got[5][:, 1, 2:] == 0)  # past the second example's memory: no attention
+
+
+def test_bahdanau_attention_with_lengths_and_the_cells_output():
+    with tf.Graph().as_default():
+        att = seq2seq.BahdanauAttention(7, tf.constant(MEMORY), memory_sequence_length=LENGTHS)
+        cell = seq2seq.AttentionWrapper(tf.nn.rnn_cell.BasicRNNCell(5), att,
+                                        attention_layer_size=6, output_attention=False)
+        out, state = tf.nn.dynamic_rnn(cell, tf.constant(INPUTS), dtype=tf.float32,
+                                       sequence_length=[3, 2])
+        names = sorted(v.op.name for v in tf.global_variables())
+        assert names == ["memory_layer/kernel", "rnn/attention_wrapper/attention_layer/kernel",
+                         "rnn/attention_wrapper/bahdanau_attention/attention_v",
+                         "rnn/attention_wrapper/bahdanau_attention/query_layer/kernel",
+                         "rnn/attention_wrapper/basic_rnn_cell/bias",
+                         "rnn/attention_wrapper/basic_rnn_cell/kernel"]
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            got_out, got_time = s.run([out, state.time])
+            w = values_of(s, names)
+    v = w["rnn/attention_wrapper/bahdanau_attention/attention_v"]
+    q = w["rnn/attention_wrapper/bahdanau_attention/query_layer/kernel"]
+    want, _, _, _ = reference(
+        w, lambda keys, h: (v * np.tanh(keys + (h @ q)[:, None, :])).sum(2), 5, 6,
+        output_attention=False)
+    want[1, 2] = 0  # the second decoder sequence is 2 steps long
+    np.testing.assert_allclose(got_out, want, rtol=1e-4, atol=1e-5)
+    assert got_time == 3  # a scalar state goes on as the cell left it
+
+
+def test_an_attention_decoder_trains_and_its_gradients_reach_every_weight():
+    rng = np.random.RandomState(0)
+    for make in (lambda m: seq2seq.LuongAttention(4, m, LENGTHS, scale=True),
+                 lambda m: seq2seq.BahdanauAttention(4, m, LENGTHS, normalize=True)):
+        with tf.Graph().as_default():
+            tf.set_random_seed(1)
+            mechanism = make(tf.constant(MEMORY))
+            with tf.variable_scope(type(mechanism).__name__):
+                cell = seq2seq.AttentionWrapper(tf.nn.rnn_cell.BasicLSTMCell(4), mechanism,
+                                                attention_layer_size=3)
+                out, _ = tf.nn.dynamic_rnn(cell, tf.constant(INPUTS), dtype=tf.float32)
+                target = tf.constant(rng.randn(2, 3, 3).astype(np.float32))
+                loss = tf.reduce_mean(tf.square(out - target))
+                weights = tf.trainable_variables()
+                grads = tf.gradients(loss, weights)
+                assert all(g is not None for g in grads), [
+                    v.op.name for v, g in zip(weights, grads) if g is None]
+                train = tf.train.AdamOptimizer(0.05).minimize(loss)
+                with tf.Session() as s:
+                    s.run(tf.global_variables_initializer())
+                    first = s.run(loss)
+                    for _ in range(60):
+                        s.run(train)
+                    assert s.run(loss) < 0.5 * first, type(mechanism).__name__
+
+
+def test_attention_errors_name_what_is_wrong():
+    with tf.Graph().as_default():
+        memory = tf.constant(MEMORY)
+        att = seq2seq.LuongAttention(8, memory)
+        cell = seq2seq.AttentionWrapper(tf.nn.rnn_cell.BasicRNNCell(5), att)
+        with pytest.raises(ValueError, match="5 wide but the attention's num_units is 8"):
+            tf.nn.dynamic_rnn(cell, tf.constant(INPUTS), dtype=tf.float32)
+        with pytest.raises(NotImplementedError, match="one attention mechanism, not a list"):
+            seq2seq.AttentionWrapper(tf.nn.rnn_cell.BasicRNNCell(5), [att, att])
+        with pytest.raises(ValueError, match=r"must be \[batch, max_time, depth\]"):
+            seq2seq.BahdanauAttention(4, tf.constant(np.zeros((2, 3), np.float32)))
+        with pytest.raises(TypeError, match="AttentionWrapperState"):
+            cell(tf.constant(INPUTS[:, 0]), (tf.zeros([2, 5]),))
+
+
+def test_sequence_mask_and_batched_matmul_as_in_tensorflow():
+    with tf.Graph().as_default():
+        mask = tf.sequence_mask([1, 3, 0], 4)
+        mask_f = tf.sequence_mask(tf.constant([2, 1]), dtype=tf.float32)
+        a = np.arange(12, dtype=np.float32).reshape(2, 2, 3)
+        b = np.arange(18, dtype=np.float32).reshape(2, 3, 3)
+        prod = tf.matmul(tf.constant(a), tf.constant(b), transpose_b=True)
+        with tf.Session() as s:
+            m, mf, p = s.run([mask, mask_f, prod])
+    np.testing.assert_array_equal(m, np.arange(4)[None, :] < np.array([1, 3, 0])[:, None])
+    np.testing.assert_array_equal(mf, [[1, 1], [1, 0]])
+    np.testing.assert_allclose(p, a @ b.transpose(0, 2, 1))
+
+
+def test_one_attention_cell_in_two_networks_shares_its_weights():
+    # As a training decoder and a second network over the same cell object: TensorFlow's
+    # layers keep their weights, so the second makes none.
+    with tf.Graph().as_default():
+        att = seq2seq.BahdanauAttention(4, tf.constant(MEMORY))
+        cell = seq2seq.AttentionWrapper(tf.nn.rnn_cell.BasicLSTMCell(4), att,
+                                        attention_layer_size=3)
+        first, _ = tf.nn.dynamic_rnn(cell, tf.constant(INPUTS), dtype=tf.float32)
+        count = len(tf.global_variables())
+        second, _ = tf.nn.dynamic_rnn(cell, tf.constant(INPUTS), dtype=tf.float32)
+        assert len(tf.global_variables()) == count == 6
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            a, b = s.run([first, second])
+    np.testing.assert_array_equal(a, b)
