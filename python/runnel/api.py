@@ -163,6 +163,22 @@ def _reduce(kind):
     return reduce
 
 
+def _logical_reduce(op, kind):
+    def reduce(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None,
+               keep_dims=None):
+        axis = reduction_indices if axis is None else axis
+        keep = keepdims if keep_dims is None else keep_dims
+        x = _t(input_tensor, dtype=_dtypes.bool)
+        axes = (_raw.Range(0, _raw.Rank(x), 1) if axis is None
+                else _t(np.atleast_1d(axis).astype(np.int32)))
+        return op(x, axes, keep_dims=bool(keep), name=name or None)
+
+    reduce.__name__ = "reduce_" + kind
+    return reduce
+
+
+reduce_all = _logical_reduce(_raw.All, "all")
+reduce_any = _logical_reduce(_raw.Any, "any")
 reduce_sum, reduce_mean = _reduce("sum"), _reduce("mean")
 reduce_max, reduce_min, reduce_prod = _reduce("max"), _reduce("min"), _reduce("prod")
 

@@ -7,8 +7,9 @@ arithmetic, state and variable names, so that an attention decoder ports by its 
                                                attention_layer_size=256)
     outputs, state = tf.nn.dynamic_rnn(cell, decoder_inputs, target_lengths, dtype=tf.float32)
 
-Built from Runnel's ops in Python (every one has a gradient); the decoders (``dynamic_decode``,
-``BeamSearchDecoder``) are not here yet (docs/python.md)."""
+Built from Runnel's ops in Python (every one has a gradient). The decoders (``dynamic_decode``,
+``BasicDecoder``, ``TrainingHelper``, ``GreedyEmbeddingHelper``) are in decoding.py and here
+too; ``BeamSearchDecoder`` is not there yet (docs/python.md)."""
 import collections
 import math
 
@@ -286,3 +287,7 @@ class _Width:
 
     def __init__(self, width):
         self.state_size = width
+
+
+from .decoding import (BasicDecoder, BasicDecoderOutput, GreedyEmbeddingHelper,  # noqa: E402,F401
+                       TrainingHelper, dynamic_decode)

@@ -171,3 +171,97 @@ def test_one_attention_cell_in_two_networks_shares_its_weights():
             s.run(tf.global_variables_initializer())
             a, b = s.run([first, second])
     np.testing.assert_array_equal(a, b)
+
+
+def rnn_reference_step(w, prefix):
+    kernel, bias = w[prefix + "/kernel"], w[prefix + "/bias"]
+    return lambda x, h: np.tanh(np.concatenate([x, h], 1) @ kernel + bias)
+
+
+def test_dynamic_decode_with_teacher_forcing_is_dynamic_rnn_with_a_projection():
+    x = np.random.RandomState(5).randn(2, 4, 3).astype(np.float32)
+    with tf.Graph().as_default():
+        cell = tf.nn.rnn_cell.BasicRNNCell(4)
+        project = tf.get_variable("project", [4, 6])
+        helper = seq2seq.TrainingHelper(tf.constant(x), [4, 2])
+        decoder = seq2seq.BasicDecoder(cell, helper, cell.zero_state(2, tf.float32),
+                                       output_layer=lambda h: tf.matmul(h, project))
+        out, state, lengths = seq2seq.dynamic_decode(decoder, impute_finished=True)
+        assert isinstance(out, seq2seq.BasicDecoderOutput)
+        with tf.variable_scope("decoder", reuse=True):
+            ref, ref_state = tf.nn.dynamic_rnn(cell, tf.constant(x), sequence_length=[4, 2],
+                                               dtype=tf.float32)
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            got, ids, final, n, want, want_final, p = s.run(
+                [out.rnn_output, out.sample_id, state, lengths, ref, ref_state, project])
+    np.testing.assert_array_equal(n, [4, 2])
+    np.testing.assert_allclose(got, want @ p, rtol=1e-5, atol=1e-6)  # zeros past a length
+    np.testing.assert_array_equal(ids[0], np.argmax(got[0], 1))
+    np.testing.assert_allclose(final, want_final, rtol=1e-5, atol=1e-6)
+
+
+def test_greedy_decoding_feeds_back_the_argmax_and_stops_at_the_end_token():
+    rng = np.random.RandomState(6)
+    emb = rng.randn(5, 3).astype(np.float32)
+    with tf.Graph().as_default():
+        cell = tf.nn.rnn_cell.BasicRNNCell(4)
+        project = tf.constant(rng.randn(4, 5).astype(np.float32) * 3)
+        helper = seq2seq.GreedyEmbeddingHelper(tf.constant(emb), tf.constant([1, 2, 3]), 0)
+        decoder = seq2seq.BasicDecoder(cell, helper, cell.zero_state(3, tf.float32),
+                                       output_layer=lambda h: tf.matmul(h, project))
+        out, _, lengths = seq2seq.dynamic_decode(decoder, maximum_iterations=7)
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            ids, n = s.run([out.sample_id, lengths])
+            w = values_of(s, ["decoder/basic_rnn_cell/kernel", "decoder/basic_rnn_cell/bias"])
+            p = s.run(project)
+    step = rnn_reference_step(w, "decoder/basic_rnn_cell")
+    x, h = emb[[1, 2, 3]], np.zeros((3, 4), np.float32)
+    want, ended = [], np.full(3, 7)
+    for t in range(7):
+        h = step(x, h)
+        sample = np.argmax(h @ p, 1)
+        want.append(sample)
+        for b in range(3):
+            if sample[b] == 0 and ended[b] == 7:
+                ended[b] = t + 1
+        if np.all(ended < 7) and ended.max() == t + 1:
+            break
+        x = emb[sample]
+    want = np.stack(want, 1)
+    np.testing.assert_array_equal(n, ended)
+    assert ids.shape == want.shape
+    for b in range(3):
+        np.testing.assert_array_equal(ids[b, :n[b]], want[b, :n[b]])
+
+
+def test_an_attention_decoder_decodes_greedily():
+    with tf.Graph().as_default():
+        att = seq2seq.LuongAttention(4, tf.constant(MEMORY), memory_sequence_length=LENGTHS)
+        cell = seq2seq.AttentionWrapper(tf.nn.rnn_cell.BasicRNNCell(4), att,
+                                        attention_layer_size=5)
+        emb = tf.get_variable("embedding", [7, 3])
+        helper = seq2seq.GreedyEmbeddingHelper(emb, tf.fill([2], 1), 2)
+        decoder = seq2seq.BasicDecoder(cell, helper, cell.zero_state(2, tf.float32),
+                                       output_layer=lambda a: tf.matmul(
+                                           a, tf.get_variable("out", [5, 7])))
+        out, state, lengths = seq2seq.dynamic_decode(decoder, maximum_iterations=6)
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            logits, ids, n, steps = s.run([out.rnn_output, out.sample_id, lengths, state.time])
+    assert logits.shape[0] == 2 and logits.shape[2] == 7 and logits.shape[1] == n.max() <= 6
+    assert steps == n.max()
+    np.testing.assert_array_equal(ids, np.argmax(logits, 2))
+
+
+def test_decoder_errors_name_what_is_wrong():
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="start_tokens must be a vector"):
+            seq2seq.GreedyEmbeddingHelper(tf.zeros([3, 3]), tf.zeros([2, 2], tf.int32), 0)
+        with pytest.raises(ValueError, match="end_token must be a scalar"):
+            seq2seq.GreedyEmbeddingHelper(tf.zeros([3, 3]), [0, 1], [0, 1])
+        with pytest.raises(ValueError, match="sequence_length must be a vector"):
+            seq2seq.TrainingHelper(tf.zeros([2, 3, 4]), [[1, 2]])
+        with pytest.raises(TypeError, match="output_layer must be callable"):
+            seq2seq.BasicDecoder(tf.nn.rnn_cell.BasicRNNCell(2), None, None, output_layer=3)
