@@ -189,6 +189,7 @@ def dynamic_decode(decoder, output_time_major=False, impute_finished=False,
         arrays = [TensorArray(_dtypes.as_dtype(d), size=0, dynamic_size=True)
                   for d in _nest.flatten(template)]
         lengths = _api.zeros_like(finished, dtype=_dtypes.int32)
+        ranks = []  # of a step's outputs, seen as the body is built
 
         def body(time, arrays, state, inputs, finished, lengths):
             out, next_state, next_inputs, step_finished = decoder.step(time, inputs, state)
@@ -202,6 +203,7 @@ def dynamic_decode(decoder, output_time_major=False, impute_finished=False,
                 flat = [_where_finished(finished, o, _api.zeros_like(o)) for o in flat]
                 next_state = _nest.map_structure(
                     lambda n, o: _where_finished(finished, n, o), next_state, state)
+            ranks[:] = [o.shape.ndims for o in flat]
             arrays = [a.write(time, o) for a, o in zip(arrays, flat)]
             return time + 1, arrays, next_state, next_inputs, next_finished, lengths
 
@@ -211,6 +213,8 @@ def dynamic_decode(decoder, output_time_major=False, impute_finished=False,
                           parallel_iterations=parallel_iterations, name="while")
         _, arrays, state, _, _, lengths = loop
         outputs = [a.stack() for a in arrays]
-        if not output_time_major:
-            outputs = [_batch_major(o) for o in outputs]
+        if not output_time_major:  # a static permutation, which has a gradient
+            outputs = [_batch_major(o) if r is None else
+                       _api.transpose(o, [1, 0] + list(range(2, r + 1)))
+                       for o, r in zip(outputs, ranks)]
         return _nest.pack_sequence_as(template, outputs), state, lengths

@@ -64,9 +64,19 @@ def xw_plus_b(x, weights, biases, name=None):
 
 def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None,
                                              name=None):
-    """The loss per example (TensorFlow's keyword-only form: labels=, logits=)."""
+    """The loss per example (TensorFlow's keyword-only form: labels=, logits=); labels of any
+    rank r with logits of rank r + 1 (a decoder's [batch, time] against [batch, time, vocab])
+    give losses shaped as the labels."""
     if _sentinel is not None:
         raise ValueError("sparse_softmax_cross_entropy_with_logits takes labels= and logits=")
+    logits, labels = _fw.convert_to_tensor(logits), _fw.convert_to_tensor(labels)
+    if (logits.shape.ndims or 0) > 2 or (labels.shape.ndims or 0) > 1:
+        depth = logits.shape.dims[-1] if logits.shape.dims else None
+        flat_logits = (_api.reshape(logits, [-1, int(depth)]) if depth is not None else
+                       _api.reshape(logits, _api.stack([-1, _api.shape(logits)[-1]])))
+        loss, _ = _raw.SparseSoftmaxCrossEntropyWithLogits(flat_logits,
+                                                            _api.reshape(labels, [-1]))
+        return _api.reshape(loss, _api.shape(labels), name=name)
     loss, _backprop = _raw.SparseSoftmaxCrossEntropyWithLogits(logits, labels, name=name)
     return loss
 

@@ -265,3 +265,19 @@ def test_decoder_errors_name_what_is_wrong():
             seq2seq.TrainingHelper(tf.zeros([2, 3, 4]), [[1, 2]])
         with pytest.raises(TypeError, match="output_layer must be callable"):
             seq2seq.BasicDecoder(tf.nn.rnn_cell.BasicRNNCell(2), None, None, output_layer=3)
+
+
+def test_sparse_softmax_cross_entropy_takes_a_decoders_time_axis():
+    rng = np.random.RandomState(7)
+    logits = rng.randn(2, 3, 5).astype(np.float32)
+    labels = rng.randint(0, 5, size=(2, 3)).astype(np.int32)
+    with tf.Graph().as_default():
+        loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.constant(labels),
+                                                              logits=tf.constant(logits))
+        with tf.Session() as s:
+            got = s.run(loss)
+    z = logits - logits.max(-1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    want = -np.take_along_axis(log_p, labels[..., None], -1)[..., 0]
+    assert got.shape == (2, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
