@@ -150,13 +150,12 @@ std::optional<uint64_t> shm_ring::put(const std::vector<std::pair<const void*, s
   if (pos % size_ + total > size_ || (caught_up && pos % size_ != 0)) {
     pos += size_ - pos % size_;
     if (caught_up)
-      taken = pos; // nothing is held: the skipped bytes are free at once
+      taken = floor_ = pos; // nothing is held: the skipped bytes are free at once (and it fits)
   }
   if (pos + total - taken > size_)
     return std::nullopt; // the receiver has not taken enough yet
   if (pos != head_ && !caught_up)
     skips_.emplace_back(head_, pos); // free once the receiver has released what comes before
-  floor_ = taken;
   uint8_t* out = base_ + page + pos % size_;
   for (auto& [p, n] : pieces) {
     copy_into_ring(out, p, n);

@@ -17,6 +17,7 @@ from . import framework as _fw
 from . import nest as _nest
 from . import nn as _nn
 from . import raw_ops as _raw
+from . import rnn as _rnn
 from .control_flow import TensorArray, cond
 from .loops import while_loop
 from .variable_scope import variable_scope
@@ -156,17 +157,6 @@ class BasicDecoder:
         return BasicDecoderOutput(out, ids), next_state, nxt, finished
 
 
-def _where_finished(finished, x, other):
-    """``other`` for finished examples, ``x`` for the rest (``finished`` [batch] against
-    ``x`` [batch, ...]); scalars and TensorArrays are ``x``."""
-    if isinstance(x, TensorArray) or x.shape.ndims == 0:
-        return x
-    m = _api.cast(finished, x.dtype)
-    for _ in range((x.shape.ndims or 1) - 1):
-        m = _api.expand_dims(m, -1)
-    return x * (1 - m) + other * m
-
-
 def dynamic_decode(decoder, output_time_major=False, impute_finished=False,
                    maximum_iterations=None, parallel_iterations=32, swap_memory=False,
                    scope=None):
@@ -199,10 +189,11 @@ def dynamic_decode(decoder, output_time_major=False, impute_finished=False,
             lengths = _api.where(_raw.LogicalAnd(_raw.LogicalNot(finished), next_finished),
                                  _api.fill(_api.shape(finished), time + 1), lengths)
             flat = _nest.flatten(out)
-            if impute_finished:
-                flat = [_where_finished(finished, o, _api.zeros_like(o)) for o in flat]
+            if impute_finished:  # a finished example's outputs are zeros, its state kept
+                running = _raw.LogicalNot(finished)
+                flat = [_rnn._copy_through(o, _api.zeros_like(o), running) for o in flat]
                 next_state = _nest.map_structure(
-                    lambda n, o: _where_finished(finished, n, o), next_state, state)
+                    lambda n, o: _rnn._copy_through(n, o, running), next_state, state)
             ranks[:] = [o.shape.ndims for o in flat]
             arrays = [a.write(time, o) for a, o in zip(arrays, flat)]
             return time + 1, arrays, next_state, next_inputs, next_finished, lengths

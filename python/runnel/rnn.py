@@ -49,13 +49,17 @@ class RNNCell:
 
     def zero_state(self, batch_size, dtype):
         """Zeros of ``state_size`` for ``batch_size`` (an int or an int32 scalar) examples."""
-        def zeros(width):
-            if isinstance(batch_size, int):
-                return _api.zeros([batch_size, width], dtype=dtype)
-            dims = _api.stack([_fw.convert_to_tensor(batch_size, dtype=_dtypes.int32),
-                               _api.constant(int(width))])
-            return _api.reshape(_api.fill(dims, _api.cast(0, dtype)), [-1, int(width)])
-        return _nest.map_structure(zeros, self.state_size)
+        return _nest.map_structure(lambda width: _zeros(batch_size, width, dtype),
+                                   self.state_size)
+
+
+def _zeros(batch_size, width, dtype):
+    """Zeros [batch_size, width]: ``batch_size`` an int or an int32 scalar, ``width`` an int."""
+    if isinstance(batch_size, int):
+        return _api.zeros([batch_size, width], dtype=dtype)
+    dims = _api.stack([_fw.convert_to_tensor(batch_size, dtype=_dtypes.int32),
+                       _api.constant(int(width))])
+    return _api.reshape(_api.fill(dims, _api.cast(0, dtype)), [-1, int(width)])
 
 
 def _width(inputs, what):
@@ -447,13 +451,15 @@ def _flat(state, graph):
     return [_fw.convert_to_tensor(s, graph=graph)._t for s in _nest.flatten(state)]
 
 
-def _copy_through(new, old, m):
-    """A state entry past an example's length: the old one where ``m`` is 0, as TensorFlow's
-    dynamic_rnn does; a TensorArray or a scalar (an AttentionWrapper's history and step) goes
-    on as the cell left it."""
+def _copy_through(new, old, running):
+    """A state entry where ``running`` ([batch]) is false: the old one, as TensorFlow's
+    dynamic_rnn keeps a state past an example's length; a TensorArray or a scalar (an
+    AttentionWrapper's history and step) goes on as the step left it."""
     if isinstance(new, TensorArray) or new.shape.ndims == 0:
         return new
-    m = _api.cast(m, new.dtype)
+    m = _api.cast(running, new.dtype)
+    for _ in range((new.shape.ndims or 1) - 1):
+        m = _api.expand_dims(m, -1)
     return new * m + old * (1 - m)
 
 
@@ -478,9 +484,9 @@ def _python_rnn(cell, x, lengths, state, parallel_iterations, name):
         def body(t, out, s):
             y, new = cell(inputs.read(t), s)
             if lengths is not None:
-                m = _api.expand_dims(_api.cast(_raw.Less(t, lengths), y.dtype), 1)
-                y = y * m
-                new = _nest.map_structure(lambda n, o: _copy_through(n, o, m), new, s)
+                running = _raw.Less(t, lengths)
+                y = y * _api.expand_dims(_api.cast(running, y.dtype), 1)
+                new = _nest.map_structure(lambda n, o: _copy_through(n, o, running), new, s)
             return t + 1, out.write(t, y), new
 
         _, outputs, state = while_loop(lambda t, out, s: _raw.Less(t, steps), body,

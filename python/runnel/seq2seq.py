@@ -249,8 +249,7 @@ class AttentionWrapper(_rnn.RNNCell):
                        else ())
             return AttentionWrapperState(
                 cell_state=cell_state,
-                attention=_rnn.RNNCell.zero_state(_Width(self._attention_size), batch_size,
-                                                  dtype),
+                attention=_rnn._zeros(batch_size, self._attention_size, dtype),
                 time=_api.zeros([], _dtypes.int32), alignments=alignments,
                 alignment_history=history,
                 attention_state=self._mechanism.initial_state(batch_size, dtype))
@@ -280,13 +279,6 @@ class AttentionWrapper(_rnn.RNNCell):
                                            alignment_history=history,
                                            attention_state=attention_state)
         return (attention if self._output_attention else cell_output), next_state
-
-
-class _Width:
-    """A stand-in cell of one state of ``state_size`` wide, for RNNCell.zero_state."""
-
-    def __init__(self, width):
-        self.state_size = width
 
 
 from .decoding import (BasicDecoder, BasicDecoderOutput, GreedyEmbeddingHelper,  # noqa: E402,F401
