@@ -228,6 +228,37 @@ bool decode_bytes(std::string_view list, std::vector<std::string_view>& out) {
   return !c.bad;
 }
 
+/// The common case of a fixed float or int64 feature, decoded straight into the batch tensor
+/// at element `at`: a list of exactly one packed field holding the `want` values the spec asks
+/// for. False for anything else (unpacked or split lists, a wrong count, malformed bytes), which
+/// the general path then decodes and reports; what this wrote before giving up is overwritten.
+/// (The general path's scratch vector cost a zero-fill and a second copy of every image.)
+bool decode_fixed_direct(const feature_spec& spec, const found_feature& ff, const tensor& dst,
+                         int64_t at, size_t want) {
+  if (ff.field != list_field(spec.type) || spec.type == dtype::string)
+    return false;
+  auto* b = reinterpret_cast<const uint8_t*>(ff.list.data());
+  cursor c{b, b + ff.list.size(), b};
+  if (c.done() || c.varint() != ((1u << 3) | 2))
+    return false;
+  auto packed = c.bytes();
+  if (c.bad || !c.done())
+    return false;
+  if (spec.type == dtype::f32) {
+    if (packed.size() != want * 4)
+      return false;
+    if (want > 0)
+      std::memcpy(dst.data<float>() + at, packed.data(), want * 4);
+    return true;
+  }
+  int64_t* out = dst.data<int64_t>() + at;
+  cursor p = c.sub(packed);
+  size_t n = 0;
+  for (; !p.done() && n < want; ++n)
+    out[n] = int64_t(p.varint());
+  return !p.bad && p.done() && n == want;
+}
+
 /// The decoded values of one feature of one record, in scratch space reused across records.
 struct values {
   std::vector<float> f;
@@ -334,6 +365,10 @@ status parse_batch_impl(const std::vector<feature_spec>& specs, std::span<const 
     RUNNEL_RETURN_IF_ERROR(scan(rec, specs, found, label));
     for (size_t i = 0; i < specs.size(); ++i) {
       auto& spec = specs[i];
+      if (spec.layout == feature_layout::fixed &&
+          decode_fixed_direct(spec, found[i], fixed[i], r * spec.shape.num_elements(),
+                              size_t(spec.shape.num_elements())))
+        continue;
       values& v = spec.layout == feature_layout::fixed ? scratch : var[i].rows[size_t(r)];
       RUNNEL_RETURN_IF_ERROR(decode(spec, found[i], v, label));
       if (spec.layout == feature_layout::fixed)
@@ -456,13 +491,16 @@ status example_parser::parse_single(std::string_view record, std::vector<tensor>
   RUNNEL_RETURN_IF_ERROR(scan(record, specs_, found, label));
   for (size_t i = 0; i < specs_.size(); ++i) {
     auto& spec = specs_[i];
-    RUNNEL_RETURN_IF_ERROR(decode(spec, found[i], v, label));
     if (spec.layout == feature_layout::fixed) {
       tensor t(spec.type, spec.shape);
-      RUNNEL_RETURN_IF_ERROR(fill_fixed(spec, found[i], v, t, 0, label));
+      if (!decode_fixed_direct(spec, found[i], t, 0, size_t(spec.shape.num_elements()))) {
+        RUNNEL_RETURN_IF_ERROR(decode(spec, found[i], v, label));
+        RUNNEL_RETURN_IF_ERROR(fill_fixed(spec, found[i], v, t, 0, label));
+      }
       out.push_back(std::move(t));
       continue;
     }
+    RUNNEL_RETURN_IF_ERROR(decode(spec, found[i], v, label));
     int64_t n = int64_t(v.size(spec.type));
     tensor values_t(spec.type, shape{n});
     v.copy_to(values_t, spec.type, 0, size_t(n));

@@ -197,3 +197,66 @@ TEST_CASE("ParseSingleSequenceExample on TensorFlow Transform's test data", "[pa
   auto got = eval({parsed[2], parsed[3]}, {{s, tensor::scalar<std::string>(rec)}});
   check_equal(got[0], out[2]);
 }
+
+namespace {
+
+/// An Example with one feature `key` whose list (field `list_field`: 2 float, 3 int64) holds
+/// `list` as written, byte for byte (lists under 128 bytes).
+std::string raw_example(const std::string& key, int list_field, const std::string& list) {
+  auto len = [](const std::string& s) { return std::string(1, char(s.size())); };
+  std::string feat = std::string(1, char(list_field << 3 | 2)) + len(list) + list;
+  std::string entry = "\x0a" + len(key) + key + "\x12" + len(feat) + feat;
+  std::string features = "\x0a" + len(entry) + entry;
+  return "\x0a" + len(features) + features;
+}
+std::string packed_floats(std::vector<float> v) {
+  std::string bytes(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+  return "\x0a" + std::string(1, char(bytes.size())) + bytes;
+}
+
+} // namespace
+
+TEST_CASE("a batch's fixed features parse alike however their lists are written", "[parse]") {
+  // Record 0 is one packed list (copied straight into the batch); the others take the general
+  // path: two packed pieces, unpacked values, and an unknown field beside the values.
+  float a = 1.5f, b = -2.5f;
+  std::string unpacked = "\x0d" + std::string(reinterpret_cast<char*>(&a), 4) + "\x0d" +
+                         std::string(reinterpret_cast<char*>(&b), 4);
+  std::vector<std::string> recs{raw_example("v", 2, packed_floats({1.5f, -2.5f})),
+                                raw_example("v", 2, packed_floats({1.5f}) + packed_floats({-2.5f})),
+                                raw_example("v", 2, unpacked),
+                                raw_example("v", 2, packed_floats({1.5f, -2.5f}) + "\x10\x01")};
+  example_parser p({{.key = "v", .type = dtype::f32, .shape = {2}}});
+  std::vector<tensor> out;
+  REQUIRE(p.parse_batch(recs, out).ok());
+  check_equal(out[0], vals<float>({4, 2}, {1.5f, -2.5f, 1.5f, -2.5f, 1.5f, -2.5f, 1.5f, -2.5f}));
+
+  // Packed int64s, negative ones included (ten-byte varints).
+  example_parser ints_parser({{.key = "i", .type = dtype::i64, .shape = {2}}});
+  std::vector<std::string> int_recs{example({{"i", ints({-1, 300})}}),
+                                    example({{"i", ints({0, int64_t(1) << 40})}})};
+  REQUIRE(ints_parser.parse_batch(int_recs, out).ok());
+  check_equal(out[0], vals<int64_t>({2, 2}, {-1, 300, 0, int64_t(1) << 40}));
+
+  // A packed list of the wrong length, either way, is still an error naming the feature and
+  // the record, after a record that went straight in.
+  std::vector<std::string> short_recs{raw_example("v", 2, packed_floats({1, 2})),
+                                      raw_example("v", 2, packed_floats({1, 2, 3}))};
+  auto too_long = p.parse_batch(short_recs, out);
+  REQUIRE_FALSE(too_long.ok());
+  CHECK_THAT(too_long.message(), Catch::Contains("record 1 of the batch"));
+  CHECK_THAT(too_long.message(), Catch::Contains("'v' has 3 values, expected 2"));
+  std::vector<std::string> int_short{example({{"i", ints({1, 2})}}), example({{"i", ints({1})}})};
+  std::vector<std::string> more{raw_example("v", 2, packed_floats({1, 2}) + packed_floats({3}))};
+  auto more_after = p.parse_batch(more, out);
+  REQUIRE_FALSE(more_after.ok());
+  CHECK_THAT(more_after.message(), Catch::Contains("'v' has 3 values, expected 2"));
+  auto too_short = ints_parser.parse_batch(int_short, out);
+  REQUIRE_FALSE(too_short.ok());
+  CHECK_THAT(too_short.message(), Catch::Contains("'i' has 1 values, expected 2"));
+  // A packed list cut short inside its varints is malformed, not silently short.
+  std::vector<std::string> cut{raw_example("i", 3, std::string("\x0a\x02\x01\x80", 4))};
+  auto malformed = ints_parser.parse_batch(cut, out);
+  REQUIRE_FALSE(malformed.ok());
+  CHECK(malformed.code() == error_code::data_loss);
+}
