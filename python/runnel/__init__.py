@@ -53,6 +53,8 @@ from .initializers import (zeros_initializer, ones_initializer, constant_initial
 from . import initializers  # noqa: E402,F401
 from . import nn, train, io, data, saved_model, nest, keras  # noqa: E402
 from . import seq2seq as _seq2seq  # noqa: E402
+from . import layers  # noqa: E402,F401
+from .layers import GraphKeys  # noqa: E402,F401
 from types import SimpleNamespace as _Namespace  # noqa: E402
 
 #: tf.contrib: what of TensorFlow 1.x's contrib Runnel has (seq2seq's attention, rnn's cells)
@@ -69,6 +71,18 @@ for _name, _fn in raw_ops.SNAKE_NAMES.items():
     if not _name.startswith("_") and _name not in globals():
         globals()[_name] = _fn
 del _name, _fn
+
+
+def get_collection(key, scope=None):
+    """The operations in the default graph's collection ``key`` (``tf.GraphKeys.UPDATE_OPS``:
+    batch normalization's moving-average updates), those under ``scope`` when given."""
+    ops = get_default_graph().get_collection(key)
+    return [o for o in ops if o.name.startswith(scope)] if scope else ops
+
+
+def add_to_collection(name, value):
+    """Adds an operation (or a tensor's operation) to the default graph's collection."""
+    get_default_graph().add_to_collection(name, value)
 
 
 def set_runtime_options(cpu_devices=1, intra_op_threads=0, scheduler_threads=0):
