@@ -379,6 +379,7 @@ RUNNEL_KERNEL_FAMILY(array) {
   reg.add("Const", device_type::cpu, {}, make_kernel<const_kernel>);
   reg.add("Placeholder", device_type::cpu, {}, make_kernel<placeholder_kernel>);
   reg.add("Identity", device_type::cpu, {}, make_simple_kernel<identity_kernel>);
+  reg.add("PlaceholderWithDefault", device_type::cpu, {}, make_simple_kernel<identity_kernel>);
   reg.add("IdentityN", device_type::cpu, {}, make_simple_kernel<identity_n_kernel>);
   reg.add("NoOp", device_type::cpu, {}, make_simple_kernel<no_op_kernel>);
   reg.add("Shape", device_type::cpu, {}, make_kernel<shape_kernel>);

@@ -32,6 +32,22 @@ void add_source_and_shape_ops(op_registry& reg) {
                  return {};
                }));
   add(reg, unary("Identity", all_types));
+  // Its input unless fed: a placeholder with a default (a `training` flag that inference
+  // leaves alone). Its shape is the one declared, which may be less specific than the default's.
+  add(reg,
+      op_def("PlaceholderWithDefault")
+          .input("input", "dtype")
+          .output("output", "dtype")
+          .type_attr("dtype", all_types)
+          .attr("shape", attr_type::shape)
+          .shape_fn([](inference_context& c) -> status {
+            auto declared = c.attr<shape>("shape");
+            if (!declared.is_compatible_with(c.input_shape(0)))
+              return invalid_argument("the default value's shape " + c.input_shape(0).to_string() +
+                                      " does not fit the declared shape " + declared.to_string());
+            c.set_output(0, declared);
+            return {};
+          }));
   add(reg, op_def("Shape")
                .input("input", "T")
                .output("output", "out_type")

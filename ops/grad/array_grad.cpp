@@ -21,6 +21,7 @@ RUNNEL_GRADIENT_FAMILY(array) {
     reg.add_non_differentiable(op);
   using grads = std::vector<output>;
   reg.add("Identity", [](const gradient_context& c) { return grads{c.grad()}; });
+  reg.add("PlaceholderWithDefault", [](const gradient_context& c) { return grads{c.grad()}; });
   reg.add("Print", [](const gradient_context& c) { return grads{c.grad()}; });
   reg.add("IdentityN", identity_n_grad);
   reg.add("Reshape", [](const gradient_context& c) {

@@ -23,6 +23,14 @@ def placeholder(dtype, shape=None, name=None):
                                               name or "Placeholder"))
 
 
+def placeholder_with_default(input, shape, name=None):
+    """``input`` unless a value is fed for it (with the declared ``shape``, which may hold None
+    where the default's shape is known): a ``training`` flag that inference need not feed."""
+    value = _fw.convert_to_tensor(input)
+    return _raw.PlaceholderWithDefault(value, shape=None if shape is None else list(shape),
+                                       name=name or "PlaceholderWithDefault")
+
+
 def constant(value, dtype=None, shape=None, name="Const"):
     """A constant of ``value`` (copied into the graph); ``shape`` broadcasts a scalar or
     reshapes a value with as many elements."""

@@ -127,3 +127,22 @@ def test_graph_files(tmp_path):
 def test_constant_with_a_shape_keeps_a_scalar_a_scalar():
     assert tf.constant(2.0, shape=[]).shape == []
     assert tf.constant(2.0, shape=[2, 1]).shape == [2, 1]
+
+
+def test_placeholder_with_default_is_its_input_unless_fed():
+    training = tf.placeholder_with_default(False, [], name="training")
+    x = tf.placeholder_with_default(np.ones((1, 2), np.float32), [None, 2])
+    assert training.name == "training:0" and x.shape.dims == [None, 2]
+    picked = tf.cond(training, lambda: tf.constant(1), lambda: tf.constant(2))
+    total = tf.reduce_sum(x * 2.0)
+    (grad,) = tf.gradients(total, [x])
+    with tf.Session() as s:
+        assert s.run(picked) == 2 and s.run(picked, {training: True}) == 1
+        assert s.run(total) == 4.0 and s.run(total, {x: np.ones((5, 2), np.float32)}) == 20.0
+        np.testing.assert_array_equal(s.run(grad), [[2.0, 2.0]])
+    # Saved and loaded as TensorFlow writes it: still a placeholder with a default.
+    text = tf.get_default_graph().as_graph_def("tensorflow_text")
+    assert b'op: "PlaceholderWithDefault"' in text
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"default value's shape \[3\] does not fit the declared shape \[2\]"):
+        tf.placeholder_with_default(np.ones(3, np.float32), [2])

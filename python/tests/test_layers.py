@@ -152,7 +152,7 @@ def test_a_small_conv_net_with_batch_norm_learns():
     tf.set_random_seed(5)
     x = tf.placeholder(tf.float32, [None, 8, 8, 1])
     y = tf.placeholder(tf.int64, [None])
-    training = tf.placeholder(tf.bool, [])
+    training = tf.placeholder_with_default(False, [])
     h = tf.layers.conv2d(x, 4, 3, padding="same", activation=tf.nn.relu)
     h = tf.layers.batch_normalization(h, training=training)
     h = tf.layers.max_pooling2d(h, 2, 2)
@@ -165,10 +165,10 @@ def test_a_small_conv_net_with_batch_norm_learns():
     correct = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), y), tf.float32))
     with tf.Session() as s:
         s.run(tf.global_variables_initializer())
-        first = s.run(loss, {x: images, y: labels, training: False})
+        first = s.run(loss, {x: images, y: labels})
         for _ in range(60):
             s.run(train, {x: images, y: labels, training: True})
-        last, accuracy = s.run([loss, correct], {x: images, y: labels, training: False})
+        last, accuracy = s.run([loss, correct], {x: images, y: labels})
     assert last < 0.5 * first and accuracy >= 0.95
 
 
