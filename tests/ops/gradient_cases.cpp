@@ -37,6 +37,12 @@ void unary(cases& c) {
   }
   c.push_back({"Identity", [](graph&, auto& x) { return identity(x[0]); }, {any}});
   c.push_back({"Print", [](graph&, auto& x) { return print(x[0], "passing through: "); }, {any}});
+  c.push_back({"PlaceholderWithDefault",
+               [](graph& g, auto& x) {
+                 return g.build("PlaceholderWithDefault", "with_default", {x[0].ep()},
+                                {{"dtype", dtype::f64}, {"shape", x[0].shape()}})[0];
+               },
+               {any}});
   c.push_back({"IdentityN",
                [](graph& g, auto& x) {
                  auto ids = g.build("IdentityN", "ids", {x[0].ep(), x[1].ep()},
