@@ -8,6 +8,10 @@
 #include <thread>
 #include <unordered_set>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <caf/policy/work_stealing.hpp>
 #include <caf/scheduler/coordinator.hpp>
 
@@ -29,6 +33,9 @@ namespace {
 /// futex call and the job tens of µs. This policy gives the job to a worker that is polling (in
 /// dequeue and not asleep) when there is one, from the turn's on; else it keeps CAF's turn —
 /// never a worker that is running a job, where it would wait behind a long kernel.
+/// How long an idle worker polls before it sleeps (see configure_scheduler).
+constexpr auto poll_budget = std::chrono::microseconds(50);
+
 struct polling_first_stealing : caf::policy::work_stealing {
   using base = caf::policy::work_stealing;
   struct worker_data : base::worker_data {
@@ -37,11 +44,64 @@ struct polling_first_stealing : caf::policy::work_stealing {
     std::atomic<bool> polling{false};
   };
 
+  /// Work from another worker's queue, looked at without its locks first. Stealing locks both
+  /// ends of the victim's queue, and idle workers polling did so every few polls, empty or not:
+  /// a caller appending work to that queue then waited on the lock, whose wait is a
+  /// sched_yield (15% of a Python run loop's samples, the caller's thread yielding).
+  template <class Worker> caf::resumable* steal(Worker* self) {
+    auto* p = self->parent();
+    size_t n = p->num_workers();
+    for (size_t k = 1; k < n; ++k) {
+      auto& victim = d(p->worker_by_id((self->id() + k) % n)).queue;
+      if (!victim.empty())
+        if (caf::resumable* job = victim.take_tail())
+          return job;
+    }
+    return nullptr;
+  }
+
+  /// Polls its own queue, and every few polls the others', for `poll_budget`, then sleeps on
+  /// the condition variable that external_enqueue signals, looking for work to steal each time
+  /// the relaxed interval passes (CAF's scheme). The looks come before the locks, and the
+  /// polling is timed rather than counted: without the locks a poll is several times cheaper,
+  /// and 1,100 polls (CAF's aggressive and moderate phases) no longer spanned a short step's
+  /// gap — the workers slept, and an actor round trip from outside took 12-19 µs, not 3-8.
   template <class Worker> caf::resumable* dequeue(Worker* self) {
-    d(self).polling.store(true, std::memory_order_relaxed);
-    caf::resumable* job = base::dequeue(self);
-    d(self).polling.store(false, std::memory_order_relaxed);
-    return job;
+    auto& me = d(self);
+    auto& phases = me.strategies;
+    me.polling.store(true, std::memory_order_relaxed);
+    auto deadline = std::chrono::steady_clock::now() + poll_budget;
+    for (size_t i = 0;; ++i) {
+      caf::resumable* job = me.queue.empty() ? nullptr : me.queue.take_head();
+      if (!job && i % 8 == 0)
+        job = steal(self);
+      if (job) {
+        me.polling.store(false, std::memory_order_relaxed);
+        return job;
+      }
+#if defined(__x86_64__)
+      _mm_pause();
+#endif
+      if (i % 16 == 15 && std::chrono::steady_clock::now() > deadline)
+        break;
+    }
+    me.polling.store(false, std::memory_order_relaxed);
+    auto& wait = me.waitdata;
+    for (size_t i = 1;; ++i) {
+      bool woken;
+      {
+        std::unique_lock<std::mutex> guard(wait.lock);
+        wait.sleeping = true;
+        woken =
+            wait.cv.wait_for(guard, phases[2].sleep_duration, [&] { return !me.queue.empty(); });
+        wait.sleeping = false;
+      }
+      caf::resumable* job = woken                               ? me.queue.take_head()
+                            : i % phases[2].steal_interval == 0 ? steal(self)
+                                                                : nullptr;
+      if (job)
+        return job;
+    }
   }
 
   template <class Coordinator> void central_enqueue(Coordinator* self, caf::resumable* job) {
@@ -72,14 +132,14 @@ void configure_scheduler(caf::actor_system_config& cfg, int threads) {
   });
   cfg.set("scheduler.max-threads", size_t(threads));
   cfg.set("scheduler.max-throughput", size_t(100));
-  // Idle workers poll without sleeping for a while (a sleep_for of even 1 µs costs ~100 µs
-  // on our VMs, and every session::run would pay it), then block on a condition variable that
-  // work arriving from outside the scheduler (a session's feed) signals. 1,000 attempts are
-  // ~10 µs. 5,000 were measured too: a Python run loop then stayed fast (as the caller's
-  // adaptive spin in node_actor.cpp now keeps it), but remote steps with one core kept busy
-  // took 1.3-2x longer: two processes' workers spinning on the one free core.
-  cfg.set("work-stealing.moderate-poll-attempts", size_t(1000));
-  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan(0));
+  // Idle workers poll without sleeping for `poll_budget` (a sleep_for of even 1 µs costs
+  // ~100 µs on our VMs, and every session::run would pay it), then block on a condition
+  // variable that work arriving from outside the scheduler (a session's feed) signals
+  // (polling_first_stealing::dequeue). CAF counted polls instead: 1,100 of them, which its
+  // locks made last tens of µs. 5,000 were measured too: a Python run loop then stayed fast,
+  // but remote steps with one core kept busy took 1.3-2x longer (two processes' workers
+  // spinning on the one free core). The timed 50 µs measured level with the counted polls on
+  // remote steps, busy and idle, in alternating runs (20 µs and 100 µs were worse busy).
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));
 }
 
