@@ -27,15 +27,15 @@ namespace runnel {
 
 namespace {
 
+/// How long an idle worker polls before it sleeps (see configure_scheduler).
+constexpr auto poll_budget = std::chrono::microseconds(50);
+
 /// CAF's work stealing hands work arriving from outside its workers (a session's feed, a step's
 /// start, a tensor from the network) to the workers in turn, waking the one whose turn it is
 /// even while another is idle and polling for work: on our VMs that wake-up costs the sender a
 /// futex call and the job tens of µs. This policy gives the job to a worker that is polling (in
 /// dequeue and not asleep) when there is one, from the turn's on; else it keeps CAF's turn —
 /// never a worker that is running a job, where it would wait behind a long kernel.
-/// How long an idle worker polls before it sleeps (see configure_scheduler).
-constexpr auto poll_budget = std::chrono::microseconds(50);
-
 struct polling_first_stealing : caf::policy::work_stealing {
   using base = caf::policy::work_stealing;
   struct worker_data : base::worker_data {
@@ -65,7 +65,7 @@ struct polling_first_stealing : caf::policy::work_stealing {
   /// the relaxed interval passes (CAF's scheme). The looks come before the locks, and the
   /// polling is timed rather than counted: without the locks a poll is several times cheaper,
   /// and 1,100 polls (CAF's aggressive and moderate phases) no longer spanned a short step's
-  /// gap — the workers slept, and an actor round trip from outside took 12-19 µs, not 3-8.
+  /// gap — counted, they slept sooner, and an actor round trip from outside took 12-19 µs.
   template <class Worker> caf::resumable* dequeue(Worker* self) {
     auto& me = d(self);
     auto& phases = me.strategies;
