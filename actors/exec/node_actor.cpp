@@ -2,6 +2,7 @@
 // step have arrived, runs its kernel, and sends each output to its consumers.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <thread>
 
 #include "runnel/actors/exec/firing.hpp"
@@ -113,8 +114,17 @@ struct node_state {
   std::vector<pending_iteration> iterations; // with control flow: per (step, frame, iteration)
 };
 
+/// CPU time of the calling thread, ns (for traces: what a node got of the wall time it took).
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+/// `cpu_start`: thread_cpu_ns() when the node started on this thread; -1 if it ran elsewhere.
 void record_trace(node_setup& s, const step_ptr& step, std::chrono::steady_clock::time_point start,
-                  const std::vector<tensor>& outputs, flow_tag tag) {
+                  int64_t cpu_start, const std::vector<tensor>& outputs, flow_tag tag) {
+  int64_t cpu = cpu_start < 0 ? -1 : thread_cpu_ns() - cpu_start;
   auto end = std::chrono::steady_clock::now();
   int64_t bytes = 0;
   for (auto& t : outputs)
@@ -125,7 +135,7 @@ void record_trace(node_setup& s, const step_ptr& step, std::chrono::steady_clock
   std::lock_guard lock(tb.mu);
   tb.nodes.push_back({s.name, s.op, s.device, tb.since_origin_ns(start), tb.since_origin_ns(end),
                       bytes, in_loop ? tag.frame->info->name : std::string(),
-                      in_loop ? tag.iter : -1});
+                      in_loop ? tag.iter : -1, cpu});
 }
 
 // Sends `value` to a consumer: from the node's actor when `self` is set, otherwise anonymously
@@ -306,7 +316,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
         if (call->step->aborted.load(std::memory_order_acquire))
           return;
         if (call->step->trace)
-          record_trace(*sp, call->step, call->started, call->ctx->outputs(), tag);
+          record_trace(*sp, call->step, call->started, -1, call->ctx->outputs(), tag);
         emit(nullptr, *sp, call->step, call->ctx->outputs(), tag);
       });
       return;
@@ -337,6 +347,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
           return;
         auto started = step->trace ? std::chrono::steady_clock::now()
                                    : std::chrono::steady_clock::time_point{};
+        int64_t cpu_started = step->trace ? thread_cpu_ns() : -1;
         kernel_context ctx(std::span<const tensor>(inputs.data(), size_t(s.num_inputs)),
                            s.num_outputs, s.cpu);
         ctx.set_step_id(step->id);
@@ -348,12 +359,13 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
           return;
         }
         if (step->trace)
-          record_trace(s, step, started, ctx.outputs(), tag);
+          record_trace(s, step, started, cpu_started, ctx.outputs(), tag);
         emit(nullptr, s, step, ctx.outputs(), tag);
       });
       return;
     }
   }
+  int64_t cpu_started = step->trace ? thread_cpu_ns() : -1;
   kernel_context ctx(data, s.num_outputs, s.cpu);
   ctx.set_step_id(step->id);
   ctx.set_step_container(&step->resources);
@@ -364,7 +376,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
     return;
   }
   if (step->trace)
-    record_trace(s, step, started, ctx.outputs(), tag);
+    record_trace(s, step, started, cpu_started, ctx.outputs(), tag);
   emit(self, s, step, ctx.outputs(), tag);
 }
 
@@ -434,7 +446,7 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         if (call->step->aborted.load(std::memory_order_acquire))
           return;
         if (call->step->trace)
-          record_trace(s, call->step, call->started, call->ctx->outputs(), call->tag);
+          record_trace(s, call->step, call->started, -1, call->ctx->outputs(), call->tag);
         emit(self, s, call->step, call->ctx->outputs(), call->tag);
       },
   };

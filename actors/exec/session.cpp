@@ -389,6 +389,7 @@ std::string run_metadata::to_chrome_trace() const {
     events += (events.empty() ? "" : ",\n") + std::string("{\"name\":") + quote(n.node) +
               ",\"cat\":" + quote(n.op) + buf + ",\"args\":{\"op\":" + quote(n.op) +
               ",\"output_bytes\":" + std::to_string(n.output_bytes) +
+              (n.cpu_ns < 0 ? std::string() : ",\"cpu_us\":" + std::to_string(n.cpu_ns / 1000)) +
               (n.frame.empty() ? std::string()
                                : ",\"frame\":" + quote(n.frame) +
                                      ",\"iteration\":" + std::to_string(n.iteration)) +

@@ -118,6 +118,9 @@ struct node_trace {
   /// In a while loop: the frame's name and the iteration (-1 and empty outside any loop).
   std::string frame;
   int64_t iteration = -1;
+  /// CPU time the running thread spent on it: below end - start when the thread was preempted
+  /// (other work on its core). -1 where not measured (asynchronous kernels, remote nodes).
+  int64_t cpu_ns = -1;
 };
 
 /// What a traced run reports.

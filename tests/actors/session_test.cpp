@@ -360,6 +360,13 @@ TEST_CASE("a traced run reports each node's device and time, as a Chrome trace",
   CHECK(by_op["_Recv"].device == rt.devices()[1]);
   CHECK(by_op["Tanh"].device == rt.devices()[1]);
   CHECK(by_op["Tanh"].output_bytes == 32 * 32 * 4);
+  // Kernels that ran on one thread say how much CPU they got: some, and no more than their
+  // wall time (the Recv completes asynchronously: not measured).
+  for (const char* op : {"MatMul", "Tanh"}) {
+    INFO(op);
+    CHECK(by_op[op].cpu_ns >= 0);
+    CHECK(by_op[op].cpu_ns <= by_op[op].end_ns - by_op[op].start_ns);
+  }
   CHECK(md.output_bytes_per_device.size() == 2);
   CHECK(md.output_bytes_per_device[1].second == 2 * 32 * 32 * 4); // the Recv's and Tanh's
   // The product lives on cpu:0 (the Recv hands the same buffer on), the Tanh's output on cpu:1.
@@ -372,10 +379,13 @@ TEST_CASE("a traced run reports each node's device and time, as a Chrome trace",
     std::ofstream f(path);
     f << md.to_chrome_trace();
   }
-  std::string check = "python3 -c \"import json,sys; t=json.load(open(sys.argv[1]))['traceEvents']; "
-                      "assert sum(e['ph']=='X' for e in t)==3; "
-                      "assert sum(e['ph']=='M' for e in t)==2; "
-                      "assert any(e['ph']=='C' and e['args']['bytes']>0 for e in t)\" " + path;
+  std::string check =
+      "python3 -c \"import json,sys; t=json.load(open(sys.argv[1]))['traceEvents']; "
+      "assert sum(e['ph']=='X' for e in t)==3; "
+      "assert sum(e['ph']=='M' for e in t)==2; "
+      "assert any(e['ph']=='C' and e['args']['bytes']>0 for e in t); "
+      "assert any('cpu_us' in e.get('args', {}) for e in t)\" " +
+      path;
   CHECK(std::system(check.c_str()) == 0);
   // Untraced runs record nothing.
   run_metadata none;
