@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
@@ -31,9 +32,6 @@ namespace {
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-
-
 
 /// 40 towers of 50 layers (matmul, bias add, relu, plus constants) summed: ~10k nodes. Each
 /// layer's constants differ (no two towers are the same computation).
@@ -124,6 +122,7 @@ struct placed_model {
   /// estimates: what the model's scheduling and transfers predict when its per-node costs are
   /// right (it separates those from the FLOP and bandwidth guesses).
   double simulated_measured = 0;
+  run_metadata traced; ///< the traced step
 
   placed_model(runtime& rt, const model_fn& model, const shape& in,
                session_options::placement_policy policy, bool hand) {
@@ -137,11 +136,10 @@ struct placed_model {
     for (int64_t i = 0; i < xv.num_elements(); ++i)
       p[i] = float(i % 7) * 0.01f;
     feeds = {{x, xv}};
-    run_metadata md;
     throw_if_error(s->run(feeds, {y}).error()); // warm: the traced step is not the first
-    throw_if_error(s->run(feeds, {y}, {}, run_options{.trace = true}, &md).error());
-    simulated = simulate(rt, md, false);
-    simulated_measured = simulate(rt, md, true);
+    throw_if_error(s->run(feeds, {y}, {}, run_options{.trace = true}, &traced).error());
+    simulated = simulate(rt, traced, false);
+    simulated_measured = simulate(rt, traced, true);
   }
   void step() {
     double t0 = now();
@@ -182,6 +180,37 @@ struct placed_model {
   }
 };
 
+// Per op type, the cost model's estimate of the traced nodes against their traced times: which
+// ops the model gets wrong (a fused node is compared under its root's op).
+std::string op_agreement(runtime& rt, const placed_model& m) {
+  struct sums {
+    double estimated = 0, traced = 0, cpu = 0;
+    int nodes = 0;
+  };
+  std::map<std::string, sums> by_op;
+  cost_model costs;
+  for (auto& n : m.traced.nodes) {
+    auto id = m.g.find(n.node);
+    if (!id)
+      continue;
+    const node& gn = m.g.at(*id);
+    auto& s = by_op[gn.op == n.op ? gn.op : gn.op + " as " + n.op];
+    s.estimated += costs.compute_seconds(m.g, gn, "CPU", rt.cpu_params());
+    s.traced += double(n.end_ns - n.start_ns) / 1e9;
+    s.cpu += double(n.cpu_ns < 0 ? n.end_ns - n.start_ns : n.cpu_ns) / 1e9;
+    ++s.nodes;
+  }
+  std::string out;
+  char buf[160];
+  for (auto& [op, s] : by_op) {
+    std::snprintf(buf, sizeof buf, "%s%s %.2fx (%d, %.3g ms traced, %.0f%% on CPU)",
+                  out.empty() ? "" : "; ", op.c_str(), s.estimated / std::max(s.traced, 1e-12),
+                  s.nodes, s.traced * 1e3, 100 * s.cpu / std::max(s.traced, 1e-12));
+    out += buf;
+  }
+  return out;
+}
+
 // Runs the model under the first-device policy, the cost-model placer and the hand placement on
 // a runtime of two virtual CPU devices, each with an exclusive budget of half the cores. Their
 // steps interleave, so drift in the machine's speed hits all three alike; medians of 21 steps.
@@ -214,6 +243,8 @@ void compare_placements(const char* name, const char* what, const model_fn& mode
       name, greedy.simulated * 1e3, greedy.simulated / tg, tg * 1e3, simple.simulated / ts,
       hand.simulated / th, rt->cpu_params().flops_per_s / 1e9, greedy.simulated_measured / tg,
       simple.simulated_measured / ts, hand.simulated_measured / th);
+  std::printf("bench %s_ops: estimated/traced time per op type, cost-model placement: %s\n", name,
+              op_agreement(*rt, greedy).c_str());
 }
 
 // Four independent MLP towers (4 layers of 256x512 by 512x512) joined at the end. By hand: towers

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <set>
 #include <unordered_map>
 
 namespace runnel {
@@ -85,12 +86,27 @@ double cost_model::bytes_touched(const graph& g, const node& n) const {
   return bytes;
 }
 
+double cost_model::transcendental_elements(const node& n) const {
+  // One exp, log, tanh or the like per output element (Softmax: one exp per input element).
+  static const std::set<std::string, std::less<>> ops{
+      "Exp",  "Expm1", "Log",  "Log1p", "Tanh",    "Sigmoid",    "Softplus", "Elu",
+      "Selu", "Erf",   "Erfc", "Sin",   "Cos",     "Tan",        "Asin",     "Acos",
+      "Atan", "Sinh",  "Cosh", "Pow",   "Softmax", "LogSoftmax", "Lgamma",   "Digamma"};
+  if (!ops.count(n.op) || n.output_shapes.empty())
+    return 0;
+  return elements(n.output_shapes[0], unknown_dim);
+}
+
 double cost_model::compute_seconds(const graph& g, const node& n, const std::string& type,
                                    const device_params& p) const {
   auto it = measured_.find({n.name, type});
   if (it != measured_.end())
     return it->second;
-  return p.node_overhead_s + std::max(flops(g, n) / p.flops_per_s, bytes_touched(g, n) / p.bytes_per_s);
+  double bytes = bytes_touched(g, n);
+  double bandwidth =
+      bytes <= double(p.cache_bytes) ? std::max(p.cache_bytes_per_s, p.bytes_per_s) : p.bytes_per_s;
+  return p.node_overhead_s + std::max({flops(g, n) / p.flops_per_s, bytes / bandwidth,
+                                       transcendental_elements(n) / p.transcendental_per_s});
 }
 
 void cost_model::record(const std::string& node_name, const std::string& device_type,

@@ -6,12 +6,13 @@
 //   greedy_placement p = place_greedy(g, nodes, devices, params, costs, has_kernel).value();
 //   std::cout << p.explain(g, nodes, devices);          // where each node went and why
 //
-// Estimated compute time of a node on a device: a fixed per-node overhead plus the larger of
-// FLOPs / the device's FLOP rate and bytes touched / its memory bandwidth (FLOPs and bytes come
-// from the inferred shapes; unknown dimensions count as `unknown_dim`). Moving a tensor costs
-// nothing on the same device, a fixed latency between CPU devices of one process (buffers are
-// shared, never copied), latency plus bytes / the host link's bandwidth to or from a GPU, and
-// latency plus bytes / bandwidth between processes.
+// Estimated compute time of a node on a device: a fixed per-node overhead plus the largest of
+// FLOPs / the device's FLOP rate, bytes touched / its memory bandwidth (its cache's when they fit
+// there) and, for transcendental element-wise ops, elements / its transcendental rate (FLOPs,
+// bytes and elements come from the inferred shapes; unknown dimensions count as `unknown_dim`).
+// Moving a tensor costs nothing on the same device, a fixed latency between CPU devices of one
+// process (buffers are shared, never copied), latency plus bytes / the host link's bandwidth to or
+// from a GPU, and latency plus bytes / bandwidth between processes.
 //
 // The greedy placer simulates execution in topological order: each colocation group goes, when
 // its first node is reached, to the feasible device where that node would finish earliest
@@ -28,7 +29,14 @@ namespace runnel {
 
 struct device_params {
   double flops_per_s = 50e9;
-  double bytes_per_s = 10e9;
+  double bytes_per_s = 10e9; ///< memory bandwidth for tensors larger than the cache
+  /// A node whose bytes touched fit in `cache_bytes` moves them at `cache_bytes_per_s` (or
+  /// `bytes_per_s`, if faster).
+  double cache_bytes_per_s = 30e9;
+  int64_t cache_bytes = int64_t(8) << 20;
+  /// Elements per second of a transcendental element-wise op (exp, tanh, the logistic
+  /// function, ...): these are bound by their arithmetic, not by bytes or multiply-adds.
+  double transcendental_per_s = 1e9;
   double node_overhead_s = 0.5e-6;
   int64_t memory_bytes = 0; ///< 0: no limit
 };
@@ -51,6 +59,8 @@ public:
   int64_t output_bytes(const node& n) const;
   /// Bytes `n` reads and writes.
   double bytes_touched(const graph& g, const node& n) const;
+  /// Elements of transcendental functions `n` computes (0 for other ops).
+  double transcendental_elements(const node& n) const;
   /// Seconds `n` takes on a device of `type` with `params`: measured if recorded, else estimated.
   double compute_seconds(const graph& g, const node& n, const std::string& type,
                          const device_params& params) const;

@@ -59,6 +59,10 @@ status session::impl::place_graph() {
       if (speed.flops_per_s > 0) {
         params[d].flops_per_s = speed.flops_per_s;
         params[d].bytes_per_s = speed.bytes_per_s;
+        // No cache rate of its own, and its special-function units keep exp and tanh bound by
+        // memory: the CPU's figures for both would only mislead.
+        params[d].cache_bytes_per_s = speed.bytes_per_s;
+        params[d].transcendental_per_s = speed.flops_per_s;
         links.host_device_bytes_per_s =
             std::min(links.host_device_bytes_per_s, speed.host_link_bytes_per_s);
       }

@@ -44,6 +44,10 @@ void parallel_sgemm(cpu_device* pool, bool transpose_a, bool transpose_b, int64_
                     int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                     int64_t ldb, float beta, float* c, int64_t ldc);
 
+/// Elements per second one thread computes tanh over a cache-resident float32 array with the
+/// Tanh kernel's own code (the cost model's rate for transcendental element-wise ops).
+double measure_transcendental_rate();
+
 /// The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...).
 std::string blas_core();
 /// When OpenBLAS fell back to a generic kernel set on a CPU that supports a better one (a VM

@@ -2,6 +2,8 @@
 // vectorised), Cast between every pair of types, AddN, ZerosLike and OnesLike.
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <vector>
 
 #include "runnel/ops/core/eigen_access.hpp"
 #include "runnel/ops/core/math_functors.hpp"
@@ -193,6 +195,23 @@ private:
 };
 
 } // namespace
+
+double measure_transcendental_rate() {
+  constexpr int64_t n = 16384; // 64 KB in, 64 KB out: in cache, as most activations' chunks are
+  std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    x[size_t(i)] = float(i % 200) * 0.02f - 2.f;
+  Eigen::Map<const Eigen::ArrayXf> v(x.data(), n);
+  Eigen::Map<Eigen::ArrayXf> r(y.data(), n);
+  double best = 1e9;
+  for (int rep = 0; rep < 8; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    r = op_tanh::array(v);
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return double(n) / std::max(best, 1e-9);
+}
 
 RUNNEL_KERNEL_FAMILY_PART(math, unary) {
   const std::vector<dtype> numbers{dtype::f32, dtype::f64, dtype::i32, dtype::i64};

@@ -11,8 +11,6 @@ std::vector<placement_device> devices(std::initializer_list<const char*> names) 
   return placement_devices_from(std::vector<std::string>(names.begin(), names.end()));
 }
 
-
-
 /// A tower of `depth` matmuls of width `w` on input x.
 output tower(output x, int depth, int64_t w, const std::string& name) {
   graph& g = x.owner();
@@ -38,6 +36,37 @@ TEST_CASE("the cost model estimates FLOPs and bytes from shapes", "[placement]")
   CHECK(costs.compute_seconds(g, c.node(), "CPU", p) == Approx(2.0 * 64 * 128 * 32 / 1e9));
   costs.record(c.node().name, "CPU", 0.5);
   CHECK(costs.compute_seconds(g, c.node(), "CPU", p) == 0.5);
+}
+
+TEST_CASE("the cost model times cached tensors at the cache's rate and tanh by its elements",
+          "[placement]") {
+  graph g;
+  auto small = placeholder(g, dtype::f32, {256, 256}, "small");   // 256 KB
+  auto large = placeholder(g, dtype::f32, {4096, 1024}, "large"); // 16 MB
+  cost_model costs;
+  device_params p{.flops_per_s = 1e12,
+                  .bytes_per_s = 1e9,
+                  .cache_bytes_per_s = 4e9,
+                  .cache_bytes = int64_t(1) << 20,
+                  .transcendental_per_s = 1e12,
+                  .node_overhead_s = 0};
+  // Relu reads and writes its tensor: 512 KB fit in the cache, 32 MB do not.
+  auto r_small = relu(small), r_large = relu(large);
+  CHECK(costs.compute_seconds(g, r_small.node(), "CPU", p) == Approx(512.0 * 1024 / 4e9));
+  CHECK(costs.compute_seconds(g, r_large.node(), "CPU", p) == Approx(32.0 * 1024 * 1024 / 1e9));
+  // A device whose memory is faster than the cache figure (a GPU's) keeps its memory's rate.
+  device_params fast = p;
+  fast.bytes_per_s = 1e12;
+  CHECK(costs.compute_seconds(g, r_small.node(), "CPU", fast) == Approx(512.0 * 1024 / 1e12));
+  // Tanh costs its elements at the transcendental rate when that is the slowest part; Relu,
+  // Add and MatMul compute none.
+  auto t_small = tanh(small);
+  CHECK(costs.transcendental_elements(t_small.node()) == 256.0 * 256);
+  CHECK(costs.transcendental_elements(r_small.node()) == 0);
+  CHECK(costs.transcendental_elements((small + small).node()) == 0);
+  p.transcendental_per_s = 1e6;
+  CHECK(costs.compute_seconds(g, t_small.node(), "CPU", p) == Approx(256.0 * 256 / 1e6));
+  CHECK(costs.compute_seconds(g, r_small.node(), "CPU", p) == Approx(512.0 * 1024 / 4e9));
 }
 
 TEST_CASE("greedy placement splits independent towers over two devices", "[placement]") {
