@@ -7,6 +7,8 @@
 //                  the same chain with every firing a message: what inline firing saves)
 //   run_overhead   session::run of a one-node graph vs a bare actor round trip
 //   add_f32_64mib  element-wise Add of two 64 MiB tensors vs memcpy bandwidth
+//   tanh_f32_64mib Tanh of a 64 MiB tensor (bound by arithmetic, not bytes) vs memcpy bandwidth,
+//                  with the vector ISA its kernel picked (ops/cpu/unary_wide.hpp)
 #include <cblas.h>
 
 #include <atomic>
@@ -19,11 +21,12 @@
 #include <caf/send.hpp>
 
 #include "cpu_info.hpp"
-#include "runnel/ops/cpu/cpu_device.hpp"
-#include "runnel/ops/cpu/matmul_dnnl.hpp"
 #include "runnel/actors/exec/scheduler.hpp"
 #include "runnel/actors/exec/session.hpp"
 #include "runnel/bench/bench_util.hpp"
+#include "runnel/ops/cpu/cpu_device.hpp"
+#include "runnel/ops/cpu/matmul_dnnl.hpp"
+#include "runnel/ops/cpu/unary_wide.hpp"
 #include "runnel/ops/graph/builder.hpp"
 #include "runnel/storage/crc32c.hpp"
 
@@ -199,6 +202,23 @@ void bm_add(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 3 * add_elements * 4);
 }
 
+void bm_tanh(benchmark::State& state) {
+  graph g;
+  tensor a(dtype::f32, shape{add_elements});
+  for (int64_t i = 0; i < add_elements; ++i)
+    a.data<float>()[i] = float(i % 1000) * 0.006f - 3.f;
+  auto x = placeholder(g, dtype::f32, shape{add_elements}, "x");
+  auto y = tanh(x);
+  session s(rt(), g);
+  feed_list feeds{{x, a}};
+  throw_if_error(s.run(feeds, {y}).error());
+  timed_loop(state, "tanh", [&] {
+    auto r = s.run(feeds, {y});
+    benchmark::DoNotOptimize(r);
+  });
+  state.SetBytesProcessed(state.iterations() * 2 * add_elements * 4);
+}
+
 void bm_memcpy(benchmark::State& state) {
   int threads = int(state.range(0));
   size_t bytes = size_t(add_elements) * 4;
@@ -301,6 +321,7 @@ BENCHMARK(bm_memcpy)
     ->UseRealTime();
 BENCHMARK(bm_crc32c)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
 BENCHMARK(bm_add)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
+BENCHMARK(bm_tanh)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)->UseRealTime();
 
 int main(int argc, char** argv) {
   runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
@@ -369,6 +390,18 @@ int main(int argc, char** argv) {
          double add_bw = 3 * bytes / timings()["add"] / 1e9;
          double copy_bw = 2 * bytes / std::min(timings()["memcpy_1"], timings()["memcpy_2"]) / 1e9;
          line = format_line("add_f32_64mib", add_bw, "GB/s", add_bw / copy_bw, "memcpy");
+         return true;
+       }});
+  summaries().push_back(
+      {"tanh", [](std::string& line) {
+         if (!have({"tanh", "memcpy_1", "memcpy_2"}))
+           return false;
+         double bytes = double(add_elements) * 4;
+         double bw = 2 * bytes / timings()["tanh"] / 1e9;
+         double copy_bw = 2 * bytes / std::min(timings()["memcpy_1"], timings()["memcpy_2"]) / 1e9;
+         std::string isa = unary_wide_isa();
+         line = format_line("tanh_f32_64mib", bw, "GB/s", bw / copy_bw,
+                            "memcpy; vectors " + (isa.empty() ? std::string("baseline") : isa));
          return true;
        }});
   summaries().push_back({"crc32c", [](std::string& line) {

@@ -10,6 +10,7 @@
 #include "runnel/ops/core/eigen_access.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/unary_wide.hpp"
 
 namespace runnel {
 namespace {
@@ -39,7 +40,8 @@ void apply(const instruction& in, const float* a, const float* b, float* out, in
   carr x(a, n);
   arr y(out, n);
   if (in.unary) {
-    visit_unary(in.u, [&]<class F>() { y = F::array(x); });
+    if (!unary_f32_wide(in.u, a, out, n))
+      visit_unary(in.u, [&]<class F>() { y = F::array(x); });
     return;
   }
   carr z(b, n);

@@ -3,14 +3,56 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <vector>
 
 #include "runnel/ops/core/eigen_access.hpp"
 #include "runnel/ops/core/math_functors.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/unary_wide.hpp"
 
 namespace runnel {
+
+namespace avx512 {
+void unary_f32(unary_op op, const float* x, float* y, int64_t n); // ops/cpu/unary_avx512.cpp
+}
+namespace avx2 {
+void unary_f32(unary_op op, const float* x, float* y, int64_t n); // ops/cpu/unary_avx2.cpp
+}
+
+namespace {
+
+#if defined(__x86_64__)
+const int wide_isa = [] {
+  __builtin_cpu_init(); // a static initializer may run before libgcc's own
+  // RUNNEL_NO_WIDE_VECTORS=1: the baseline's code, for comparisons.
+  const char* off = std::getenv("RUNNEL_NO_WIDE_VECTORS");
+  if (off && *off && std::string_view(off) != "0")
+    return 0;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    return 2;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+}();
+#else
+const int wide_isa = 0;
+#endif
+
+} // namespace
+
+bool unary_f32_wide(unary_op op, const float* x, float* y, int64_t n) {
+  if (wide_isa == 2)
+    avx512::unary_f32(op, x, y, n);
+  else if (wide_isa == 1)
+    avx2::unary_f32(op, x, y, n);
+  return wide_isa > 0;
+}
+
+const char* unary_wide_isa() {
+  return wide_isa == 2 ? "avx512" : wide_isa == 1 ? "avx2" : "";
+}
+
 namespace {
 
 /// A row of RUNNEL_UNARY_OPS (ops/core/unary_ops.hpp) through its functor's Eigen form.
@@ -29,6 +71,9 @@ public:
       // Integer dtypes are registered only for the `numbers` rows.
       return visit_unary(op_, [&]<class F>() -> status {
         ctx.cpu().parallel_for(x.num_elements(), elementwise_grain / 4, [&](int64_t b, int64_t e) {
+          if constexpr (std::is_same_v<T, float>)
+            if (unary_f32_wide(op_, in + b, out + b, e - b))
+              return;
           Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> v(in + b, e - b);
           Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> r(out + b, e - b);
           if constexpr (std::is_floating_point_v<T>)
@@ -206,7 +251,8 @@ double measure_transcendental_rate() {
   double best = 1e9;
   for (int rep = 0; rep < 8; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
-    r = op_tanh::array(v);
+    if (!unary_f32_wide(unary_op::Tanh, x.data(), y.data(), n))
+      r = op_tanh::array(v);
     best = std::min(best,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

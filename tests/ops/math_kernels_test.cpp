@@ -1,10 +1,13 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "runnel/ops/core/binary_ops.hpp"
 #include "runnel/ops/core/unary_ops.hpp"
 #include "runnel/ops/cpu/adam_dense.hpp"
+#include "runnel/ops/cpu/unary_wide.hpp"
 #include "runnel/tests/eval.hpp"
 
 using namespace runnel;
@@ -258,5 +261,37 @@ TEST_CASE("Adam's vectorized dense update gives the bits of the scalar rule, tai
       CHECK(std::memcmp(m.data(), rm.data(), size_t(n) * 4) == 0);
       CHECK(std::memcmp(v.data(), rv.data(), size_t(n) * 4) == 0);
     }
+  }
+}
+
+TEST_CASE("the unary rows' wide-vector variants agree with the scalar functors", "[ops]") {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    CHECK(std::string(unary_wide_isa()) != ""); // every machine of ours has AVX2 at least
+#endif
+  INFO("ISA: " << unary_wide_isa());
+  // Values across each function's domain, with lengths that leave a partial vector at the end.
+  std::vector<float> x;
+  for (int i = 0; i < 1003; ++i)
+    x.push_back(-12.f + 24.f * float(i) / 1002.f);
+  for (auto& row : unary_ops) {
+    INFO(row.name);
+    std::vector<float> in = x;
+    if (row.op == unary_op::Log || row.op == unary_op::Sqrt || row.op == unary_op::Rsqrt ||
+        row.op == unary_op::Log1p)
+      for (auto& v : in)
+        v = std::abs(v) + 0.01f;
+    std::vector<float> y(in.size(), -7.f);
+    if (!unary_f32_wide(row.op, in.data(), y.data(), int64_t(in.size())))
+      SUCCEED("no wide variant on this CPU");
+    else
+      visit_unary(row.op, [&]<class F>() {
+        for (size_t i = 0; i < in.size(); ++i) {
+          float want = F::apply(in[i]);
+          INFO("x = " << in[i]);
+          CHECK(y[i] == Approx(want).epsilon(2e-6).margin(2e-7));
+        }
+      });
   }
 }
