@@ -14,13 +14,6 @@
 
 namespace runnel {
 
-namespace avx512 {
-void unary_f32(unary_op op, const float* x, float* y, int64_t n); // ops/cpu/unary_avx512.cpp
-}
-namespace avx2 {
-void unary_f32(unary_op op, const float* x, float* y, int64_t n); // ops/cpu/unary_avx2.cpp
-}
-
 namespace {
 
 #if defined(__x86_64__)

@@ -27,4 +27,13 @@ bool unary_f32_wide(unary_op op, const float* x, float* y, int64_t n);
 /// The ISA unary_f32_wide uses here: "avx512", "avx2" or "" (none).
 const char* unary_wide_isa();
 
+// The variants themselves: call them only on a CPU with their ISA (tests run each one the CPU
+// has; everything else goes through unary_f32_wide).
+namespace avx512 {
+void unary_f32(unary_op op, const float* x, float* y, int64_t n);
+}
+namespace avx2 {
+void unary_f32(unary_op op, const float* x, float* y, int64_t n);
+}
+
 } // namespace runnel
