@@ -10,7 +10,13 @@ Each layer opens a variable scope named as TensorFlow names it ("dense", "dense_
 ``name``), so its variables are ``dense/kernel`` and ``dense/bias`` as in a TensorFlow checkpoint,
 and ``reuse=True`` shares them. ``batch_normalization`` puts its moving-average updates in
 ``tf.GraphKeys.UPDATE_OPS``, to be run with the train op, as in TensorFlow.
+
+The class forms (``Dense``, ``Conv2D``, ``BatchNormalization``, ``MaxPooling2D``,
+``AveragePooling2D``, ``Flatten``, ``Dropout``) take the same arguments less the inputs; one
+object's calls share the variables its first call made (``training`` goes to each call).
 """
+import inspect as _inspect
+
 from . import api as _api
 from . import dtypes as _dtypes
 from . import framework as _fw
@@ -289,6 +295,130 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
                 (moving_var - _api.stop_gradient(variance)) * decay))
         return _training_switch(training, lambda: normalize(mean, variance),
                                 lambda: normalize(moving_mean, moving_var))
+
+
+class _Layer:
+    """A functional layer as an object (``tf.layers.Conv2D`` and the like): the arguments are
+    kept, the first call makes the variables under the scope current then (the function's
+    default name made unique, or ``name``), and later calls share them."""
+
+    _function = None  # the functional form; name= and reuse= are passed to it
+    _default_name = None
+    _call_args = ()  # what __call__ takes besides the inputs (e.g. training)
+
+    def __init__(self, *args, **kwargs):
+        self.name = kwargs.pop("name", None)
+        _check_arguments(self, args, kwargs)
+        self._args, self._kwargs = args, kwargs
+        self._scope = None
+        self._variables = []
+
+    built = property(lambda self: self._scope is not None)
+
+    def __call__(self, inputs, **call_kwargs):
+        unknown = sorted(set(call_kwargs) - set(self._call_args))
+        if unknown:
+            raise TypeError("tf.layers.%s: unexpected call arguments %s"
+                            % (type(self).__name__, unknown))
+        inputs = _fw.convert_to_tensor(inputs)
+        kwargs = dict(self._kwargs, **call_kwargs)
+        fn = type(self)._function
+        if self._scope is not None:
+            return fn(inputs, *self._args, name=self._scope, reuse=True, **kwargs)
+        before = set(v.name for v in _variables_now())
+        with _variable_scope(self.name, default_name=self._default_name,
+                             values=[inputs]) as scope:
+            out = fn(inputs, *self._args, name=scope, **kwargs)
+        self._scope = scope
+        self._variables = [v for v in _variables_now() if v.name not in before]
+        return out
+
+    apply = __call__
+
+    @property
+    def variables(self):
+        return list(self._variables)
+
+    trainable_variables = trainable_weights = weights = variables
+
+
+def _check_arguments(layer, args, kwargs):
+    """Raises now, not at the first call, for arguments the layer's function does not take
+    (or takes per call, as ``training``) and for the regularizers and constraints not
+    supported."""
+    kind = type(layer).__name__
+    fn = type(layer)._function
+    per_call = sorted(set(kwargs) & set(type(layer)._call_args))
+    if per_call:
+        raise TypeError("tf.layers.%s: %s is given to each call, not to the constructor"
+                        % (kind, ", ".join(per_call)))
+    try:
+        _inspect.signature(fn).bind_partial(None, *args, **kwargs)
+    except TypeError as e:
+        raise TypeError("tf.layers.%s: %s" % (kind, e)) from None
+    _unsupported(kind, **{k: v for k, v in kwargs.items()
+                          if k.endswith("_regularizer") or k.endswith("_constraint")})
+
+
+def _variables_now():
+    from .variables import global_variables
+    return global_variables()
+
+
+class Conv2D(_Layer):
+    """conv2d() as an object: Conv2D(filters, kernel_size, strides=..., ...)(inputs)."""
+    _function, _default_name = staticmethod(conv2d), "conv2d"
+
+
+class BatchNormalization(_Layer):
+    """batch_normalization() as an object; ``training`` is given to each call."""
+    _function, _default_name = staticmethod(batch_normalization), "batch_normalization"
+    _call_args = ("training",)
+
+
+class _Stateless:
+    """A layer without variables as an object: the function called with the kept arguments."""
+
+    _function = None
+    _call_args = ()
+
+    def __init__(self, *args, **kwargs):
+        self.name = kwargs.pop("name", None)
+        _check_arguments(self, args, kwargs)
+        self._args, self._kwargs = args, kwargs
+
+    def __call__(self, inputs, **call_kwargs):
+        unknown = sorted(set(call_kwargs) - set(self._call_args))
+        if unknown:
+            raise TypeError("tf.layers.%s: unexpected call arguments %s"
+                            % (type(self).__name__, unknown))
+        return type(self)._function(inputs, *self._args, name=self.name,
+                                    **dict(self._kwargs, **call_kwargs))
+
+    apply = __call__
+    built = True
+    variables = trainable_variables = trainable_weights = weights = property(lambda self: [])
+
+
+class MaxPooling2D(_Stateless):
+    _function = staticmethod(max_pooling2d)
+
+
+class AveragePooling2D(_Stateless):
+    _function = staticmethod(average_pooling2d)
+
+
+class Flatten(_Stateless):
+    _function = staticmethod(flatten)
+
+    def __init__(self, data_format="channels_last", name=None):
+        super().__init__(data_format=data_format, name=name)
+
+
+class Dropout(_Stateless):
+    """dropout() as an object; ``training`` is given to each call."""
+    _function = staticmethod(dropout)
+    _call_args = ("training",)
 
 
 def _unsupported(layer, **args):

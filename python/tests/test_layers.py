@@ -199,3 +199,56 @@ def test_a_dense_object_makes_its_variables_once_and_shares_them():
     np.testing.assert_allclose(d, a, rtol=1e-5)
     with pytest.raises(NotImplementedError, match="tf.layers.Dense: kernel_regularizer"):
         tf.layers.Dense(2, kernel_regularizer=abs)
+
+
+def test_layer_objects_share_their_variables_and_match_the_functions():
+    x = tf.placeholder(tf.float32, [None, 6, 6, 2])
+    training = tf.placeholder(tf.bool, [])
+    conv = tf.layers.Conv2D(3, 3, padding="same", activation=tf.nn.relu, name="c")
+    norm = tf.layers.BatchNormalization()
+    pool, flat = tf.layers.MaxPooling2D(2, 2), tf.layers.Flatten()
+    avg, drop = tf.layers.AveragePooling2D(2, 2), tf.layers.Dropout(rate=0.5)
+    assert not conv.built and not norm.built
+    h = norm(conv(x), training=training)
+    again = norm(conv(x), training=training)  # the same variables, no new ones
+    out = flat(pool(h))
+    averaged = avg(h)
+    dropped, kept = drop(out, training=True), drop(out, training=False)
+    assert [v.name for v in tf.global_variables()] == [
+        "c/kernel:0", "c/bias:0", "batch_normalization/gamma:0", "batch_normalization/beta:0",
+        "batch_normalization/moving_mean:0", "batch_normalization/moving_variance:0"]
+    assert [v.name for v in conv.variables] == ["c/kernel:0", "c/bias:0"]
+    assert len(norm.variables) == 4 and conv.built and norm.built
+    assert len(tf.get_collection(tf.GraphKeys.UPDATE_OPS)) == 2  # from the first call only
+    xs = np.random.RandomState(2).randn(4, 6, 6, 2).astype(np.float32)
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        k, b = s.run(conv.variables)
+        hv, av, ov, avg_v, dv, kv = s.run([h, again, out, averaged, dropped, kept],
+                                          {x: xs, training: False})
+    # The conv against NumPy ('same' padding, stride 1), then batch norm at its initial moving
+    # averages (mean 0, variance 1): x / sqrt(1 + 1e-3).
+    padded = np.pad(xs, [(0, 0), (1, 1), (1, 1), (0, 0)])
+    conv_np = np.zeros((4, 6, 6, 3), np.float32)
+    for i in range(6):
+        for j in range(6):
+            conv_np[:, i, j, :] = np.tensordot(padded[:, i:i + 3, j:j + 3, :], k, axes=3)
+    want = np.maximum(conv_np + b, 0) / np.sqrt(1 + 1e-3)
+    np.testing.assert_allclose(hv, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(av, hv)
+    pooled = hv.reshape(4, 3, 2, 3, 2, 3).max(axis=(2, 4))
+    np.testing.assert_allclose(ov, pooled.reshape(4, -1), rtol=1e-6)
+    np.testing.assert_allclose(avg_v, hv.reshape(4, 3, 2, 3, 2, 3).mean(axis=(2, 4)), rtol=1e-5)
+    np.testing.assert_allclose(kv, ov)
+    assert np.all((dv == 0) | np.isclose(dv, 2 * ov))
+
+
+def test_layer_objects_refuse_bad_arguments_when_made():
+    with pytest.raises(TypeError, match="tf.layers.Conv2D: .*kernal_size"):
+        tf.layers.Conv2D(3, kernal_size=3)
+    with pytest.raises(TypeError, match="tf.layers.Dropout: training is given to each call"):
+        tf.layers.Dropout(0.5, training=True)
+    with pytest.raises(NotImplementedError, match="tf.layers.Conv2D: kernel_regularizer"):
+        tf.layers.Conv2D(3, 3, kernel_regularizer=abs)
+    with pytest.raises(TypeError, match="tf.layers.MaxPooling2D: unexpected call arguments"):
+        tf.layers.MaxPooling2D(2, 2)(tf.zeros([1, 2, 2, 1]), training=True)
