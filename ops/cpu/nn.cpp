@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runnel/ops/cpu/kernels.hpp"
+#include "runnel/ops/cpu/unary_wide.hpp"
 
 namespace runnel {
 namespace {
@@ -34,22 +35,37 @@ public:
   }
 };
 
-/// log-sum-exp softmax of each row of [rows, cols]; writes probabilities.
-template <class T> void softmax_rows(const T* in, T* out, int64_t rows, int64_t cols) {
+/// y[j] = exp(y[j]) over n values: the widest vectors the CPU has for float32
+/// (ops/cpu/unary_wide.hpp; the C library's scalar exp costs several ns a value).
+template <class T> void exp_in_place(T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (unary_f32_wide(unary_op::Exp, y, y, n))
+      return;
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = std::exp(y[j]);
+}
+
+/// log-sum-exp softmax of each row of [rows, cols]; writes probabilities, and each row's
+/// log-sum-exp (log of the sum of exp over the row) to `log_sum_exp` if given.
+template <class T>
+void softmax_rows(const T* in, T* out, int64_t rows, int64_t cols, T* log_sum_exp = nullptr) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* x = in + r * cols;
     T* y = out + r * cols;
     T m = x[0];
     for (int64_t j = 1; j < cols; ++j)
       m = std::max(m, x[j]);
+    for (int64_t j = 0; j < cols; ++j)
+      y[j] = x[j] - m;
+    exp_in_place(y, cols);
     T sum = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      y[j] = std::exp(x[j] - m);
+    for (int64_t j = 0; j < cols; ++j)
       sum += y[j];
-    }
     T inv = T(1) / sum;
     for (int64_t j = 0; j < cols; ++j)
       y[j] *= inv;
+    if (log_sum_exp)
+      log_sum_exp[r] = std::log(sum) + m;
   }
 }
 
@@ -110,38 +126,47 @@ public:
         const T* x = logits.data<T>();
         T* l = loss.data<T>();
         T* g = backprop.data<T>();
-        softmax_rows(x, g, rows, cols);
-        for (int64_t r = 0; r < rows; ++r) {
-          const T* xr = x + r * cols;
-          T* gr = g + r * cols;
-          T m = xr[0];
-          for (int64_t j = 1; j < cols; ++j)
-            m = std::max(m, xr[j]);
-          T sum = 0;
-          for (int64_t j = 0; j < cols; ++j)
-            sum += std::exp(xr[j] - m);
-          T log_sum = std::log(sum) + m;
-          T acc = 0;
-          if (sparse_) {
-            int64_t k = sparse_labels[size_t(r)];
-            acc = log_sum - xr[k];
-            gr[k] -= T(1);
-          } else {
-            const T* yr = labels.data<T>() + r * cols;
-            for (int64_t j = 0; j < cols; ++j) {
-              if (yr[j] != T(0))
-                acc += yr[j] * (log_sum - xr[j]);
-              gr[j] -= yr[j];
-            }
-          }
-          l[r] = acc;
-        }
+        // The loss is log-sum-exp - logit: written to l by the softmax, then adjusted per row.
+        auto row_range = [&](int64_t b, int64_t e) {
+          softmax_rows(x + b * cols, g + b * cols, e - b, cols, l + b);
+          for (int64_t r = b; r < e; ++r)
+            loss_row(r, cols, x, labels, sparse_labels, l, g);
+        };
+        if (ctx.has_cpu())
+          ctx.cpu().parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)),
+                                 row_range);
+        else
+          row_range(0, rows);
       }
       return {};
     });
   }
 
 private:
+  /// Row r's loss from its log-sum-exp (in l[r]) and the labels; the labels' part of its
+  /// gradient subtracted from the softmax in g.
+  template <class T>
+  void loss_row(int64_t r, int64_t cols, const T* x, const tensor& labels,
+                const std::vector<int64_t>& sparse_labels, T* l, T* g) const {
+    const T* xr = x + r * cols;
+    T* gr = g + r * cols;
+    T log_sum = l[r];
+    T acc = 0;
+    if (sparse_) {
+      int64_t k = sparse_labels[size_t(r)];
+      acc = log_sum - xr[k];
+      gr[k] -= T(1);
+    } else {
+      const T* yr = labels.data<T>() + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        if (yr[j] != T(0))
+          acc += yr[j] * (log_sum - xr[j]);
+        gr[j] -= yr[j];
+      }
+    }
+    l[r] = acc;
+  }
+
   bool sparse_;
 };
 
@@ -156,12 +181,16 @@ public:
     int64_t cols = x.dim(x.rank() - 1), rows = cols ? x.num_elements() / cols : 0;
     return dispatch_number(x.type(), [&]<class T>() -> status {
       if constexpr (std::is_floating_point_v<T>) {
+        std::vector<T> e(static_cast<size_t>(cols));
         for (int64_t r = 0; r < rows; ++r) {
           const T* in = x.data<T>() + r * cols;
           T* out = y.data<T>() + r * cols;
           T m = *std::max_element(in, in + cols), s = 0;
           for (int64_t j = 0; j < cols; ++j)
-            s += std::exp(in[j] - m);
+            e[size_t(j)] = in[j] - m;
+          exp_in_place(e.data(), cols);
+          for (int64_t j = 0; j < cols; ++j)
+            s += e[size_t(j)];
           T lse = m + std::log(s);
           for (int64_t j = 0; j < cols; ++j)
             out[j] = in[j] - lse;
