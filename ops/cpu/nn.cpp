@@ -91,6 +91,30 @@ public:
   }
 };
 
+/// Row r's loss from its log-sum-exp (in l[r]) and the labels; the labels' part of its
+/// gradient subtracted from the softmax in g (SoftmaxCrossEntropyWithLogits and its sparse form).
+template <class T>
+void xent_loss_row(bool sparse, int64_t r, int64_t cols, const T* x, const tensor& labels,
+                   const std::vector<int64_t>& sparse_labels, T* l, T* g) {
+  const T* xr = x + r * cols;
+  T* gr = g + r * cols;
+  T log_sum = l[r];
+  T acc = 0;
+  if (sparse) {
+    int64_t k = sparse_labels[size_t(r)];
+    acc = log_sum - xr[k];
+    gr[k] -= T(1);
+  } else {
+    const T* yr = labels.data<T>() + r * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      if (yr[j] != T(0))
+        acc += yr[j] * (log_sum - xr[j]);
+      gr[j] -= yr[j];
+    }
+  }
+  l[r] = acc;
+}
+
 class xent_kernel : public kernel {
 public:
   explicit xent_kernel(bool sparse) : sparse_(sparse) {}
@@ -130,7 +154,7 @@ public:
         auto row_range = [&](int64_t b, int64_t e) {
           softmax_rows(x + b * cols, g + b * cols, e - b, cols, l + b);
           for (int64_t r = b; r < e; ++r)
-            loss_row(r, cols, x, labels, sparse_labels, l, g);
+            xent_loss_row(sparse_, r, cols, x, labels, sparse_labels, l, g);
         };
         if (ctx.has_cpu())
           ctx.cpu().parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)),
@@ -143,30 +167,6 @@ public:
   }
 
 private:
-  /// Row r's loss from its log-sum-exp (in l[r]) and the labels; the labels' part of its
-  /// gradient subtracted from the softmax in g.
-  template <class T>
-  void loss_row(int64_t r, int64_t cols, const T* x, const tensor& labels,
-                const std::vector<int64_t>& sparse_labels, T* l, T* g) const {
-    const T* xr = x + r * cols;
-    T* gr = g + r * cols;
-    T log_sum = l[r];
-    T acc = 0;
-    if (sparse_) {
-      int64_t k = sparse_labels[size_t(r)];
-      acc = log_sum - xr[k];
-      gr[k] -= T(1);
-    } else {
-      const T* yr = labels.data<T>() + r * cols;
-      for (int64_t j = 0; j < cols; ++j) {
-        if (yr[j] != T(0))
-          acc += yr[j] * (log_sum - xr[j]);
-        gr[j] -= yr[j];
-      }
-    }
-    l[r] = acc;
-  }
-
   bool sparse_;
 };
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The ISA variants of the unary rows (ops/cpu/unary_avx512.cpp, unary_avx2.cpp) must define no
 # symbol the rest of the program could share: an inline function compiled there for AVX-512 and
-# chosen by the linker over the baseline's copy would crash AVX2-only machines. Every defined
-# global or weak symbol must be in their renamed Eigen (Eigen_avx512, Eigen_avx2) or their own
-# namespace (runnel::avx512, runnel::avx2).
+# chosen by the linker over the baseline's copy would crash AVX2-only machines. Every global or
+# weak function they define must be in their renamed Eigen (Eigen_avx512, Eigen_avx2) or their
+# own namespace (runnel::avx512, runnel::avx2). Data is the same bytes whatever the ISA (UBSan's
+# typeinfo of function types, say) and may be shared.
 #   unary_wide_symbols.sh OBJECT...   (the objects of runnel_ops; others are skipped)
 set -uo pipefail
 checked=0
@@ -15,8 +16,8 @@ for object in "$@"; do
   *) continue ;;
   esac
   checked=$((checked + 1))
-  # Global (upper-case) and unique (u) definitions, demangled.
-  shared=$(nm -C --defined-only "$object" | awk '$2 ~ /^[A-Zu]$/' | cut -d' ' -f3-)
+  # Global (T), weak (W) and indirect (i) functions, demangled; weak objects are V.
+  shared=$(nm -C --defined-only "$object" | awk '$2 ~ /^[TWi]$/' | cut -d' ' -f3-)
   if [[ -z "$shared" ]]; then
     echo "FAIL $object: defines no global symbol (is runnel::$isa::unary_f32 there?)"
     failures=$((failures + 1))
