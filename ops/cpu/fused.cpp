@@ -26,13 +26,12 @@ void bias_activation(T* y, const T* bias, int64_t r0, int64_t r1, int64_t channe
   if constexpr (std::is_same_v<T, float>) {
     // Tanh, Sigmoid and Elu one element at a time cost ~12 ns each (the C library's scalar
     // functions): add the bias, then apply the row's vectorised form to the block, still cached.
-    bool cheap = *act == unary_op::Relu || *act == unary_op::Relu6;
-    if (!cheap && *unary_wide_isa() != '\0') {
+    if (*act != unary_op::Relu && *act != unary_op::Relu6) {
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t c = 0; c < channels; ++c)
           y[r * channels + c] += bias[c];
       float* block = y + r0 * channels;
-      unary_f32_wide(*act, block, block, (r1 - r0) * channels);
+      unary_f32(*act, block, block, (r1 - r0) * channels);
       return;
     }
   }

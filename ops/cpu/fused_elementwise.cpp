@@ -37,14 +37,12 @@ using arr = Eigen::Map<Eigen::ArrayXf>;
 using carr = Eigen::Map<const Eigen::ArrayXf>;
 
 void apply(const instruction& in, const float* a, const float* b, float* out, int64_t n) {
-  carr x(a, n);
-  arr y(out, n);
   if (in.unary) {
-    if (!unary_f32_wide(in.u, a, out, n))
-      visit_unary(in.u, [&]<class F>() { y = F::array(x); });
+    unary_f32(in.u, a, out, n);
     return;
   }
-  carr z(b, n);
+  carr x(a, n), z(b, n);
+  arr y(out, n);
   visit_binary(in.b, [&]<class Row>() {
     if constexpr (Row::fused)
       y = Row::functor::array(x, z);

@@ -43,21 +43,10 @@ inline void gates(cpu_device* pool, int64_t n, int64_t input, int64_t c, const f
   affine_halves(pool, n, input, c, 4 * c, x, h_prev, w, b, out);
 }
 
-/// v = act(v) over `len` floats in place, act Sigmoid or Tanh, with the widest vectors the CPU
-/// has (ops/cpu/unary_wide.hpp): the baseline build's Eigen runs them 2-3x slower.
-inline void activate(unary_op act, float* v, int64_t len) {
-  if (unary_f32_wide(act, v, v, len))
-    return;
-  Eigen::Map<Eigen::Array<float, Eigen::Dynamic, 1>> a(v, len);
-  if (act == unary_op::Tanh)
-    a = a.tanh();
-  else
-    a = a.logistic();
-}
-
 /// The element-wise part of a step: out = {i, cs, f, o, ci, co, h}, each [n, c]. A row at a
-/// time: the gates' pre-activations go into their outputs, which are then activated in place
-/// (scalar tanhf was a tenth of the g2p app's training time).
+/// time: the gates' pre-activations go into their outputs, which are then activated in place by
+/// the unary rows' vectorised code (ops/cpu/unary_wide.hpp; scalar tanhf was a tenth of the g2p
+/// app's training time).
 inline void forward(const params& p, int64_t n, int64_t c, const float* gates, const float* cs_prev,
                     float* const out[7]) {
   using array = Eigen::Array<float, Eigen::Dynamic, 1>;
@@ -77,10 +66,10 @@ inline void forward(const params& p, int64_t n, int64_t c, const float* gates, c
       i = gi;
       f = gf + p.forget_bias;
     }
-    activate(unary_op::Sigmoid, i.data(), c);
-    activate(unary_op::Sigmoid, f.data(), c);
+    unary_f32(unary_op::Sigmoid, i.data(), i.data(), c);
+    unary_f32(unary_op::Sigmoid, f.data(), f.data(), c);
     ci = gci;
-    activate(unary_op::Tanh, ci.data(), c);
+    unary_f32(unary_op::Tanh, ci.data(), ci.data(), c);
     cs = ci * i + csp * f;
     if (p.cell_clip > 0)
       cs = cs.max(-p.cell_clip).min(p.cell_clip);
@@ -88,9 +77,9 @@ inline void forward(const params& p, int64_t n, int64_t c, const float* gates, c
       o = go + cs * in_row(p.wco, c);
     else
       o = go;
-    activate(unary_op::Sigmoid, o.data(), c);
+    unary_f32(unary_op::Sigmoid, o.data(), o.data(), c);
     co = cs;
-    activate(unary_op::Tanh, co.data(), c);
+    unary_f32(unary_op::Tanh, co.data(), co.data(), c);
     h = co * o;
   }
 }

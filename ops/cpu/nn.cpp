@@ -35,14 +35,15 @@ public:
   }
 };
 
-/// y[j] = exp(y[j]) over n values: the widest vectors the CPU has for float32
+/// y[j] = exp(y[j]) over n values: float32 through the unary rows' vectorised code
 /// (ops/cpu/unary_wide.hpp; the C library's scalar exp costs several ns a value).
 template <class T> void exp_in_place(T* y, int64_t n) {
-  if constexpr (std::is_same_v<T, float>)
-    if (unary_f32_wide(unary_op::Exp, y, y, n))
-      return;
-  for (int64_t j = 0; j < n; ++j)
-    y[j] = std::exp(y[j]);
+  if constexpr (std::is_same_v<T, float>) {
+    unary_f32(unary_op::Exp, y, y, n);
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = std::exp(y[j]);
+  }
 }
 
 /// log-sum-exp softmax of each row of [rows, cols]; writes probabilities, and each row's

@@ -42,6 +42,14 @@ bool unary_f32_wide(unary_op op, const float* x, float* y, int64_t n) {
   return wide_isa > 0;
 }
 
+void unary_f32(unary_op op, const float* x, float* y, int64_t n) {
+  if (unary_f32_wide(op, x, y, n))
+    return;
+  Eigen::Map<const Eigen::ArrayXf> v(x, n);
+  Eigen::Map<Eigen::ArrayXf> r(y, n);
+  visit_unary(op, [&]<class F>() { r = F::array(v); });
+}
+
 const char* unary_wide_isa() {
   return wide_isa == 2 ? "avx512" : wide_isa == 1 ? "avx2" : "";
 }
@@ -64,9 +72,10 @@ public:
       // Integer dtypes are registered only for the `numbers` rows.
       return visit_unary(op_, [&]<class F>() -> status {
         ctx.cpu().parallel_for(x.num_elements(), elementwise_grain / 4, [&](int64_t b, int64_t e) {
-          if constexpr (std::is_same_v<T, float>)
-            if (unary_f32_wide(op_, in + b, out + b, e - b))
-              return;
+          if constexpr (std::is_same_v<T, float>) {
+            unary_f32(op_, in + b, out + b, e - b);
+            return;
+          }
           Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> v(in + b, e - b);
           Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> r(out + b, e - b);
           if constexpr (std::is_floating_point_v<T>)
@@ -239,13 +248,10 @@ double measure_transcendental_rate() {
   std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
     x[size_t(i)] = float(i % 200) * 0.02f - 2.f;
-  Eigen::Map<const Eigen::ArrayXf> v(x.data(), n);
-  Eigen::Map<Eigen::ArrayXf> r(y.data(), n);
   double best = 1e9;
   for (int rep = 0; rep < 8; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
-    if (!unary_f32_wide(unary_op::Tanh, x.data(), y.data(), n))
-      r = op_tanh::array(v);
+    unary_f32(unary_op::Tanh, x.data(), y.data(), n);
     best = std::min(best,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

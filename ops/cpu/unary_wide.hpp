@@ -5,8 +5,7 @@
 // that do them in 0.3 with AVX-512; our machines are Intel and AMD with AVX-512 and AMD with AVX2
 // only.
 //
-//   if (!unary_f32_wide(unary_op::Tanh, x, y, n))   // false: no wider ISA here
-//     ...the baseline code...
+//   unary_f32(unary_op::Tanh, x, y, n);   // the widest vectors here, or the baseline's
 //
 // Each variant is its own translation unit (ops/cpu/unary_avx512.cpp, unary_avx2.cpp, both
 // including unary_wide.inc) in which the token `Eigen` is renamed, so that none of Eigen's
@@ -23,6 +22,10 @@ namespace runnel {
 /// y[i] = op(x[i]) for i < n with the widest vectors the CPU has; false (nothing written) where it
 /// has neither AVX-512 nor AVX2 with FMA.
 bool unary_f32_wide(unary_op op, const float* x, float* y, int64_t n);
+
+/// y[i] = op(x[i]) for i < n: the widest variant the CPU has, else the baseline's Eigen code.
+/// What kernels call (x == y is allowed).
+void unary_f32(unary_op op, const float* x, float* y, int64_t n);
 
 /// The ISA unary_f32_wide uses here: "avx512", "avx2" or "" (none).
 const char* unary_wide_isa();
