@@ -230,19 +230,19 @@ void endpoint::impl::loop_state::open_step(const std::string& address,
                                            std::function<void(result<int>)> done) {
   // Answered once: with the socket, the failure, or `cancelled` if the loop stops first.
   auto cb = std::make_shared<once<result<int>>>(std::move(done));
-  tasks.add(open(address, conn_kind::step)
-                .then(
-                    [cb, address](kj::Own<kj::AsyncIoStream> stream) {
-                      int fd = take_socket(*stream);
-                      if (fd < 0)
-                        (*cb)(unavailable("task at " + address +
-                                          ": cannot take the step connection's socket"));
-                      else
-                        (*cb)(fd);
-                    },
-                    [cb, address](kj::Exception&& e) {
-                      (*cb)(from_exception(e, "task at " + address));
-                    }));
+  tasks.add(
+      open(address, conn_kind::step)
+          .then(
+              [cb, peer = describe_peer(ep.options, address)](kj::Own<kj::AsyncIoStream> stream) {
+                int fd = take_socket(*stream);
+                if (fd < 0)
+                  (*cb)(unavailable(peer + ": cannot take the step connection's socket"));
+                else
+                  (*cb)(fd);
+              },
+              [cb, peer = describe_peer(ep.options, address)](kj::Exception&& e) {
+                (*cb)(from_exception(e, peer));
+              }));
 }
 
 void endpoint::impl::loop_state::forget(const std::string& address) {
@@ -373,6 +373,13 @@ void endpoint::impl::run_loop(std::promise<status>& started) {
 }
 
 endpoint::endpoint(std::shared_ptr<impl> i) : impl_(std::move(i)) {}
+
+std::string describe_peer(const endpoint_options& options, const std::string& address) {
+  auto it = options.task_names.find(address);
+  if (it == options.task_names.end())
+    return "task at " + address;
+  return "task " + it->second + " at " + address;
+}
 
 result<std::unique_ptr<endpoint>> endpoint::start(endpoint_options options) {
   auto i = std::make_shared<impl>();

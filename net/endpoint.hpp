@@ -274,7 +274,14 @@ struct endpoint_options {
   /// Frames with larger payloads are read into buffers that grow with the bytes that arrived,
   /// so that a header cannot reserve memory its sender never fills.
   uint64_t direct_payload_bytes = uint64_t(64) << 20;
+  /// The cluster's tasks by address ("127.0.0.1:2223" -> "/job:worker/replica:0/task:0"): errors
+  /// about a peer name its task as well as its address. Empty: the address alone.
+  std::map<std::string, std::string> task_names;
 };
+
+/// "task /job:worker/replica:0/task:1 at 127.0.0.1:2224", or "task at ADDRESS" for an address
+/// `task_names` does not know.
+std::string describe_peer(const endpoint_options& options, const std::string& address);
 
 class endpoint {
 public:

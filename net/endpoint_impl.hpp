@@ -267,9 +267,10 @@ struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
                           DISCONNECTED, "the connection closed before the call was sent"));
                     return kj::Promise<void>(call(*it->second.conn));
                   })
-                  .then([]() {}, [fail, address](kj::Exception&& e) {
-                    fail(detail::from_exception(e, "task at " + address));
-                  }));
+                  .then([]() {},
+                        [fail, peer = describe_peer(ep.options, address)](kj::Exception&& e) {
+                          fail(detail::from_exception(e, peer));
+                        }));
   }
 
   // ---- serving side (endpoint_serve.cpp) ----

@@ -259,8 +259,8 @@ void endpoint::impl::loop_state::send_tensor(std::string address, int64_t step, 
                       ep.count_peer(address, 0, total);
                       (*cb)(status());
                     },
-                    [cb, address](kj::Exception&& e) {
-                      (*cb)(from_exception(e, "task at " + address));
+                    [cb, peer = describe_peer(ep.options, address)](kj::Exception&& e) {
+                      (*cb)(from_exception(e, peer));
                     }));
 }
 

@@ -286,7 +286,7 @@ void step_plane::read_replies(std::shared_ptr<client> c) {
     link = c->link;
   }
   auto limits = limits_of(ep_.options);
-  std::string peer = "task at " + c->address;
+  std::string peer = describe_peer(ep_.options, c->address);
   uint64_t bytes = 0;
   for (;;) {
     auto m = read_step_message(link->fd(), limits, std::chrono::milliseconds(0), bytes);
@@ -360,7 +360,7 @@ void step_plane::forget(const std::string& address) {
       c = it->second;
   }
   if (c)
-    fail(c, unavailable("connection to task at " + address +
+    fail(c, unavailable("connection to " + describe_peer(ep_.options, address) +
                         " closed: the task was dropped as failed or restarted"));
 }
 

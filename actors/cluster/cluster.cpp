@@ -312,6 +312,9 @@ result<std::unique_ptr<cluster_node>> cluster_node::start(node_options options) 
   eo.worker = i->worker.get();
   eo.master = i->master_service.get();
   eo.incarnation = i->incarnation;
+  for (auto& t : o.cluster.tasks())
+    if (auto a = o.cluster.address(t))
+      eo.task_names[*a] = t.name();
   if (o.traffic_classes) {
     // DSCP: calls EF (46), parameters AF41 (34), other tensors CS1 (8, lower effort).
     eo.rpc_tos = 46 << 2;

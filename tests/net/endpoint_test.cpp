@@ -118,7 +118,8 @@ TEST_CASE("a worker service answers RPCs over loopback", "[net]") {
   CHECK(good.load() == 100);
 }
 
-TEST_CASE("calls to a task nobody serves fail as unavailable, naming its address", "[net]") {
+TEST_CASE("calls to a task nobody serves fail as unavailable, naming its task and address",
+          "[net]") {
   // Bind a port and close it again: nothing listens there now.
   int port;
   {
@@ -134,6 +135,18 @@ TEST_CASE("calls to a task nobody serves fail as unavailable, naming its address
   CHECK_THAT(r.error().message(), Catch::Contains(address));
   auto s = send_and_wait(*client, address, 1, "k", tensor::scalar<float>(1));
   CHECK(s.code() == error_code::unavailable);
+
+  // A node knows its cluster: its errors name the task as well.
+  endpoint_options named;
+  named.task_names[address] = "/job:ps/replica:0/task:0";
+  auto node = endpoint::start(named).value();
+  auto sent = send_and_wait(*node, address, 1, "k", tensor::scalar<float>(1));
+  CHECK(sent.code() == error_code::unavailable);
+  CHECK_THAT(sent.message(), Catch::Contains("task /job:ps/replica:0/task:0 at " + address));
+  auto called = wait_for<worker_status>([&](auto cb) { node->worker(address)->status(cb); });
+  REQUIRE(!called.ok());
+  CHECK_THAT(called.error().message(),
+             Catch::Contains("task /job:ps/replica:0/task:0 at " + address));
 }
 
 TEST_CASE("tensors cross the data plane intact, in order, as bf16 when asked", "[net]") {

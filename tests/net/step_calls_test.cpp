@@ -194,8 +194,10 @@ TEST_CASE("step calls in flight fail naming the task when its connection goes, a
   auto so = quiet_server();
   so.worker = &w;
   auto server = endpoint::start(so).value();
-  auto client = endpoint::start({}).value();
   auto address = address_of(*server);
+  endpoint_options co;
+  co.task_names[address] = "/job:worker/replica:0/task:3"; // as a node knows its cluster
+  auto client = endpoint::start(co).value();
   auto remote = client->worker(address);
   std::promise<result<named_tensors>> held;
   remote->run_graph("h", 1, {}, {}, [&](result<named_tensors> r) { held.set_value(r); });
@@ -204,7 +206,8 @@ TEST_CASE("step calls in flight fail naming the task when its connection goes, a
   auto r = held.get_future().get();
   REQUIRE(!r.ok());
   CHECK(r.error().code() == error_code::unavailable);
-  CHECK_THAT(r.error().message(), Catch::Contains(address));
+  CHECK_THAT(r.error().message(),
+             Catch::Contains("task /job:worker/replica:0/task:3 at " + address));
   w.answer_all(); // its reply goes nowhere
 
   // A fresh connection; then the node goes away with a call in flight.
@@ -215,7 +218,9 @@ TEST_CASE("step calls in flight fail naming the task when its connection goes, a
   auto l = lost.get_future().get();
   REQUIRE(!l.ok());
   CHECK(l.error().code() == error_code::unavailable);
-  CHECK_THAT(l.error().message(), Catch::Contains("connection to task at " + address + " lost"));
+  CHECK_THAT(
+      l.error().message(),
+      Catch::Contains("connection to task /job:worker/replica:0/task:3 at " + address + " lost"));
   w.answer_all();
 }
 
