@@ -35,22 +35,22 @@ public:
     lstm_math::affine_halves(pool, n, in, c, 2 * c, x.data<float>(), hp, w_ru.data<float>(),
                              b_ru.data<float>(), ru.data<float>());
     tensor rh(dtype::f32, shape{n, c});
-    // Rows as Eigen arrays: Eigen vectorises the logistic function and tanh.
+    // The gates through the widest vectors the CPU has (ops/cpu/unary_wide.hpp).
     using array = Eigen::Array<float, Eigen::Dynamic, 1>;
     for (int64_t i = 0; i < n; ++i) {
-      Eigen::Map<const array> gr(ru.data<float>() + i * 2 * c, c), gu(gr.data() + c, c),
-          hrow(hp + i * c, c);
-      Eigen::Map<array> rr(r + i * c, c), ur(u + i * c, c), rhr(rh.data<float>() + i * c, c);
-      rr = gr.logistic();
-      ur = gu.logistic();
+      const float* gates = ru.data<float>() + i * 2 * c;
+      unary_f32(unary_op::Sigmoid, gates, r + i * c, c);
+      unary_f32(unary_op::Sigmoid, gates + c, u + i * c, c);
+      Eigen::Map<const array> rr(r + i * c, c), hrow(hp + i * c, c);
+      Eigen::Map<array> rhr(rh.data<float>() + i * c, c);
       rhr = rr * hrow;
     }
     // c = tanh(b_c + x · w_c[:in] + (r ∘ h_prev) · w_c[in:])
     lstm_math::affine_halves(pool, n, in, c, c, x.data<float>(), rh.data<float>(),
                              w_c.data<float>(), b_c.data<float>(), cand);
-    Eigen::Map<array> cv(cand, n * c), ov(out, n * c);
-    Eigen::Map<const array> uv(u, n * c), hv(hp, n * c);
-    cv = cv.tanh();
+    unary_f32(unary_op::Tanh, cand, cand, n * c);
+    Eigen::Map<const array> cv(cand, n * c), uv(u, n * c), hv(hp, n * c);
+    Eigen::Map<array> ov(out, n * c);
     ov = uv * hv + (1.f - uv) * cv;
     return {};
   }

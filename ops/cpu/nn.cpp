@@ -126,6 +126,9 @@ public:
     if (logits.rank() != 2)
       return invalid_argument("logits must be a matrix, got shape " + logits.shape().to_string());
     int64_t rows = logits.dim(0), cols = logits.dim(1);
+    if (cols == 0 && rows > 0) // TensorFlow's rule too: no class, no probability to take
+      return invalid_argument("logits must have at least one class, got shape " +
+                              logits.shape().to_string());
     if (sparse_) {
       if (labels.rank() != 1 || labels.dim(0) != rows)
         return invalid_argument("labels of shape " + labels.shape().to_string() +

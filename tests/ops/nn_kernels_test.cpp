@@ -52,6 +52,26 @@ TEST_CASE("sparse cross-entropy rejects labels out of range", "[ops]") {
                          "value of 3 in row 1") != std::string::npos);
 }
 
+TEST_CASE("cross-entropy over no class is an error naming the shape, over no row an empty result",
+          "[ops]") {
+  graph g;
+  auto logits = placeholder(g, dtype::f32, shape{-1, -1}, "logits");
+  auto labels = placeholder(g, dtype::f32, shape{-1, -1}, "labels");
+  auto [loss, backprop] = softmax_cross_entropy_with_logits(logits, labels, "xent");
+  auto none = tensor(dtype::f32, shape{3, 0});
+  auto s = eval_error(loss, {{logits, none}, {labels, none}});
+  CHECK(s.message().find("node 'xent' (op SoftmaxCrossEntropyWithLogits): logits must have at "
+                         "least one class, got shape [3,0]") != std::string::npos);
+  auto sparse = placeholder(g, dtype::i64, shape{-1}, "sparse");
+  auto [sloss, _] = sparse_softmax_cross_entropy_with_logits(logits, sparse, "sxent");
+  auto e = eval_error(sloss, {{logits, none}, {sparse, tensor(dtype::i64, shape{3})}});
+  CHECK(e.message().find("at least one class") != std::string::npos);
+  auto empty = tensor(dtype::f32, shape{0, 4});
+  auto r = eval({loss, backprop}, {{logits, empty}, {labels, empty}});
+  CHECK(r[0].shape() == shape{0});
+  CHECK(r[1].shape() == shape{0, 4});
+}
+
 TEST_CASE("a small model graph evaluates to the hand-computed numbers", "[ops]") {
   graph g;
   auto x = placeholder(g, dtype::f32, shape{-1, 2}, "x");
