@@ -73,7 +73,61 @@ void count_allocation(int64_t bytes) {
 constexpr size_t huge_block = size_t(32) << 20;
 constexpr size_t huge_page = size_t(2) << 20;
 
+// The smallest blocks (a scalar's or a short vector's, a wrapped buffer's header) are kept per
+// thread for reuse: aligned_alloc takes glibc's slow memalign path for each, which was 7% of a
+// trivial Session.run from Python (perf, 2026-12-03). Bounded per size; a block freed on another
+// thread than the one that made it joins that thread's list. Not under AddressSanitizer, which
+// must see every block freed to find a use after free.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RUNNEL_NO_SMALL_BLOCK_CACHE 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define RUNNEL_NO_SMALL_BLOCK_CACHE 1
+#endif
+constexpr size_t small_classes = 4; // blocks of 64, 128, 192 and 256 bytes
+constexpr int small_cached = 32;    // per size and thread
+
+struct small_blocks {
+  void* free[small_classes][small_cached];
+  int count[small_classes] = {};
+  ~small_blocks();
+};
+thread_local bool small_blocks_gone = false; // set once the thread's list is destroyed
+
+small_blocks& thread_small_blocks() {
+  thread_local small_blocks blocks;
+  return blocks;
+}
+
+small_blocks::~small_blocks() {
+  small_blocks_gone = true;
+  for (size_t c = 0; c < small_classes; ++c)
+    for (int i = 0; i < count[c]; ++i)
+      std::free(free[c][i]);
+}
+
+/// The small-block class of a rounded block size, or -1.
+int small_class(size_t block_bytes) {
+#ifdef RUNNEL_NO_SMALL_BLOCK_CACHE
+  (void)block_bytes;
+  return -1;
+#else
+  return block_bytes <= small_classes * buffer::alignment ? int(block_bytes / buffer::alignment) - 1
+                                                          : -1;
+#endif
+}
+
 void* allocate_block(size_t bytes, size_t& block_bytes) {
+  if (int c = small_class((bytes + buffer::alignment - 1) / buffer::alignment * buffer::alignment);
+      c >= 0 && !small_blocks_gone) {
+    auto& cache = thread_small_blocks();
+    if (cache.count[c] > 0) {
+      block_bytes = size_t(c + 1) * buffer::alignment;
+      return cache.free[c][--cache.count[c]];
+    }
+  }
   if (bytes >= large_block) {
     if (void* p = cache().take(bytes, block_bytes))
       return p;
@@ -89,6 +143,13 @@ void* allocate_block(size_t bytes, size_t& block_bytes) {
 }
 
 void free_block(void* p, size_t block_bytes) {
+  if (int c = small_class(block_bytes); c >= 0 && !small_blocks_gone) {
+    auto& cache = thread_small_blocks();
+    if (cache.count[c] < small_cached) {
+      cache.free[c][cache.count[c]++] = p;
+      return;
+    }
+  }
   if (block_bytes >= large_block && cache().give(p, block_bytes))
     return;
   std::free(p);

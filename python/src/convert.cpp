@@ -142,10 +142,45 @@ py::dtype numpy_dtype(dtype t) {
 
 namespace {
 
+/// Entry `index` of NumPy's C API table (numpy/__multiarray_api.h names them), found as pybind11
+/// finds that table.
+void* numpy_api(int index) {
+  static void** table = [] {
+    py::object core;
+    try {
+      core = py::module_::import("numpy._core.multiarray"); // NumPy 2
+    } catch (py::error_already_set&) {
+      core = py::module_::import("numpy.core.multiarray");
+    }
+    py::object api = core.attr("_ARRAY_API");
+    return static_cast<void**>(PyCapsule_GetPointer(api.ptr(), nullptr));
+  }();
+  return table[index];
+}
+
+/// The NumPy scalar type of `t` (numpy.float32, ...), looked up once (leaked with the
+/// interpreter).
+PyTypeObject* numpy_scalar_type(dtype t) {
+  static std::vector<PyObject*> types(size_t(dtype::string) + 1, nullptr);
+  auto& type = types.at(size_t(t));
+  if (!type)
+    type = py::object(numpy_dtype(t).attr("type")).release().ptr();
+  return reinterpret_cast<PyTypeObject*>(type);
+}
+
 /// A numeric scalar fed as a Python number or a NumPy scalar (a learning rate, a flag): made
 /// directly, without the array NumPy would build; an invalid tensor when `value` is not one.
 tensor scalar_tensor(py::handle value, dtype want) {
   PyObject* o = value.ptr();
+  if (want != dtype::bf16 && want != dtype::f16 && Py_TYPE(o) == numpy_scalar_type(want)) {
+    // NumPy's PyArray_ScalarAsCtype (entry 62): the value's bytes, where the buffer protocol
+    // would have built a 0-d array to view.
+    using as_ctype_fn = void (*)(PyObject*, void*);
+    static const auto as_ctype = reinterpret_cast<as_ctype_fn>(numpy_api(62));
+    tensor out(want, shape{});
+    as_ctype(o, out.raw_data());
+    return out;
+  }
   if (PyFloat_CheckExact(o)) {
     if (want == dtype::f32)
       return tensor::scalar(float(PyFloat_AS_DOUBLE(o)));
@@ -221,40 +256,33 @@ tensor to_tensor(py::handle value, dtype want) {
 
 namespace {
 
+/// NumPy's PyArray_Scalar (entry 60 of its C API table): a scalar of `descr` made from the bytes
+/// at `data`.
+py::object array_scalar(const void* data, const py::dtype& descr) {
+  using make_fn = PyObject* (*)(void*, PyObject*, PyObject*);
+  static const auto make = reinterpret_cast<make_fn>(numpy_api(60));
+  PyObject* out = make(const_cast<void*>(data), descr.ptr(), nullptr);
+  if (!out)
+    throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(out);
+}
+
 /// A scalar as TensorFlow's Session.run gives it: a NumPy scalar (numpy.float32, ...), bytes
-/// for a string. Cheaper than a 0-d array viewing the tensor (a run's fetch is often one).
+/// for a string. Made by NumPy's C API from the tensor's bytes: calling numpy.float32(value)
+/// instead was a tenth of a trivial run from Python (perf, 2026-12-03).
 py::object numpy_scalar(const tensor& t) {
-  // The scalar types, looked up once per dtype (leaked with the interpreter).
-  static std::vector<PyObject*> types(size_t(dtype::string) + 1, nullptr);
-  auto& type = types[size_t(t.type())];
-  if (!type)
-    type = py::object(numpy_dtype(t.type()).attr("type")).release().ptr();
-  py::handle make(type);
   switch (t.type()) {
-    case dtype::f16:
-      return make(float(*t.data<half>()));
-    case dtype::bf16:
-      return make(float(*t.data<bfloat16>()));
-    case dtype::f32:
-      return make(*t.data<float>());
-    case dtype::f64:
-      return make(*t.data<double>());
-    case dtype::i8:
-      return make(*t.data<int8_t>());
-    case dtype::u8:
-      return make(*t.data<uint8_t>());
-    case dtype::i32:
-      return make(*t.data<int32_t>());
-    case dtype::i64:
-      return make(*t.data<int64_t>());
-    case dtype::boolean:
-      return make(bool(*t.data<bool>()));
+    case dtype::bf16: { // no NumPy bfloat16: as float32, like arrays of it
+      float v = float(*t.data<bfloat16>());
+      return array_scalar(&v, numpy_dtype(dtype::f32));
+    }
     case dtype::string:
       return py::bytes(*t.data<std::string>());
     case dtype::invalid:
-      break;
+      throw py::type_error("a tensor of no dtype has no NumPy form");
+    default:
+      return array_scalar(t.raw_data(), numpy_dtype(t.type()));
   }
-  throw py::type_error("a tensor of no dtype has no NumPy form");
 }
 
 } // namespace

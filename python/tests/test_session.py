@@ -176,6 +176,7 @@ def test_scalars_feed_as_numbers_and_numpy_scalars_of_any_dtype():
         assert s.run(q, {q: np.int64(2 ** 40)}) == 2 ** 40 and s.run(q, {q: 7}) == 7
         assert s.run(tf.logical_not(b), {b: True}) == False  # noqa: E712
         assert s.run(tf.logical_not(b), {b: np.bool_(False)}) == True  # noqa: E712
+        assert s.run(i * 2, {i: np.int32(-21)}) == -42 and s.run(q, {q: np.int32(5)}) == 5
         with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
             s.run(f, {f: "one"})
 
@@ -187,6 +188,11 @@ def test_fetched_scalars_are_numpy_scalars_as_in_tensorflow():
                             (tf.constant(True), np.bool_), (tf.constant(1.5, tf.float64),
                                                             np.float64)]:
             assert type(s.run(value)) is kind
+        for dtype, kind in [(tf.int8, np.int8), (tf.uint8, np.uint8), (tf.int32, np.int32),
+                            (tf.float16, np.float16), (tf.bfloat16, np.float32)]:
+            got = s.run(tf.cast(tf.constant(-3.0 if kind is not np.uint8 else 3.0), dtype))
+            assert type(got) is kind and got == (-3 if kind is not np.uint8 else 3)
+        assert s.run(tf.constant(False)) is np.False_
         assert s.run(tf.constant(b"ab")) == b"ab"
         assert type(s.run(x, {x: 4.0})) is np.float32 and s.run(x, {x: 4.0}) == 4.0
         a, b = s.run([x * 2, tf.constant([1.0])], {x: 4.0})  # a list's scalar too
