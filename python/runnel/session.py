@@ -92,6 +92,9 @@ class _Fetches:
         return node[1](self.build(values, v) for v in node[2])
 
 
+_runnel._set_tensor_class(_fw.Tensor)  # what Session.run's fast path recognises
+
+
 class Session:
     """Runs a graph: locally, or on a cluster when ``target`` is "runnel://host:port".
 
@@ -108,16 +111,14 @@ class Session:
         self._pool_lock = threading.Lock()
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-        if type(fetches) is _fw.Tensor and options is None and fetches.graph is self.graph:
-            # The common case, without the fetch structure's bookkeeping or lists to convert
-            # (a few µs a run).
-            if not feed_dict:
-                return self._s.run_one(fetches._t, None, None)
-            if len(feed_dict) == 1:
-                (key, value), = feed_dict.items()
-                if type(key) is _fw.Tensor and key.graph is self.graph:
-                    return self._s.run_one(fetches._t, key._t, value)
-            return self._s.run([fetches._t], [], self._feeds(feed_dict), 0.0, False)[0]
+        if options is None:
+            # The common case (one tensor fetched, at most one fed) in one call, without the
+            # fetch structure's bookkeeping or lists to convert; NotImplemented otherwise.
+            out = self._s.run_fast(fetches, feed_dict)
+            if out is not NotImplemented:
+                return out
+            if type(fetches) is _fw.Tensor and fetches.graph is self.graph:
+                return self._s.run([fetches._t], [], self._feeds(feed_dict), 0.0, False)[0]
         f = _Fetches(self.graph, fetches)
         feeds = self._feeds(feed_dict)
         trace = bool(options and options.trace_level)
