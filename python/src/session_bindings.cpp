@@ -148,6 +148,19 @@ py::object run(py_session& ps, const std::vector<py_tensor>& fetches,
 /// framework.Tensor, the Python class run_fast recognises (set when session.py is imported).
 PyObject* tensor_class = nullptr;
 
+/// The C++ object a pybind11 instance of exactly T's class holds, without pybind11's cast, which
+/// looks the type up by hashing its name on every call (a tenth of run_fast's own time).
+/// Instances of subclasses, and any failure, go through the cast.
+template <class T> T& bound(py::handle o) {
+  static PyTypeObject* type =
+      reinterpret_cast<PyTypeObject*>(py::detail::get_type_handle(typeid(T), true).ptr());
+  if (Py_TYPE(o.ptr()) == type)
+    if (void* p =
+            reinterpret_cast<py::detail::instance*>(o.ptr())->get_value_and_holder().value_ptr())
+      return *static_cast<T*>(p);
+  return o.cast<T&>();
+}
+
 /// The C++ tensor a framework.Tensor wraps (its `_t`), when `o` is one of `ps`'s graph.
 const py_tensor* wrapped_tensor(const py_session& ps, py::handle o) {
   if (!tensor_class || Py_TYPE(o.ptr()) != reinterpret_cast<PyTypeObject*>(tensor_class))
@@ -157,14 +170,15 @@ const py_tensor* wrapped_tensor(const py_session& ps, py::handle o) {
   if (!t)
     throw py::error_already_set();
   // The slot holds the bound C++ object; it outlives this call through `o`.
-  const auto& pt = t.cast<const py_tensor&>();
+  const auto& pt = bound<py_tensor>(t);
   return pt.g == ps.g ? &pt : nullptr;
 }
 
 /// Session.run's common case in one call from Python: one framework.Tensor fetched of the
 /// session's graph, with no feed or one of such a tensor. Anything else answers NotImplemented
 /// for the general path (a Python method checking the same made a run 15% slower).
-py::object run_fast(py_session& ps, py::handle fetches, py::handle feed_dict) {
+py::object run_fast(py::handle self, py::handle fetches, py::handle feed_dict) {
+  py_session& ps = bound<py_session>(self);
   const py_tensor* fetch = wrapped_tensor(ps, fetches);
   if (!fetch)
     return py::reinterpret_borrow<py::object>(Py_NotImplemented);

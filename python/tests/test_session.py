@@ -197,3 +197,27 @@ def test_fetched_scalars_are_numpy_scalars_as_in_tensorflow():
         assert type(s.run(x, {x: 4.0})) is np.float32 and s.run(x, {x: 4.0}) == 4.0
         a, b = s.run([x * 2, tf.constant([1.0])], {x: 4.0})  # a list's scalar too
         assert type(a) is np.float32 and a == 8.0 and b.shape == (1,)
+
+
+def test_the_common_case_and_what_falls_back_from_it():
+    # One tensor fetched with at most one fed takes one C++ call (Session.run's fast path);
+    # everything else must behave as before, through the general path.
+    import collections
+    g, other = tf.Graph(), tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [], name="x")
+        k = tf.placeholder(tf.float32, [], name="k")
+        y = x * k
+    with other.as_default():
+        z = tf.placeholder(tf.float32, [], name="z")
+    with tf.Session(graph=g) as s:
+        assert s.run(x, {x: 2.0}) == 2.0 and s.run(y, {x: 2.0, k: 3.0}) == 6.0
+        assert s.run(y, collections.OrderedDict([(x, 2.0), (k, 4.0)])) == 8.0
+        assert s.run(x, {"x:0": 5.0}) == 5.0 and s.run("x:0", {x: 6.0}) == 6.0
+        assert s.run(y, {x: 1.0, "k:0": 1.5}) == 1.5
+        with pytest.raises(ValueError):
+            s.run(z, {z: 1.0})  # a tensor of another graph
+        with pytest.raises(ValueError):
+            s.run(x, {z: 1.0})
+        with pytest.raises(tf.errors.InvalidArgumentError, match="x"):
+            s.run(x, {})  # the placeholder not fed
