@@ -1,9 +1,12 @@
 // Random kernels. Seeds follow TensorFlow: `seed` is the graph-level seed, `seed2` the op's;
 // both zero means a fresh random seed. Each run draws new numbers, and the sequence over runs is
 // the same for the same seeds.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
 #include <random>
 
-#include <numeric>
 #include "runnel/ops/cpu/kernels.hpp"
 
 namespace runnel {
@@ -91,6 +94,78 @@ private:
   std::mt19937_64 engine_;
 };
 
+/// Multinomial: per row of logits, `num_samples` class indices drawn with the probabilities
+/// softmax(row), by inverting the row's cumulative distribution (in double). A class whose logit
+/// is -inf is never drawn; a row with no finite logit, or a NaN, is an error naming it.
+class multinomial_kernel : public kernel {
+public:
+  explicit multinomial_kernel(const kernel_construction& c)
+      : out_type_(c.attr<dtype>("output_dtype")) {
+    seed_engine(engine_, c);
+  }
+
+  status compute(kernel_context& ctx) override {
+    const tensor& logits = ctx.input(0);
+    const tensor& count = ctx.input(1);
+    if (logits.rank() != 2)
+      return invalid_argument("logits must be a matrix [batch, classes], got shape " +
+                              logits.shape().to_string());
+    if (count.rank() != 0)
+      return invalid_argument("num_samples must be a scalar, got shape " +
+                              count.shape().to_string());
+    int64_t samples = *count.data<int32_t>();
+    if (samples < 0)
+      return invalid_argument("num_samples must be at least 0, got " + std::to_string(samples));
+    int64_t rows = logits.dim(0), classes = logits.dim(1);
+    if (classes == 0 && rows > 0 && samples > 0)
+      return invalid_argument("logits must have at least one class, got shape " +
+                              logits.shape().to_string());
+    tensor& out = ctx.allocate_output(0, out_type_, shape{rows, samples});
+    std::vector<double> cdf(static_cast<size_t>(classes));
+    std::vector<int64_t> drawn(static_cast<size_t>(samples));
+    for (int64_t r = 0; r < rows; ++r) {
+      RUNNEL_RETURN_IF_ERROR(logits.type() == dtype::f64
+                                 ? row_cdf(logits.data<double>() + r * classes, r, cdf)
+                                 : row_cdf(logits.data<float>() + r * classes, r, cdf));
+      std::uniform_real_distribution<double> uniform(0.0, cdf.back());
+      for (auto& d : drawn) {
+        // The first class whose cumulative mass passes the draw; a draw that rounding put at
+        // the total goes to the last class with any mass.
+        auto it = std::upper_bound(cdf.begin(), cdf.end(), uniform(engine_));
+        if (it == cdf.end())
+          it = std::lower_bound(cdf.begin(), cdf.end(), cdf.back());
+        d = int64_t(it - cdf.begin());
+      }
+      if (out_type_ == dtype::i32)
+        std::copy(drawn.begin(), drawn.end(), out.data<int32_t>() + r * samples);
+      else
+        std::copy(drawn.begin(), drawn.end(), out.data<int64_t>() + r * samples);
+    }
+    return {};
+  }
+
+private:
+  /// The cumulative sums of exp(x - max x) over row `r`.
+  template <class T> static status row_cdf(const T* x, int64_t r, std::vector<double>& cdf) {
+    double top = -std::numeric_limits<double>::infinity();
+    for (size_t j = 0; j < cdf.size(); ++j) {
+      if (std::isnan(x[j]))
+        return invalid_argument("row " + std::to_string(r) + " of the logits holds a NaN");
+      top = std::max(top, double(x[j]));
+    }
+    if (!std::isfinite(top))
+      return invalid_argument("row " + std::to_string(r) + " of the logits has no finite value " +
+                              "(every class -inf, or one +inf)");
+    double sum = 0;
+    for (size_t j = 0; j < cdf.size(); ++j)
+      cdf[j] = sum += std::exp(double(x[j]) - top);
+    return {};
+  }
+
+  dtype out_type_;
+  std::mt19937_64 engine_;
+};
+
 } // namespace
 
 void seed_engine(std::mt19937_64& engine, const kernel_construction& c) {
@@ -121,6 +196,7 @@ RUNNEL_KERNEL_FAMILY(random) {
     auto cpu = device_type::cpu;
     const std::vector<dtype> reals{dtype::f32, dtype::f64};
     reg.add("RandomShuffle", cpu, {}, make_kernel<random_shuffle_kernel>);
+    reg.add("Multinomial", cpu, reals, make_kernel<multinomial_kernel>);
   }
 }
 

@@ -271,6 +271,11 @@ output random_normal(graph& g, const shape& s, double stddev = 1.0, dtype t = dt
                      int64_t seed = 0, std::string_view name = {});
 output truncated_normal(graph& g, const shape& s, double stddev = 1.0, dtype t = dtype::f32,
                         int64_t seed = 0, std::string_view name = {});
+/// TensorFlow's tf.multinomial: `num_samples` class indices per row of `logits` [batch,
+/// classes], drawn with the probabilities softmax(row); [batch, num_samples] of `out` (i64 or
+/// i32).
+output multinomial(output logits, int64_t num_samples, int64_t seed = 0, dtype out = dtype::i64,
+                   std::string_view name = {});
 
 /// A gradient given as some rows of a dense tensor, TensorFlow's IndexedSlices: the dense value
 /// is zero except that row indices[i] adds values[i] (duplicate indices add up). The gradient of

@@ -293,6 +293,15 @@ output random_normal(graph& g, const shape& s, double stddev, dtype t, int64_t s
   auto z = random_op("RandomStandardNormal", g, s, t, seed, name);
   return stddev == 1.0 ? z : z * stddev;
 }
+output multinomial(output logits, int64_t num_samples, int64_t seed, dtype out,
+                   std::string_view name) {
+  graph& g = logits.owner();
+  auto [s1, s2] = seeds(g, seed);
+  auto scope = g.name_scope(name.empty() ? "Multinomial" : name);
+  auto n = constant(g, tensor::scalar<int32_t>(int32_t(num_samples)), "num_samples");
+  return one(g, "Multinomial", "Multinomial", {logits.ep(), n.ep()},
+             {{"output_dtype", out}, {"seed", s1}, {"seed2", s2}});
+}
 output truncated_normal(graph& g, const shape& s, double stddev, dtype t, int64_t seed,
                         std::string_view name) {
   auto z = random_op("TruncatedNormal", g, s, t, seed, name);

@@ -14,6 +14,7 @@ its snake_case name, at the top level when TensorFlow's API has no function of t
 docs/python.md has the whole story.
 """
 import os as _os
+import types as _types
 
 # OpenBLAS reads its core type once, when the extension loads it: it does not know our CPUs and
 # falls back to slow generic kernels (docs/models.md), so pick the kernels the CPU can run first.
@@ -36,6 +37,7 @@ from .framework import (Graph, Tensor, Operation, TensorShape, get_default_graph
                         reset_default_graph, convert_to_tensor, IndexedSlices)
 from .api import *  # noqa: F401,F403,E402
 from .api import range, slice  # noqa: E402 (shadow the builtins on purpose, as tf does)
+from .api import _categorical  # noqa: E402
 from .variables import (Variable, global_variables, all_variables, trainable_variables,  # noqa
                         local_variables, global_variables_initializer, variables_initializer,
                         initialize_all_variables)
@@ -71,6 +73,12 @@ for _name, _fn in raw_ops.SNAKE_NAMES.items():
     if not _name.startswith("_") and _name not in globals():
         globals()[_name] = _fn
 del _name, _fn
+
+
+# tf.random (TensorFlow 1.13 and later): the random ops under their later names.
+random = _types.SimpleNamespace(categorical=_categorical, normal=random_normal,  # noqa: F405
+                                uniform=random_uniform, truncated_normal=truncated_normal,  # noqa
+                                set_random_seed=set_random_seed)  # noqa: F405
 
 
 def get_collection(key, scope=None):

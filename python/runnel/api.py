@@ -89,6 +89,22 @@ def random_uniform(shape, minval=0, maxval=None, dtype=_dtypes.float32, seed=Non
     return x * (maxval - minval) + minval if (minval != 0 or maxval != 1) else x
 
 
+def multinomial(logits, num_samples, seed=None, name=None, output_dtype=None):
+    """``num_samples`` class indices per row of ``logits`` [batch, classes], drawn with the
+    probabilities softmax(row): [batch, num_samples] of int64 (or ``output_dtype``)."""
+    g = _fw.get_default_graph()
+    s1, s2 = _runnel._seeds(g._g, int(seed or 0))
+    n = _fw.convert_to_tensor(num_samples, dtype=_dtypes.int32, graph=g)
+    return _raw.Multinomial(logits, n, seed=s1, seed2=s2,
+                            output_dtype=_dtypes.as_dtype(output_dtype or _dtypes.int64),
+                            name=name or "Multinomial")
+
+
+def _categorical(logits, num_samples, dtype=None, seed=None, name=None):
+    """``tf.random.categorical``: tf.multinomial with its later argument names."""
+    return multinomial(logits, num_samples, seed=seed, name=name, output_dtype=dtype)
+
+
 # ---- arithmetic ----------------------------------------------------------------------------
 def add(x, y, name=None):
     return _raw.Add(x, y, name=name)

@@ -119,6 +119,24 @@ class GreedyEmbeddingHelper:
         return finished, _shaped_like(nxt, self._start_inputs), state
 
 
+class SampleEmbeddingHelper(GreedyEmbeddingHelper):
+    """Decoding by sampling: as GreedyEmbeddingHelper, but each step's id is drawn from
+    softmax(logits / softmax_temperature) (tf.multinomial) instead of taken as the argmax; a
+    temperature under 1 sharpens the distribution, over 1 flattens it."""
+
+    def __init__(self, embedding, start_tokens, end_token, softmax_temperature=None, seed=None):
+        super().__init__(embedding, start_tokens, end_token)
+        self._temperature, self._seed = softmax_temperature, seed
+
+    def sample(self, time, outputs, state, name=None):
+        if outputs.shape.ndims is not None and outputs.shape.ndims != 2:
+            raise ValueError("SampleEmbeddingHelper: the outputs must be [batch, vocab] "
+                             "logits, got %s" % outputs.shape)
+        logits = outputs if self._temperature is None else outputs / self._temperature
+        ids = _api.multinomial(logits, 1, seed=self._seed, output_dtype=_dtypes.int32)
+        return _api.reshape(ids, [-1])
+
+
 class BasicDecoder:
     """One step: the cell on the helper's input, the output layer (any function of the
     cell's output, e.g. a projection to the vocabulary) on its output, then the helper's

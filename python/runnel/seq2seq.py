@@ -8,8 +8,8 @@ arithmetic, state and variable names, so that an attention decoder ports by its 
     outputs, state = tf.nn.dynamic_rnn(cell, decoder_inputs, target_lengths, dtype=tf.float32)
 
 Built from Runnel's ops in Python (every one has a gradient). The decoders (``dynamic_decode``,
-``BasicDecoder``, ``TrainingHelper``, ``GreedyEmbeddingHelper``) are in decoding.py and here
-too; ``BeamSearchDecoder`` is not there yet (docs/python.md)."""
+``BasicDecoder``, ``TrainingHelper``, ``GreedyEmbeddingHelper``, ``SampleEmbeddingHelper``) are
+in decoding.py and here too; ``BeamSearchDecoder`` is not there yet (docs/python.md)."""
 import collections
 import math
 
@@ -282,4 +282,4 @@ class AttentionWrapper(_rnn.RNNCell):
 
 
 from .decoding import (BasicDecoder, BasicDecoderOutput, GreedyEmbeddingHelper,  # noqa: E402,F401
-                       TrainingHelper, dynamic_decode)
+                       SampleEmbeddingHelper, TrainingHelper, dynamic_decode)

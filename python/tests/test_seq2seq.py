@@ -281,3 +281,50 @@ def test_sparse_softmax_cross_entropy_takes_a_decoders_time_axis():
     want = -np.take_along_axis(log_p, labels[..., None], -1)[..., 0]
     assert got.shape == (2, 3)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_sampling_draws_each_step_from_the_softmax_of_its_logits():
+    # An output layer that ignores the cell: every step's logits are the same row, so the ids
+    # drawn must follow softmax(row / temperature); a temperature near zero is the argmax.
+    row = np.log(np.array([0.6, 0.3, 0.1, 1e-9], np.float32))
+    with tf.Graph().as_default():
+        cell = tf.nn.rnn_cell.BasicRNNCell(2)
+        emb = tf.constant(np.eye(4, 3, dtype=np.float32))
+        logits = tf.constant(np.tile(row, (2000, 1)))
+
+        def decode(temperature, seed):
+            helper = seq2seq.SampleEmbeddingHelper(emb, tf.fill([2000], 1), 3,
+                                                   softmax_temperature=temperature, seed=seed)
+            decoder = seq2seq.BasicDecoder(cell, helper, cell.zero_state(2000, tf.float32),
+                                           output_layer=lambda h: logits + 0 * h[:, :1])
+            return seq2seq.dynamic_decode(decoder, maximum_iterations=3)[0].sample_id
+
+        warm, sharp = decode(None, 7), decode(0.01, 8)
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            ids, argmax = s.run([warm, sharp])
+    first = np.bincount(ids[:, 0], minlength=4) / 2000
+    np.testing.assert_allclose(first[:3], [0.6, 0.3, 0.1], atol=0.04)
+    assert first[3] == 0 and ids.dtype == np.int32
+    assert np.all(argmax == 0)
+
+
+def test_multinomial_and_random_categorical():
+    ninf = -np.inf
+    logits = np.array([[np.log(0.5), np.log(0.5), ninf], [ninf, ninf, 0.0]], np.float32)
+    with tf.Graph().as_default():
+        m = tf.multinomial(tf.constant(logits), 4000, seed=1)
+        c = tf.random.categorical(tf.constant(logits), 5, dtype=tf.int32, seed=2)
+        n = tf.placeholder(tf.int32, [])
+        dynamic = tf.multinomial(tf.constant(logits), n)
+        with tf.Session() as s:
+            a, b = s.run([m, c])
+            assert s.run(dynamic, {n: 3}).shape == (2, 3)
+            with pytest.raises(tf.errors.InvalidArgumentError, match="num_samples must be"):
+                s.run(dynamic, {n: -1})
+            bad = tf.multinomial(tf.constant([[np.nan, 0.0]]), 1)
+            with pytest.raises(tf.errors.InvalidArgumentError, match="row 0 .* NaN"):
+                s.run(bad)
+    assert a.dtype == np.int64 and a.shape == (2, 4000) and b.dtype == np.int32
+    assert set(a[0]) == {0, 1} and abs(np.mean(a[0]) - 0.5) < 0.05 and np.all(a[1] == 2)
+    assert np.all(b[1] == 2)

@@ -142,3 +142,43 @@ TEST_CASE("random ops are reproducible with graph and op seeds", "[ops]") {
   for (double x : r[1].flat<double>())
     REQUIRE(std::abs(x) <= 2.0);
 }
+
+TEST_CASE("multinomial draws each row's classes with its softmax probabilities, seeded", "[ops]") {
+  auto draw = [](int64_t seed, dtype out) {
+    graph g;
+    g.set_seed(seed);
+    float inf = std::numeric_limits<float>::infinity();
+    auto logits = constant(
+        g, tensor::from_values<float>(shape{2, 4}, {std::log(0.6f), std::log(0.3f), std::log(0.1f),
+                                                    -inf, 0, -inf, -inf, -inf}));
+    return eval1(multinomial(logits, 20000, 0, out));
+  };
+  auto a = draw(3, dtype::i64), b = draw(3, dtype::i64);
+  CHECK(a.shape() == shape{2, 20000});
+  CHECK(equal(a, b)); // the same seeds, the same draws
+  std::vector<int> counts(4);
+  for (int64_t i = 0; i < 20000; ++i) {
+    counts[size_t(a.data<int64_t>()[i])]++;
+    REQUIRE(a.data<int64_t>()[20000 + i] == 0); // every other class of row 1 is -inf
+  }
+  CHECK(counts[0] / 20000.0 == Approx(0.6).margin(0.02));
+  CHECK(counts[1] / 20000.0 == Approx(0.3).margin(0.02));
+  CHECK(counts[2] / 20000.0 == Approx(0.1).margin(0.02));
+  CHECK(counts[3] == 0);
+  CHECK(draw(3, dtype::i32).type() == dtype::i32);
+
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{-1, -1}, "x");
+  auto m = multinomial(x, 2, 0, dtype::i64, "draw");
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  float inf = std::numeric_limits<float>::infinity();
+  auto error_for = [&](tensor v) { return eval_error(m, {{x, v}}).message(); };
+  CHECK_THAT(error_for(tensor::from_values<float>(shape{2, 2}, {0, 0, nan, 1})),
+             Catch::Contains("node 'draw/Multinomial' (op Multinomial): row 1 of the logits "
+                             "holds a NaN"));
+  CHECK_THAT(error_for(tensor::from_values<float>(shape{1, 2}, {-inf, -inf})),
+             Catch::Contains("row 0 of the logits has no finite value"));
+  CHECK_THAT(error_for(tensor(dtype::f32, shape{2, 0})),
+             Catch::Contains("at least one class, got shape [2,0]"));
+  CHECK_THROWS(multinomial(constant(g, tensor::vector<float>({1, 2})), 1)); // not a matrix
+}
