@@ -238,6 +238,21 @@ result<std::shared_ptr<registration>> master::impl::build(master_session& s,
 
 namespace {
 
+/// Whether a task's failed runGraph says a task went away or restarted (its connections and the
+/// session's registrations are then stale), rather than that a kernel failed. A kernel's own
+/// UNAVAILABLE (a sync take naming missing workers) says nothing about connections, but that of
+/// a _Send or _Recv does: the tensor's peer is gone.
+bool lost_or_restarted(const status& e) {
+  if (e.code() == error_code::aborted)
+    return true;
+  if (e.code() != error_code::unavailable)
+    return false;
+  const auto& m = e.message();
+  bool from_kernel = m.find("node '") != std::string::npos && m.find("(op ") != std::string::npos;
+  return !from_kernel || m.find("(op _Send)") != std::string::npos ||
+         m.find("(op _Recv)") != std::string::npos;
+}
+
 /// One step in flight: what its tasks' answers have brought so far.
 struct master_step {
   std::mutex mu;
@@ -344,19 +359,17 @@ void master::impl::start_step(std::shared_ptr<master_session> s, std::shared_ptr
         // Other tasks may wait for tensors the failed one will never send.
         for (auto& other : reg->parts)
           other.worker->cleanup_step(id);
-        auto code = r.error().code();
-        // A kernel's own UNAVAILABLE (e.g. a sync take naming missing workers) says
-        // nothing about the connection to the task that ran it: keep that one.
-        bool from_kernel = r.error().message().find("node '") != std::string::npos &&
-                           r.error().message().find("(op ") != std::string::npos;
-        if ((code == error_code::unavailable && !from_kernel) || code == error_code::aborted) {
-          // A task went away or restarted: fresh connections and registrations next run.
-          self->forget_task(part.task);
-          std::lock_guard lock(s->mu);
-          s->registered.clear();
+      }
+      // Every failed reply, not only the first: when a task dies, the first error to come may
+      // be another task's (the ps's send to it), and the dead one's registration must go too.
+      if (!r && lost_or_restarted(r.error())) {
+        // A task went away or restarted: fresh connections and registrations next run.
+        self->forget_task(part.task);
+        std::lock_guard lock(s->mu);
+        s->registered.clear();
+        if (cleanup)
           self->log("warn", "step failed: " + r.error().message() +
                                 "; partitions will be registered again");
-        }
       }
       if (finished) {
         {
