@@ -116,6 +116,8 @@ void on_merge_input(node_actor::pointer self, std::vector<pending_iteration>* ow
   bool complete, fired;
   {
     iterations_of held(own, s);
+    if (step->aborted.load(std::memory_order_acquire))
+      return; // the abort may have dropped this node's iterations already: add none after it
     auto& its = *held;
     auto it = std::find_if(its.begin(), its.end(), [&](const pending_iteration& p) {
       return p.step == step->id && p.frame == tag.frame && p.iter == tag.iter;
@@ -160,6 +162,8 @@ void on_flow_input(node_actor::pointer self, std::vector<pending_iteration>* own
   bool ready = false;
   {
     iterations_of held(own, s);
+    if (step->aborted.load(std::memory_order_acquire))
+      return; // the abort may have dropped this node's iterations already: add none after it
     auto& its = *held;
     auto it = std::find_if(its.begin(), its.end(), [&](const pending_iteration& p) {
       return p.step == step->id && p.frame == tag.frame && p.iter == tag.iter;
