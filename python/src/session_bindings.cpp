@@ -210,7 +210,6 @@ void bind_session(py::module_& m) {
   py::class_<py_session>(m, "_Session")
       .def(py::init(&make_session))
       .def("run", &run)
-      .def("run_one", &run_one, py::arg("fetch"), py::arg("feed").none(true), py::arg("value"))
       .def("run_fast", &run_fast)
       // The same step run `n` times from C++ (the GIL released): what bench/python_bench.py
       // compares a Python run with, in the same process and runtime.
