@@ -110,13 +110,11 @@ class Session:
         self._pool = None
         self._pool_lock = threading.Lock()
 
-    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    # run(fetches, feed_dict=None, options=None, run_metadata=None) is C++'s (installed below):
+    # it takes the common case (one tensor fetched, at most one fed, nothing else) in one call
+    # and hands the rest to _run.
+    def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if options is None:
-            # The common case (one tensor fetched, at most one fed) in one call, without the
-            # fetch structure's bookkeeping or lists to convert; NotImplemented otherwise.
-            out = self._s.run_fast(fetches, feed_dict)
-            if out is not NotImplemented:
-                return out
             if type(fetches) is _fw.Tensor and fetches.graph is self.graph:
                 return self._s.run([fetches._t], [], self._feeds(feed_dict), 0.0, False)[0]
         f = _Fetches(self.graph, fetches)
@@ -183,6 +181,9 @@ class Session:
             self._s.close()
         except Exception:  # noqa: BLE001 (interpreter shutdown)
             pass
+
+
+_runnel._install_run(Session)  # Session.run: C++'s session_run (python/src/session_bindings.cpp)
 
 
 class _DefaultSession:

@@ -197,6 +197,73 @@ py::object run_fast(py::handle self, py::handle fetches, py::handle feed_dict) {
   return run_one(ps, *fetch, feed, keep);
 }
 
+/// A C++ exception from run_fast as the Python error pybind11's dispatcher would set.
+PyObject* error_from_current_exception() {
+  try {
+    throw;
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (...) {
+    if (!py::detail::apply_exception_translators(
+            py::detail::get_local_internals().registered_exception_translators) &&
+        !py::detail::apply_exception_translators(
+            py::detail::get_internals().registered_exception_translators))
+      PyErr_SetString(PyExc_SystemError, "an unknown C++ exception in Session.run");
+  }
+  return nullptr;
+}
+
+/// Session.run itself, a method descriptor of the Python class (no Python frame and no pybind11
+/// dispatch before the step, a fifth of what Python added to a trivial run): `run(fetches)` and
+/// `run(fetches, feed_dict)` go to run_fast; anything else, and whatever run_fast declines, to
+/// the class's `_run`, the general path written in Python.
+PyObject* session_run(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  static PyObject* s_name = PyUnicode_InternFromString("_s");
+  static PyObject* general = PyUnicode_InternFromString("_run");
+  static PyObject* feed_dict_name = PyUnicode_InternFromString("feed_dict");
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs == 0 && nkw == 0) {
+    PyErr_SetString(PyExc_TypeError, "Session.run() missing its argument 'fetches'");
+    return nullptr;
+  }
+  PyObject* feed_dict = nullptr;
+  if (nkw == 0 && (nargs == 1 || nargs == 2))
+    feed_dict = nargs == 2 ? args[1] : Py_None;
+  else if (nkw == 1 && nargs == 1 &&
+           PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), feed_dict_name) == 0)
+    feed_dict = args[1];
+  if (feed_dict) {
+    PyObject* s = PyObject_GetAttr(self, s_name);
+    if (!s)
+      return nullptr;
+    PyObject* out = nullptr;
+    try {
+      out = run_fast(s, args[0], feed_dict).release().ptr();
+    } catch (...) {
+      out = error_from_current_exception();
+    }
+    Py_DECREF(s);
+    if (out != Py_NotImplemented)
+      return out;
+    Py_DECREF(out);
+  }
+  std::vector<PyObject*> with_self(size_t(1 + nargs + nkw));
+  with_self[0] = self;
+  std::copy(args, args + nargs + nkw, with_self.begin() + 1);
+  return PyObject_VectorcallMethod(general, with_self.data(), size_t(1 + nargs), kwnames);
+}
+
+PyMethodDef session_run_def = {
+    "run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&session_run)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "run($self, fetches, feed_dict=None, options=None, run_metadata=None)\n--\n\n"
+    "Runs one step: the values of `fetches` (a tensor, an operation, or nested lists, tuples,\n"
+    "dicts and namedtuples of them, by name or object) as NumPy arrays in the same structure,\n"
+    "with `feed_dict` mapping tensors (or their names) to values. `options` (RunOptions:\n"
+    "trace_level, timeout_in_ms) and `run_metadata` (receives the Chrome trace) as in\n"
+    "TensorFlow 1.x."};
+
 } // namespace
 
 runtime& shared_runtime() {
@@ -210,7 +277,6 @@ void bind_session(py::module_& m) {
   py::class_<py_session>(m, "_Session")
       .def(py::init(&make_session))
       .def("run", &run)
-      .def("run_fast", &run_fast)
       // The same step run `n` times from C++ (the GIL released): what bench/python_bench.py
       // compares a Python run with, in the same process and runtime.
       .def("cpp_runs",
@@ -243,6 +309,16 @@ void bind_session(py::module_& m) {
     pending_options.scheduler_threads = scheduler_threads;
   });
   m.def("_devices", [] { return shared_runtime().devices(); });
+  // Makes the C++ session_run the `run` of the Python class `cls` (session.Session).
+  m.def("_install_run", [](py::object cls) {
+    if (!PyType_Check(cls.ptr()))
+      throw py::type_error("_install_run takes a class");
+    py::object descr = py::reinterpret_steal<py::object>(
+        PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &session_run_def));
+    if (!descr)
+      throw py::error_already_set();
+    cls.attr("run") = descr;
+  });
   m.def("_set_tensor_class", [](py::object cls) {
     Py_XDECREF(tensor_class);
     tensor_class = cls.release().ptr(); // kept for the interpreter's life

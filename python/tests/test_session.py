@@ -221,3 +221,18 @@ def test_the_common_case_and_what_falls_back_from_it():
             s.run(x, {z: 1.0})
         with pytest.raises(tf.errors.InvalidArgumentError, match="x"):
             s.run(x, {})  # the placeholder not fed
+        # Session.run is C++'s: keyword arguments, options and a subclass reach the same answers.
+        assert s.run(x, feed_dict={x: 7.0}) == 7.0 and s.run(fetches=x, feed_dict={x: 8.0}) == 8.0
+        assert s.run(x, {x: 9.0}, None, None) == 9.0
+        assert s.run(x, {x: 1.0}, options=tf.RunOptions(timeout_in_ms=10000)) == 1.0
+        assert tf.Session.run(s, x, {x: 3.0}) == 3.0
+        with pytest.raises(TypeError, match="fetches"):
+            s.run()
+        with pytest.raises(TypeError):
+            s.run(x, {x: 1.0}, unknown=1)
+    import inspect
+    assert list(inspect.signature(tf.Session.run).parameters) == [
+        "self", "fetches", "feed_dict", "options", "run_metadata"]
+    assert "feed_dict" in tf.Session.run.__doc__
+    with g.as_default(), tf.InteractiveSession() as s:
+        assert s.run(x, {x: 4.0}) == 4.0
