@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -235,6 +236,76 @@ double data_plane(int rounds) {
   return best;
 }
 
+/// Median seconds to send a tensor of `bytes` to a child process's endpoint and receive one of
+/// the same size back (the tensor it received, sent on), as ps_training's parameters and
+/// gradients cross; `direct`: endpoint_options::direct_sends in both.
+double data_plane_exchange(size_t bytes, int rounds, bool direct) {
+  int parent_port, child_port;
+  {
+    int a = listen_any(parent_port), b = listen_any(child_port);
+    ::close(a);
+    ::close(b);
+  }
+  std::string parent_addr = "127.0.0.1:" + std::to_string(parent_port);
+  std::string child_addr = "127.0.0.1:" + std::to_string(child_port);
+  struct inbox {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<tensor> got;
+    tensor take() {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return !got.empty(); });
+      tensor t = std::move(got.front());
+      got.pop_front();
+      return t;
+    }
+  };
+  auto start = [&](const std::string& listen, inbox& in) {
+    net::endpoint_options o;
+    o.listen = listen;
+    o.direct_sends = direct;
+    o.on_tensor = [&in](int64_t, std::string, tensor t) {
+      std::lock_guard lock(in.mu);
+      in.got.push_back(std::move(t));
+      in.cv.notify_all();
+    };
+    return net::endpoint::start(o).value();
+  };
+  pid_t child = ::fork();
+  if (child == 0) {
+    inbox in;
+    auto ep = start(child_addr, in);
+    for (int r = 0; r < rounds; ++r)
+      ep->send_tensor(parent_addr, r, "back", in.take(), {}, [](status) {});
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    _exit(0);
+  }
+  inbox in;
+  auto ep = start(parent_addr, in);
+  tensor t(dtype::f32, shape{int64_t(bytes / 4)});
+  std::memset(t.raw_data(), 1, t.bytes());
+  std::vector<double> times;
+  for (int r = 0; r < rounds; ++r) {
+    double t0 = now();
+    // The child may still be starting: retry the first send until it connects.
+    for (;;) {
+      std::promise<status> p;
+      auto f = p.get_future();
+      ep->send_tensor(child_addr, r, "out", t, {}, [&p](status s) { p.set_value(s); });
+      if (f.get().ok())
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      t0 = now();
+    }
+    in.take();
+    times.push_back(now() - t0);
+  }
+  ep.reset();
+  ::waitpid(child, nullptr, 0);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 /// Median seconds of a raw TCP round trip of 8 bytes to a child process.
 double raw_round_trip(int rounds) {
   tcp_peer peer = start_tcp_peer([&](int fd) {
@@ -258,7 +329,6 @@ double raw_round_trip(int rounds) {
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
-
 
 /// CPU seconds (user + system) a process used so far (0: this one).
 double cpu_seconds(pid_t pid) {

@@ -25,6 +25,9 @@ struct exchange_limit {
 exchange_limit raw_exchange(size_t bytes, int rounds);
 /// Best seconds to send a 64 MiB tensor to a child process's endpoint and get its ack.
 double data_plane(int rounds);
+/// Median seconds to send `bytes` to a child process's endpoint and receive as many back;
+/// `direct`: endpoint_options::direct_sends.
+double data_plane_exchange(size_t bytes, int rounds, bool direct);
 /// Median seconds of a raw TCP round trip of 8 bytes to a child process.
 double raw_round_trip(int rounds);
 /// CPU seconds (user + system) a process used so far (0: this one).

@@ -398,6 +398,8 @@ result<std::unique_ptr<endpoint>> endpoint::start(endpoint_options options) {
     i->options.shm_ring_bytes = 0;
   if (const char* v = std::getenv("RUNNEL_SHM_LEND"); v && std::string(v) == "0")
     i->options.shm_lend = false;
+  if (const char* v = std::getenv("RUNNEL_DIRECT_SENDS"); v && std::string(v) == "0")
+    i->options.direct_sends = false;
   auto* raw = i.get();
   i->steps = std::make_shared<step_plane>(
       *raw, [raw](const std::string& address, std::function<void(result<int>)> done) {
@@ -442,6 +444,8 @@ bool endpoint::loopback_only() const {
 void endpoint::send_tensor(const std::string& address, int64_t step, const std::string& key,
                            tensor value, send_options options, std::function<void(status)> done) {
   auto* i = impl_.get();
+  if (i->send_direct(address, step, key, value, options, done))
+    return;
   auto cb = std::make_shared<once<status>>(std::move(done));
   i->post([i, address, step, key, value = std::move(value), options, cb]() mutable {
     i->loop->send_tensor(address, step, key, std::move(value), options,
@@ -452,6 +456,7 @@ void endpoint::send_tensor(const std::string& address, int64_t step, const std::
 void endpoint::forget_peer(const std::string& address) {
   auto* i = impl_.get();
   i->steps->forget(address);
+  i->forget_direct(address, nullptr);
   i->post([i, address] { i->loop->forget(address); });
 }
 

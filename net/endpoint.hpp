@@ -271,6 +271,11 @@ struct endpoint_options {
   /// (its bytes reused once the tensor goes) instead of a copy; false, or RUNNEL_SHM_LEND=0 in
   /// the environment: every payload is copied out.
   bool shm_lend = true;
+  /// A payload that goes through the ring is copied in and its header written by the thread
+  /// that sends it, on a data connection of its own, instead of by the event loop (one wake-up
+  /// and one hop less a tensor); false, or RUNNEL_DIRECT_SENDS=0 in the environment: the loop
+  /// writes every frame.
+  bool direct_sends = true;
   /// Frames with larger payloads are read into buffers that grow with the bytes that arrived,
   /// so that a header cannot reserve memory its sender never fills.
   uint64_t direct_payload_bytes = uint64_t(64) << 20;

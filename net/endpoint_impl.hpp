@@ -61,6 +61,10 @@ inline kj::Duration to_kj(std::chrono::milliseconds d) {
 /// A blocking copy of a connected stream's socket (TCP_NODELAY set), for a step connection; -1
 /// when the stream has none (TLS).
 int take_socket(kj::AsyncIoStream& s);
+/// `value` (float32) truncated to bfloat16.
+std::vector<uint16_t> to_bf16(const tensor& value);
+/// Whether `address` names this host (a loopback address): where shared memory may carry payloads.
+bool on_this_host(const std::string& address);
 /// A kj exception as a status naming the peer.
 status from_exception(const kj::Exception& e, const std::string& peer);
 void write_status(wire::Status::Builder b, const status& s);
@@ -123,6 +127,48 @@ struct endpoint::impl {
   /// Step calls on connections of their own, off the loop (net/step_plane.hpp).
   std::shared_ptr<step_plane> steps;
   bool steps_enabled() const { return steps && options.step_calls && options.tls_cert.empty(); }
+
+  /// Frames written by the sending thread (net/endpoint_direct.cpp): one data connection per
+  /// peer on this host, its socket written under its lock by whichever thread sends.
+  struct direct_peer {
+    direct_peer() = default;
+    ~direct_peer();
+    direct_peer(const direct_peer&) = delete;
+    direct_peer& operator=(const direct_peer&) = delete;
+    std::mutex mu; ///< one writer at a time: ring positions reach the receiver in order
+    /// The blocking socket (-1 while the loop opens it); closed only when the last sender lets
+    /// go (a number reused meanwhile is not ours).
+    int fd = -1;
+    std::shared_ptr<shm_ring> ring; ///< null: the receiver did not map one (payloads inline)
+    bool broken = false;
+    /// Frames sent while the connection opens, in order.
+    struct waiting_frame {
+      int64_t step;
+      std::string key;
+      tensor value;
+      send_options o;
+      std::shared_ptr<detail::once<status>> done;
+    };
+    std::vector<waiting_frame> waiting;
+  };
+  std::mutex direct_mu;
+  std::map<std::string, std::shared_ptr<direct_peer>> direct_peers; ///< by address
+  /// Whether a frame of `value` to `address` goes that way.
+  bool direct_wanted(const std::string& address, const tensor& value) const;
+  /// Sends the frame that way (or queues it while the connection opens) and answers `done`
+  /// (true), or leaves both to the loop (false).
+  bool send_direct(const std::string& address, int64_t step, const std::string& key, tensor& value,
+                   const send_options& o, std::function<void(status)>& done);
+  /// Writes one frame on `peer` (its lock held); the bytes written, or 0 when the connection
+  /// is lost (then dropped).
+  uint64_t write_direct(const std::string& address, direct_peer& peer, int64_t step,
+                        const std::string& key, const tensor& value, const send_options& o);
+  /// Marks `peer` broken and drops it.
+  void drop_direct(const std::string& address, direct_peer& peer);
+  /// Drops the direct connection to `address` (`only`: if it is still that one).
+  void forget_direct(const std::string& address, const direct_peer* only);
+  /// Answers the frames waiting in `peer` with `s`.
+  void fail_waiting(direct_peer& peer, const status& s);
 
   // Loop-thread state (created and destroyed on the loop thread).
   struct loop_state;
@@ -250,6 +296,10 @@ struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
                    send_options opts, std::function<void(status)> done);
   /// Drops the connections to `address` (its task failed): the next call reconnects.
   void forget(const std::string& address);
+  /// Opens `peer`'s connection to `address`, then writes the frames waiting in it.
+  void open_direct(const std::string& address, std::shared_ptr<direct_peer> peer);
+  /// Frames that could not go directly, sent the loop's way.
+  void resend_waiting(const std::string& address, std::vector<direct_peer::waiting_frame>& frames);
   /// Opens a step connection to `address` and hands its socket, made blocking, to `done`.
   void open_step(const std::string& address, std::function<void(result<int>)> done);
 

@@ -118,14 +118,10 @@ endpoint::impl::loop_state::make_frame(int64_t step, const std::string& key, ten
   if (value.type() == dtype::string) {
     h.string_value = value;
   } else if (opts.bf16 && value.type() == dtype::f32) {
-    int64_t n = value.num_elements();
-    f->bf16.resize(size_t(n));
-    const uint32_t* bits = static_cast<const uint32_t*>(value.raw_data());
-    for (int64_t i = 0; i < n; ++i)
-      f->bf16[size_t(i)] = uint16_t(bits[i] >> 16);
+    f->bf16 = to_bf16(value);
     h.bf16 = true;
     payload = reinterpret_cast<const kj::byte*>(f->bf16.data());
-    h.payload_bytes = uint64_t(n) * 2;
+    h.payload_bytes = uint64_t(f->bf16.size()) * 2;
   } else {
     payload = static_cast<const kj::byte*>(value.raw_data());
     h.payload_bytes = value.bytes();
@@ -216,14 +212,16 @@ kj::Promise<void> endpoint::impl::loop_state::write_frame(std::string address,
           });
 }
 
+std::vector<uint16_t> detail::to_bf16(const tensor& value) {
+  std::vector<uint16_t> out(size_t(value.num_elements()));
+  const uint32_t* bits = static_cast<const uint32_t*>(value.raw_data());
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = uint16_t(bits[i] >> 16);
+  return out;
+}
+
 bool endpoint::impl::loop_state::ring_wanted(const std::string& address) const {
-  if (tls || ep.options.shm_ring_bytes == 0)
-    return false;
-  auto split = cluster_spec::split_address(address);
-  if (!split)
-    return false;
-  auto& host = split->first;
-  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1" || host == "[::1]";
+  return !tls && ep.options.shm_ring_bytes != 0 && on_this_host(address);
 }
 
 void endpoint::impl::loop_state::place_in_ring(data_peer& peer, frame& f) {

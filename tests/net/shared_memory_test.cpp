@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <future>
+#include <thread>
 
 #include "runnel/net/endpoint.hpp"
 #include "runnel/net/shm_ring.hpp"
@@ -290,5 +291,75 @@ TEST_CASE("a payload put into the ring in pieces of any size and alignment arriv
     std::vector<uint8_t> out(bytes.size());
     REQUIRE((*view)->take(*pos, out.size(), out.data()).ok());
     CHECK(out == bytes);
+  }
+}
+
+TEST_CASE("frames written by their sending threads arrive whole and in order, and a receiver "
+          "restarted on its address gets the next one",
+          "[net]") {
+  for (bool direct : {true, false}) {
+    CAPTURE(direct);
+    received got;
+    auto so = quiet_server();
+    so.on_tensor = [&](int64_t step, std::string key, tensor t) { got.add(step, key, t.copy()); };
+    auto server = endpoint::start(so).value();
+    int port = server->port();
+    endpoint_options co;
+    co.direct_sends = direct;
+    auto client = endpoint::start(co).value();
+    std::string address = "127.0.0.1:" + std::to_string(port);
+    // Sent at once: the first ones wait while the connection opens. Small and ring-sized
+    // payloads, strings and bf16.
+    const int frames = 24;
+    std::vector<std::promise<status>> sent(frames);
+    for (int i = 0; i < frames; ++i) {
+      tensor t = i % 6 == 5 ? tensor::scalar<std::string>("s" + std::to_string(i))
+                            : numbered(i % 2 ? 100 : 40000, float(i));
+      client->send_tensor(address, i, "t" + std::to_string(i), t, {.bf16 = i % 6 == 3},
+                          [&sent, i](status s) { sent[size_t(i)].set_value(s); });
+    }
+    for (auto& p : sent)
+      REQUIRE(p.get_future().get().ok());
+    REQUIRE(got.wait(frames));
+    {
+      std::lock_guard lock(got.mu);
+      for (int i = 0; i < frames; ++i) {
+        CAPTURE(i);
+        auto& [step, key, t] = got.items[size_t(i)];
+        CHECK(step == i);
+        if (i % 6 == 5)
+          CHECK(t.data<std::string>()[0] == "s" + std::to_string(i));
+        else
+          CHECK(t.data<float>()[t.num_elements() - 1] == float(i) + float(t.num_elements() - 1));
+      }
+    }
+    CHECK(client->stats().frames_sent.load() == uint64_t(frames));
+    CHECK(client->stats().frames_sent_shm.load() == uint64_t(frames / 2)); // the 40,000 floats
+    // Two threads at once: each one's frames in its order.
+    auto burst = [&](int from) {
+      for (int i = from; i < from + 40; ++i)
+        REQUIRE(send_and_wait(*client, address, i, "b", numbered(i % 3 ? 10 : 20000, 0.f)).ok());
+    };
+    std::thread other(burst, 1000);
+    burst(2000);
+    other.join();
+    REQUIRE(got.wait(frames + 80));
+    {
+      std::lock_guard lock(got.mu);
+      int64_t last[2] = {999, 1999};
+      for (int i = frames; i < frames + 80; ++i) {
+        int64_t step = std::get<0>(got.items[size_t(i)]);
+        CHECK(step == ++last[step >= 2000]);
+      }
+    }
+    // The receiver goes, and another takes its address: nothing sent to it is lost.
+    server.reset();
+    so.listen = address;
+    server = endpoint::start(so).value();
+    for (int64_t n : {100, 40000}) {
+      CAPTURE(n);
+      REQUIRE(send_and_wait(*client, address, 100 + n, "after", numbered(n, 1.f)).ok());
+    }
+    REQUIRE(got.wait(frames + 82));
   }
 }
