@@ -114,8 +114,8 @@ bool endpoint::impl::send_direct(const std::string& address, int64_t step, const
   return true;
 }
 
-uint64_t endpoint::impl::write_direct(const std::string& address, direct_peer& peer,
-                                      int64_t step, const std::string& key, const tensor& value,
+uint64_t endpoint::impl::write_direct(const std::string& address, direct_peer& peer, int64_t step,
+                                      const std::string& key, const tensor& value,
                                       const send_options& o) {
   if (hung_up(peer.fd)) {
     drop_direct(address, peer);
@@ -203,47 +203,41 @@ void endpoint::impl::loop_state::open_direct(const std::string& address,
         timeval limit{5, 0};
         if (fd >= 0)
           ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
-        std::vector<direct_peer::waiting_frame> left;
-        {
-          std::lock_guard lock(peer->mu);
-          peer->fd = fd;
-          peer->ring = *mapped == 1 ? ring : nullptr;
-          if (fd < 0)
-            peer->broken = true;
-          // The frames sent meanwhile, in order; from the first that fails, the loop's way.
-          size_t k = 0;
-          for (; k < peer->waiting.size() && !peer->broken; ++k) {
-            auto& w = peer->waiting[k];
-            if (ep.write_direct(address, *peer, w.step, w.key, w.value, w.o) == 0)
-              break;
-            (*w.done)(status());
-          }
-          left.assign(std::make_move_iterator(peer->waiting.begin() + ptrdiff_t(k)),
-                      std::make_move_iterator(peer->waiting.end()));
-          peer->waiting.clear();
-        }
-        if (fd < 0)
-          ep.forget_direct(address, peer.get());
-        resend_waiting(address, left);
+        flush_waiting(address, *peer, fd, *mapped == 1 ? ring : nullptr);
       },
       [this, address, peer](kj::Exception&&) {
         // Unreachable now: the loop's way reconnects and reports failures to the senders.
-        std::vector<direct_peer::waiting_frame> left;
-        {
-          std::lock_guard lock(peer->mu);
-          peer->broken = true;
-          left.swap(peer->waiting);
-        }
-        ep.forget_direct(address, peer.get());
-        resend_waiting(address, left);
+        flush_waiting(address, *peer, -1, nullptr);
       }));
 }
 
-void endpoint::impl::loop_state::resend_waiting(const std::string& address,
-                                                std::vector<direct_peer::waiting_frame>& frames) {
-  for (auto& w : frames)
-    send_tensor(address, w.step, w.key, std::move(w.value), w.o,
-                [done = w.done](status s) { (*done)(std::move(s)); });
+void endpoint::impl::loop_state::flush_waiting(const std::string& address, direct_peer& peer,
+                                               int fd, std::shared_ptr<shm_ring> ring) {
+  std::vector<direct_peer::waiting_frame> frames;
+  size_t written = 0;
+  {
+    std::lock_guard lock(peer.mu);
+    peer.fd = fd;
+    peer.ring = std::move(ring);
+    frames.swap(peer.waiting);
+    if (fd < 0)
+      ep.drop_direct(address, peer);
+    // In order; from the first that fails, the loop's way.
+    while (written < frames.size() && !peer.broken) {
+      auto& w = frames[written];
+      if (ep.write_direct(address, peer, w.step, w.key, w.value, w.o) == 0)
+        break;
+      ++written;
+    }
+  }
+  for (size_t k = 0; k < frames.size(); ++k) {
+    auto& w = frames[k];
+    if (k < written)
+      (*w.done)(status()); // outside the lock: an answer may send the next frame at once
+    else
+      send_tensor(address, w.step, w.key, std::move(w.value), w.o,
+                  [done = w.done](status s) { (*done)(std::move(s)); });
+  }
 }
 
 } // namespace runnel::net

@@ -298,8 +298,10 @@ struct endpoint::impl::loop_state final : kj::TaskSet::ErrorHandler {
   void forget(const std::string& address);
   /// Opens `peer`'s connection to `address`, then writes the frames waiting in it.
   void open_direct(const std::string& address, std::shared_ptr<direct_peer> peer);
-  /// Frames that could not go directly, sent the loop's way.
-  void resend_waiting(const std::string& address, std::vector<direct_peer::waiting_frame>& frames);
+  /// `peer`'s connection is open on `fd` (-1: it could not be opened) with `ring` (null: none
+  /// mapped): writes the frames waiting in it, and sends those it cannot the loop's way.
+  void flush_waiting(const std::string& address, direct_peer& peer, int fd,
+                     std::shared_ptr<shm_ring> ring);
   /// Opens a step connection to `address` and hands its socket, made blocking, to `done`.
   void open_step(const std::string& address, std::function<void(result<int>)> done);
 
