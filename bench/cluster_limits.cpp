@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runnel/net/endpoint.hpp"
@@ -165,18 +166,35 @@ exchange_limit raw_exchange(size_t bytes, int rounds) {
 
 // ---- the data plane ------------------------------------------------------------------------------
 
+/// Sends `t` to `to`, again every 20 ms while the child there is still starting; when the send
+/// that went through began.
+double send_until_connected(net::endpoint& ep, const std::string& to, int64_t step,
+                            const std::string& key, const tensor& t) {
+  for (;;) {
+    double t0 = now();
+    std::promise<status> p;
+    auto f = p.get_future();
+    ep.send_tensor(to, step, key, t, {}, [&p](status s) { p.set_value(s); });
+    if (f.get().ok())
+      return t0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+/// Two free loopback addresses, for a parent's and a child's endpoint.
+std::pair<std::string, std::string> two_loopback_addresses() {
+  int parent_port, child_port;
+  int a = listen_any(parent_port), b = listen_any(child_port);
+  ::close(a);
+  ::close(b);
+  return {"127.0.0.1:" + std::to_string(parent_port), "127.0.0.1:" + std::to_string(child_port)};
+}
+
 /// Best seconds to send a 64 MiB tensor to a child process's endpoint and get its ack (a tiny
 /// tensor sent back on the child's own data connection).
 double data_plane(int rounds) {
   // Ports first, processes second: fork before any thread exists.
-  int parent_port, child_port;
-  {
-    int a = listen_any(parent_port), b = listen_any(child_port);
-    ::close(a);
-    ::close(b);
-  }
-  std::string parent_addr = "127.0.0.1:" + std::to_string(parent_port);
-  std::string child_addr = "127.0.0.1:" + std::to_string(child_port);
+  auto [parent_addr, child_addr] = two_loopback_addresses();
   pid_t child = ::fork();
   if (child == 0) {
     std::mutex mu;
@@ -215,18 +233,7 @@ double data_plane(int rounds) {
   std::memset(t.raw_data(), 1, t.bytes());
   double best = 1e9;
   for (int r = 0; r < rounds; ++r) {
-    double t0 = now();
-    std::promise<status> sent;
-    // The child may still be starting: retry the first send until it connects.
-    for (;;) {
-      std::promise<status> p;
-      auto f = p.get_future();
-      ep->send_tensor(child_addr, r, "t", t, {}, [&p](status s) { p.set_value(s); });
-      if (f.get().ok())
-        break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      t0 = now();
-    }
+    double t0 = send_until_connected(*ep, child_addr, r, "t", t);
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return acks > r; });
     best = std::min(best, now() - t0);
@@ -240,14 +247,7 @@ double data_plane(int rounds) {
 /// the same size back (the tensor it received, sent on), as ps_training's parameters and
 /// gradients cross; `direct`: endpoint_options::direct_sends in both.
 double data_plane_exchange(size_t bytes, int rounds, bool direct) {
-  int parent_port, child_port;
-  {
-    int a = listen_any(parent_port), b = listen_any(child_port);
-    ::close(a);
-    ::close(b);
-  }
-  std::string parent_addr = "127.0.0.1:" + std::to_string(parent_port);
-  std::string child_addr = "127.0.0.1:" + std::to_string(child_port);
+  auto [parent_addr, child_addr] = two_loopback_addresses();
   struct inbox {
     std::mutex mu;
     std::condition_variable cv;
@@ -286,17 +286,7 @@ double data_plane_exchange(size_t bytes, int rounds, bool direct) {
   std::memset(t.raw_data(), 1, t.bytes());
   std::vector<double> times;
   for (int r = 0; r < rounds; ++r) {
-    double t0 = now();
-    // The child may still be starting: retry the first send until it connects.
-    for (;;) {
-      std::promise<status> p;
-      auto f = p.get_future();
-      ep->send_tensor(child_addr, r, "out", t, {}, [&p](status s) { p.set_value(s); });
-      if (f.get().ok())
-        break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      t0 = now();
-    }
+    double t0 = send_until_connected(*ep, child_addr, r, "out", t);
     in.take();
     times.push_back(now() - t0);
   }
