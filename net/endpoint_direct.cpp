@@ -198,6 +198,7 @@ void endpoint::impl::loop_state::open_direct(const std::string& address,
   tasks.add(kj::mv(opening).then(
       [this, address, peer, ring, mapped](kj::Own<kj::AsyncIoStream> stream) {
         int fd = take_socket(*stream);
+        stream = nullptr; // its descriptor closed now: the connection lives on in `fd` only
         // A receiver that stops reading fails a write after this long (the connection is then
         // dropped) rather than holding its sender for ever.
         timeval limit{5, 0};
