@@ -271,10 +271,10 @@ struct endpoint_options {
   /// (its bytes reused once the tensor goes) instead of a copy; false, or RUNNEL_SHM_LEND=0 in
   /// the environment: every payload is copied out.
   bool shm_lend = true;
-  /// A payload that goes through the ring is copied in and its header written by the thread
-  /// that sends it, on a data connection of its own, instead of by the event loop (one wake-up
-  /// and one hop less a tensor); false, or RUNNEL_DIRECT_SENDS=0 in the environment: the loop
-  /// writes every frame.
+  /// Frames to a peer on this host (up to a quarter of the ring) are written by the thread that
+  /// sends them, on the peer's data connection, blocking, instead of by the event loop (one
+  /// wake-up and one hop less a tensor: docs/cluster.md); false, or RUNNEL_DIRECT_SENDS=0 in the
+  /// environment: the loop writes every frame.
   bool direct_sends = true;
   /// Frames with larger payloads are read into buffers that grow with the bytes that arrived,
   /// so that a header cannot reserve memory its sender never fills.
@@ -305,7 +305,8 @@ public:
   std::shared_ptr<remote_worker> worker(const std::string& address);
   std::shared_ptr<remote_master> master(const std::string& address);
   /// Sends a tensor to the endpoint at `address` under (step, key) without copying it; `done`
-  /// runs once it is written (or failed: `unavailable` naming the address).
+  /// runs once it is written (or failed: `unavailable` naming the address): on the event loop,
+  /// or before this returns when this thread wrote it (`endpoint_options::direct_sends`).
   void send_tensor(const std::string& address, int64_t step, const std::string& key,
                    tensor value, send_options options, std::function<void(status)> done);
   /// Drops the connections to `address` (a task that failed or restarted): later calls and
