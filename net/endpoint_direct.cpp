@@ -121,25 +121,9 @@ uint64_t endpoint::impl::write_direct(const std::string& address, direct_peer& p
     drop_direct(address, peer);
     return 0;
   }
-  frame_header h;
-  h.step = step;
-  h.key = key;
-  h.sender_incarnation = options.incarnation;
-  h.type = value.type();
-  h.shape = value.shape();
   const void* payload = nullptr;
   std::vector<uint16_t> bf16;
-  if (value.type() == dtype::string) {
-    h.string_value = value;
-  } else if (o.bf16 && value.type() == dtype::f32) {
-    bf16 = to_bf16(value);
-    h.bf16 = true;
-    payload = bf16.data();
-    h.payload_bytes = bf16.size() * 2;
-  } else {
-    payload = value.raw_data();
-    h.payload_bytes = value.bytes();
-  }
+  frame_header h = frame_header_of(step, key, options.incarnation, value, o, bf16, payload);
   if (peer.ring && h.payload_bytes >= options.shm_min_payload_bytes) {
     auto pos = peer.ring->put({{payload, size_t(h.payload_bytes)}}, h.payload_bytes);
     if (pos) {

@@ -61,8 +61,12 @@ inline kj::Duration to_kj(std::chrono::milliseconds d) {
 /// A blocking copy of a connected stream's socket (TCP_NODELAY set), for a step connection; -1
 /// when the stream has none (TLS).
 int take_socket(kj::AsyncIoStream& s);
-/// `value` (float32) truncated to bfloat16.
-std::vector<uint16_t> to_bf16(const tensor& value);
+/// The header of a frame carrying `value`, and where its payload lies (`payload`; null for a
+/// string tensor, whose values travel in the header). With `o.bf16`, a float32 payload is
+/// truncated into `bf16`, which `payload` then points into.
+frame_header frame_header_of(int64_t step, const std::string& key, uint64_t incarnation,
+                             const tensor& value, const send_options& o,
+                             std::vector<uint16_t>& bf16, const void*& payload);
 /// Whether `address` names this host (a loopback address): where shared memory may carry payloads.
 bool on_this_host(const std::string& address);
 /// A kj exception as a status naming the peer.

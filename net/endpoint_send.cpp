@@ -108,24 +108,9 @@ endpoint::impl::loop_state::make_frame(int64_t step, const std::string& key, ten
                                        send_options opts) {
   auto f = std::make_shared<frame>();
   f->priority = opts.priority;
-  frame_header h;
-  h.step = step;
-  h.key = key;
-  h.sender_incarnation = ep.options.incarnation;
-  h.type = value.type();
-  h.shape = value.shape();
-  const kj::byte* payload = nullptr;
-  if (value.type() == dtype::string) {
-    h.string_value = value;
-  } else if (opts.bf16 && value.type() == dtype::f32) {
-    f->bf16 = to_bf16(value);
-    h.bf16 = true;
-    payload = reinterpret_cast<const kj::byte*>(f->bf16.data());
-    h.payload_bytes = uint64_t(f->bf16.size()) * 2;
-  } else {
-    payload = static_cast<const kj::byte*>(value.raw_data());
-    h.payload_bytes = value.bytes();
-  }
+  const void* data = nullptr;
+  frame_header h = frame_header_of(step, key, ep.options.incarnation, value, opts, f->bf16, data);
+  auto* payload = static_cast<const kj::byte*>(data);
   f->head = encode_frame_header(h);
   f->header = std::move(h);
   f->value = std::move(value);
@@ -212,12 +197,31 @@ kj::Promise<void> endpoint::impl::loop_state::write_frame(std::string address,
           });
 }
 
-std::vector<uint16_t> detail::to_bf16(const tensor& value) {
-  std::vector<uint16_t> out(size_t(value.num_elements()));
-  const uint32_t* bits = static_cast<const uint32_t*>(value.raw_data());
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = uint16_t(bits[i] >> 16);
-  return out;
+frame_header detail::frame_header_of(int64_t step, const std::string& key, uint64_t incarnation,
+                                     const tensor& value, const send_options& o,
+                                     std::vector<uint16_t>& bf16, const void*& payload) {
+  frame_header h;
+  h.step = step;
+  h.key = key;
+  h.sender_incarnation = incarnation;
+  h.type = value.type();
+  h.shape = value.shape();
+  payload = nullptr;
+  if (value.type() == dtype::string) {
+    h.string_value = value;
+  } else if (o.bf16 && value.type() == dtype::f32) {
+    bf16.resize(size_t(value.num_elements()));
+    const uint32_t* bits = static_cast<const uint32_t*>(value.raw_data());
+    for (size_t i = 0; i < bf16.size(); ++i)
+      bf16[i] = uint16_t(bits[i] >> 16);
+    h.bf16 = true;
+    payload = bf16.data();
+    h.payload_bytes = uint64_t(bf16.size()) * 2;
+  } else {
+    payload = value.raw_data();
+    h.payload_bytes = value.bytes();
+  }
+  return h;
 }
 
 bool endpoint::impl::loop_state::ring_wanted(const std::string& address) const {
