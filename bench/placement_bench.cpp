@@ -16,6 +16,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/actors/exec/session.hpp"
@@ -359,12 +361,26 @@ void local_sendrecv() {
 
 } // namespace
 
-int main(int, char** argv) {
+int main(int argc, char** argv) {
   runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
-  placer_towers();
-  placer_lstm();
-  place_10k_nodes();
-  graph_optimize_10k();
-  local_sendrecv();
-  return 0;
+  // [--only NAME]: one benchmark (e.g. to profile it alone).
+  std::string only = argc == 3 && std::string(argv[1]) == "--only" ? argv[2] : "";
+  if (argc > 1 && only.empty()) {
+    std::fprintf(stderr, "usage: placement_bench [--only NAME]\n");
+    return 2;
+  }
+  const std::pair<const char*, void (*)()> all[] = {{"placer_towers", placer_towers},
+                                                    {"placer_lstm", placer_lstm},
+                                                    {"place_10k_nodes", place_10k_nodes},
+                                                    {"graph_optimize_10k", graph_optimize_10k},
+                                                    {"local_sendrecv", local_sendrecv}};
+  bool ran = false;
+  for (auto& [name, run] : all)
+    if (only.empty() || only == name) {
+      run();
+      ran = true;
+    }
+  if (!ran)
+    std::fprintf(stderr, "placement_bench: no benchmark called '%s'\n", only.c_str());
+  return ran ? 0 : 2;
 }

@@ -138,12 +138,21 @@ void record_trace(node_setup& s, const step_ptr& step, std::chrono::steady_clock
                       in_loop ? tag.iter : -1, cpu});
 }
 
+/// The CAF worker whose thread this is (null on other threads), noted by each node actor's turn.
+thread_local caf::execution_unit* worker_unit = nullptr;
+
 // Sends `value` to a consumer: from the node's actor when `self` is set, otherwise anonymously
-// (completions that emit from the thread that completed them).
+// (completions that emit from the thread that completed them). On a worker's thread (a Recv
+// completed by a Send inline in its producer's turn, between devices of this process) the
+// consumer goes onto that worker's own queue, as self->send puts it: sent from outside, CAF
+// would wake a sleeping worker for it, which costs µs on our VMs (local_sendrecv).
 template <class T>
 void deliver(node_actor::pointer self, const consumer& c, const step_ptr& step, T&& value) {
   if (self)
     self->send(c.actor, input_atom::value, step, c.slot, std::forward<T>(value));
+  else if (worker_unit && c.actor)
+    c.actor->eq_impl(caf::make_message_id(), nullptr, worker_unit, input_atom::value, step, c.slot,
+                     std::forward<T>(value));
   else
     caf::anon_send(c.actor, input_atom::value, step, c.slot, std::forward<T>(value));
 }
@@ -386,6 +395,7 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
   state->setup = std::move(setup);
   return {
       [self, state](input_atom, step_ptr& step, int32_t slot, tensor& value) {
+        worker_unit = self->context();
         node_setup& s = *state->setup;
         if (step->aborted.load(std::memory_order_acquire))
           return;
@@ -410,11 +420,13 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         }
       },
       [self, state](input_atom, step_ptr& step, int32_t slot, tensor& value, flow_tag tag) {
+        worker_unit = self->context();
         if (step->aborted.load(std::memory_order_acquire))
           return;
         on_flow_input(self, &state->iterations, *state->setup, step, slot, std::move(value), tag);
       },
       [self, state](start_atom, step_ptr& step) {
+        worker_unit = self->context();
         node_setup& s = *state->setup;
         if (s.dynamic)
           fire_flow(self, s, step, s.bound, step->flow->root_tag());
@@ -438,6 +450,7 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         }
       },
       [self, state](resume_atom, async_call_ptr& call) {
+        worker_unit = self->context();
         node_setup& s = *state->setup;
         if (!call->result.ok()) {
           call->step->fail(call->result.with_context(s.describe()));

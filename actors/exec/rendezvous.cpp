@@ -6,6 +6,12 @@
 
 namespace runnel {
 
+void local_rendezvous::spin_then_block::pause() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
 void local_rendezvous::send(int64_t step, const std::string& key, tensor value) {
   recv_fn ready;
   {
@@ -122,12 +128,12 @@ void local_rendezvous::set_unclaimed_limits(uint64_t max_bytes, std::chrono::mil
 }
 
 uint64_t local_rendezvous::unclaimed_bytes() const {
-  std::lock_guard lock(const_cast<std::mutex&>(mu_));
+  std::lock_guard lock(mu_);
   return unclaimed_bytes_;
 }
 
 void local_rendezvous::end_step(int64_t step) {
-  std::map<std::string, slot> left;
+  slot_table left;
   {
     std::lock_guard lock(mu_);
     active_.erase(step);
@@ -159,7 +165,7 @@ void local_rendezvous::cancel_step(int64_t step) {
 }
 
 void local_rendezvous::cancel_all(const std::string& reason) {
-  std::unordered_map<int64_t, std::map<std::string, slot>> left;
+  std::unordered_map<int64_t, slot_table> left;
   {
     std::lock_guard lock(mu_);
     left.swap(steps_);
