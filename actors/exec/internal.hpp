@@ -50,6 +50,9 @@ using clear_atom = caf::atom_constant<caf::atom("clear")>;
 
 struct step_state;
 using step_ptr = std::shared_ptr<step_state>;
+/// The CAF worker whose thread this is (null on other threads): the scheduler sets it when the
+/// worker looks for its first job (runtime.cpp).
+extern thread_local caf::execution_unit* worker_unit;
 struct async_call;
 using async_call_ptr = std::shared_ptr<async_call>;
 struct update_request;

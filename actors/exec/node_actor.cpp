@@ -138,9 +138,6 @@ void record_trace(node_setup& s, const step_ptr& step, std::chrono::steady_clock
                       in_loop ? tag.iter : -1, cpu});
 }
 
-/// The CAF worker whose thread this is (null on other threads), noted by each node actor's turn.
-thread_local caf::execution_unit* worker_unit = nullptr;
-
 // Sends `value` to a consumer: from the node's actor when `self` is set, otherwise anonymously
 // (completions that emit from the thread that completed them). On a worker's thread (a Recv
 // completed by a Send inline in its producer's turn, between devices of this process) the
@@ -395,7 +392,6 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
   state->setup = std::move(setup);
   return {
       [self, state](input_atom, step_ptr& step, int32_t slot, tensor& value) {
-        worker_unit = self->context();
         node_setup& s = *state->setup;
         if (step->aborted.load(std::memory_order_acquire))
           return;
@@ -420,13 +416,11 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         }
       },
       [self, state](input_atom, step_ptr& step, int32_t slot, tensor& value, flow_tag tag) {
-        worker_unit = self->context();
         if (step->aborted.load(std::memory_order_acquire))
           return;
         on_flow_input(self, &state->iterations, *state->setup, step, slot, std::move(value), tag);
       },
       [self, state](start_atom, step_ptr& step) {
-        worker_unit = self->context();
         node_setup& s = *state->setup;
         if (s.dynamic)
           fire_flow(self, s, step, s.bound, step->flow->root_tag());
@@ -450,7 +444,6 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         }
       },
       [self, state](resume_atom, async_call_ptr& call) {
-        worker_unit = self->context();
         node_setup& s = *state->setup;
         if (!call->result.ok()) {
           call->step->fail(call->result.with_context(s.describe()));

@@ -26,6 +26,8 @@
 
 namespace runnel {
 
+thread_local caf::execution_unit* worker_unit = nullptr;
+
 namespace {
 
 /// How long an idle worker polls before it sleeps (see configure_scheduler).
@@ -68,6 +70,7 @@ struct polling_first_stealing : caf::policy::work_stealing {
   /// and 1,100 polls (CAF's aggressive and moderate phases) no longer spanned a short step's
   /// gap — counted, they slept sooner, and an actor round trip from outside took 12-19 µs.
   template <class Worker> caf::resumable* dequeue(Worker* self) {
+    worker_unit = self;
     auto& me = d(self);
     auto& phases = me.strategies;
     me.polling.store(true, std::memory_order_relaxed);
