@@ -71,13 +71,17 @@ void record_arena::block_deleter::operator()(char* p) const {
     std::free(p);
 }
 
-record_arena::~record_arena() = default;
+record_arena::~record_arena() {
+  for (char* p : large_)
+    std::free(p);
+}
 
 char* record_arena::allocate(size_t n) {
   if (n > largest_slot) {
     auto* p = static_cast<char*>(std::malloc(n));
     if (!p)
       throw std::bad_alloc();
+    large_.insert(p);
     reserved_ += n;
     return p;
   }
@@ -103,6 +107,7 @@ char* record_arena::allocate(size_t n) {
 
 void record_arena::release(char* p, size_t n) {
   if (n > largest_slot) {
+    large_.erase(p);
     std::free(p);
     reserved_ -= n;
     return;

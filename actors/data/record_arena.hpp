@@ -15,6 +15,7 @@
 // Not thread-safe: one thread allocates and releases (others may read a slot in between).
 #include <cstddef>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 namespace runnel {
@@ -25,7 +26,7 @@ public:
   record_arena(const record_arena&) = delete;
   record_arena& operator=(const record_arena&) = delete;
   record_arena(record_arena&&) noexcept = default;
-  record_arena& operator=(record_arena&&) noexcept = default;
+  record_arena& operator=(record_arena&&) = delete;
   ~record_arena();
 
   /// A slot of at least `n` bytes.
@@ -40,6 +41,7 @@ private:
     void operator()(char* p) const;
   };
   std::vector<std::unique_ptr<char, block_deleter>> blocks_;
+  std::unordered_set<char*> large_;      // allocations of their own, freed with the arena
   std::vector<std::vector<char*>> free_; // by size class
   char* bump_ = nullptr;                 // the rest of the newest block
   size_t bump_left_ = 0;

@@ -463,8 +463,12 @@ TEST_CASE("a shuffle window's arena keeps records intact and reuses freed slots"
   // A window of ~1000 records of up to 5000 bytes holds ~2.5 MB; freed slots are reused, so the
   // arena stays within a small multiple of that instead of growing with all 20,000 records.
   CHECK(arena.reserved_bytes() < size_t(16) << 20);
+  // What is still held when the arena goes (a stream dropped mid-epoch), large records
+  // included, goes with it: the sanitizer build's leak check sees any that does not.
+  std::memset(arena.allocate(400'000), 'z', 400'000);
   for (auto& h : live)
-    arena.release(h.p, h.n);
+    if (h.n % 2 == 0)
+      arena.release(h.p, h.n);
 }
 
 TEST_CASE("an opened dataset counts what each of its stages did", "[dataset]") {

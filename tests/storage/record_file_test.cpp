@@ -328,3 +328,62 @@ TEST_CASE("a truncated GZIP file read through next_view reports the record cut s
   }
   fs::remove(path);
 }
+
+TEST_CASE("GZIP records are checked by their own CRCs, not the stream's CRC-32", "[storage]") {
+  // Readers skip zlib's CRC-32 of the inflated stream (every byte of it is covered by a record's
+  // CRC32C): damage inside the compressed data is still reported, a damaged stream CRC is not.
+  auto path = temp("checked.gz");
+  std::vector<std::string> records;
+  for (int i = 0; i < 3000; ++i)
+    records.push_back("record number " + std::to_string(i) + std::string(size_t(i % 97), 'x'));
+  {
+    auto w = record_writer::open(path, record_compression::gzip).value();
+    for (auto& r : records)
+      REQUIRE(w.write(r).ok());
+    REQUIRE(w.close().ok());
+  }
+  auto good = slurp(path);
+  auto read_all = [&](bool views, std::vector<std::string>& out) -> status {
+    auto r = record_reader::open(path).value();
+    std::string s;
+    std::string_view v;
+    for (;;) {
+      auto more = views ? r.next_view(v) : r.next(s);
+      if (!more)
+        return more.error();
+      if (!*more)
+        return {};
+      out.emplace_back(views ? std::string(v) : s);
+    }
+  };
+  SECTION("a damaged stream CRC-32 loses nothing") {
+    auto bad = good;
+    bad[bad.size() - 8] ^= 0x01; // the trailer: CRC-32, then the length
+    std::ofstream(path, std::ios::binary) << bad;
+    for (bool views : {false, true}) {
+      std::vector<std::string> got;
+      CHECK(read_all(views, got).ok());
+      CHECK(got == records);
+    }
+  }
+  SECTION("damage inside the compressed data is reported") {
+    for (size_t at : {good.size() / 5, good.size() / 3, good.size() / 2, 3 * good.size() / 4}) {
+      for (unsigned char flip : {0x01, 0x20, 0x80}) {
+        auto bad = good;
+        bad[at] = char(bad[at] ^ flip);
+        std::ofstream(path, std::ios::binary) << bad;
+        for (bool views : {false, true}) {
+          INFO("byte " << at << " flipped by " << int(flip) << ", views " << views);
+          std::vector<std::string> got;
+          status st = read_all(views, got);
+          CHECK(st.code() == error_code::data_loss);
+          CHECK_THAT(st.message(), Catch::StartsWith(path));
+          // Whatever came before the damage is intact.
+          REQUIRE(got.size() < records.size());
+          CHECK(std::equal(got.begin(), got.end(), records.begin()));
+        }
+      }
+    }
+  }
+  fs::remove(path);
+}
