@@ -1,13 +1,10 @@
 #include "runnel/net/shm_ring.hpp"
+#include "runnel/ops/core/stream_copy.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -45,27 +42,8 @@ std::atomic_ref<uint64_t> released(uint8_t* base) {
 /// 1.6 MB payload in ps_training (a hot copy of it: 43 µs; a copy that streams past the caches:
 /// 65 µs, and the receiver reads it no slower).
 void copy_into_ring(uint8_t* out, const void* from, size_t n) {
-#if defined(__x86_64__)
-  auto* in = static_cast<const uint8_t*>(from);
-  size_t head = std::min(n, size_t((16 - reinterpret_cast<uintptr_t>(out) % 16) % 16));
-  std::memcpy(out, in, head);
-  out += head, in += head, n -= head;
-  size_t blocks = n / 64;
-  auto* d = reinterpret_cast<__m128i*>(out);
-  auto* s = reinterpret_cast<const __m128i*>(in);
-  for (size_t i = 0; i < blocks; ++i, d += 4, s += 4) {
-    __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
-            e = _mm_loadu_si128(s + 3);
-    _mm_stream_si128(d, a);
-    _mm_stream_si128(d + 1, b);
-    _mm_stream_si128(d + 2, c);
-    _mm_stream_si128(d + 3, e);
-  }
-  std::memcpy(out + blocks * 64, in + blocks * 64, n - blocks * 64);
-  _mm_sfence(); // the stores are visible before the header that names them is written
-#else
-  std::memcpy(out, from, n);
-#endif
+  copy_streaming(out, from, n);
+  streaming_fence(); // the stores are visible before the header that names them is written
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 #include "runnel/actors/data/autotune.hpp"
 #include "runnel/actors/data/record_arena.hpp"
 #include "runnel/actors/data/stages.hpp"
+#include "runnel/ops/core/stream_copy.hpp"
 #include "runnel/storage/record_file.hpp"
 
 namespace runnel {
@@ -179,7 +180,9 @@ struct record_place {
 /// `buffer` records (0: in order). Each record is read with its CRCs checked (pread into a
 /// reused buffer, so the check runs over bytes still in cache: checked later, from the arena,
 /// the same CRC cost four times as much) and copied once into the arena, where it stays until
-/// the consumer gives its place back with release().
+/// the consumer gives its place back with release(). The copy streams past the caches: the
+/// record is read again only after thousands of others, from memory either way, and an
+/// ordinary copy would first read each line it overwrites and evict the window's bookkeeping.
 class record_places {
 public:
   record_places(std::vector<std::string> files, records_options o, size_t buffer, uint64_t seed)
@@ -192,7 +195,10 @@ public:
   /// Appends up to `n` places; fewer only at the end.
   status next(std::vector<record_place>& out, size_t n) {
     for (size_t k = 0; k < n; ++k) {
-      RUNNEL_RETURN_IF_ERROR(fill());
+      if (status st = fill(); !st.ok()) {
+        streaming_fence();
+        return st;
+      }
       if (buf_.empty())
         break;
       size_t i = shuffle_ ? std::uniform_int_distribution<size_t>(0, buf_.size() - 1)(rng_)
@@ -209,6 +215,7 @@ public:
         }
       }
     }
+    streaming_fence(); // the places' bytes are in memory before another thread reads them
     return {};
   }
   /// Frees the records of places next() handed out (on the thread that calls next()).
@@ -252,7 +259,7 @@ private:
         continue;
       }
       record_place p{arena_.allocate(rec.size()), rec.size()};
-      std::memcpy(p.data, rec.data(), rec.size());
+      copy_streaming(p.data, rec.data(), rec.size());
       buf_.push_back(p);
       if (++s.taken >= size_t(std::max(1, options_.block_length))) {
         s.taken = 0;
