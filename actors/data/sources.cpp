@@ -201,13 +201,9 @@ public:
       }
       if (buf_.empty())
         break;
-      size_t i = shuffle_ ? std::uniform_int_distribution<size_t>(0, buf_.size() - 1)(rng_)
-                          : head_;
-      if (shuffle_) {
-        std::swap(buf_[i], buf_.back());
-        out.push_back(buf_.back());
-        buf_.pop_back();
-      } else {
+      if (shuffle_)
+        out.push_back(pick());
+      else {
         out.push_back(buf_[head_++]);
         if (head_ == buf_.size()) {
           buf_.clear();
@@ -229,9 +225,58 @@ private:
     std::unique_ptr<record_reader> reader;
     size_t taken = 0;
   };
+  size_t draw(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
+  /// Takes a random place out of the full window. The window's places are long out of cache by
+  /// the time one is drawn (the records stream through it), so the next draw is made now, when
+  /// the next window's size is already known (a record read ahead will fill it again), and its
+  /// place fetched while the next record is read: the same draws, in the same order, as drawing
+  /// each when it is needed.
+  record_place pick() {
+    size_t i = drawn_ ? *drawn_ : draw(buf_.size());
+    drawn_.reset();
+    std::swap(buf_[i], buf_.back());
+    record_place p = buf_.back();
+    buf_.pop_back();
+    if (ahead_.empty())
+      read_ahead();
+    if (!ahead_.empty() && buf_.size() + 1 == capacity_) {
+      drawn_ = draw(capacity_);
+      if (*drawn_ < buf_.size())
+        __builtin_prefetch(&buf_[*drawn_]);
+      read_ahead();
+    }
+    return p;
+  }
+  /// Moves records read ahead into the window until it holds what a draw needs (all of it for a
+  /// shuffle, one in order); an error is returned where it occurred in the records' order.
   status fill() {
     size_t want = shuffle_ ? capacity_ : 1;
-    while (!ended_ && buf_.size() - head_ < want) {
+    while (buf_.size() - head_ < want) {
+      if (ahead_.empty())
+        read_ahead();
+      if (ahead_.empty())
+        return ahead_error_; // the end, or the error met after the last record read
+      buf_.push_back(ahead_.front());
+      ahead_.pop_front();
+    }
+    return {};
+  }
+  /// Reads one more record into the arena and `ahead_`, unless the end or an error was met.
+  void read_ahead() {
+    if (ahead_end_ || !ahead_error_.ok())
+      return;
+    record_place p;
+    auto more = read_one(p);
+    if (!more)
+      ahead_error_ = more.error();
+    else if (!*more)
+      ahead_end_ = true;
+    else
+      ahead_.push_back(p);
+  }
+  /// The next record of the interleaved shards, copied into the arena: true, false at the end.
+  result<bool> read_one(record_place& p) {
+    for (;;) {
       bool any = false;
       for (auto& s : slots_) {
         if (!s.reader && next_file_ < files_.size()) {
@@ -243,10 +288,8 @@ private:
         }
         any |= bool(s.reader);
       }
-      if (!any) {
-        ended_ = true;
-        break;
-      }
+      if (!any)
+        return false;
       auto& s = slots_[current_];
       if (!s.reader) {
         current_ = (current_ + 1) % slots_.size();
@@ -258,15 +301,14 @@ private:
         s.reader.reset();
         continue;
       }
-      record_place p{arena_.allocate(rec.size()), rec.size()};
+      p = {arena_.allocate(rec.size()), rec.size()};
       copy_streaming(p.data, rec.data(), rec.size());
-      buf_.push_back(p);
       if (++s.taken >= size_t(std::max(1, options_.block_length))) {
         s.taken = 0;
         current_ = (current_ + 1) % slots_.size();
       }
+      return true;
     }
-    return {};
   }
   std::vector<std::string> files_;
   records_options options_;
@@ -277,8 +319,11 @@ private:
   size_t current_ = 0, next_file_ = 0;
   record_arena arena_;
   std::vector<record_place> buf_;
-  size_t head_ = 0; // in order: the next place to hand out
-  bool ended_ = false;
+  size_t head_ = 0;                // in order: the next place to hand out
+  std::deque<record_place> ahead_; // read, not yet in the window
+  bool ahead_end_ = false;         // the files are done
+  status ahead_error_;             // met reading ahead: returned where it occurred
+  std::optional<size_t> drawn_;    // the next pick, drawn early
 };
 
 /// records(...).shuffle(n) fused: the window holds the records in an arena of huge pages
