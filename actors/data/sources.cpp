@@ -9,9 +9,8 @@
 #include <span>
 
 #include "runnel/actors/data/autotune.hpp"
-#include "runnel/actors/data/record_arena.hpp"
+#include "runnel/actors/data/record_places.hpp"
 #include "runnel/actors/data/stages.hpp"
-#include "runnel/ops/core/stream_copy.hpp"
 #include "runnel/storage/record_file.hpp"
 
 namespace runnel {
@@ -169,163 +168,6 @@ private:
   size_t next_file_ = 0;
 };
 
-/// A record read and checked, waiting in a shuffle window: its bytes in the window's arena.
-struct record_place {
-  char* data = nullptr;
-  size_t length = 0;
-  std::string_view view() const { return {data, length}; }
-};
-
-/// The records of `files`, interleaved like records(), optionally through a shuffle window of
-/// `buffer` records (0: in order). Each record is read with its CRCs checked (pread into a
-/// reused buffer, so the check runs over bytes still in cache: checked later, from the arena,
-/// the same CRC cost four times as much) and copied once into the arena, where it stays until
-/// the consumer gives its place back with release(). The copy streams past the caches: the
-/// record is read again only after thousands of others, from memory either way, and an
-/// ordinary copy would first read each line it overwrites and evict the window's bookkeeping.
-class record_places {
-public:
-  record_places(std::vector<std::string> files, records_options o, size_t buffer, uint64_t seed)
-      : files_(std::move(files)), options_(o), capacity_(std::max<size_t>(1, buffer)),
-        shuffle_(buffer > 0), rng_(seed) {
-    size_t cycle = options_.cycle_length > 0 ? size_t(options_.cycle_length)
-                                             : std::min<size_t>(files_.size(), 8);
-    slots_.resize(std::max<size_t>(1, std::min(cycle, files_.size())));
-  }
-  /// Appends up to `n` places; fewer only at the end.
-  status next(std::vector<record_place>& out, size_t n) {
-    for (size_t k = 0; k < n; ++k) {
-      if (status st = fill(); !st.ok()) {
-        streaming_fence();
-        return st;
-      }
-      if (buf_.empty())
-        break;
-      if (shuffle_)
-        out.push_back(pick());
-      else {
-        out.push_back(buf_[head_++]);
-        if (head_ == buf_.size()) {
-          buf_.clear();
-          head_ = 0;
-        }
-      }
-    }
-    streaming_fence(); // the places' bytes are in memory before another thread reads them
-    return {};
-  }
-  /// Frees the records of places next() handed out (on the thread that calls next()).
-  void release(std::span<const record_place> places) {
-    for (auto& p : places)
-      arena_.release(p.data, p.length);
-  }
-
-private:
-  struct slot {
-    std::unique_ptr<record_reader> reader;
-    size_t taken = 0;
-  };
-  size_t draw(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
-  /// Takes a random place out of the full window. The window's places are long out of cache by
-  /// the time one is drawn (the records stream through it), so the next draw is made now, when
-  /// the next window's size is already known (a record read ahead will fill it again), and its
-  /// place fetched while the next record is read: the same draws, in the same order, as drawing
-  /// each when it is needed.
-  record_place pick() {
-    size_t i = drawn_ ? *drawn_ : draw(buf_.size());
-    drawn_.reset();
-    std::swap(buf_[i], buf_.back());
-    record_place p = buf_.back();
-    buf_.pop_back();
-    if (ahead_.empty())
-      read_ahead();
-    if (!ahead_.empty() && buf_.size() + 1 == capacity_) {
-      drawn_ = draw(capacity_);
-      if (*drawn_ < buf_.size())
-        __builtin_prefetch(&buf_[*drawn_]);
-      read_ahead();
-    }
-    return p;
-  }
-  /// Moves records read ahead into the window until it holds what a draw needs (all of it for a
-  /// shuffle, one in order); an error is returned where it occurred in the records' order.
-  status fill() {
-    size_t want = shuffle_ ? capacity_ : 1;
-    while (buf_.size() - head_ < want) {
-      if (ahead_.empty())
-        read_ahead();
-      if (ahead_.empty())
-        return ahead_error_; // the end, or the error met after the last record read
-      buf_.push_back(ahead_.front());
-      ahead_.pop_front();
-    }
-    return {};
-  }
-  /// Reads one more record into the arena and `ahead_`, unless the end or an error was met.
-  void read_ahead() {
-    if (ahead_end_ || !ahead_error_.ok())
-      return;
-    record_place p;
-    auto more = read_one(p);
-    if (!more)
-      ahead_error_ = more.error();
-    else if (!*more)
-      ahead_end_ = true;
-    else
-      ahead_.push_back(p);
-  }
-  /// The next record of the interleaved shards, copied into the arena: true, false at the end.
-  result<bool> read_one(record_place& p) {
-    for (;;) {
-      bool any = false;
-      for (auto& s : slots_) {
-        if (!s.reader && next_file_ < files_.size()) {
-          auto r = record_reader::open(files_[next_file_++], options_.reader);
-          if (!r)
-            return r.error();
-          s.reader = std::make_unique<record_reader>(std::move(r).value());
-          s.taken = 0;
-        }
-        any |= bool(s.reader);
-      }
-      if (!any)
-        return false;
-      auto& s = slots_[current_];
-      if (!s.reader) {
-        current_ = (current_ + 1) % slots_.size();
-        continue;
-      }
-      std::string_view rec;
-      RUNNEL_ASSIGN_OR_RETURN(bool more, s.reader->next_view(rec));
-      if (!more) {
-        s.reader.reset();
-        continue;
-      }
-      p = {arena_.allocate(rec.size()), rec.size()};
-      copy_streaming(p.data, rec.data(), rec.size());
-      if (++s.taken >= size_t(std::max(1, options_.block_length))) {
-        s.taken = 0;
-        current_ = (current_ + 1) % slots_.size();
-      }
-      return true;
-    }
-  }
-  std::vector<std::string> files_;
-  records_options options_;
-  size_t capacity_;
-  bool shuffle_;
-  std::mt19937_64 rng_;
-  std::vector<slot> slots_;
-  size_t current_ = 0, next_file_ = 0;
-  record_arena arena_;
-  std::vector<record_place> buf_;
-  size_t head_ = 0;                // in order: the next place to hand out
-  std::deque<record_place> ahead_; // read, not yet in the window
-  bool ahead_end_ = false;         // the files are done
-  status ahead_error_;             // met reading ahead: returned where it occurred
-  std::optional<size_t> drawn_;    // the next pick, drawn early
-};
-
 /// records(...).shuffle(n) fused: the window holds the records in an arena of huge pages
 /// instead of one string each, and each is copied out once, when it is emitted.
 class records_shuffle_stream : public element_stream {
@@ -347,7 +189,8 @@ private:
   std::vector<record_place> picked_;
 };
 
-/// records()[.shuffle(n)].batch(b).parse_examples(specs) fused: each batch's records are
+/// records()[.shuffle(n)].batch(b).parse_examples(specs) fused: the records are read ahead on
+/// a worker of their own (given a second core), and each batch's records are
 /// parsed on `parallelism` actors straight from the window's arena into the batch's tensors
 /// (the only copy after the one into the arena). The same records in the same order as the
 /// unfused pipeline. Places go back to the arena on this stream's thread, as batches are
@@ -504,6 +347,11 @@ stream_ptr make_records_parse_stream(open_context& ctx, std::vector<std::string>
                                      std::shared_ptr<const example_parser> parser,
                                      int parallelism) {
   record_places places(std::move(files), o, buffer, seed);
+  // With a second core, the reading (the kernel's copy, the CRCs, the copy into the window)
+  // runs on a thread of its own beside the draws and the parse; it bounded the rate on the
+  // stream's thread (docs/input_pipelines.md).
+  if (autotune_thread_budget() >= 2)
+    places.read_ahead_on(ctx.start_worker());
   return std::make_unique<records_parse_stream>(ctx, std::move(places), batch, drop,
                                                 std::move(parser), parallelism);
 }

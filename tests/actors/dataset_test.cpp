@@ -399,6 +399,41 @@ TEST_CASE("parse_examples after records/shuffle/batch parses in place like map(p
   CHECK_THAT(st.message(), Catch::Contains(files[0] + ":0: bad data CRC"));
 }
 
+TEST_CASE("a fused record pipeline dropped mid-epoch stops its reading thread", "[dataset]") {
+  // The reader runs ahead on a worker of its own (given two cores): dropping the stream while
+  // it reads, or while it waits for room, neither hangs nor frees records it still holds.
+  auto files = write_shards("fuseddrop", 2, 600);
+  std::vector<feature_spec> specs{{.key = "id", .type = dtype::i64, .shape = {}},
+                                  {.key = "x", .type = dtype::f32, .shape = {3}}};
+  for (int i = 0; i < 20; ++i) {
+    auto ds = dataset::records(files, {.cycle_length = 2})
+                  .shuffle(size_t(1 + i * 37), uint64_t(i))
+                  .batch(16)
+                  .parse_examples(specs, 1 + i % 3);
+    auto s = ds.open(&test_runtime()).value();
+    element e;
+    for (int b = 0; b < i % 4; ++b) {
+      REQUIRE(s->next(e).value());
+      CHECK(e[0].dim(0) == 16);
+    }
+  }
+  // Read to the end, every record comes once.
+  auto s = dataset::records(files)
+               .shuffle(100, 3)
+               .batch(50)
+               .parse_examples(specs, 2)
+               .open(&test_runtime())
+               .value();
+  std::vector<int64_t> ids;
+  element e;
+  while (s->next(e).value())
+    for (int64_t k = 0; k < e[0].dim(0); ++k)
+      ids.push_back(e[0].data<int64_t>()[k]);
+  std::sort(ids.begin(), ids.end());
+  CHECK(ids.size() == 1200);
+  CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+}
+
 TEST_CASE("iterators and queues are found whatever device their ops land on", "[dataset]") {
   runtime rt(runtime_options{.cpu_devices = 2});
   graph g;
