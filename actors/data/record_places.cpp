@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 
 #include "runnel/actors/data/record_arena.hpp"
 #include "runnel/ops/core/stream_copy.hpp"
@@ -11,8 +12,9 @@
 namespace runnel {
 
 /// The records of the shards, interleaved like records() and copied into an arena: read on
-/// the thread that asks for them, or ahead of it on a worker of their own. Shared by the
-/// places and that worker, which stops once cancelled.
+/// the thread that asks for them, or ahead of it on workers of their own, each reading the
+/// shards of some slots of the interleave. Shared by the places and those workers, which stop
+/// once cancelled.
 class record_source {
 public:
   record_source(std::vector<std::string> files, records_options o)
@@ -21,35 +23,60 @@ public:
                                              : std::min<size_t>(files_.size(), 8);
     slots_.resize(std::max<size_t>(1, std::min(cycle, files_.size())));
   }
+  size_t slots() const { return slots_.size(); }
 
-  /// From now on the records are read on `worker`, `batch` at a time, up to `high` ahead.
-  static void start(const std::shared_ptr<record_source>& self, stage_worker& worker) {
-    self->background_ = true;
-    worker.post([self] { self->run(); });
+  /// From now on the slots' shards are read on `workers`, slot i on worker i % workers.size(),
+  /// `batch` records at a time, up to `high` ahead of the asker.
+  static void start(const std::shared_ptr<record_source>& self,
+                    std::span<const std::unique_ptr<stage_worker>> workers) {
+    for (size_t g = 0; g < workers.size(); ++g)
+      self->groups_.push_back(std::make_unique<reader_group>());
+    for (size_t i = 0; i < self->slots_.size(); ++i) {
+      auto& s = self->slots_[i];
+      s.ahead = std::make_unique<ahead_state>();
+      s.group = self->groups_[i % workers.size()].get();
+      s.group->slots.push_back(&s);
+    }
+    for (size_t g = 0; g < workers.size(); ++g)
+      workers[g]->post([self, grp = self->groups_[g].get()] { self->run(*grp); });
   }
   void cancel() {
-    std::lock_guard lock(mu_);
-    cancelled_ = true;
-    cv_.notify_all();
+    for (auto& g : groups_) {
+      std::lock_guard lock(g->mu);
+      g->cancelled = true;
+      g->cv.notify_all();
+    }
   }
 
-  /// The next record: true, false at the end, or the error met reading it.
+  /// The next record of the interleaved shards: true, false at the end, or the error met.
   result<bool> next(record_place& p) {
-    if (!background_)
-      return read_one(p);
-    std::unique_lock lock(mu_);
-    if (ready_.empty() && !end_ && error_.ok()) {
-      consumer_waiting_ = true;
-      cv_.wait(lock, [&] { return !ready_.empty() || end_ || !error_.ok(); });
-      consumer_waiting_ = false;
+    for (;;) {
+      bool any = false;
+      for (auto& s : slots_) {
+        if (!s.open && next_file_ < files_.size())
+          RUNNEL_RETURN_IF_ERROR(open(s, next_file_++));
+        any |= s.open;
+      }
+      if (!any)
+        return false;
+      auto& s = slots_[current_];
+      if (!s.open) {
+        current_ = (current_ + 1) % slots_.size();
+        continue;
+      }
+      RUNNEL_ASSIGN_OR_RETURN(bool more, s.ahead ? take(s, p) : read(s, p));
+      if (!more) { // this file is done; the slot takes the next
+        s.open = false;
+        if (!s.ahead)
+          s.reader.reset(); // (a worker's reader is the worker's)
+        continue;
+      }
+      if (++s.taken >= size_t(std::max(1, options_.block_length))) {
+        s.taken = 0;
+        current_ = (current_ + 1) % slots_.size();
+      }
+      return true;
     }
-    if (ready_.empty())
-      return error_.ok() ? result<bool>(false) : result<bool>(error_);
-    p = ready_.front();
-    ready_.pop_front();
-    if (reader_waiting_ && ready_.size() <= low)
-      cv_.notify_all();
-    return true;
   }
 
   void release(std::span<const record_place> places) {
@@ -61,17 +88,128 @@ public:
 private:
   static constexpr size_t batch = 32, high = 512, low = 256;
 
-  /// The worker's loop: reads until the end, an error, or the cancel; sleeps while `high`
-  /// records wait, until they are down to `low` (one wake-up for every 256 records at most).
-  void run() {
+  struct reader_group;
+  /// What a slot's worker has read ahead of the asker, and the file it was told to read next
+  /// (under its group's lock).
+  struct ahead_state {
+    std::deque<record_place> ready;
+    status error;               // after the records in `ready`
+    bool done = false;          // the file ended after the records in `ready`
+    std::optional<size_t> file; // to open next
+  };
+  struct slot {
+    std::unique_ptr<record_reader> reader; // on the asker's thread, or its group's worker's
+    std::unique_ptr<ahead_state> ahead;    // when read ahead
+    reader_group* group = nullptr;
+    bool open = false; // reading a file, as the asker sees it
+    size_t taken = 0;
+  };
+  /// The slots one worker reads, and the lock and signal it shares with the asker.
+  struct reader_group {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<slot*> slots;
+    bool cancelled = false, asker_waiting = false, reader_waiting = false;
+  };
+
+  /// Starts reading file `f` on slot `s`: here, or by telling its worker.
+  status open(slot& s, size_t f) {
+    s.open = true;
+    s.taken = 0;
+    if (!s.ahead) {
+      auto r = record_reader::open(files_[f], options_.reader);
+      if (!r)
+        return r.error();
+      s.reader = std::make_unique<record_reader>(std::move(r).value());
+      return {};
+    }
+    std::lock_guard lock(s.group->mu);
+    s.ahead->file = f;
+    s.group->cv.notify_all();
+    return {};
+  }
+
+  /// The next record of a slot's file, read on this thread: true, false at its end.
+  result<bool> read(slot& s, record_place& p) {
+    std::string_view rec;
+    RUNNEL_ASSIGN_OR_RETURN(bool more, s.reader->next_view(rec));
+    if (!more)
+      return false;
+    {
+      std::lock_guard lock(arena_mu_);
+      p = {arena_.allocate(rec.size()), rec.size()};
+    }
+    copy_streaming(p.data, rec.data(), rec.size());
+    return true;
+  }
+
+  /// The next record of a slot's file from its worker: true, false at its end.
+  result<bool> take(slot& s, record_place& p) {
+    auto& g = *s.group;
+    auto& a = *s.ahead;
+    std::unique_lock lock(g.mu);
+    if (a.ready.empty() && !a.done && a.error.ok()) {
+      g.asker_waiting = true;
+      g.cv.wait(lock, [&] { return !a.ready.empty() || a.done || !a.error.ok(); });
+      g.asker_waiting = false;
+    }
+    if (a.ready.empty()) {
+      if (!a.error.ok())
+        return a.error;
+      a.done = false; // the end of this file, seen: the worker waits for the next
+      return false;
+    }
+    p = a.ready.front();
+    a.ready.pop_front();
+    if (g.reader_waiting && a.ready.size() <= low)
+      g.cv.notify_all();
+    return true;
+  }
+
+  /// Whether the worker has something to do for slot `s` (under the group's lock).
+  static bool can_read(const slot& s) {
+    auto& a = *s.ahead;
+    return a.file || (s.reader && a.error.ok() && !a.done && a.ready.size() < high);
+  }
+
+  /// A group's worker: reads a batch of whichever of its slots has the fewest records waiting,
+  /// each file it is given to its end, until the cancel; sleeps while none can read (full, or
+  /// done and not yet given its next file), until one is down to `low`.
+  void run(reader_group& g) {
     std::vector<record_place> got;
     for (;;) {
-      got.clear();
+      slot* s = nullptr;
+      std::optional<size_t> file;
+      {
+        std::unique_lock lock(g.mu);
+        auto pick = [&] {
+          s = nullptr;
+          for (auto* c : g.slots)
+            if (can_read(*c) && (!s || c->ahead->ready.size() < s->ahead->ready.size()))
+              s = c;
+          return s != nullptr;
+        };
+        if (!pick()) {
+          g.reader_waiting = true;
+          g.cv.wait(lock, [&] { return g.cancelled || pick(); });
+          g.reader_waiting = false;
+        }
+        if (g.cancelled)
+          return;
+        file.swap(s->ahead->file);
+      }
       status error;
       bool end = false;
-      while (got.size() < batch) {
+      if (file) {
+        if (auto r = record_reader::open(files_[*file], options_.reader); r)
+          s->reader = std::make_unique<record_reader>(std::move(r).value());
+        else
+          error = r.error();
+      }
+      got.clear();
+      while (error.ok() && got.size() < batch) {
         record_place p;
-        auto more = read_one(p);
+        auto more = read(*s, p);
         if (!more || !*more) {
           error = more ? status() : more.error();
           end = bool(more);
@@ -79,86 +217,29 @@ private:
         }
         got.push_back(p);
       }
+      if (end || !error.ok())
+        s->reader.reset();
       streaming_fence(); // the records' bytes are in memory before they are handed over
-      std::unique_lock lock(mu_);
-      if (cancelled_)
+      std::lock_guard lock(g.mu);
+      if (g.cancelled)
         return;
-      ready_.insert(ready_.end(), got.begin(), got.end());
-      error_ = error;
-      end_ = end;
-      if (consumer_waiting_)
-        cv_.notify_all();
-      if (!error.ok() || end)
-        return;
-      if (ready_.size() >= high) {
-        reader_waiting_ = true;
-        cv_.wait(lock, [&] { return cancelled_ || ready_.size() <= low; });
-        reader_waiting_ = false;
-        if (cancelled_)
-          return;
-      }
+      auto& a = *s->ahead;
+      a.ready.insert(a.ready.end(), got.begin(), got.end());
+      a.error = error;
+      a.done = end;
+      if (g.asker_waiting)
+        g.cv.notify_all();
     }
   }
 
-  /// The next record of the interleaved shards, copied into the arena: true, false at the end.
-  result<bool> read_one(record_place& p) {
-    for (;;) {
-      bool any = false;
-      for (auto& s : slots_) {
-        if (!s.reader && next_file_ < files_.size()) {
-          auto r = record_reader::open(files_[next_file_++], options_.reader);
-          if (!r)
-            return r.error();
-          s.reader = std::make_unique<record_reader>(std::move(r).value());
-          s.taken = 0;
-        }
-        any |= bool(s.reader);
-      }
-      if (!any)
-        return false;
-      auto& s = slots_[current_];
-      if (!s.reader) {
-        current_ = (current_ + 1) % slots_.size();
-        continue;
-      }
-      std::string_view rec;
-      RUNNEL_ASSIGN_OR_RETURN(bool more, s.reader->next_view(rec));
-      if (!more) {
-        s.reader.reset();
-        continue;
-      }
-      {
-        std::lock_guard lock(arena_mu_);
-        p = {arena_.allocate(rec.size()), rec.size()};
-      }
-      copy_streaming(p.data, rec.data(), rec.size());
-      if (++s.taken >= size_t(std::max(1, options_.block_length))) {
-        s.taken = 0;
-        current_ = (current_ + 1) % slots_.size();
-      }
-      return true;
-    }
-  }
-
-  struct slot {
-    std::unique_ptr<record_reader> reader;
-    size_t taken = 0;
-  };
-  // Read by one thread at a time: the asker's, or the worker's once started.
   std::vector<std::string> files_;
   records_options options_;
   std::vector<slot> slots_;
-  size_t current_ = 0, next_file_ = 0;
-  bool background_ = false;
+  size_t current_ = 0, next_file_ = 0; // the asker's
+  std::vector<std::unique_ptr<reader_group>> groups_;
 
-  std::mutex arena_mu_; // allocations on the reading thread, releases on the asker's
+  std::mutex arena_mu_; // allocations on the reading threads, releases on the asker's
   record_arena arena_;
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<record_place> ready_;
-  status error_;
-  bool end_ = false, cancelled_ = false, consumer_waiting_ = false, reader_waiting_ = false;
 };
 
 record_places::record_places(std::vector<std::string> files, records_options o, size_t buffer,
@@ -170,15 +251,17 @@ record_places::record_places(record_places&&) noexcept = default;
 record_places& record_places::operator=(record_places&&) noexcept = default;
 
 record_places::~record_places() {
-  if (worker_) {
+  if (!workers_.empty()) {
     source_->cancel();
-    worker_.reset();
+    workers_.clear();
   }
 }
 
-void record_places::read_ahead_on(std::unique_ptr<stage_worker> worker) {
-  worker_ = std::move(worker);
-  record_source::start(source_, *worker_);
+void record_places::read_ahead_on(const open_context& ctx, size_t max_workers) {
+  size_t n = std::max<size_t>(1, std::min(max_workers, source_->slots()));
+  for (size_t i = 0; i < n; ++i)
+    workers_.push_back(ctx.start_worker());
+  record_source::start(source_, workers_);
 }
 
 status record_places::next(std::vector<record_place>& out, size_t n) {

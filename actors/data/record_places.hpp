@@ -3,7 +3,7 @@
 // to be handed out (actors/data/, private).
 //
 //   record_places places(files, options, 10'000, seed); // 0: in order, no shuffle
-//   places.read_ahead_on(ctx.start_worker());           // optional: read on a thread of its own
+//   places.read_ahead_on(ctx, 2);                       // optional: read on 2 workers of its own
 //   std::vector<record_place> batch;
 //   RUNNEL_RETURN_IF_ERROR(places.next(batch, 100));    // fewer only at the end
 //   ... read batch[i].view() on any thread ...
@@ -45,9 +45,10 @@ public:
   record_places& operator=(record_places&&) noexcept;
   ~record_places();
 
-  /// Reads (pread, CRCs, the copy into the arena) on `worker` from now on, ahead of next(),
-  /// in the same order; next() then only draws.
-  void read_ahead_on(std::unique_ptr<stage_worker> worker);
+  /// Reads (pread, CRCs, the copy into the arena) ahead of next() from now on, on up to
+  /// `max_workers` workers of its own, each reading the shards of some slots of the
+  /// interleave; next() then only merges them, in the same order, and draws.
+  void read_ahead_on(const open_context& ctx, size_t max_workers);
   /// Appends up to `n` places; fewer only at the end.
   status next(std::vector<record_place>& out, size_t n);
   /// Frees the records of places next() handed out (on the thread that calls next()).
@@ -63,7 +64,7 @@ private:
   bool shuffle_;
   std::mt19937_64 rng_;
   std::shared_ptr<record_source> source_; // shared with the worker reading ahead, if any
-  std::unique_ptr<stage_worker> worker_;
+  std::vector<std::unique_ptr<stage_worker>> workers_;
   std::vector<record_place> buf_;
   size_t head_ = 0;                // in order: the next place to hand out
   std::deque<record_place> ahead_; // read, not yet in the window

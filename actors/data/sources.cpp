@@ -190,7 +190,7 @@ private:
 };
 
 /// records()[.shuffle(n)].batch(b).parse_examples(specs) fused: the records are read ahead on
-/// a worker of their own (given a second core), and each batch's records are
+/// workers of their own (given a second core), and each batch's records are
 /// parsed on `parallelism` actors straight from the window's arena into the batch's tensors
 /// (the only copy after the one into the arena). The same records in the same order as the
 /// unfused pipeline. Places go back to the arena on this stream's thread, as batches are
@@ -348,10 +348,10 @@ stream_ptr make_records_parse_stream(open_context& ctx, std::vector<std::string>
                                      int parallelism) {
   record_places places(std::move(files), o, buffer, seed);
   // With a second core, the reading (the kernel's copy, the CRCs, the copy into the window)
-  // runs on a thread of its own beside the draws and the parse; it bounded the rate on the
-  // stream's thread (docs/input_pipelines.md).
-  if (autotune_thread_budget() >= 2)
-    places.read_ahead_on(ctx.start_worker());
+  // runs on threads of its own, one per shard read at once up to the cores, beside the draws
+  // and the parse; it bounded the rate on the stream's thread (docs/input_pipelines.md).
+  if (int64_t cores = autotune_thread_budget(); cores >= 2)
+    places.read_ahead_on(ctx, size_t(cores));
   return std::make_unique<records_parse_stream>(ctx, std::move(places), batch, drop,
                                                 std::move(parser), parallelism);
 }

@@ -399,9 +399,9 @@ TEST_CASE("parse_examples after records/shuffle/batch parses in place like map(p
   CHECK_THAT(st.message(), Catch::Contains(files[0] + ":0: bad data CRC"));
 }
 
-TEST_CASE("a fused record pipeline dropped mid-epoch stops its reading thread", "[dataset]") {
-  // The reader runs ahead on a worker of its own (given two cores): dropping the stream while
-  // it reads, or while it waits for room, neither hangs nor frees records it still holds.
+TEST_CASE("a fused record pipeline dropped mid-epoch stops its reading threads", "[dataset]") {
+  // The readers run ahead on workers of their own (given two cores): dropping the stream while
+  // they read, or while they wait for room, neither hangs nor frees records they still hold.
   auto files = write_shards("fuseddrop", 2, 600);
   std::vector<feature_spec> specs{{.key = "id", .type = dtype::i64, .shape = {}},
                                   {.key = "x", .type = dtype::f32, .shape = {3}}};
@@ -432,6 +432,32 @@ TEST_CASE("a fused record pipeline dropped mid-epoch stops its reading thread", 
   std::sort(ids.begin(), ids.end());
   CHECK(ids.size() == 1200);
   CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+
+  // More shards read at once than workers (a worker reads several), shards of different
+  // lengths ending at different times: the same records in the same order as read in line.
+  auto more = write_shards("fuseddrop5", 5, 0);
+  for (size_t k = 0; k < more.size(); ++k) {
+    auto w = record_writer::open(more[k]).value();
+    for (int r = 0; r < 40 + 70 * int(k % 3); ++r) {
+      feature_map f;
+      f["id"] = feature{.kind = feature_kind::int64s, .int64s = {int64_t(k * 1000 + size_t(r))}};
+      f["x"] = feature{.kind = feature_kind::floats, .floats = {float(r), 1, 2}};
+      REQUIRE(w.write(encode_example(f)).ok());
+    }
+    REQUIRE(w.close().ok());
+  }
+  auto base = dataset::records(more, {.cycle_length = 3}).shuffle(50, 9, false).batch(10);
+  auto fused = base.parse_examples(specs, 2).open(&test_runtime()).value();
+  auto plain = base.map(parse_examples(specs)).open(&test_runtime()).value();
+  element a, b;
+  int batches = 0;
+  while (plain->next(b).value()) {
+    REQUIRE(fused->next(a).value());
+    check_equal(a[0], b[0]);
+    ++batches;
+  }
+  CHECK_FALSE(fused->next(a).value());
+  CHECK(batches == 48); // 40 + 110 + 180 + 40 + 110 records
 }
 
 TEST_CASE("iterators and queues are found whatever device their ops land on", "[dataset]") {
