@@ -36,7 +36,8 @@ set(RUNNEL_INTERNAL_HEADERS
     ops/cpu/kernels.hpp ops/optimize/rewrite.hpp actors/exec/providers.hpp
     ops/cuda/gpu_context.hpp ops/cuda/cublas_api.hpp ops/cuda/kernels.hpp ops/cuda/cuda_kernel.hpp
     ops/defs/op_util.hpp ops/graph/builder_util.hpp
-    actors/data/stages.hpp actors/data/autotune.hpp actors/cluster/master_impl.hpp
+    actors/data/stages.hpp actors/data/autotune.hpp actors/data/record_places.hpp
+    actors/cluster/master_impl.hpp
     storage/tf/tf_types.hpp storage/keras/keras_layers.hpp)
 foreach(module ops placement storage net actors)
   file(GLOB_RECURSE headers RELATIVE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/${module}/*.hpp)
