@@ -41,8 +41,8 @@ public:
       : rt(rt), options(options), g(g), device_of_node(device_of_node), feeds(feeds),
         fetches(fetches), targets(targets), needed(needed), n(g.num_nodes()),
         value_needed(size_t(n)), bindable(size_t(n), 0), instantiate(size_t(n), 0),
-        keep(size_t(n), 0), elided(size_t(n), 0), inline_candidate(size_t(n), 0), setups(size_t(n)),
-        actors(size_t(n)) {}
+        keep(size_t(n), 0), elided(size_t(n), 0), inline_candidate(size_t(n), 0),
+        direct_candidate(size_t(n), 0), setups(size_t(n)), actors(size_t(n)) {}
 
   result<std::shared_ptr<instance>> build() {
     mark_values_needed();
@@ -264,9 +264,14 @@ private:
                       nd.op == "Exit" || nd.op == "NextIteration";
       if (setup.gpu || setup.kern->is_async() || setup.emit_on_completion || !def ||
           (def->stateful && !frame_op) || nd.op == "_Send" || nd.op == "_Recv" ||
-          (!nd.control_inputs.empty() && !dynamic) ||
-          (!frame_op && !is_metadata_op(nd.op) && estimates.flops(g, nd) > 32768))
+          (!nd.control_inputs.empty() && !dynamic))
         continue;
+      if (!frame_op && !is_metadata_op(nd.op) && estimates.flops(g, nd) > 32768) {
+        // Too costly to run in a producer's turn: one that goes to its device's executor may
+        // be posted there by its producer instead (consumer::direct_node).
+        direct_candidate[size_t(v)] = !dynamic && setup.executor && waits_for_one(nd);
+        continue;
+      }
       if (dynamic) {
         bool known = frame_op || is_metadata_op(nd.op);
         if (!known) {
@@ -280,16 +285,21 @@ private:
         inline_candidate[size_t(v)] = known && plain;
         continue;
       }
-      int waits = 0;
-      bool plain = true;
-      for (auto e : nd.inputs) {
-        if (bindable[size_t(e.node)])
-          continue;
-        ++waits;
-        plain &= !is_fed(e) && g.at(e.node).op != "VariableV2";
-      }
-      inline_candidate[size_t(v)] = waits == 1 && plain;
+      inline_candidate[size_t(v)] = waits_for_one(nd);
     }
+  }
+
+  /// Whether `nd` waits for exactly one input, not fed and not a variable (the rest constants).
+  bool waits_for_one(const node& nd) const {
+    int waits = 0;
+    bool plain = true;
+    for (auto e : nd.inputs) {
+      if (bindable[size_t(e.node)])
+        continue;
+      ++waits;
+      plain &= !is_fed(e) && g.at(e.node).op != "VariableV2";
+    }
+    return waits == 1 && plain;
   }
 
   /// Edges between devices go through a Send on the producer's device and one Recv per
@@ -413,6 +423,11 @@ private:
       }
     }
     size_t here = device_of_node[size_t(v)];
+    // Any producer will do, a Recv too: the post is the same from every thread.
+    if (!dynamic && direct_candidate[size_t(v)] && !refs[slot] && !setup.ref_reads[slot]) {
+      c.direct_node = setups[size_t(v)];
+      setup.inlinable = true;
+    }
     // With control flow, edges between this process's devices are direct messages: they
     // carry the frame and iteration with them.
     if (device_of_node[size_t(e.node)] != here && !setup.ref_reads[slot] && !refs[slot] &&
@@ -540,7 +555,7 @@ private:
   const std::vector<char>& needed;
   int n;
   std::vector<std::vector<bool>> value_needed;
-  std::vector<char> bindable, instantiate, keep, elided, inline_candidate;
+  std::vector<char> bindable, instantiate, keep, elided, inline_candidate, direct_candidate;
   bool any_flow = false;   ///< a needed node is a control-flow op
   bool dynamic = false;    ///< an instantiated node is a control-flow op (frames are planned)
   std::vector<int> placed; ///< the nodes that become actors, by id

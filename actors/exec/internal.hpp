@@ -164,6 +164,13 @@ struct consumer {
   /// A cheap consumer on the producer's device whose only missing input this is: the producer
   /// runs it in the same turn instead of sending a message (node_actor.cpp, run_inline).
   std::shared_ptr<struct node_setup> inline_node;
+  /// An expensive consumer (not inline_node) on a device with an executor, on the producer's
+  /// device, stateless, synchronous, with this as its only missing input: when the value takes
+  /// it to the executor, the producer posts it there itself (node_actor.cpp, run_direct)
+  /// instead of messaging its actor, which would post it. From an executor's thread that is a
+  /// post to its own queue; the actor's turn between two kernels woke a sleeping scheduler
+  /// thread and then the sleeping executor thread, ~60 µs on our VMs with both cores busy.
+  std::shared_ptr<struct node_setup> direct_node;
   /// With control flow: the consumer's setup when its producer may fire it inline
   /// (flow_firing.cpp). Not owning: a loop's consumers form cycles; instance_actors::setups
   /// keeps every setup alive.

@@ -180,6 +180,24 @@ void run_inline(node_actor::pointer self, const consumer& c, const step_ptr& ste
   --inline_depth;
 }
 
+/// Whether `value` takes consumer `c` (a direct_node) to its device's executor: then the
+/// producer posts it there itself.
+bool can_post_direct(const consumer& c, const tensor& value) {
+  if (!c.direct_node)
+    return false;
+  size_t bytes = value.type() == dtype::string ? 0 : value.bytes();
+  return bytes + c.direct_node->bound_bytes >= offload_bytes;
+}
+
+/// Fires consumer `c` from the producer's thread: fire() posts it to its device's executor
+/// (can_post_direct), so no kernel runs here and no actor is needed.
+void run_direct(const consumer& c, const step_ptr& step, tensor value) {
+  node_setup& s = *c.direct_node;
+  std::vector<tensor> inputs = s.bound;
+  inputs[size_t(c.slot)] = std::move(value);
+  fire(nullptr, s, step, std::move(inputs));
+}
+
 /// Runs the kernel; a node some producer may run inline holds its lock while it computes.
 status compute(node_setup& s, kernel_context& ctx) {
   scoped_flush_denormals flush; // as TensorFlow's executor: ops/core/float_env.hpp
@@ -244,6 +262,8 @@ static void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
       bool last = c + 1 == cs.size();
       if (can_inline(cs[c], value))
         run_inline(self, cs[c], step, last ? std::move(value) : value);
+      else if (can_post_direct(cs[c], value))
+        run_direct(cs[c], step, last ? std::move(value) : value);
       else if (last)
         deliver(self, cs[c], step, std::move(value));
       else

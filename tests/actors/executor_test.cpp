@@ -184,3 +184,48 @@ TEST_CASE("cheap nodes run inline in their producer's turn: chains compute right
   CHECK(traced.count("twice") == 1);
   CHECK(traced.count("less") == 1);
 }
+
+TEST_CASE("expensive consumers are posted to their device's executor by their producer: chains "
+          "within and across devices compute right with steps in flight",
+          "[actors]") {
+  // Matrix products of 64x64 (16 KiB inputs: they go to the executors), each waiting on the one
+  // before, the weights constants; the chain changes device every third product, so some
+  // consumers are fed by a Recv. Without inline firing every node fires by message: the
+  // reference.
+  static runtime* rt = new runtime(runtime_options{.cpu_devices = 2, .device_threads = 1});
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{64, 64}, "x");
+  output y = x;
+  for (int i = 0; i < 24; ++i) {
+    auto d = g.device((i / 3) % 2 ? "/cpu:1" : "/cpu:0");
+    auto w = constant(g, random_matrix(64, 64, uint32_t(10 + i)));
+    y = tanh(matmul(y, w, {}, "product_" + std::to_string(i)));
+  }
+  session direct(*rt, g, {.max_in_flight_steps = 8, .optimizer = graph_optimizer_options::none()});
+  session messages(*rt, g,
+                   {.max_in_flight_steps = 8,
+                    .optimizer = graph_optimizer_options::none(),
+                    .inline_firing = false});
+  constexpr int steps = 32;
+  std::vector<std::promise<result<std::vector<tensor>>>> done(steps);
+  for (int k = 0; k < steps; ++k)
+    direct.run_callback(
+        {{x, random_matrix(64, 64, uint32_t(100 + k))}}, {y}, {},
+        [&done, k](result<std::vector<tensor>> r) { done[size_t(k)].set_value(r); });
+  for (int k = 0; k < steps; ++k) {
+    auto r = done[size_t(k)].get_future().get();
+    REQUIRE(r);
+    auto want = messages.run({{x, random_matrix(64, 64, uint32_t(100 + k))}}, {y});
+    REQUIRE(want);
+    check_equal((*r)[0], (*want)[0]);
+  }
+  run_metadata md;
+  REQUIRE(direct.run({{x, random_matrix(64, 64, 7)}}, {y}, {}, {.trace = true}, &md));
+  std::set<std::string> traced;
+  for (auto& n : md.nodes)
+    if (n.op == "MatMul")
+      traced.insert(n.node + " on " + n.device.substr(n.device.size() - 5));
+  for (int i = 0; i < 24; ++i)
+    CHECK(traced.count("product_" + std::to_string(i) +
+                       ((i / 3) % 2 ? " on cpu:1" : " on cpu:0")) == 1);
+}
