@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <queue>
 #include <set>
 #include <unordered_map>
 
@@ -249,24 +250,61 @@ double simulate_placement(const graph& g, const std::vector<int>& nodes,
                           const std::vector<placement_device>& devices,
                           const std::vector<device_params>& params, const cost_model& costs,
                           const link_params& links) {
+  // As the executor runs a step: each device, whenever it is free, runs the ready node that can
+  // start first (ties: the earlier in `nodes`), not the next one in `nodes` (which, with a
+  // pipeline placed over devices, held a device idle for a node its inputs made wait).
   std::unordered_map<int, size_t> index_of;
   for (size_t i = 0; i < nodes.size(); ++i)
     index_of[nodes[i]] = i;
-  std::vector<double> finish(nodes.size(), 0), free_at(devices.size(), 0);
-  double makespan = 0;
+  struct edge {
+    size_t to;
+    int64_t bytes;
+  };
+  std::vector<int> waiting(nodes.size(), 0);
+  std::vector<std::vector<edge>> out(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const node& n = g.at(nodes[i]);
-    size_t d = device[i];
-    double ready = 0;
+    auto add = [&](int src, int64_t bytes) {
+      auto it = index_of.find(src);
+      if (it == index_of.end() || it->second >= i)
+        return; // fed or bound, or a loop's back edge: available at the start
+      ++waiting[i];
+      out[it->second].push_back({i, bytes});
+    };
     for (auto e : n.inputs)
-      if (auto it = index_of.find(e.node); it != index_of.end())
-        ready = std::max(ready, finish[it->second] +
-                                    transfer_seconds(devices[device[it->second]], devices[d],
-                                                     costs.output_bytes(g.at(e.node)), links));
-    double start = std::max(ready, free_at[d]);
-    finish[i] = start + costs.compute_seconds(g, n, *devices[d].spec.type, params[d]);
-    free_at[d] = finish[i];
-    makespan = std::max(makespan, finish[i]);
+      add(e.node, costs.output_bytes(g.at(e.node)));
+    for (int c : n.control_inputs)
+      add(c, 0);
+  }
+  using item = std::pair<double, size_t>; // (ready time, index in `nodes`)
+  std::vector<std::priority_queue<item, std::vector<item>, std::greater<>>> ready(devices.size());
+  std::vector<double> ready_at(nodes.size(), 0), free_at(devices.size(), 0);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (waiting[i] == 0)
+      ready[device[i]].push({0.0, i});
+  double makespan = 0;
+  for (size_t left = nodes.size(); left > 0; --left) {
+    size_t d = devices.size();
+    double start = 0;
+    for (size_t k = 0; k < devices.size(); ++k)
+      if (!ready[k].empty()) {
+        double s = std::max(ready[k].top().first, free_at[k]);
+        if (d == devices.size() || s < start)
+          d = k, start = s;
+      }
+    if (d == devices.size())
+      break; // unreachable: every node waits only for earlier ones
+    size_t i = ready[d].top().second;
+    ready[d].pop();
+    free_at[d] = start + costs.compute_seconds(g, g.at(nodes[i]), *devices[d].spec.type, params[d]);
+    makespan = std::max(makespan, free_at[d]);
+    for (auto& e : out[i]) {
+      size_t to = device[e.to];
+      ready_at[e.to] = std::max(
+          ready_at[e.to], free_at[d] + transfer_seconds(devices[d], devices[to], e.bytes, links));
+      if (--waiting[e.to] == 0)
+        ready[to].push({ready_at[e.to], e.to});
+    }
   }
   return makespan;
 }

@@ -90,7 +90,9 @@ result<greedy_placement> place_greedy(const graph& g, const std::vector<int>& no
                                       const placement_options& options = {},
                                       const link_params& links = {});
 
-/// The simulated step time of a given placement (for comparing policies).
+/// The simulated step time of a given placement (for comparing policies), as the executor runs
+/// it: each device, whenever it is free, runs the ready node that can start first. (The greedy
+/// placer's own simulation keeps the node list's order: it places one node at a time.)
 double simulate_placement(const graph& g, const std::vector<int>& nodes,
                           const std::vector<size_t>& device,
                           const std::vector<placement_device>& devices,
