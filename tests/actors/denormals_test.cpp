@@ -23,8 +23,8 @@ TEST_CASE("denormal floats are flushed to zero where kernels run, and the caller
   auto half = x * 0.5;                     // 2e-38 * 0.5 = 1e-38: a denormal result, flushed
   auto big = x * 1e30;                     // 1e-39 is a denormal input, read as zero
   auto folded = constant(g, 2e-38f) * 0.5; // computed once, by constant folding
-  auto v = variable(g, constant(g, 3e-38f), "v");
-  auto update = assign_add(v, constant(g, -2e-38f)); // 1e-38 on the variable's actor
+  auto v = variable(g, constant(g, 3e-38f), "denormals_v"); // (the test runtime is shared)
+  auto update = assign_add(v, constant(g, -2e-38f));        // 1e-38 on the variable's actor
   session s(test_runtime(), g);
   bool caller_flushed = flushing_denormals();
   auto r = s.run({{x, tensor::vector<float>({2e-38f, 1e-39f, 1.f})}}, {half, big, folded}).value();
