@@ -62,6 +62,9 @@ double cost_model::flops(const graph& g, const node& n) const {
   double out = 0;
   for (auto& s : n.output_shapes)
     out += elements(s, unknown_dim);
+  if (n.op == "_FusedElementwise") // one flop an element for each op of its program
+    if (auto program = find_attr<std::vector<std::string>>(n.attrs, "ops"))
+      out *= double(std::max<size_t>(1, program->size()));
   return out;
 }
 
@@ -93,7 +96,18 @@ double cost_model::transcendental_elements(const node& n) const {
       "Exp",  "Expm1", "Log",  "Log1p", "Tanh",    "Sigmoid",    "Softplus", "Elu",
       "Selu", "Erf",   "Erfc", "Sin",   "Cos",     "Tan",        "Asin",     "Acos",
       "Atan", "Sinh",  "Cosh", "Pow",   "Softmax", "LogSoftmax", "Lgamma",   "Digamma"};
-  if (!ops.count(n.op) || n.output_shapes.empty())
+  if (n.output_shapes.empty())
+    return 0;
+  if (n.op == "_FusedElementwise") {
+    // One per output element for each such op of the fused program (the optimizer's fusion of
+    // `tanh(a + b)` costs what its Tanh did, not what one pass over its bytes does).
+    double count = 0;
+    if (auto program = find_attr<std::vector<std::string>>(n.attrs, "ops"))
+      for (auto& op : *program)
+        count += double(ops.count(op));
+    return count * elements(n.output_shapes[0], unknown_dim);
+  }
+  if (!ops.count(n.op))
     return 0;
   return elements(n.output_shapes[0], unknown_dim);
 }

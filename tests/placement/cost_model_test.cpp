@@ -67,6 +67,17 @@ TEST_CASE("the cost model times cached tensors at the cache's rate and tanh by i
   p.transcendental_per_s = 1e6;
   CHECK(costs.compute_seconds(g, t_small.node(), "CPU", p) == Approx(256.0 * 256 / 1e6));
   CHECK(costs.compute_seconds(g, r_small.node(), "CPU", p) == Approx(512.0 * 1024 / 4e9));
+  // The optimizer's fusion of `tanh(a + b) * c` costs its Tanh, and a flop an element per op.
+  node fused;
+  fused.op = "_FusedElementwise";
+  fused.attrs = {{"ops", std::vector<std::string>{"Add", "Tanh", "Mul"}}};
+  fused.output_types = {dtype::f32};
+  fused.output_shapes = {shape{256, 256}};
+  CHECK(costs.transcendental_elements(fused) == 256.0 * 256);
+  CHECK(costs.flops(g, fused) == 3.0 * 256 * 256);
+  CHECK(costs.compute_seconds(g, fused, "CPU", p) == Approx(256.0 * 256 / 1e6));
+  fused.attrs = {{"ops", std::vector<std::string>{"Add", "Relu"}}};
+  CHECK(costs.transcendental_elements(fused) == 0);
 }
 
 TEST_CASE("greedy placement splits independent towers over two devices", "[placement]") {
