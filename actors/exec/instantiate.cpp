@@ -347,7 +347,7 @@ private:
     node_actor a = rt.system->spawn(node_behavior, recv);
     inst->actors->nodes.push_back(a);
     inst->num_nodes++;
-    inst->sources.push_back(a);
+    inst->local_recvs.push_back(recv);
     recvs.emplace(std::make_pair(tensor_name, dst), recv);
     inst->uses_rendezvous = true;
     return *recv;
@@ -432,6 +432,14 @@ private:
     // carry the frame and iteration with them.
     if (device_of_node[size_t(e.node)] != here && !setup.ref_reads[slot] && !refs[slot] &&
         !dynamic) {
+      // This Recv's Send is in this process: its completion runs on the thread that produced
+      // the value (or in the Recv's own turn), where a cheap consumer may run as it would behind
+      // a producer on its own device. A Recv from another process completes on the network's
+      // thread instead, which runs no kernel (below).
+      if (inline_candidate[size_t(v)]) {
+        c.inline_node = setups[size_t(v)];
+        setup.inlinable = true;
+      }
       recv_for(e.node, e.index, here).consumers[0].push_back(c);
       return {};
     }

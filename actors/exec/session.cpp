@@ -5,6 +5,7 @@
 #include <semaphore>
 #include <unordered_map>
 
+#include "runnel/actors/exec/firing.hpp"
 #include "runnel/actors/exec/session_impl.hpp"
 #include "runnel/placement/cost_model.hpp"
 #include "runnel/placement/partition.hpp"
@@ -119,6 +120,9 @@ result<step_ptr> session::impl::start(const feed_list& feeds, const std::vector<
       caf::anon_send(a, start_atom::value, step);
     return step;
   }
+  // A message to each Recv's actor would cost a scheduler hop (and a wake-up) each.
+  for (auto& r : inst->local_recvs)
+    fire(nullptr, *r, step, r->bound);
   for (size_t i = 0; i < feeds.size(); ++i)
     for (auto& c : inst->feed_consumers[i])
       caf::anon_send(c.actor, input_atom::value, step, c.slot, feeds[i].second);

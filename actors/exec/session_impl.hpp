@@ -17,6 +17,9 @@ struct instance {
   std::shared_ptr<instance_actors> actors;
   std::vector<std::vector<consumer>> feed_consumers; ///< per feed
   std::vector<node_actor> sources;                   ///< nodes with no inputs at all
+  /// The Recvs of edges between this process's devices: the step's caller starts them itself
+  /// (their kernel only leaves a callback with the rendezvous), before any value can arrive.
+  std::vector<std::shared_ptr<node_setup>> local_recvs;
   std::vector<int> fed_fetches;                      ///< per fetch: feed index, or -1
   int num_nodes = 0;
   bool uses_rendezvous = false; ///< some edge crosses devices, or it has _Send/_Recv nodes

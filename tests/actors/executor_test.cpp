@@ -229,3 +229,59 @@ TEST_CASE("expensive consumers are posted to their device's executor by their pr
     CHECK(traced.count("product_" + std::to_string(i) +
                        ((i / 3) % 2 ? " on cpu:1" : " on cpu:0")) == 1);
 }
+
+TEST_CASE("cheap consumers behind a Recv between this process's devices run in the producer's "
+          "turn: a chain alternating devices computes right with steps in flight, and a step "
+          "that fails between them ends without leaving its Recvs waiting",
+          "[actors]") {
+  // Every edge of the chain crosses devices, so every node but the first waits behind a Recv
+  // that the step's caller starts and the producer's thread completes; the last node reshapes
+  // to a fed shape, which a step can get wrong.
+  static runtime* rt = new runtime(runtime_options{.cpu_devices = 2, .device_threads = 1});
+  graph g;
+  auto x = placeholder(g, dtype::f32, shape{4}, "x");
+  auto dims = placeholder(g, dtype::i64, shape{2}, "dims");
+  output y = x;
+  for (int i = 0; i < 60; ++i) {
+    auto d = g.device(i % 2 ? "/cpu:1" : "/cpu:0");
+    y = add(y, constant(g, tensor::vector<float>({1, 2, 3, 4})), "add_" + std::to_string(i));
+  }
+  output z;
+  {
+    auto d = g.device("/cpu:0");
+    z = reshape(y, dims, "shaped");
+  }
+  session s(*rt, g, {.max_in_flight_steps = 8, .optimizer = graph_optimizer_options::none()});
+  auto good = tensor::vector<int64_t>({2, 2});
+  constexpr int steps = 48;
+  std::vector<std::promise<result<std::vector<tensor>>>> done(steps);
+  for (int k = 0; k < steps; ++k) {
+    // Every fourth step asks for a shape its 4 elements do not fill: only it fails.
+    auto d = k % 4 == 3 ? tensor::vector<int64_t>({3, 2}) : good;
+    s.run_callback({{x, tensor::vector<float>({float(k), 0, -float(k), 1})}, {dims, d}}, {z}, {},
+                   [&done, k](result<std::vector<tensor>> r) { done[size_t(k)].set_value(r); });
+  }
+  for (int k = 0; k < steps; ++k) {
+    auto r = done[size_t(k)].get_future().get();
+    if (k % 4 == 3) {
+      REQUIRE_FALSE(r);
+      CHECK_THAT(r.error().message(), Catch::Contains("shaped"));
+      continue;
+    }
+    REQUIRE(r);
+    check_equal((*r)[0],
+                tensor::from_values<float>(shape{2, 2}, {float(k) + 60, 120, 180 - float(k), 241}));
+  }
+  run_metadata md;
+  REQUIRE(s.run({{x, tensor::vector<float>({0, 0, 0, 0})}, {dims, good}}, {z}, {}, {.trace = true},
+                &md));
+  std::set<std::string> traced;
+  int recvs = 0;
+  for (auto& n : md.nodes) {
+    traced.insert(n.node);
+    recvs += n.op == "_Recv";
+  }
+  for (int i = 0; i < 60; ++i)
+    CHECK(traced.count("add_" + std::to_string(i)) == 1);
+  CHECK(recvs == 60);
+}
