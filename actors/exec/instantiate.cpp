@@ -270,6 +270,10 @@ private:
         // Too costly to run in a producer's turn: one that goes to its device's executor may
         // be posted there by its producer instead (consumer::direct_node).
         direct_candidate[size_t(v)] = !dynamic && setup.executor && waits_for_one(nd);
+        // With several inputs to wait for, its inputs wait under a lock and the producer of
+        // the last one posts it (consumer::gather_node).
+        if (!dynamic && setup.executor && waits_for_several(nd))
+          setup.gathered = make_gathered_inputs();
         continue;
       }
       if (dynamic) {
@@ -287,6 +291,19 @@ private:
       }
       inline_candidate[size_t(v)] = waits_for_one(nd);
     }
+  }
+
+  /// Whether `nd` waits for two inputs or more, none of them a variable.
+  bool waits_for_several(const node& nd) const {
+    int waits = 0;
+    for (auto e : nd.inputs) {
+      if (bindable[size_t(e.node)])
+        continue;
+      if (g.at(e.node).op == "VariableV2")
+        return false;
+      ++waits;
+    }
+    return waits >= 2;
   }
 
   /// Whether `nd` waits for exactly one input, not fed and not a variable (the rest constants).
@@ -426,6 +443,10 @@ private:
     // Any producer will do, a Recv too: the post is the same from every thread.
     if (!dynamic && direct_candidate[size_t(v)] && !refs[slot] && !setup.ref_reads[slot]) {
       c.direct_node = setups[size_t(v)];
+      setup.inlinable = true;
+    }
+    if (setup.gathered && !refs[slot] && !setup.ref_reads[slot]) {
+      c.gather_node = setups[size_t(v)];
       setup.inlinable = true;
     }
     // With control flow, edges between this process's devices are direct messages: they

@@ -171,6 +171,11 @@ struct consumer {
   /// post to its own queue; the actor's turn between two kernels woke a sleeping scheduler
   /// thread and then the sleeping executor thread, ~60 µs on our VMs with both cores busy.
   std::shared_ptr<struct node_setup> direct_node;
+  /// An expensive consumer like direct_node but with several inputs to wait for: they wait in
+  /// its node_setup::gathered, under a lock, whichever thread delivers them, and the producer
+  /// that delivers the last one posts it to its executor itself when its inputs take it there
+  /// (node_actor.cpp, gather_input).
+  std::shared_ptr<struct node_setup> gather_node;
   /// With control flow: the consumer's setup when its producer may fire it inline
   /// (flow_firing.cpp). Not owning: a loop's consumers form cycles; instance_actors::setups
   /// keeps every setup alive.
@@ -250,6 +255,9 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   /// per (step, frame, iteration) here, under a lock, instead of in its actor: whichever thread
   /// delivers the last one fires it (node_actor.cpp).
   std::shared_ptr<struct shared_flow_inputs> flow_inputs;
+  /// Without control flow, a node that producers may post (consumer::gather_node) keeps its
+  /// inputs per step here, under a lock, instead of in its actor.
+  std::shared_ptr<struct gathered_inputs> gathered;
 
   std::string describe() const { return "node '" + name + "' (op " + op + ")"; }
 };
@@ -283,6 +291,8 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
                                         std::shared_ptr<node_setup> setup);
 /// The lock-guarded pending inputs of a node that producers in a loop may fire inline.
 std::shared_ptr<shared_flow_inputs> make_shared_flow_inputs();
+/// The lock-guarded pending inputs of a node that producers may post (consumer::gather_node).
+std::shared_ptr<gathered_inputs> make_gathered_inputs();
 
 class actor_variable;
 

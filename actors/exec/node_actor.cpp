@@ -99,8 +99,7 @@ void step_state::wait() {
   note_wait(start);
 }
 
-namespace {
-
+/// A step's inputs of a node that have arrived.
 struct pending_step {
   int64_t id;
   step_ptr step;
@@ -108,11 +107,40 @@ struct pending_step {
   int arrived = 0;
 };
 
+struct gathered_inputs {
+  std::mutex mu;
+  std::vector<pending_step> steps;
+};
+
+std::shared_ptr<gathered_inputs> make_gathered_inputs() {
+  return std::make_shared<gathered_inputs>();
+}
+
+namespace {
+
 struct node_state {
   std::shared_ptr<node_setup> setup;
   std::vector<pending_step> pending; // a handful of steps in flight: a vector beats a map
   std::vector<pending_iteration> iterations; // with control flow: per (step, frame, iteration)
 };
+
+/// Puts `value` into its step's pending inputs of `s`; when that was the last one, moves the
+/// inputs into `ready` and returns true.
+bool add_input(node_setup& s, std::vector<pending_step>& pending, const step_ptr& step,
+               int32_t slot, tensor value, std::vector<tensor>& ready) {
+  auto it = std::find_if(pending.begin(), pending.end(),
+                         [&](const pending_step& p) { return p.id == step->id; });
+  if (it == pending.end()) {
+    pending.push_back({step->id, step, s.bound, 0});
+    it = pending.end() - 1;
+  }
+  it->inputs[size_t(slot)] = std::move(value);
+  if (++it->arrived < s.expected)
+    return false;
+  ready = std::move(it->inputs);
+  pending.erase(it);
+  return true;
+}
 
 /// CPU time of the calling thread, ns (for traces: what a node got of the wall time it took).
 int64_t thread_cpu_ns() {
@@ -198,6 +226,38 @@ void run_direct(const consumer& c, const step_ptr& step, tensor value) {
   fire(nullptr, s, step, std::move(inputs));
 }
 
+/// Consumer `c` (a gather_node) takes `value` under its lock, from the producer's thread. When
+/// that completes its inputs and they take it to its device's executor, the producer fires it
+/// (fire() posts it there); a last input that would leave it on this thread goes to its actor
+/// instead, which computes it. A value of an aborted step is dropped, as its actor would.
+void gather_input(node_actor::pointer self, const consumer& c, const step_ptr& step, tensor value) {
+  node_setup& s = *c.gather_node;
+  std::vector<tensor> inputs;
+  {
+    std::lock_guard lock(s.gathered->mu);
+    if (step->aborted.load(std::memory_order_acquire))
+      return;
+    auto& pending = s.gathered->steps;
+    auto it = std::find_if(pending.begin(), pending.end(),
+                           [&](const pending_step& p) { return p.id == step->id; });
+    bool last = it == pending.end() ? s.expected == 1 : it->arrived + 1 == s.expected;
+    if (last) {
+      size_t bytes = value.type() == dtype::string ? 0 : value.bytes();
+      const std::vector<tensor>& others = it == pending.end() ? s.bound : it->inputs;
+      for (size_t i = 0; i < others.size(); ++i)
+        if (int32_t(i) != c.slot && others[i].valid() && others[i].type() != dtype::string)
+          bytes += others[i].bytes();
+      if (bytes < offload_bytes) {
+        deliver(self, c, step, std::move(value));
+        return;
+      }
+    }
+    if (!add_input(s, pending, step, c.slot, std::move(value), inputs))
+      return;
+  }
+  fire(nullptr, s, step, std::move(inputs));
+}
+
 /// Runs the kernel; a node some producer may run inline holds its lock while it computes.
 status compute(node_setup& s, kernel_context& ctx) {
   scoped_flush_denormals flush; // as TensorFlow's executor: ops/core/float_env.hpp
@@ -264,6 +324,8 @@ static void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
         run_inline(self, cs[c], step, last ? std::move(value) : value);
       else if (can_post_direct(cs[c], value))
         run_direct(cs[c], step, last ? std::move(value) : value);
+      else if (cs[c].gather_node)
+        gather_input(self, cs[c], step, last ? std::move(value) : value);
       else if (last)
         deliver(self, cs[c], step, std::move(value));
       else
@@ -421,19 +483,17 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
           fire(self, s, step, std::move(inputs));
           return;
         }
-        auto& pending = state->pending;
-        auto it = std::find_if(pending.begin(), pending.end(),
-                               [&](const pending_step& p) { return p.id == step->id; });
-        if (it == pending.end()) {
-          pending.push_back({step->id, step, s.bound, 0});
-          it = pending.end() - 1;
+        std::vector<tensor> inputs;
+        if (auto& shared = s.gathered) {
+          std::unique_lock lock(shared->mu);
+          if (step->aborted.load(std::memory_order_acquire))
+            return; // the abort may have dropped this node's inputs already: add none after it
+          if (!add_input(s, shared->steps, step, slot, std::move(value), inputs))
+            return;
+        } else if (!add_input(s, state->pending, step, slot, std::move(value), inputs)) {
+          return;
         }
-        it->inputs[size_t(slot)] = std::move(value);
-        if (++it->arrived == s.expected) {
-          auto inputs = std::move(it->inputs);
-          pending.erase(it);
-          fire(self, s, step, std::move(inputs));
-        }
+        fire(self, s, step, std::move(inputs));
       },
       [self, state](input_atom, step_ptr& step, int32_t slot, tensor& value, flow_tag tag) {
         if (step->aborted.load(std::memory_order_acquire))
@@ -461,6 +521,12 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
         if (auto& shared = state->setup->flow_inputs) {
           std::lock_guard lock(shared->mu);
           drop(shared->iterations);
+        }
+        if (auto& shared = state->setup->gathered) {
+          std::lock_guard lock(shared->mu);
+          shared->steps.erase(std::remove_if(shared->steps.begin(), shared->steps.end(),
+                                             [id](const pending_step& p) { return p.id == id; }),
+                              shared->steps.end());
         }
       },
       [self, state](resume_atom, async_call_ptr& call) {
