@@ -28,7 +28,11 @@ private:
 static variable_actor::behavior_type variable_behavior(variable_actor::pointer, actor_variable* var) {
   return {
       [var](update_atom, update_request_ptr& req) {
-        auto [st, value] = var->run_update(req->fn);
+        // The update's captures (the value it assigns, perhaps a fed loan) go before `done` can
+        // end the step: its caller may count on them being given back when run() returns.
+        auto fn = std::move(req->fn);
+        auto [st, value] = var->run_update(fn);
+        fn = nullptr;
         req->done(std::move(st), std::move(value));
       },
   };

@@ -397,6 +397,7 @@ void fire(node_actor::pointer self, node_setup& s, const step_ptr& step,
       // hop per edge instead of two.
       auto sp = s.shared_from_this();
       s.kern->compute_async(*ctx, [sp, call, tag](status st) mutable {
+        call->inputs.clear(); // before the step can end: a fed loan goes back when run() returns
         if (!st.ok()) {
           call->step->fail(st.with_context(sp->describe()));
           return;
@@ -531,6 +532,7 @@ node_actor::behavior_type node_behavior(node_actor::pointer self,
       },
       [self, state](resume_atom, async_call_ptr& call) {
         node_setup& s = *state->setup;
+        call->inputs.clear(); // before the step can end, as in fire()
         if (!call->result.ok()) {
           call->step->fail(call->result.with_context(s.describe()));
           return;
