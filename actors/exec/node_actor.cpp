@@ -124,22 +124,33 @@ struct node_state {
   std::vector<pending_iteration> iterations; // with control flow: per (step, frame, iteration)
 };
 
+/// The entry of `step` in `pending`, made (with `s`'s bound inputs) if it has none yet.
+pending_step& pending_entry(node_setup& s, std::vector<pending_step>& pending,
+                            const step_ptr& step) {
+  auto it = std::find_if(pending.begin(), pending.end(),
+                         [&](const pending_step& p) { return p.id == step->id; });
+  if (it != pending.end())
+    return *it;
+  return pending.emplace_back(pending_step{step->id, step, s.bound, 0});
+}
+
+/// Puts `value` into `entry` (an element of `pending`); when that was the last input, moves the
+/// inputs into `ready`, drops the entry and returns true.
+bool put_input(node_setup& s, std::vector<pending_step>& pending, pending_step& entry, int32_t slot,
+               tensor value, std::vector<tensor>& ready) {
+  entry.inputs[size_t(slot)] = std::move(value);
+  if (++entry.arrived < s.expected)
+    return false;
+  ready = std::move(entry.inputs);
+  pending.erase(pending.begin() + (&entry - pending.data()));
+  return true;
+}
+
 /// Puts `value` into its step's pending inputs of `s`; when that was the last one, moves the
 /// inputs into `ready` and returns true.
 bool add_input(node_setup& s, std::vector<pending_step>& pending, const step_ptr& step,
                int32_t slot, tensor value, std::vector<tensor>& ready) {
-  auto it = std::find_if(pending.begin(), pending.end(),
-                         [&](const pending_step& p) { return p.id == step->id; });
-  if (it == pending.end()) {
-    pending.push_back({step->id, step, s.bound, 0});
-    it = pending.end() - 1;
-  }
-  it->inputs[size_t(slot)] = std::move(value);
-  if (++it->arrived < s.expected)
-    return false;
-  ready = std::move(it->inputs);
-  pending.erase(it);
-  return true;
+  return put_input(s, pending, pending_entry(s, pending, step), slot, std::move(value), ready);
 }
 
 /// CPU time of the calling thread, ns (for traces: what a node got of the wall time it took).
@@ -233,29 +244,29 @@ void run_direct(const consumer& c, const step_ptr& step, tensor value) {
 void gather_input(node_actor::pointer self, const consumer& c, const step_ptr& step, tensor value) {
   node_setup& s = *c.gather_node;
   std::vector<tensor> inputs;
+  bool to_actor = false;
   {
     std::lock_guard lock(s.gathered->mu);
     if (step->aborted.load(std::memory_order_acquire))
       return;
     auto& pending = s.gathered->steps;
-    auto it = std::find_if(pending.begin(), pending.end(),
-                           [&](const pending_step& p) { return p.id == step->id; });
-    bool last = it == pending.end() ? s.expected == 1 : it->arrived + 1 == s.expected;
-    if (last) {
+    pending_step& entry = pending_entry(s, pending, step);
+    if (entry.arrived + 1 == s.expected) {
       size_t bytes = value.type() == dtype::string ? 0 : value.bytes();
-      const std::vector<tensor>& others = it == pending.end() ? s.bound : it->inputs;
-      for (size_t i = 0; i < others.size(); ++i)
-        if (int32_t(i) != c.slot && others[i].valid() && others[i].type() != dtype::string)
-          bytes += others[i].bytes();
-      if (bytes < offload_bytes) {
-        deliver(self, c, step, std::move(value));
-        return;
+      for (size_t i = 0; i < entry.inputs.size(); ++i) {
+        const tensor& t = entry.inputs[i];
+        if (int32_t(i) != c.slot && t.valid() && t.type() != dtype::string)
+          bytes += t.bytes();
       }
+      to_actor = bytes < offload_bytes; // the entry stays: the actor adds this last input to it
     }
-    if (!add_input(s, pending, step, c.slot, std::move(value), inputs))
+    if (!to_actor && !put_input(s, pending, entry, c.slot, std::move(value), inputs))
       return;
   }
-  fire(nullptr, s, step, std::move(inputs));
+  if (to_actor)
+    deliver(self, c, step, std::move(value)); // outside the lock: the actor may take it at once
+  else
+    fire(nullptr, s, step, std::move(inputs));
 }
 
 /// Runs the kernel; a node some producer may run inline holds its lock while it computes.

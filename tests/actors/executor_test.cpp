@@ -14,6 +14,26 @@
 using namespace runnel;
 using namespace runnel::testing;
 
+namespace {
+
+/// Starts `steps` steps of `s` at once, step k fed `feeds(k)`, and returns their results in
+/// step order: as many in flight as the session lets.
+std::vector<result<std::vector<tensor>>> run_at_once(session& s, int steps,
+                                                     const std::function<feed_list(int)>& feeds,
+                                                     const std::vector<output>& fetches) {
+  std::vector<std::promise<result<std::vector<tensor>>>> done(static_cast<size_t>(steps));
+  for (int k = 0; k < steps; ++k)
+    s.run_callback(feeds(k), fetches, {}, [&done, k](result<std::vector<tensor>> r) {
+      done[size_t(k)].set_value(std::move(r));
+    });
+  std::vector<result<std::vector<tensor>>> results;
+  for (auto& d : done)
+    results.push_back(d.get_future().get());
+  return results;
+}
+
+} // namespace
+
 TEST_CASE("a device executor never runs more tasks at once than its budget", "[actors]") {
   for (int threads : {1, 2}) {
     std::atomic<int> running{0}, most{0}, ran{0};
@@ -163,13 +183,14 @@ TEST_CASE("cheap nodes run inline in their producer's turn: chains compute right
   auto b = sub(y, constant(g, tensor::scalar<float>(200.f)), "less");
   session s(test_runtime(), g, {.max_in_flight_steps = 8,
                                 .optimizer = graph_optimizer_options::none()});
-  constexpr int steps = 64;
-  std::vector<std::promise<result<std::vector<tensor>>>> done(steps);
-  for (int k = 0; k < steps; ++k)
-    s.run_callback({{x, tensor::vector<float>({float(k), 0, -float(k), 1})}}, {a, b}, {},
-                   [&done, k](result<std::vector<tensor>> r) { done[size_t(k)].set_value(r); });
-  for (int k = 0; k < steps; ++k) {
-    auto r = done[size_t(k)].get_future().get();
+  auto results =
+      run_at_once(s, 64,
+                  [&](int k) {
+                    return feed_list{{x, tensor::vector<float>({float(k), 0, -float(k), 1})}};
+                  },
+                  {a, b});
+  for (int k = 0; k < 64; ++k) {
+    auto& r = results[size_t(k)];
     REQUIRE(r);
     check_equal((*r)[0], tensor::vector<float>({2.f * (k + 200), 400, 2.f * (200 - k), 402}));
     check_equal((*r)[1], tensor::vector<float>({float(k), 0, -float(k), 1}));
@@ -206,14 +227,13 @@ TEST_CASE("expensive consumers are posted to their device's executor by their pr
                    {.max_in_flight_steps = 8,
                     .optimizer = graph_optimizer_options::none(),
                     .inline_firing = false});
-  constexpr int steps = 32;
-  std::vector<std::promise<result<std::vector<tensor>>>> done(steps);
-  for (int k = 0; k < steps; ++k)
-    direct.run_callback(
-        {{x, random_matrix(64, 64, uint32_t(100 + k))}}, {y}, {},
-        [&done, k](result<std::vector<tensor>> r) { done[size_t(k)].set_value(r); });
-  for (int k = 0; k < steps; ++k) {
-    auto r = done[size_t(k)].get_future().get();
+  auto results = run_at_once(direct, 32,
+                             [&](int k) {
+                               return feed_list{{x, random_matrix(64, 64, uint32_t(100 + k))}};
+                             },
+                             {y});
+  for (int k = 0; k < 32; ++k) {
+    auto& r = results[size_t(k)];
     REQUIRE(r);
     auto want = messages.run({{x, random_matrix(64, 64, uint32_t(100 + k))}}, {y});
     REQUIRE(want);
@@ -253,16 +273,16 @@ TEST_CASE("cheap consumers behind a Recv between this process's devices run in t
   }
   session s(*rt, g, {.max_in_flight_steps = 8, .optimizer = graph_optimizer_options::none()});
   auto good = tensor::vector<int64_t>({2, 2});
-  constexpr int steps = 48;
-  std::vector<std::promise<result<std::vector<tensor>>>> done(steps);
-  for (int k = 0; k < steps; ++k) {
-    // Every fourth step asks for a shape its 4 elements do not fill: only it fails.
-    auto d = k % 4 == 3 ? tensor::vector<int64_t>({3, 2}) : good;
-    s.run_callback({{x, tensor::vector<float>({float(k), 0, -float(k), 1})}, {dims, d}}, {z}, {},
-                   [&done, k](result<std::vector<tensor>> r) { done[size_t(k)].set_value(r); });
-  }
-  for (int k = 0; k < steps; ++k) {
-    auto r = done[size_t(k)].get_future().get();
+  // Every fourth step asks for a shape its 4 elements do not fill: only it fails.
+  auto results =
+      run_at_once(s, 48,
+                  [&](int k) {
+                    return feed_list{{x, tensor::vector<float>({float(k), 0, -float(k), 1})},
+                                     {dims, k % 4 == 3 ? tensor::vector<int64_t>({3, 2}) : good}};
+                  },
+                  {z});
+  for (int k = 0; k < 48; ++k) {
+    auto& r = results[size_t(k)];
     if (k % 4 == 3) {
       REQUIRE_FALSE(r);
       CHECK_THAT(r.error().message(), Catch::Contains("shaped"));
@@ -319,17 +339,16 @@ TEST_CASE("expensive consumers with several inputs are posted by the producer of
                     .optimizer = graph_optimizer_options::none(),
                     .inline_firing = false});
   auto good = tensor::vector<int64_t>({64, 64});
-  constexpr int steps = 32;
-  std::vector<std::promise<result<std::vector<tensor>>>> done(steps);
-  for (int k = 0; k < steps; ++k) {
-    // Every fourth step asks for a shape its elements do not fill: only it fails.
-    auto d = k % 4 == 1 ? tensor::vector<int64_t>({32, 64}) : good;
-    gathered.run_callback(
-        {{x, random_matrix(64, 64, uint32_t(100 + k))}, {dims, d}}, {p}, {},
-        [&done, k](result<std::vector<tensor>> r) { done[size_t(k)].set_value(r); });
-  }
-  for (int k = 0; k < steps; ++k) {
-    auto r = done[size_t(k)].get_future().get();
+  // Every fourth step asks for a shape its elements do not fill: only it fails.
+  auto results =
+      run_at_once(gathered, 32,
+                  [&](int k) {
+                    return feed_list{{x, random_matrix(64, 64, uint32_t(100 + k))},
+                                     {dims, k % 4 == 1 ? tensor::vector<int64_t>({32, 64}) : good}};
+                  },
+                  {p});
+  for (int k = 0; k < 32; ++k) {
+    auto& r = results[size_t(k)];
     if (k % 4 == 1) {
       REQUIRE_FALSE(r);
       CHECK_THAT(r.error().message(), Catch::Contains("reshaped"));
