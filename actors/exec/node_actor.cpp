@@ -285,6 +285,8 @@ void emit_flow(node_actor::pointer self, node_setup& s, const step_ptr& step, fl
                bool node_dead) {
   std::vector<flow_message> out;
   bool done = step->flow->emit(s, tag, outputs, dead_outputs, node_dead, out);
+  for (auto& t : outputs)
+    t = tensor(); // before the step can end, as in emit()
   dispatch_flow(self, step, out, done);
 }
 
@@ -347,6 +349,10 @@ static void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
     deliver(self, c, step, tensor());
   for (auto& key : s.control_send_keys)
     s.rendezvous->send(step->id, key, tensor());
+  // The outputs' references go before the step can end: a fetch whose buffer no one else holds
+  // is the caller's to change (a writeable NumPy array) as soon as run() returns.
+  for (auto& t : outputs)
+    t = tensor();
   step->node_done();
 }
 
