@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <sched.h>
 #include <thread>
 #include <unistd.h>
 #include <unordered_set>
@@ -32,6 +33,9 @@ namespace {
 
 /// How long an idle worker polls before it sleeps (see configure_scheduler).
 constexpr auto poll_budget = std::chrono::microseconds(50);
+/// After this much of its polling, an idle worker also yields its core at every look at the
+/// clock (polling_first_stealing::dequeue).
+constexpr auto yield_after = std::chrono::microseconds(5);
 
 /// CAF's work stealing hands work arriving from outside its workers (a session's feed, a step's
 /// start, a tensor from the network) to the workers in turn, waking the one whose turn it is
@@ -69,12 +73,23 @@ struct polling_first_stealing : caf::policy::work_stealing {
   /// polling is timed rather than counted: without the locks a poll is several times cheaper,
   /// and 1,100 polls (CAF's aggressive and moderate phases) no longer spanned a short step's
   /// gap — counted, they slept sooner, and an actor round trip from outside took 12-19 µs.
+  /// Past its first `yield_after`, a polling worker yields its core each time it looks at the
+  /// clock: where every core is taken (a ps and a worker sharing two cores, one of them busy)
+  /// the thread that has the work runs at once instead of after the poller's slice, and where
+  /// a core is free the yield returns at once. Alternating runs (2026-12-04, three rounds):
+  /// `remote_step_busy` 2.3-3.0x the raw round trip against 4.2-5.5x without the yields,
+  /// `ps_training` 0.82-0.89x the local session against 0.80-0.83x and its CPU per step
+  /// 1.26-1.32x against 1.31-1.43x; idle remote steps, `run_overhead`, `node_overhead` and
+  /// `local_sendrecv` level. Hand-offs within a process come sooner than `yield_after` and
+  /// pay no system call.
   template <class Worker> caf::resumable* dequeue(Worker* self) {
     worker_unit = self;
     auto& me = d(self);
     auto& phases = me.strategies;
     me.polling.store(true, std::memory_order_relaxed);
-    auto deadline = std::chrono::steady_clock::now() + poll_budget;
+    auto start = std::chrono::steady_clock::now();
+    auto deadline = start + poll_budget;
+    auto yield_from = start + yield_after;
     for (size_t i = 0;; ++i) {
       caf::resumable* job = me.queue.empty() ? nullptr : me.queue.take_head();
       if (!job && i % 8 == 0)
@@ -86,8 +101,13 @@ struct polling_first_stealing : caf::policy::work_stealing {
 #if defined(__x86_64__)
       _mm_pause();
 #endif
-      if (i % 16 == 15 && std::chrono::steady_clock::now() > deadline)
-        break;
+      if (i % 16 == 15) {
+        auto now = std::chrono::steady_clock::now();
+        if (now > deadline)
+          break;
+        if (now > yield_from)
+          ::sched_yield();
+      }
     }
     me.polling.store(false, std::memory_order_relaxed);
     auto& wait = me.waitdata;
@@ -143,7 +163,9 @@ void configure_scheduler(caf::actor_system_config& cfg, int threads) {
   // locks made last tens of µs. 5,000 were measured too: a Python run loop then stayed fast,
   // but remote steps with one core kept busy took 1.3-2x longer (two processes' workers
   // spinning on the one free core). The timed 50 µs measured level with the counted polls on
-  // remote steps, busy and idle, in alternating runs (20 µs and 100 µs were worse busy).
+  // remote steps, busy and idle, in alternating runs (20 µs and 100 µs were worse busy). Past
+  // its first 5 µs the polling yields the core as well (dequeue): that, not a shorter budget,
+  // is what brought busy remote steps down (5 µs without yields measured 3.7-4.4x).
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan(std::chrono::milliseconds(10)));
 }
 
