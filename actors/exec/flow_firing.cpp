@@ -72,7 +72,10 @@ void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
         return;
       }
       bool taken = *pred.data<bool>();
-      std::vector<tensor> outs{inputs[0], inputs[0]};
+      // Braced initialisers run in order: a copy, then the input itself; the inputs go before
+      // the step can end (emit_flow).
+      std::vector<tensor> outs{inputs[0], std::move(inputs[0])};
+      inputs.clear();
       std::vector<char> dead_outputs{char(taken), char(!taken)};
       emit_flow(self, s, step, tag, outs, &dead_outputs, false);
       return;

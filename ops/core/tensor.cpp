@@ -17,7 +17,7 @@ namespace {
 // Blocks of at least this many bytes are recycled. Fresh large blocks come from mmap (or from a
 // heap glibc trimmed) and cost a page fault per 4 KiB on first touch, which costs more than the
 // arithmetic of an element-wise op. At 1 MiB, g2p's LSTM tensors of 64-512 KiB still faulted
-// ~700 times a step (7% of its time in the kernel's fault path); from 64 KiB, ~160 times and
+// ~700 times a step (6% of its samples under the fault handler); from 64 KiB, ~160 times and
 // its step 8-10% shorter (perf stat -e page-faults, 2026-12-04).
 constexpr size_t large_block = size_t(64) << 10;
 constexpr size_t header_bytes = 64; // buffer header, padded so data stays 64-byte aligned
