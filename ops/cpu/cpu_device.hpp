@@ -4,8 +4,10 @@
 //
 //   cpu.parallel_for(n, /*grain=*/16384, [&](int64_t begin, int64_t end) { ... });
 //
-// parallel_for splits [0, n) into at most threads+1 chunks of at least `grain` items, runs one
-// chunk on the calling thread and waits for the rest. Small ranges run inline.
+// parallel_for splits [0, n) into chunks of at least `grain` items, handed out in turn to the
+// calling thread and the pool's, and returns once every chunk is done: never later because a
+// pool thread is busy elsewhere (the caller then runs the chunks itself). Small ranges run
+// inline.
 
 #include <cstdint>
 #include <string>

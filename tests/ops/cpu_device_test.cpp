@@ -1,0 +1,72 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runnel/ops/cpu/cpu_device.hpp"
+
+using namespace runnel;
+
+TEST_CASE("parallel_for runs every index once, in chunks of at least the grain", "[ops]") {
+  cpu_device cpu(2);
+  for (int64_t n : {1, 7, 64, 1000, 4099})
+    for (int64_t grain : {1, 16, 5000}) {
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+      std::atomic<int64_t> smallest{n};
+      cpu.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          seen[size_t(i)].fetch_add(1);
+        if (e < n) // only the last chunk may be short
+          for (int64_t s = smallest.load(); e - b < s && !smallest.compare_exchange_weak(s, e - b);)
+            ;
+      });
+      for (int64_t i = 0; i < n; ++i)
+        REQUIRE(seen[size_t(i)].load() == 1);
+      CHECK(smallest.load() >= std::min(grain, n));
+    }
+}
+
+TEST_CASE("parallel_for does not wait for a helper busy elsewhere", "[ops]") {
+  // The device's one helper is held inside another loop's chunk: a second loop must still
+  // finish on its caller's thread alone, and return before that chunk is let go.
+  cpu_device cpu(1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool helper_in = false, release = false;
+  auto caller = std::this_thread::get_id();
+  std::thread other([&] {
+    auto first = std::this_thread::get_id();
+    cpu.parallel_for(2, 1, [&](int64_t, int64_t) {
+      std::unique_lock lock(mu);
+      if (std::this_thread::get_id() == first) { // keep the chunk until the helper has the other
+        cv.wait(lock, [&] { return helper_in; });
+        return;
+      }
+      helper_in = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+    });
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return helper_in; });
+  }
+  std::vector<int> seen(64, 0);
+  bool elsewhere = false;
+  cpu.parallel_for(64, 1, [&](int64_t b, int64_t e) {
+    elsewhere = elsewhere || std::this_thread::get_id() != caller;
+    for (int64_t i = b; i < e; ++i)
+      ++seen[size_t(i)];
+  });
+  CHECK_FALSE(elsewhere);
+  CHECK(seen == std::vector<int>(64, 1));
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  other.join();
+}
