@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <random>
 #include <set>
 
 #include "../eval.hpp"
@@ -103,6 +104,39 @@ TEST_CASE("the fusion interpreter computes each of its ops as the op's kernel do
     auto w = r[0].flat<float>(), o = r[1].flat<float>();
     for (size_t i = 0; i < w.size(); ++i)
       REQUIRE(o[i] == Approx(w[i]).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+TEST_CASE("the fusion interpreter broadcasts its inputs as the ops do", "[ops][coverage]") {
+  // Shapes that take its general broadcast (neither the output's shape, a scalar nor its
+  // trailing dimensions), some over several of its 512-element blocks, one of rank 8.
+  std::vector<std::pair<shape, shape>> cases{
+      {shape{3, 1, 5}, shape{4, 1}},        {shape{64, 1}, shape{64, 300}},
+      {shape{2, 1}, shape{1, 3}},           {shape{7, 1, 40}, shape{1, 9, 1}},
+      {shape{1, 33, 1}, shape{17, 33, 19}}, {shape{2, 1, 2, 1, 2, 1, 1, 3}, shape{5, 1, 3}}};
+  std::mt19937 rng(40);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  for (auto& [sa, sb] : cases) {
+    INFO(sa.to_string() << " * " << sb.to_string());
+    tensor a(dtype::f32, sa), b(dtype::f32, sb);
+    for (auto& v : a.flat<float>())
+      v = u(rng);
+    for (auto& v : b.flat<float>())
+      v = u(rng);
+    graph g;
+    auto x = placeholder(g, dtype::f32, sa, "x");
+    auto y = placeholder(g, dtype::f32, sb, "y");
+    auto want = g.build("Sub", "want", {x.ep(), y.ep()})[0];
+    auto got = g.build("_FusedElementwise", "got", {x.ep(), y.ep()},
+                       {{"N", int64_t(2)},
+                        {"ops", std::vector<std::string>{"Sub"}},
+                        {"operands", std::vector<int64_t>{0, 1}},
+                        {"out_shape", shape::unknown()}})[0];
+    auto r = eval({want, got}, {{x, a}, {y, b}});
+    REQUIRE(r[1].shape() == r[0].shape());
+    auto w = r[0].flat<float>(), o = r[1].flat<float>();
+    for (size_t i = 0; i < w.size(); ++i)
+      REQUIRE(o[i] == w[i]);
   }
 }
 
