@@ -173,19 +173,8 @@ void reexec_with_better_blas_core(char** argv) {
   // execv failed: carry on with the generic kernels.
 }
 
-void cpu_device::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0)
-    return;
-  grain = std::max<int64_t>(grain, 1);
-  int workers = num_threads() + 1; // the pool and the calling thread
-  // Several chunks per worker, handed out dynamically: a descheduled thread (other work shares
-  // these cores) then delays only its current chunk, not a fixed share of the range.
-  int64_t chunks = std::min<int64_t>(n / grain, int64_t(workers) * 4);
-  if (chunks <= 1 || !impl_) {
-    fn(0, n);
-    return;
-  }
+void cpu_device::run_chunks(int64_t n, int64_t chunks,
+                            const std::function<void(int64_t, int64_t)>& fn) {
   auto job = std::make_shared<loop_job>();
   job->n = n;
   job->chunks = chunks;

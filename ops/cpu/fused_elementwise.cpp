@@ -146,10 +146,12 @@ public:
         trailing = s[d] == out_shape[out_shape.rank() - s.rank() + d];
       mode[size_t(i)] = s == out_shape ? 1 : count == 1 ? 0 : trailing ? 3 : 2;
     }
-    std::vector<broadcast_gather> gathers(static_cast<size_t>(n_in));
+    std::vector<broadcast_gather> gathers; // made only for inputs broadcast in general
     for (int i = 0; i < n_in; ++i)
-      if (mode[size_t(i)] == 2)
+      if (mode[size_t(i)] == 2) {
+        gathers.resize(size_t(n_in));
         gathers[size_t(i)] = broadcast_gather(out_shape, shapes[size_t(i)]);
+      }
     auto run = [&](int64_t begin, int64_t end) {
       size_t regs = ops_.size() + size_t(n_in);
       std::vector<float> scratch(regs * size_t(block));
