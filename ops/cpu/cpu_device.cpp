@@ -7,7 +7,9 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <unistd.h>
 #include <unsupported/Eigen/CXX11/ThreadPool>
@@ -45,12 +47,20 @@ struct loop_job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr; // called only while chunks remain
   std::atomic<int64_t> next{0}, done{0};
   std::atomic<bool> sleeping{false};
+  std::mutex error_mu;
+  std::exception_ptr error; // the first chunk's that threw, rethrown to the caller
 
   void work() {
     for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
       int64_t b = c * per, e = std::min(n, b + per);
-      if (b < e)
-        (*fn)(b, e);
+      try {
+        if (b < e)
+          (*fn)(b, e);
+      } catch (...) {
+        std::lock_guard lock(error_mu);
+        if (!error)
+          error = std::current_exception();
+      }
       if (done.fetch_add(1) + 1 == chunks && sleeping.load())
         done.notify_all();
     }
@@ -185,6 +195,9 @@ void cpu_device::run_chunks(int64_t n, int64_t chunks,
     impl_->pool.Schedule([job] { job->work(); });
   job->work();
   job->wait();
+  // Every chunk is done, and no thread calls `fn` again: an error can leave this frame.
+  if (job->error)
+    std::rethrow_exception(job->error);
 }
 
 } // namespace runnel

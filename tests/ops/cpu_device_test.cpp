@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -69,4 +70,23 @@ TEST_CASE("parallel_for does not wait for a helper busy elsewhere", "[ops]") {
   }
   cv.notify_all();
   other.join();
+}
+
+TEST_CASE("an exception in a parallel_for chunk reaches its caller once every chunk is done",
+          "[ops]") {
+  cpu_device cpu(1);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int64_t> ran{0};
+    CHECK_THROWS_WITH(cpu.parallel_for(64, 1,
+                                       [&](int64_t b, int64_t e) {
+                                         if (b <= 40 && 40 < e)
+                                           throw std::runtime_error("chunk at 40");
+                                         ran.fetch_add(e - b);
+                                       }),
+                      "chunk at 40");
+    CHECK(ran.load() == 64 - 8); // the other seven chunks of 8 all ran before it returned
+  }
+  std::atomic<int64_t> sum{0};
+  cpu.parallel_for(100, 1, [&](int64_t b, int64_t e) { sum.fetch_add(e - b); });
+  CHECK(sum.load() == 100);
 }
