@@ -2,92 +2,20 @@
 
 #include <cblas.h>
 
-#define EIGEN_USE_THREADS
-#include <atomic>
+#include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cstdlib>
-#include <exception>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <unistd.h>
-#include <unsupported/Eigen/CXX11/ThreadPool>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
-#include "runnel/ops/core/float_env.hpp"
+#include "runnel/ops/cpu/helper_pool.hpp"
 
 namespace runnel {
 
-namespace {
-
-/// Eigen's threads, flushing denormals to zero as the kernels that hand them work do
-/// (ops/core/float_env.hpp).
-struct flushing_environment : Eigen::StlThreadEnvironment {
-  EnvThread* CreateThread(std::function<void()> f) {
-    return new EnvThread([f = std::move(f)] {
-      flush_denormals_on_this_thread();
-      f();
-    });
-  }
-};
-
-/// One parallel_for's chunks, handed out in turn to its caller and the helpers it asked for. The
-/// caller waits for the chunks to be done, not for the helpers to have run: one that the cores
-/// have no room for yet would otherwise hold the caller until it is scheduled, though the
-/// caller ran every chunk itself. A helper that starts late finds none left, and the job, shared,
-/// outlives the call for it. The caller spins a little for a helper's last chunk before it
-/// sleeps (a futex sleep and wake-up cost tens of µs on our VMs). g2p, alternating runs
-/// (2026-12-04): half the context switches (53k to 28k in 150 steps) and 3-9% more words/s than
-/// with an Eigen::Barrier that waited for every helper; a spin of 0 or 60 µs measured no better.
-struct loop_job {
-  int64_t n = 0, chunks = 0, per = 0;
-  const std::function<void(int64_t, int64_t)>* fn = nullptr; // called only while chunks remain
-  std::atomic<int64_t> next{0}, done{0};
-  std::atomic<bool> sleeping{false};
-  std::mutex error_mu;
-  std::exception_ptr error; // the first chunk's that threw, rethrown to the caller
-
-  void work() {
-    for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
-      int64_t b = c * per, e = std::min(n, b + per);
-      try {
-        if (b < e)
-          (*fn)(b, e);
-      } catch (...) {
-        std::lock_guard lock(error_mu);
-        if (!error)
-          error = std::current_exception();
-      }
-      if (done.fetch_add(1) + 1 == chunks && sleeping.load())
-        done.notify_all();
-    }
-  }
-
-  void wait() {
-    auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-    for (int i = 0; done.load(std::memory_order_acquire) < chunks; ++i) {
-      if (i % 16 == 15 && std::chrono::steady_clock::now() > spin_until)
-        break;
-#if defined(__x86_64__)
-      _mm_pause();
-#endif
-    }
-    // Seen by the helper that finishes the last chunk after it counts it (both sequentially
-    // consistent): it wakes this thread, or this thread sees its count before it sleeps.
-    sleeping.store(true);
-    for (int64_t d = done.load(); d < chunks; d = done.load())
-      done.wait(d);
-  }
-};
-
-} // namespace
-
 struct cpu_device::impl {
-  explicit impl(int threads) : pool(threads) {}
-  Eigen::ThreadPoolTempl<flushing_environment> pool;
+  explicit impl(int threads) : helpers(threads) {}
+  helper_pool helpers;
 };
 
 cpu_device::cpu_device(int threads) {
@@ -185,19 +113,10 @@ void reexec_with_better_blas_core(char** argv) {
 
 void cpu_device::run_chunks(int64_t n, int64_t chunks,
                             const std::function<void(int64_t, int64_t)>& fn) {
-  auto job = std::make_shared<loop_job>();
-  job->n = n;
-  job->chunks = chunks;
-  job->per = (n + chunks - 1) / chunks;
-  job->fn = &fn;
-  int helpers = int(std::min<int64_t>(num_threads(), chunks - 1));
-  for (int h = 0; h < helpers; ++h)
-    impl_->pool.Schedule([job] { job->work(); });
+  auto job = std::make_shared<loop_job>(n, chunks, fn);
+  impl_->helpers.post(job, int(std::min<int64_t>(num_threads(), chunks - 1)));
   job->work();
-  job->wait();
-  // Every chunk is done, and no thread calls `fn` again: an error can leave this frame.
-  if (job->error)
-    std::rethrow_exception(job->error);
+  job->finish();
 }
 
 } // namespace runnel

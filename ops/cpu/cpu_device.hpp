@@ -1,6 +1,5 @@
 #pragma once
-// The CPU device's intra-op thread pool (an Eigen thread pool behind a small interface, so Eigen
-// stays out of this header).
+// The CPU device's intra-op threads (ops/cpu/helper_pool.hpp, behind a small interface).
 //
 //   cpu.parallel_for(n, /*grain=*/16384, [&](int64_t begin, int64_t end) { ... });
 //
