@@ -7,10 +7,7 @@
 
 #include "runnel/actors/exec/firing.hpp"
 #include "runnel/ops/core/float_env.hpp"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "runnel/ops/core/spin_wait.hpp"
 
 namespace runnel {
 
@@ -62,18 +59,12 @@ void note_wait(std::chrono::steady_clock::time_point start) {
 bool spin_until_done(const std::atomic<uint32_t>& done,
                      std::chrono::steady_clock::time_point start) {
   double budget_us = recent_wait_us > 10 && recent_wait_us < 50 ? 2 * recent_wait_us : 20;
-  auto deadline = start + std::chrono::nanoseconds(int64_t(budget_us * 1000));
-  for (int i = 1;; ++i) {
-    if (done.load(std::memory_order_acquire)) {
-      note_wait(start);
-      return true;
-    }
-#if defined(__x86_64__)
-    _mm_pause();
-#endif
-    if ((i & 31) == 0 && std::chrono::steady_clock::now() > deadline)
-      return false;
-  }
+  auto budget = std::chrono::nanoseconds(int64_t(budget_us * 1000)) -
+                (std::chrono::steady_clock::now() - start);
+  if (!spin_for([&](size_t) { return done.load(std::memory_order_acquire) != 0; }, budget))
+    return false;
+  note_wait(start);
+  return true;
 }
 
 } // namespace

@@ -5,25 +5,21 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <sched.h>
 #include <thread>
 #include <unistd.h>
 #include <unordered_set>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include <caf/policy/work_stealing.hpp>
 #include <caf/scheduler/coordinator.hpp>
 
 #include "runnel/actors/exec/internal.hpp"
+#include "runnel/ops/core/spin_wait.hpp"
+#include "runnel/ops/cpu/builtin_kernels.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 #include "runnel/ops/gpu/accelerator.hpp"
 #include "runnel/ops/gpu/simulated_gpu.hpp"
 #include "runnel/storage/example_parse.hpp"
 #include "runnel/storage/tf/events.hpp"
-#include "runnel/ops/cpu/builtin_kernels.hpp"
 
 namespace runnel {
 
@@ -87,29 +83,15 @@ struct polling_first_stealing : caf::policy::work_stealing {
     auto& me = d(self);
     auto& phases = me.strategies;
     me.polling.store(true, std::memory_order_relaxed);
-    auto start = std::chrono::steady_clock::now();
-    auto deadline = start + poll_budget;
-    auto yield_from = start + yield_after;
-    for (size_t i = 0;; ++i) {
-      caf::resumable* job = me.queue.empty() ? nullptr : me.queue.take_head();
-      if (!job && i % 8 == 0)
-        job = steal(self);
-      if (job) {
-        me.polling.store(false, std::memory_order_relaxed);
-        return job;
-      }
-#if defined(__x86_64__)
-      _mm_pause();
-#endif
-      if (i % 16 == 15) {
-        auto now = std::chrono::steady_clock::now();
-        if (now > deadline)
-          break;
-        if (now > yield_from)
-          ::sched_yield();
-      }
-    }
+    caf::resumable* job = spin_for(
+        [&](size_t i) {
+          caf::resumable* got = me.queue.empty() ? nullptr : me.queue.take_head();
+          return got || i % 8 != 0 ? got : steal(self);
+        },
+        poll_budget, yield_after);
     me.polling.store(false, std::memory_order_relaxed);
+    if (job)
+      return job;
     auto& wait = me.waitdata;
     for (size_t i = 1;; ++i) {
       bool woken;
@@ -120,9 +102,9 @@ struct polling_first_stealing : caf::policy::work_stealing {
             wait.cv.wait_for(guard, phases[2].sleep_duration, [&] { return !me.queue.empty(); });
         wait.sleeping = false;
       }
-      caf::resumable* job = woken                               ? me.queue.take_head()
-                            : i % phases[2].steal_interval == 0 ? steal(self)
-                                                                : nullptr;
+      job = woken                               ? me.queue.take_head()
+            : i % phases[2].steal_interval == 0 ? steal(self)
+                                                : nullptr;
       if (job)
         return job;
     }

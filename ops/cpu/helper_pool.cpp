@@ -1,14 +1,10 @@
 #include "runnel/ops/cpu/helper_pool.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "runnel/ops/core/float_env.hpp"
+#include "runnel/ops/core/spin_wait.hpp"
 
 namespace runnel {
 
@@ -20,12 +16,6 @@ constexpr auto caller_spin = std::chrono::microseconds(20);
 /// also yields its core.
 constexpr auto helper_poll = std::chrono::microseconds(50);
 constexpr auto helper_yield_after = std::chrono::microseconds(5);
-
-inline void pause() {
-#if defined(__x86_64__)
-  _mm_pause();
-#endif
-}
 
 } // namespace
 
@@ -46,12 +36,7 @@ void loop_job::work() {
 }
 
 void loop_job::finish() {
-  auto spin_until = std::chrono::steady_clock::now() + caller_spin;
-  for (int i = 0; done_.load(std::memory_order_acquire) < chunks_; ++i) {
-    if (i % 16 == 15 && std::chrono::steady_clock::now() > spin_until)
-      break;
-    pause();
-  }
+  spin_for([&](size_t) { return done_.load(std::memory_order_acquire) >= chunks_; }, caller_spin);
   // Seen by the helper that finishes the last chunk after it counts it (both sequentially
   // consistent): it wakes this thread, or this thread sees its count before it sleeps.
   sleeping_.store(true);
@@ -87,9 +72,10 @@ void helper_pool::post(const std::shared_ptr<loop_job>& job, int helpers) {
   }
   // After the count (sequentially consistent): a helper that counted itself a sleeper before
   // this sees the post or is woken; one that did not yet sees pending_ before it waits.
+  // Each notify wakes one sleeper: no more are woken than there are helpers asked for.
   posted_.fetch_add(1);
-  if (sleepers_.load() > 0)
-    posted_.notify_all();
+  for (int h = std::min(helpers, sleepers_.load()); h > 0; --h)
+    posted_.notify_one();
 }
 
 std::shared_ptr<loop_job> helper_pool::take() {
@@ -104,26 +90,15 @@ std::shared_ptr<loop_job> helper_pool::take() {
   return job;
 }
 
-bool helper_pool::poll(uint64_t seen) {
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0;; ++i) {
-    if (posted_.load(std::memory_order_acquire) != seen)
-      return true;
-    pause();
-    if (i % 16 == 15) {
-      auto waited = std::chrono::steady_clock::now() - start;
-      if (waited > helper_poll)
-        return false;
-      if (waited > helper_yield_after)
-        ::sched_yield();
-    }
-  }
+bool helper_pool::poll(uint32_t seen) {
+  return spin_for([&](size_t) { return posted_.load(std::memory_order_acquire) != seen; },
+                  helper_poll, helper_yield_after);
 }
 
 void helper_pool::run() {
   bool keen = false; // its last wait for work was short: poll before sleeping
   while (!stop_.load()) {
-    uint64_t seen = posted_.load();
+    uint32_t seen = posted_.load();
     if (auto job = take()) {
       job->work();
       continue;
@@ -132,7 +107,7 @@ void helper_pool::run() {
     if (keen && poll(seen))
       continue;
     sleepers_.fetch_add(1);
-    uint64_t now = posted_.load();
+    uint32_t now = posted_.load();
     if (pending_.load() == 0 && !stop_.load())
       posted_.wait(now);
     sleepers_.fetch_sub(1);

@@ -62,14 +62,17 @@ public:
 
 private:
   std::shared_ptr<loop_job> take();
-  bool poll(uint64_t seen);
+  bool poll(uint32_t seen);
   void run();
 
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::deque<std::shared_ptr<loop_job>> jobs_;
   std::atomic<int64_t> pending_{0}; // jobs_.size(), read without the lock
-  std::atomic<uint64_t> posted_{0}; // counts posts: what idle helpers poll and wait on
+  // Counts posts: what idle helpers poll and wait on. 32 bits, so that waiting on it is a
+  // futex of its own (libstdc++ waits on wider atomics through a shared proxy, whose
+  // notify_one wakes every waiter).
+  std::atomic<uint32_t> posted_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
 };

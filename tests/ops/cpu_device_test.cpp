@@ -1,12 +1,14 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "runnel/ops/core/spin_wait.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
 
 using namespace runnel;
@@ -89,4 +91,20 @@ TEST_CASE("an exception in a parallel_for chunk reaches its caller once every ch
   std::atomic<int64_t> sum{0};
   cpu.parallel_for(100, 1, [&](int64_t b, int64_t e) { sum.fetch_add(e - b); });
   CHECK(sum.load() == 100);
+}
+
+TEST_CASE("spin_for returns what its poll found, or nothing once its budget is spent", "[ops]") {
+  using namespace std::chrono_literals;
+  std::atomic<int> value{0};
+  std::thread setter([&] { value.store(42); });
+  // Waits on the event: a budget of an hour ends only when the other thread's store is seen.
+  int got = spin_for([&](size_t) { return value.load(); }, 3600s, 1us);
+  setter.join();
+  CHECK(got == 42);
+  size_t polls = 0;
+  auto start = std::chrono::steady_clock::now();
+  int none = spin_for([&](size_t i) { return polls = i + 1, 0; }, 200us);
+  CHECK(none == 0);
+  CHECK(polls >= 16); // the clock is read every 16 polls
+  CHECK(std::chrono::steady_clock::now() - start >= 200us);
 }
