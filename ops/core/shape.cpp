@@ -92,6 +92,17 @@ result<shape> broadcast_shapes(const shape& a, const shape& b) {
   return shape(std::move(out));
 }
 
+void broadcast_strides(const shape& in, const shape& out, int64_t* strides) {
+  int r = out.rank();
+  int64_t step = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    int di = in.rank() - r + d;
+    int64_t n = di >= 0 ? in[di] : 1;
+    strides[d] = n == 1 && out[d] != 1 ? 0 : step;
+    step *= n;
+  }
+}
+
 result<matmul_dims> matmul_dims_of(const shape& a, const shape& b, bool transpose_a,
                                    bool transpose_b) {
   if (a.rank() != 2 || b.rank() != 2)

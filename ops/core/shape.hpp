@@ -70,6 +70,11 @@ private:
 /// NumPy broadcasting of two shapes (unknown dims allowed); an error names both shapes.
 result<shape> broadcast_shapes(const shape& a, const shape& b);
 
+/// Per dimension of `out`, how many of `in`'s elements (row-major) one step along it moves when
+/// `in` is broadcast to `out`: 0 where `in` repeats (its size 1, or the dimension missing).
+/// Writes out.rank() strides; `in` must broadcast to `out`.
+void broadcast_strides(const shape& in, const shape& out, int64_t* strides);
+
 /// The sizes of C[m,n] = op(A)[m,k] · op(B)[k,n] for matrices `a` and `b` (transposed when
 /// asked), or TensorFlow's error naming both shapes. Every MatMul kernel checks with it.
 struct matmul_dims {

@@ -37,15 +37,8 @@ result<broadcast_plan> plan_broadcast(const shape& a, const shape& b, const shap
     return unimplemented("broadcasting supports ranks up to " + std::to_string(max_broadcast_rank) +
                          ", got " + out.to_string());
   std::array<int64_t, max_broadcast_rank> sa{}, sb{};
-  int64_t acc_a = 1, acc_b = 1;
-  for (int d = r - 1; d >= 0; --d) {
-    int ia = a.rank() - r + d, ib = b.rank() - r + d;
-    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    sa[size_t(d)] = (da == 1 && out[d] != 1) ? 0 : acc_a;
-    sb[size_t(d)] = (db == 1 && out[d] != 1) ? 0 : acc_b;
-    acc_a *= da;
-    acc_b *= db;
-  }
+  broadcast_strides(a, out, sa.data());
+  broadcast_strides(b, out, sb.data());
   // Merge a dimension into the run inside it when both inputs step through them contiguously
   // (or both broadcast), working outwards from the innermost dimension. Runs are built
   // innermost-first into the back of the arrays, then moved to the front.

@@ -57,18 +57,9 @@ class broadcast_gather {
 public:
   broadcast_gather() = default;
   broadcast_gather(const shape& out, const shape& in) {
-    int r = out.rank(), ri = in.rank();
-    extent_.resize(size_t(r));
-    stride_.assign(size_t(r), 0);
-    int64_t step = 1;
-    for (int d = r - 1; d >= 0; --d) {
-      extent_[size_t(d)] = out[d];
-      int di = d - (r - ri);
-      if (di >= 0 && in[di] != 1)
-        stride_[size_t(d)] = step;
-      if (di >= 0)
-        step *= in[di];
-    }
+    extent_ = out.dims();
+    stride_.resize(extent_.size());
+    broadcast_strides(in, out, stride_.data());
   }
 
   /// Elements [at, at + len) of the broadcast of `in`, into `buf`.

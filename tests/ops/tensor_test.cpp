@@ -56,6 +56,18 @@ TEST_CASE("shapes: unknown dims, merging, broadcasting", "[ops]") {
   CHECK(bad.error().message().find("[2,3]") != std::string::npos);
 }
 
+TEST_CASE("broadcast strides step through the input, 0 where it repeats", "[ops]") {
+  int64_t s[4];
+  broadcast_strides({3, 1}, {2, 3, 4}, s); // [3,1] read as [1,3,1]
+  CHECK(std::vector<int64_t>(s, s + 3) == std::vector<int64_t>{0, 1, 0});
+  broadcast_strides({2, 1, 4}, {2, 3, 4}, s);
+  CHECK(std::vector<int64_t>(s, s + 3) == std::vector<int64_t>{4, 0, 1});
+  broadcast_strides({5}, {1, 5}, s); // a dimension of 1 in both moves nothing either way
+  CHECK(s[1] == 1);
+  broadcast_strides({}, {2, 3}, s);
+  CHECK(std::vector<int64_t>(s, s + 2) == std::vector<int64_t>{0, 0});
+}
+
 TEST_CASE("tensors share aligned, ref-counted buffers", "[ops]") {
   tensor t(dtype::f32, shape{3, 4});
   CHECK(reinterpret_cast<uintptr_t>(t.raw_data()) % 64 == 0);
