@@ -327,8 +327,8 @@ int main(int argc, char** argv) {
   runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   // Figures compare only within a run, and our machines of one kind differ: say which CPU this
   // is, and which kernels OpenBLAS uses on it.
-  std::printf("core_bench: %s; OpenBLAS kernels %s\n", runnel::bench::cpu_description().c_str(),
-              runnel::blas_core().c_str());
+  std::printf("core_bench: %s; float32 products through %s\n",
+              runnel::bench::cpu_description().c_str(), runnel::sgemm_library().c_str());
   std::printf("openblas: core %s, %d threads\n", openblas_get_corename(),
               openblas_get_num_threads());
   for (int n : {256, 1024, 2048})

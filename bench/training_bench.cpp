@@ -224,8 +224,8 @@ int main(int argc, char** argv) {
   runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   // Figures compare only within a run, and our machines of one kind differ: say which CPU this
   // is, and which kernels OpenBLAS uses on it.
-  std::printf("training_bench: %s; OpenBLAS kernels %s\n", runnel::bench::cpu_description().c_str(),
-              runnel::blas_core().c_str());
+  std::printf("training_bench: %s; float32 products through %s\n",
+              runnel::bench::cpu_description().c_str(), runnel::sgemm_library().c_str());
   std::string self = argv[0];
   std::string peers = self.substr(0, self.rfind('/') + 1) + "peers/";
   summaries().push_back({"mlp_step", [peers](std::string& line) {

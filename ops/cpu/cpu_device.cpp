@@ -4,12 +4,19 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <thread>
 #include <unistd.h>
 
 #include "runnel/ops/cpu/helper_pool.hpp"
+
+#if RUNNEL_HAVE_DNNL
+#include <dnnl.h>
+// libgomp's API, declared here: compiling with -fopenmp would also switch Eigen to OpenMP.
+extern "C" void omp_set_num_threads(int);
+#endif
 
 namespace runnel {
 
@@ -42,6 +49,54 @@ int blas_threads() {
   return openblas_get_num_threads();
 }
 
+namespace {
+
+bool has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+
+/// Whether float32 products go through oneDNN's sgemm (see sgemm_library).
+bool sgemm_through_onednn() {
+  static const bool chosen = [] {
+    if (!RUNNEL_HAVE_DNNL)
+      return false;
+    const char* forced = std::getenv("RUNNEL_SGEMM");
+    std::string want = forced ? forced : "";
+    if (want == "openblas" || want == "onednn")
+      return want == "onednn";
+    if (!want.empty())
+      std::fprintf(stderr,
+                   "runnel: RUNNEL_SGEMM=%s is neither 'openblas' nor 'onednn'; using the "
+                   "default for this CPU\n",
+                   forced);
+    return has_avx512();
+  }();
+  return chosen;
+}
+
+/// One block of C through oneDNN on the calling thread; false when oneDNN refused it.
+bool onednn_sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                  int64_t ldc) {
+#if RUNNEL_HAVE_DNNL
+  omp_set_num_threads(1); // oneDNN's OpenMP reads the calling thread's setting
+  return dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
+                    ldb, beta, c, ldc) == dnnl_success;
+#else
+  (void)transpose_a, (void)transpose_b, (void)m, (void)n, (void)k, (void)alpha, (void)a;
+  (void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+  return false;
+#endif
+}
+
+} // namespace
+
+std::string sgemm_library() {
+  return sgemm_through_onednn() ? "oneDNN" : "OpenBLAS " + blas_core();
+}
+
 void parallel_sgemm(cpu_device* pool, bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                     int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                     int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -50,11 +105,18 @@ void parallel_sgemm(cpu_device* pool, bool transpose_a, bool transpose_b, int64_
   auto ta = transpose_a ? CblasTrans : CblasNoTrans, tb = transpose_b ? CblasTrans : CblasNoTrans;
   // The block C[r0:r1, c0:c1]: op(A)'s row i starts at A + i*lda (column i when transposed),
   // op(B)'s column j at B + j (row j when transposed).
+  // oneDNN runs a block on its caller's thread; OpenBLAS with threads of its own (no runtime
+  // set it to one) splits each call itself, so it keeps those.
+  bool onednn = sgemm_through_onednn() && blas_threads() == 1;
   auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    cblas_sgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(c1 - c0), blasint(k), alpha,
-                a + (transpose_a ? r0 : r0 * lda), blasint(lda),
-                b + (transpose_b ? c0 * ldb : c0), blasint(ldb), beta, c + r0 * ldc + c0,
-                blasint(ldc));
+    const float* pa = a + (transpose_a ? r0 : r0 * lda);
+    const float* pb = b + (transpose_b ? c0 * ldb : c0);
+    float* pc = c + r0 * ldc + c0;
+    if (onednn && onednn_sgemm(transpose_a, transpose_b, r1 - r0, c1 - c0, k, alpha, pa, lda, pb,
+                               ldb, beta, pc, ldc))
+      return;
+    cblas_sgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(c1 - c0), blasint(k), alpha, pa,
+                blasint(lda), pb, blasint(ldb), beta, pc, blasint(ldc));
   };
   int workers = pool ? pool->num_threads() + 1 : 1;
   // Products under ~2 MFLOP cost more in hand-offs than they gain; OpenBLAS with threads of
@@ -90,9 +152,7 @@ std::string blas_core_suggestion() {
                  core == "northwood" || core == "banias" || core == "atom" || core == "unknown";
   if (!generic)
     return "";
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+  if (has_avx512())
     return "SkylakeX";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     return "Haswell";

@@ -64,7 +64,8 @@ int blas_threads();
 
 /// C[m,n] = alpha·op(A)·op(B) + beta·C in float32, row-major, with C split into blocks of rows
 /// or of columns over `pool` (null: the calling thread) when OpenBLAS runs one thread per call,
-/// as it does under a runtime: the device's pool is then the only threads its kernels use.
+/// as it does under a runtime: the device's pool is then the only threads its kernels use. The
+/// blocks run through sgemm_library().
 void parallel_sgemm(cpu_device* pool, bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                     int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                     int64_t ldb, float beta, float* c, int64_t ldc);
@@ -72,6 +73,12 @@ void parallel_sgemm(cpu_device* pool, bool transpose_a, bool transpose_b, int64_
 /// Elements per second one thread computes tanh over a cache-resident float32 array with the
 /// Tanh kernel's own code (the cost model's rate for transcendental element-wise ops).
 double measure_transcendental_rate();
+
+/// What runs float32 products (parallel_sgemm): "oneDNN" on CPUs with AVX-512, whose sgemm
+/// measured 5-26% faster on g2p than OpenBLAS's kernels for the CPU and level on the MLP; else
+/// "OpenBLAS <core>", which beat oneDNN limited to AVX2 (docs/performance.md). RUNNEL_SGEMM=
+/// openblas or onednn chooses either where oneDNN is built in.
+std::string sgemm_library();
 
 /// The kernel set OpenBLAS chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...).
 std::string blas_core();

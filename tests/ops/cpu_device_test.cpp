@@ -108,3 +108,45 @@ TEST_CASE("spin_for returns what its poll found, or nothing once its budget is s
   CHECK(polls >= 16); // the clock is read every 16 polls
   CHECK(std::chrono::steady_clock::now() - start >= 200us);
 }
+
+TEST_CASE("parallel_sgemm matches a plain product for every transpose, split and beta", "[ops]") {
+  INFO("float32 products through " << sgemm_library());
+  // As a runtime does: blocks on the pool, one library thread per call.
+  int blas_before = set_blas_threads(1);
+  cpu_device cpu(2);
+  struct dims {
+    int64_t m, n, k;
+  };
+  // Small (one call), split by rows, split by columns, and k = 0 (C scaled by beta only).
+  for (dims d : {dims{3, 5, 4}, dims{300, 40, 200}, dims{20, 300, 200}, dims{4, 6, 0}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (float beta : {0.f, 0.5f}) {
+          int64_t lda = (ta ? d.m : d.k) + 3, ldb = (tb ? d.k : d.n) + 2, ldc = d.n + 1;
+          std::vector<float> a(size_t((ta ? d.k : d.m) * lda)), b(size_t((tb ? d.n : d.k) * ldb));
+          std::vector<float> c(size_t(d.m * ldc)), want;
+          for (size_t i = 0; i < a.size(); ++i)
+            a[i] = float(int(i * 7 % 13) - 6) / 8;
+          for (size_t i = 0; i < b.size(); ++i)
+            b[i] = float(int(i * 5 % 11) - 5) / 4;
+          for (size_t i = 0; i < c.size(); ++i)
+            c[i] = float(i % 9);
+          want = c;
+          for (int64_t i = 0; i < d.m; ++i)
+            for (int64_t j = 0; j < d.n; ++j) {
+              double sum = 0;
+              for (int64_t p = 0; p < d.k; ++p)
+                sum += double(ta ? a[size_t(p * lda + i)] : a[size_t(i * lda + p)]) *
+                       double(tb ? b[size_t(j * ldb + p)] : b[size_t(p * ldb + j)]);
+              auto& w = want[size_t(i * ldc + j)];
+              w = float(2 * sum + beta * double(w));
+            }
+          parallel_sgemm(&cpu, ta, tb, d.m, d.n, d.k, 2.f, a.data(), lda, b.data(), ldb, beta,
+                         c.data(), ldc);
+          INFO("m " << d.m << " n " << d.n << " k " << d.k << " ta " << ta << " tb " << tb
+                    << " beta " << beta);
+          for (size_t i = 0; i < c.size(); ++i)
+            REQUIRE(c[i] == Approx(want[i]).margin(1e-3));
+        }
+  set_blas_threads(blas_before);
+}
