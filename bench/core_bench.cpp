@@ -326,7 +326,7 @@ BENCHMARK(bm_tanh)->Unit(benchmark::kMillisecond)->MinTime(0.5)->Repetitions(3)-
 int main(int argc, char** argv) {
   runnel::reexec_with_better_blas_core(argv); // OpenBLAS's own kernels, not its generic ones
   // Figures compare only within a run, and our machines of one kind differ: say which CPU this
-  // is, and which kernels OpenBLAS uses on it.
+  // is, and which library multiplies on it.
   std::printf("core_bench: %s; float32 products through %s\n",
               runnel::bench::cpu_description().c_str(), runnel::sgemm_library().c_str());
   std::printf("openblas: core %s, %d threads\n", openblas_get_corename(),

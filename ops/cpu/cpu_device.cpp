@@ -103,11 +103,11 @@ void parallel_sgemm(cpu_device* pool, bool transpose_a, bool transpose_b, int64_
   if (m <= 0 || n <= 0)
     return;
   auto ta = transpose_a ? CblasTrans : CblasNoTrans, tb = transpose_b ? CblasTrans : CblasNoTrans;
-  // The block C[r0:r1, c0:c1]: op(A)'s row i starts at A + i*lda (column i when transposed),
-  // op(B)'s column j at B + j (row j when transposed).
   // oneDNN runs a block on its caller's thread; OpenBLAS with threads of its own (no runtime
   // set it to one) splits each call itself, so it keeps those.
   bool onednn = sgemm_through_onednn() && blas_threads() == 1;
+  // The block C[r0:r1, c0:c1]: op(A)'s row i starts at A + i*lda (column i when transposed),
+  // op(B)'s column j at B + j (row j when transposed).
   auto block = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     const float* pa = a + (transpose_a ? r0 : r0 * lda);
     const float* pb = b + (transpose_b ? c0 * ldb : c0);
