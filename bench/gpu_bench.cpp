@@ -265,6 +265,25 @@ void step_line(const char* label, step_figures ours, peer_figures torch, double 
                 ours.peak_mib);
 }
 
+/// The LM step again with RUNNEL_CUDA_GRAPHS=off (BlockLSTM's launches one by one, in a new
+/// runtime: a GPU context reads the switch once), and how the graphed step's launches went.
+void graphs_off_line(const char* label, double ms, gpu_context::graph_counts before,
+                     const std::function<double(runtime&, const char*)>& run_model) {
+  auto after = gpu_context::graph_launches();
+  setenv("RUNNEL_CUDA_GRAPHS", "off", 1);
+  double off_ms;
+  {
+    runtime off;
+    off_ms = run_model(off, (std::string(label) + "_no_graphs").c_str());
+  }
+  unsetenv("RUNNEL_CUDA_GRAPHS");
+  std::printf("gpu_bench: %s with RUNNEL_CUDA_GRAPHS=off: %.3f ms/step; BlockLSTM's launches as "
+              "CUDA graphs: %.3f ms (%.2fx; %lld captured, %lld replayed, %lld launched directly)\n",
+              label, off_ms, ms, ms / off_ms, (long long)(after.captured - before.captured),
+              (long long)(after.replayed - before.replayed),
+              (long long)(after.direct - before.direct));
+}
+
 void print_versions(int device) {
   cudaDeviceProp p{};
   cudaGetDeviceProperties(&p, device);
@@ -347,7 +366,7 @@ int run(int argc, char** argv) {
                                      std::tuple{"gpu_lstm_lm_step", "lm", 1.0}}) {
     if (!wanted(label))
       continue;
-    auto run_model = [&, label = label, kind = std::string(kind)](runtime& rt, const char* l) {
+    auto run_model = [&, kind = std::string(kind)](runtime& rt, const char* l) {
       return kind == "lm" ? lm_step(rt, l, trace_dir) : fashion_step(rt, kind, l, trace_dir);
     };
     {
@@ -356,9 +375,14 @@ int run(int argc, char** argv) {
         std::fprintf(stderr, "gpu_bench: the runtime has no GPU: %s\n", rt.no_gpu_reason().c_str());
         return 2;
       }
+      auto graphs_before = gpu_context::graph_launches();
       step_figures ours = run_model(rt, label);
       step_line(label, ours, torch[kind], target);
-      if (std::string(kind) != "lm") {
+      if (std::string(kind) == "lm")
+        graphs_off_line(label, ours.ms, graphs_before, [&](runtime& off, const char* l) {
+          return run_model(off, l).ms;
+        });
+      else {
         // The same step with one ApplyAdam node per variable (the multi-tensor pass off): what
         // one launch for all of them saves, in this run.
         setenv("RUNNEL_GRAPH_OPTIMIZER", "no-multi-tensor", 1);

@@ -1,4 +1,5 @@
 #include "runnel/ops/cuda/gpu_context.hpp"
+#include "runnel/ops/cuda/graph_cache.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -136,12 +137,20 @@ result<std::unique_ptr<gpu_context>> gpu_context::create(int device, size_t memo
   return g;
 }
 
+gpu_context::gpu_context(int device) : device_(device) {}
+
 gpu_context::~gpu_context() {
   cudaSetDevice(device_);
   for (cudaStream_t s : {compute_, h2d_, d2h_, d2d_})
     if (s)
       cudaStreamSynchronize(s);
   reap_staging(true);
+  if (graphs_) { // its graphs, and its buffers before the allocator goes
+    graphs_->clear();
+    if (graphs_->capture)
+      cudaStreamDestroy(graphs_->capture);
+    graphs_.reset();
+  }
   plans_.clear();     // cuDNN descriptors, before the handle goes
   cublas_workspace_ = tensor(); // back to the allocator before it goes
   allocator_.reset(); // its regions go back with cudaFree before the handles go

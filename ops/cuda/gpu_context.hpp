@@ -23,6 +23,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <span>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -91,8 +92,50 @@ public:
   /// are used by one thread at a time. Enqueueing is short; the kernels run asynchronously.
   std::mutex& launch_mutex() { return launch_mu_; }
 
+  /// A node's many small launches enqueued as one, with launch_mutex() held. `enqueue(stream)`
+  /// launches on `stream` (and through cublas(), pointed at that stream meanwhile) and does
+  /// nothing else a stream capture forbids (no allocation, no synchronization). The first call
+  /// of a `family` with given `pointers` captures the launches as a CUDA graph on a private stream
+  /// and launches the graph on the compute stream; a later call with the same family and
+  /// pointers replays it. So `family` must name every size and option the launches depend on,
+  /// and `pointers` every device address they read or write (graph_launch.cpp). A family whose
+  /// calls keep bringing new pointers is given up (launched directly), as is every family when a
+  /// capture fails or RUNNEL_CUDA_GRAPHS=off.
+  status launch_as_graph(const std::string& family, const std::vector<const void*>& pointers,
+                         const std::function<status(cudaStream_t)>& enqueue);
+  /// A node's device buffers that keep their addresses from call to call, so that the node's
+  /// graph replays (launch_as_graph keys graphs by address): see steady_inputs and
+  /// steady_outputs. One per node, kept with the node's name by steady_buffers_of.
+  struct steady_buffers {
+    std::vector<const void*> seen; ///< each input's address at the first call
+    std::vector<tensor> copies;    ///< per input that moved once: where it is copied from then on
+    /// Up to three sets of output buffers, each handed out again once nobody else holds any of
+    /// it (the last step's consumers may let go a little after the next step starts).
+    std::vector<std::vector<tensor>> output_sets;
+  };
+  steady_buffers& steady_buffers_of(const std::string& node);
+  /// `in` with each device input that ever moved from its first call's address replaced by a
+  /// copy in a buffer of the node's own (one device-to-device copy on the compute stream).
+  result<std::vector<tensor>> steady_inputs(steady_buffers& b, std::span<const tensor> in,
+                                            const std::string& node);
+  /// The node's output buffers, one per (type, shape) of `wanted`: the first set it had before
+  /// of which nobody else holds any buffer any more, else a new set it keeps (the oldest of
+  /// three is let go).
+  result<std::vector<tensor>> steady_outputs(steady_buffers& b,
+                                             std::span<const std::pair<dtype, shape>> wanted,
+                                             const std::string& node);
+  /// A scratch buffer of at least `bytes` that keeps its address while big enough, shared by
+  /// every node of the context: the compute stream runs one node's launches after another's, so
+  /// one buffer serves them all (a graph bakes its scratch's address in).
+  result<void*> steady_scratch(size_t bytes, const std::string& node);
+  struct graph_counts {
+    int64_t captured = 0, replayed = 0, direct = 0;
+  };
+  /// How launch_as_graph's calls went so far, over every GPU context of the process.
+  static graph_counts graph_launches();
+
 private:
-  explicit gpu_context(int device) : device_(device) {}
+  explicit gpu_context(int device); // in gpu_context.cpp, where graph_cache is complete
   /// Makes stream `s` wait for the work enqueued on the compute stream so far.
   status order_after_compute(cudaStream_t s);
   /// Frees pinned staging buffers whose copies are done (all of them, waiting, with `wait`).
@@ -110,6 +153,9 @@ private:
   cudnnHandle_t cudnn_ = nullptr;
   std::unique_ptr<bfc_allocator> allocator_;
   std::unique_ptr<bfc_allocator> pinned_; ///< staging buffers (cudaMallocHost regions)
+  struct graph_cache;
+  std::unique_ptr<graph_cache> graphs_; ///< launch_as_graph's graphs (graph_launch.cpp)
+  graph_cache& graphs(); ///< made on first use
 };
 
 } // namespace runnel

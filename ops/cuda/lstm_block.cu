@@ -5,6 +5,11 @@
 // runs the same kernels over a sequence, x's half of the gates one product for all steps; its
 // gradient runs only the recurrence step by step, then one product each for x's and w's.
 #include "runnel/ops/cuda/kernels.hpp"
+#include <algorithm>
+#include <cstdio>
+#include <initializer_list>
+#include <string>
+#include <vector>
 
 namespace runnel {
 namespace {
@@ -139,6 +144,20 @@ cublasStatus_t gemm(cublasHandle_t h, int64_t m, int64_t n, int64_t k, const flo
                         int(n));
 }
 
+
+/// launch_as_graph's family for a node's launches: its name, sizes and options (the floats
+/// exactly, in hexadecimal).
+std::string launch_family(const std::string& node, std::initializer_list<int64_t> sizes,
+                          const gpu_lstm_options& o) {
+  std::string f = node;
+  for (int64_t v : sizes)
+    f += ' ' + std::to_string(v);
+  char options[96];
+  std::snprintf(options, sizeof options, " %a %a %d", double(o.forget_bias), double(o.cell_clip),
+                int(o.use_peephole));
+  return f + options;
+}
+
 } // namespace
 
 status lstm_block_cell_cuda(gpu_context& gpu, std::span<const tensor> in, const gpu_lstm_options& o,
@@ -255,8 +274,12 @@ status block_lstm_cuda(gpu_context& gpu, std::span<const tensor> in, const gpu_l
   int64_t steps, time, n, input, c;
   RUNNEL_RETURN_IF_ERROR(check_block(in, &steps, &time, &n, &input, &c, where));
   int64_t step = n * c;
-  for (auto& t : out) {
-    RUNNEL_ASSIGN_OR_RETURN(t, gpu.allocate(dtype::f32, shape{time, n, c}, node));
+  // Buffers that keep their addresses from step to step, so that the launches' graph replays.
+  auto& home = gpu.steady_buffers_of(node);
+  std::vector<std::pair<dtype, shape>> wanted(out.size(), {dtype::f32, shape{time, n, c}});
+  RUNNEL_ASSIGN_OR_RETURN(std::vector<tensor> mine, gpu.steady_outputs(home, wanted, node));
+  std::copy(mine.begin(), mine.end(), out.begin());
+  for (tensor& t : out) {
     if (time > steps)
       RUNNEL_RETURN_IF_ERROR(cuda_status(
           cudaMemsetAsync(t.data<float>() + steps * step, 0,
@@ -265,57 +288,57 @@ status block_lstm_cuda(gpu_context& gpu, std::span<const tensor> in, const gpu_l
   }
   if (steps == 0 || step == 0)
     return {};
-  // x's half of every step's gates at once, then h_prev's per step.
-  RUNNEL_ASSIGN_OR_RETURN(tensor gates, gpu.allocate(dtype::f32, shape{steps * n, 4 * c}, node));
-  const float* w = in[4].data<float>();
-  float* g = gates.data<float>();
-  if (input > 0)
-    RUNNEL_RETURN_IF_ERROR(cublas_status(
-        gemm(gpu.cublas(), steps * n, 4 * c, input, in[1].data<float>(), w, g, 0.f), where));
-  else
-    RUNNEL_RETURN_IF_ERROR(cuda_status(
-        cudaMemsetAsync(g, 0, gates.bytes(), gpu.compute()), where));
-  for (int64_t t = 0; t < steps; ++t) {
-    const float* cs_prev = t == 0 ? in[2].data<float>() : out[1].data<float>() + (t - 1) * step;
-    const float* h_prev = t == 0 ? in[3].data<float>() : out[6].data<float>() + (t - 1) * step;
-    float* gt = g + t * n * 4 * c;
-    RUNNEL_RETURN_IF_ERROR(cublas_status(
-        gemm(gpu.cublas(), n, 4 * c, c, h_prev, w + input * 4 * c, gt, 1.f), where));
-    cell_args a{cs_prev, in[5].data<float>(), in[6].data<float>(), in[7].data<float>(),
-                in[8].data<float>(), o.forget_bias, o.cell_clip, o.use_peephole};
-    auto at = [&](int k) { return out[size_t(k)].data<float>() + t * step; };
-    cell_kernel<<<blocks_for(step), 256, 0, gpu.compute()>>>(gt, a, at(0), at(1), at(2), at(3),
-                                                             at(4), at(5), at(6), n, c);
-    RUNNEL_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), where));
-  }
-  return {};
+  // x's half of every step's gates at once, then h_prev's per step: 2 launches a step, enqueued
+  // as one CUDA graph (gpu_context::launch_as_graph) when the same buffers come again.
+  size_t gate_bytes = size_t(steps * n * 4 * c) * sizeof(float);
+  RUNNEL_ASSIGN_OR_RETURN(void* gates, gpu.steady_scratch(gate_bytes, node));
+  RUNNEL_ASSIGN_OR_RETURN(std::vector<tensor> x, gpu.steady_inputs(home, in, node));
+  const float* w = x[4].data<float>();
+  float* g = static_cast<float*>(gates);
+  std::vector<const void*> pointers{g};
+  for (size_t k = 1; k < 9; ++k)
+    pointers.push_back(x[k].raw_data());
+  for (auto& t : out)
+    pointers.push_back(t.raw_data());
+  std::string family = launch_family(node, {steps, n, input, c}, o);
+  return gpu.launch_as_graph(family, pointers, [&](cudaStream_t s) -> status {
+    if (input > 0)
+      RUNNEL_RETURN_IF_ERROR(cublas_status(
+          gemm(gpu.cublas(), steps * n, 4 * c, input, x[1].data<float>(), w, g, 0.f), where));
+    else
+      RUNNEL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(g, 0, gate_bytes, s), where));
+    for (int64_t t = 0; t < steps; ++t) {
+      const float* cs_prev = t == 0 ? x[2].data<float>() : out[1].data<float>() + (t - 1) * step;
+      const float* h_prev = t == 0 ? x[3].data<float>() : out[6].data<float>() + (t - 1) * step;
+      float* gt = g + t * n * 4 * c;
+      RUNNEL_RETURN_IF_ERROR(cublas_status(
+          gemm(gpu.cublas(), n, 4 * c, c, h_prev, w + input * 4 * c, gt, 1.f), where));
+      cell_args a{cs_prev, x[5].data<float>(), x[6].data<float>(), x[7].data<float>(),
+                  x[8].data<float>(), o.forget_bias, o.cell_clip, o.use_peephole};
+      auto at = [&](int k) { return out[size_t(k)].data<float>() + t * step; };
+      cell_kernel<<<blocks_for(step), 256, 0, s>>>(gt, a, at(0), at(1), at(2), at(3), at(4), at(5),
+                                                   at(6), n, c);
+      RUNNEL_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), where));
+    }
+    return {};
+  });
 }
 
-status block_lstm_grad_cuda(gpu_context& gpu, std::span<const tensor> in, bool use_peephole,
-                            std::span<tensor> out, const std::string& node) {
-  std::string where = "node '" + node + "' (op BlockLSTMGrad)";
-  if (in.size() != 18 || out.size() != 8)
-    return internal_error(where + ": needs 18 inputs and 8 outputs");
-  int64_t steps, time, n, input, c;
-  RUNNEL_RETURN_IF_ERROR(check_block(in, &steps, &time, &n, &input, &c, where));
-  for (size_t k = 9; k < 18; ++k)
-    if (!(in[k].shape() == shape{time, n, c}))
-      return invalid_argument(where + ": input " + std::to_string(k) + " has shape " +
-                              in[k].shape().to_string() + ", expected " +
-                              shape{time, n, c}.to_string());
-  for (size_t k = 0; k < 8; ++k) {
-    RUNNEL_ASSIGN_OR_RETURN(out[k], gpu.allocate(dtype::f32, in[k + 1].shape(), node));
-    RUNNEL_RETURN_IF_ERROR(cuda_status(
-        cudaMemsetAsync(out[k].raw_data(), 0, out[k].bytes(), gpu.compute()), where));
-  }
-  int64_t step = n * c;
+namespace {
+
+/// BlockLSTMGrad's launches on stream `s` (and cuBLAS, pointed at it): the outputs zeroed, three
+/// launches a step backwards in time, then the gradients over every step at once.
+status block_lstm_grad_launches(gpu_context& gpu, cudaStream_t s, std::span<const tensor> in,
+                                bool use_peephole, std::span<tensor> out, float* dicfo,
+                                int64_t steps, int64_t input, int64_t c, const std::string& where) {
+  for (auto& t : out)
+    RUNNEL_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(t.raw_data(), 0, t.bytes(), s), where));
+  int64_t n = in[2].dim(0), step = n * c;
   if (steps == 0 || step == 0)
     return {};
   auto p = [&](size_t k) { return in[k].data<float>(); };
   auto o = [&](size_t k) { return out[k].data<float>(); };
   const float* w = p(4);
-  RUNNEL_ASSIGN_OR_RETURN(tensor dicfo_all, gpu.allocate(dtype::f32, shape{steps * n, 4 * c}, node));
-  float* dicfo = dicfo_all.data<float>();
   // out[1] and out[2] (cs_prev's and h_prev's gradients) carry the recurrence's gradients from
   // step t+1 to step t: each thread reads its element of the carry before writing it.
   for (int64_t t = steps - 1; t >= 0; --t) {
@@ -324,11 +347,11 @@ status block_lstm_grad_cuda(gpu_context& gpu, std::span<const tensor> in, bool u
     grad_args a{cs_prev, p(5), p(6), p(7), at(9), at(10), at(11), at(12), at(13), at(14),
                 at(16), at(17), use_peephole, o(1), o(2)};
     float* dt = dicfo + t * n * 4 * c;
-    cell_grad_kernel<<<blocks_for(step), 256, 0, gpu.compute()>>>(a, o(1), dt, n, c);
+    cell_grad_kernel<<<blocks_for(step), 256, 0, s>>>(a, o(1), dt, n, c);
     RUNNEL_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), where));
     if (use_peephole) {
-      peephole_grad_kernel<<<blocks_for(c), 256, 0, gpu.compute()>>>(dt, cs_prev, at(10), o(4),
-                                                                      o(5), o(6), n, c, true);
+      peephole_grad_kernel<<<blocks_for(c), 256, 0, s>>>(dt, cs_prev, at(10), o(4), o(5), o(6), n,
+                                                       c, true);
       RUNNEL_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), where));
     }
     RUNNEL_RETURN_IF_ERROR(cublas_status(
@@ -348,8 +371,48 @@ status block_lstm_grad_cuda(gpu_context& gpu, std::span<const tensor> in, bool u
     RUNNEL_RETURN_IF_ERROR(cublas_status(gemm(gpu.cublas(), c, 4 * c, (steps - 1) * n, p(15),
                                               dicfo + n * 4 * c, wh_grad, 1.f, true, false),
                                          where));
-  column_sum_kernel<<<blocks_for(4 * c), 256, 0, gpu.compute()>>>(dicfo, steps * n, 4 * c, o(7));
+  column_sum_kernel<<<blocks_for(4 * c), 256, 0, s>>>(dicfo, steps * n, 4 * c, o(7));
   return cuda_status(cudaGetLastError(), where);
+}
+
+} // namespace
+
+status block_lstm_grad_cuda(gpu_context& gpu, std::span<const tensor> in, bool use_peephole,
+                            std::span<tensor> out, const std::string& node) {
+  std::string where = "node '" + node + "' (op BlockLSTMGrad)";
+  if (in.size() != 18 || out.size() != 8)
+    return internal_error(where + ": needs 18 inputs and 8 outputs");
+  int64_t steps, time, n, input, c;
+  RUNNEL_RETURN_IF_ERROR(check_block(in, &steps, &time, &n, &input, &c, where));
+  for (size_t k = 9; k < 18; ++k)
+    if (!(in[k].shape() == shape{time, n, c}))
+      return invalid_argument(where + ": input " + std::to_string(k) + " has shape " +
+                              in[k].shape().to_string() + ", expected " +
+                              shape{time, n, c}.to_string());
+  // Buffers that keep their addresses from step to step, so that the launches' graph replays.
+  auto& home = gpu.steady_buffers_of(node);
+  std::vector<std::pair<dtype, shape>> wanted;
+  for (size_t k = 0; k < 8; ++k)
+    wanted.push_back({dtype::f32, in[k + 1].shape()});
+  RUNNEL_ASSIGN_OR_RETURN(std::vector<tensor> mine, gpu.steady_outputs(home, wanted, node));
+  std::copy(mine.begin(), mine.end(), out.begin());
+  int64_t step = n * c;
+  float* dicfo = nullptr; // the gates' gradients, every step's
+  if (steps > 0 && step > 0) {
+    RUNNEL_ASSIGN_OR_RETURN(
+        void* scratch, gpu.steady_scratch(size_t(steps * n * 4 * c) * sizeof(float), node));
+    dicfo = static_cast<float*>(scratch);
+  }
+  RUNNEL_ASSIGN_OR_RETURN(std::vector<tensor> x, gpu.steady_inputs(home, in, node));
+  std::vector<const void*> pointers{dicfo};
+  for (size_t k = 1; k < 18; ++k)
+    pointers.push_back(x[k].raw_data());
+  for (auto& t : out)
+    pointers.push_back(t.raw_data());
+  std::string family = launch_family(node, {steps, n, input, c}, {.use_peephole = use_peephole});
+  return gpu.launch_as_graph(family, pointers, [&](cudaStream_t s) {
+    return block_lstm_grad_launches(gpu, s, x, use_peephole, out, dicfo, steps, input, c, where);
+  });
 }
 
 } // namespace runnel
