@@ -277,11 +277,11 @@ void graphs_off_line(const char* label, double ms, gpu_context::graph_counts bef
     off_ms = run_model(off, (std::string(label) + "_no_graphs").c_str());
   }
   unsetenv("RUNNEL_CUDA_GRAPHS");
-  std::printf("gpu_bench: %s with RUNNEL_CUDA_GRAPHS=off: %.3f ms/step; BlockLSTM's launches as "
-              "CUDA graphs: %.3f ms (%.2fx; %lld captured, %lld replayed, %lld launched directly)\n",
-              label, off_ms, ms, ms / off_ms, (long long)(after.captured - before.captured),
-              (long long)(after.replayed - before.replayed),
-              (long long)(after.direct - before.direct));
+  std::printf(
+      "gpu_bench: %s with RUNNEL_CUDA_GRAPHS=off: %.3f ms/step; BlockLSTM's launches as "
+      "CUDA graphs: %.3f ms (%.2fx; %lld captured, %lld replayed, %lld launched directly)\n",
+      label, off_ms, ms, ms / off_ms, (long long)(after.captured - before.captured),
+      (long long)(after.replayed - before.replayed), (long long)(after.direct - before.direct));
 }
 
 void print_versions(int device) {
@@ -379,9 +379,8 @@ int run(int argc, char** argv) {
       step_figures ours = run_model(rt, label);
       step_line(label, ours, torch[kind], target);
       if (std::string(kind) == "lm")
-        graphs_off_line(label, ours.ms, graphs_before, [&](runtime& off, const char* l) {
-          return run_model(off, l).ms;
-        });
+        graphs_off_line(label, ours.ms, graphs_before,
+                        [&](runtime& off, const char* l) { return run_model(off, l).ms; });
       else {
         // The same step with one ApplyAdam node per variable (the multi-tensor pass off): what
         // one launch for all of them saves, in this run.

@@ -23,8 +23,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <span>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -155,7 +155,7 @@ private:
   std::unique_ptr<bfc_allocator> pinned_; ///< staging buffers (cudaMallocHost regions)
   struct graph_cache;
   std::unique_ptr<graph_cache> graphs_; ///< launch_as_graph's graphs (graph_launch.cpp)
-  graph_cache& graphs(); ///< made on first use
+  graph_cache& graphs();                ///< made on first use
 };
 
 } // namespace runnel

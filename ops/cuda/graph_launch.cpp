@@ -3,12 +3,12 @@
 // seventy. The graphs are keyed by everything the launches depend on (the caller's family string
 // for sizes and options, and every device pointer), so a replay does exactly what a direct
 // launch would; the cache is used with the launch mutex held, as every kernel launch is.
+#include "runnel/ops/cuda/graph_cache.hpp"
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include "runnel/ops/cuda/graph_cache.hpp"
 
 namespace runnel {
 
@@ -33,9 +33,9 @@ void gpu_context::graph_cache::clear() {
 gpu_context::graph_cache& gpu_context::graphs() {
   if (!graphs_) {
     graphs_ = std::make_unique<graph_cache>();
-    graphs_->enabled = !graphs_switched_off() &&
-                       cudaStreamCreateWithFlags(&graphs_->capture, cudaStreamNonBlocking) ==
-                           cudaSuccess;
+    graphs_->enabled =
+        !graphs_switched_off() &&
+        cudaStreamCreateWithFlags(&graphs_->capture, cudaStreamNonBlocking) == cudaSuccess;
   }
   return *graphs_;
 }
@@ -44,9 +44,8 @@ gpu_context::steady_buffers& gpu_context::steady_buffers_of(const std::string& n
   return graphs().steady[node];
 }
 
-result<std::vector<tensor>> gpu_context::steady_inputs(steady_buffers& b,
-                                                       std::span<const tensor> in,
-                                                       const std::string& node) {
+result<std::vector<tensor>>
+gpu_context::steady_inputs(steady_buffers& b, std::span<const tensor> in, const std::string& node) {
   std::vector<tensor> out(in.begin(), in.end());
   if (!graphs().enabled) // launched one by one: addresses do not matter
     return out;
@@ -185,8 +184,8 @@ status gpu_context::launch_as_graph(const std::string& family,
   }
   if (f->graphs.size() == graph_cache::kept) {
     // The oldest graph may still be running (a replay enqueued earlier): wait for it.
-    RUNNEL_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(compute_), "GPU " +
-                                                                           std::to_string(device_)));
+    RUNNEL_RETURN_IF_ERROR(
+        cuda_status(cudaStreamSynchronize(compute_), "GPU " + std::to_string(device_)));
     cudaGraphExecDestroy(f->graphs.back().exec);
     f->graphs.pop_back();
   }

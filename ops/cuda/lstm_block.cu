@@ -144,7 +144,6 @@ cublasStatus_t gemm(cublasHandle_t h, int64_t m, int64_t n, int64_t k, const flo
                         int(n));
 }
 
-
 /// launch_as_graph's family for a node's launches: its name, sizes and options (the floats
 /// exactly, in hexadecimal).
 std::string launch_family(const std::string& node, std::initializer_list<int64_t> sizes,
@@ -313,8 +312,14 @@ status block_lstm_cuda(gpu_context& gpu, std::span<const tensor> in, const gpu_l
       float* gt = g + t * n * 4 * c;
       RUNNEL_RETURN_IF_ERROR(cublas_status(
           gemm(gpu.cublas(), n, 4 * c, c, h_prev, w + input * 4 * c, gt, 1.f), where));
-      cell_args a{cs_prev, x[5].data<float>(), x[6].data<float>(), x[7].data<float>(),
-                  x[8].data<float>(), o.forget_bias, o.cell_clip, o.use_peephole};
+      cell_args a{cs_prev,
+                  x[5].data<float>(),
+                  x[6].data<float>(),
+                  x[7].data<float>(),
+                  x[8].data<float>(),
+                  o.forget_bias,
+                  o.cell_clip,
+                  o.use_peephole};
       auto at = [&](int k) { return out[size_t(k)].data<float>() + t * step; };
       cell_kernel<<<blocks_for(step), 256, 0, s>>>(gt, a, at(0), at(1), at(2), at(3), at(4), at(5),
                                                    at(6), n, c);
@@ -351,7 +356,7 @@ status block_lstm_grad_launches(gpu_context& gpu, cudaStream_t s, std::span<cons
     RUNNEL_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), where));
     if (use_peephole) {
       peephole_grad_kernel<<<blocks_for(c), 256, 0, s>>>(dt, cs_prev, at(10), o(4), o(5), o(6), n,
-                                                       c, true);
+                                                         c, true);
       RUNNEL_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), where));
     }
     RUNNEL_RETURN_IF_ERROR(cublas_status(
@@ -399,8 +404,8 @@ status block_lstm_grad_cuda(gpu_context& gpu, std::span<const tensor> in, bool u
   int64_t step = n * c;
   float* dicfo = nullptr; // the gates' gradients, every step's
   if (steps > 0 && step > 0) {
-    RUNNEL_ASSIGN_OR_RETURN(
-        void* scratch, gpu.steady_scratch(size_t(steps * n * 4 * c) * sizeof(float), node));
+    RUNNEL_ASSIGN_OR_RETURN(void* scratch,
+                            gpu.steady_scratch(size_t(steps * n * 4 * c) * sizeof(float), node));
     dicfo = static_cast<float*>(scratch);
   }
   RUNNEL_ASSIGN_OR_RETURN(std::vector<tensor> x, gpu.steady_inputs(home, in, node));
