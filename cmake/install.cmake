@@ -35,6 +35,7 @@ set(RUNNEL_INTERNAL_HEADERS
     ops/cpu/conv_dnnl.hpp ops/cpu/conv_rows.hpp ops/cpu/lstm_math.hpp ops/cpu/matmul_dnnl.hpp
     ops/cpu/kernels.hpp ops/optimize/rewrite.hpp actors/exec/providers.hpp
     ops/cuda/gpu_context.hpp ops/cuda/cublas_api.hpp ops/cuda/kernels.hpp ops/cuda/cuda_kernel.hpp
+    ops/cuda/graph_cache.hpp
     ops/defs/op_util.hpp ops/graph/builder_util.hpp
     actors/data/stages.hpp actors/data/autotune.hpp actors/data/record_places.hpp
     actors/cluster/master_impl.hpp
