@@ -51,8 +51,22 @@ struct pending_iteration {
 };
 
 struct shared_flow_inputs {
-  std::mutex mu;
+  flow_lock mu;
   std::vector<pending_iteration> iterations;
+};
+
+/// The flow messages of one firing, in a vector from a per-thread pool (given back empty): each
+/// firing's messages were a heap allocation and a free of their own.
+class flow_messages {
+public:
+  flow_messages();
+  ~flow_messages();
+  flow_messages(const flow_messages&) = delete;
+  flow_messages& operator=(const flow_messages&) = delete;
+  std::vector<flow_message>& operator*() { return v_; }
+
+private:
+  std::vector<flow_message> v_;
 };
 
 /// A node of an instance with control flow has all inputs of one (frame, iteration): fires it.

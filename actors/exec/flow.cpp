@@ -194,6 +194,7 @@ private:
     if (!nd.control_inputs.empty())
       return invalid_argument("Merge " + describe(v) + " has control inputs (not supported)");
     fl.back_edge.assign(nd.inputs.size(), 0);
+    fl.merge_index.clear();
     for (size_t k = 0; k < nd.inputs.size(); ++k) {
       auto e = nd.inputs[k];
       bool back =
@@ -209,6 +210,7 @@ private:
                                 " takes NextIteration " + describe(e.node) + " from " +
                                 frame_label(plan->frames, from));
       fl.back_edge[k] = back;
+      fl.merge_index.push_back(tensor::scalar<int32_t>(int32_t(k)));
       (back ? fl.back_inputs : fl.forward_inputs)++;
     }
     if (fl.back_inputs > 0 && fl.forward_inputs == 0)
@@ -290,13 +292,14 @@ void flow_state::deliver(frame_state* f, int64_t iter, const std::vector<consume
     if (c.next_iteration != next_only || (dead && c.ignores_dead))
       continue;
     if (park) {
-      f->parked.push_back({c.actor, c.slot, value, {f, iter, dead}, c.flow_inline});
+      f->parked.push_back({&c, dead ? tensor() : value, {f, iter, dead}});
       continue;
     }
     f->outstanding[size_t(iter - f->base)]++;
     // Until the frame's bound invariants are in, its messages wait: their consumers read them.
+    // A dead message carries no value (no consumer reads one).
     (f->pending_constants > 0 ? f->held : out)
-        .push_back({c.actor, c.slot, value, {f, iter, dead}, c.flow_inline});
+        .push_back({&c, dead ? tensor() : value, {f, iter, dead}});
   }
   if (any_next && !next_only && !dead)
     deliver(f, iter + 1, to, value, false, out, true);

@@ -13,6 +13,27 @@ std::shared_ptr<shared_flow_inputs> make_shared_flow_inputs() {
 
 namespace {
 
+/// Emptied vectors of flow messages, kept by each thread for its next firings.
+thread_local std::vector<std::vector<flow_message>> spare_messages;
+constexpr size_t max_spare_messages = 16;
+
+} // namespace
+
+flow_messages::flow_messages() {
+  if (!spare_messages.empty()) {
+    v_ = std::move(spare_messages.back());
+    spare_messages.pop_back();
+  }
+}
+
+flow_messages::~flow_messages() {
+  v_.clear();
+  if (spare_messages.size() < max_spare_messages && v_.capacity() > 0)
+    spare_messages.push_back(std::move(v_));
+}
+
+namespace {
+
 /// A node's pending iterations: its actor's own, or (a node producers fire inline) those under
 /// its lock, held for as long as this lives.
 class iterations_of {
@@ -28,7 +49,7 @@ public:
   std::vector<pending_iteration>& operator*() { return *its_; }
 
 private:
-  std::unique_lock<std::mutex> lock_;
+  std::unique_lock<flow_lock> lock_;
   std::vector<pending_iteration>* its_;
 };
 
@@ -72,12 +93,13 @@ void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
         return;
       }
       bool taken = *pred.data<bool>();
-      // Braced initialisers run in order: a copy, then the input itself; the inputs go before
-      // the step can end (emit_flow).
-      std::vector<tensor> outs{inputs[0], std::move(inputs[0])};
+      // The dead output stays empty (no consumer reads a dead value); the inputs go before the
+      // step can end (emit_flow).
+      std::vector<tensor> outs(2);
+      outs[taken ? 1 : 0] = std::move(inputs[0]);
       inputs.clear();
-      std::vector<char> dead_outputs{char(taken), char(!taken)};
-      emit_flow(self, s, step, tag, outs, &dead_outputs, false);
+      static const std::vector<char> false_dead{1, 0}, true_dead{0, 1};
+      emit_flow(self, s, step, tag, outs, taken ? &false_dead : &true_dead, false);
       return;
     }
     case flow_kind::enter:
@@ -105,7 +127,7 @@ void on_merge_input(node_actor::pointer self, std::vector<pending_iteration>* ow
   int expected =
       fl.back_inputs == 0 ? s.num_inputs : (tag.iter == 0 ? fl.forward_inputs : fl.back_inputs);
   auto live = [&] {
-    std::vector<tensor> outs{std::move(value), tensor::scalar<int32_t>(slot)};
+    std::vector<tensor> outs{std::move(value), fl.merge_index[size_t(slot)]};
     emit_flow(self, s, step, {tag.frame, tag.iter, false}, outs, nullptr, false);
   };
   auto all_dead = [&] {
@@ -141,9 +163,9 @@ void on_merge_input(node_actor::pointer self, std::vector<pending_iteration>* ow
   } else if (complete && !fired) {
     all_dead();
   } else {
-    std::vector<flow_message> out;
-    bool done = step->flow->consumed(tag, out);
-    dispatch_flow(self, step, out, done);
+    flow_messages out;
+    bool done = step->flow->consumed(tag, *out);
+    dispatch_flow(self, step, *out, done);
   }
 }
 
@@ -188,9 +210,9 @@ void on_flow_input(node_actor::pointer self, std::vector<pending_iteration>* own
     fire_flow(self, s, step, std::move(inputs), tag);
     return;
   }
-  std::vector<flow_message> out;
-  bool done = step->flow->consumed(tag, out);
-  dispatch_flow(self, step, out, done);
+  flow_messages out;
+  bool done = step->flow->consumed(tag, *out);
+  dispatch_flow(self, step, *out, done);
 }
 
 namespace {
@@ -215,7 +237,7 @@ thread_local inline_queue inline_firings;
 constexpr size_t max_inline_per_turn = 256;
 
 void fire_inline(node_actor::pointer self, const step_ptr& step, flow_message& m) {
-  on_flow_input(self, nullptr, *m.inline_node, step, m.slot, std::move(m.value), m.tag);
+  on_flow_input(self, nullptr, *m.to->flow_inline, step, m.to->slot, std::move(m.value), m.tag);
 }
 
 } // namespace
@@ -224,7 +246,7 @@ void dispatch_flow(node_actor::pointer self, const step_ptr& step, std::vector<f
                    bool step_done) {
   auto& q = inline_firings;
   for (auto& m : out) {
-    bool inline_ok = m.inline_node && !step->aborted.load(std::memory_order_acquire);
+    bool inline_ok = m.to->flow_inline && !step->aborted.load(std::memory_order_acquire);
     if (inline_ok && q.draining && q.work.size() < max_inline_per_turn) {
       q.work.push_back({self, step, std::move(m)});
     } else if (inline_ok && !q.draining) {
@@ -241,9 +263,9 @@ void dispatch_flow(node_actor::pointer self, const step_ptr& step, std::vector<f
       q.next = 0;
       q.draining = false;
     } else if (self) {
-      self->send(m.actor, input_atom::value, step, m.slot, std::move(m.value), m.tag);
+      self->send(m.to->actor, input_atom::value, step, m.to->slot, std::move(m.value), m.tag);
     } else {
-      caf::anon_send(m.actor, input_atom::value, step, m.slot, std::move(m.value), m.tag);
+      caf::anon_send(m.to->actor, input_atom::value, step, m.to->slot, std::move(m.value), m.tag);
     }
   }
   if (step_done) {

@@ -194,6 +194,9 @@ struct flow_node {
   int constant_index = -1;
   int exit_index = -1;        ///< Exit: its index among its frame's exits
   std::vector<char> back_edge; ///< Merge: per input, whether it comes from a NextIteration
+  /// Merge: its value_index output for each input, made once (shared, never written: a buffer
+  /// with another holder is not reused in place) instead of allocated every iteration.
+  std::vector<tensor> merge_index;
   int forward_inputs = 0, back_inputs = 0;
 };
 

@@ -274,11 +274,11 @@ status compute(node_setup& s, kernel_context& ctx) {
 void emit_flow(node_actor::pointer self, node_setup& s, const step_ptr& step, flow_tag tag,
                std::vector<tensor>& outputs, const std::vector<char>* dead_outputs,
                bool node_dead) {
-  std::vector<flow_message> out;
-  bool done = step->flow->emit(s, tag, outputs, dead_outputs, node_dead, out);
+  flow_messages out;
+  bool done = step->flow->emit(s, tag, outputs, dead_outputs, node_dead, *out);
   for (auto& t : outputs)
     t = tensor(); // before the step can end, as in emit()
-  dispatch_flow(self, step, out, done);
+  dispatch_flow(self, step, *out, done);
 }
 
 static void emit(node_actor::pointer self, node_setup& s, const step_ptr& step,
