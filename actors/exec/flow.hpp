@@ -51,7 +51,7 @@ result<std::shared_ptr<flow_plan>> plan_frames(
     const std::vector<endpoint>& feeds, const std::vector<char>& elided);
 
 /// The lock of a flow state and of a node's pending iterations, held for a few pointer updates
-/// per firing (seven firings an iteration of a small loop). Unlocking is a plain store where a
+/// by every firing inside a loop. Unlocking is a plain store where a
 /// mutex's is an atomic exchange and a call: pthread's lock and unlock were 15% of
 /// `while_loop_overhead`'s samples (perf). A waiter spins briefly, then yields.
 class flow_lock {

@@ -382,12 +382,11 @@ double seconds_between(calibration_clock::time_point a, calibration_clock::time_
 }
 
 /// The median time of an n x n x n float product (through the library the MatMul kernels use,
-/// sgemm_library) while every core runs one too. A step keeps the cores busy; one thread alone
-/// on an idle machine (its best of five, as before) ran 6-10% faster than the products of a
-/// traced step with both devices busy, and the placer's simulated steps came out 0.80-0.89x the
-/// measured ones (placement_bench, `_model` lines).
-double loaded_sgemm_seconds(int n) {
-  int callers = int(std::max(1u, std::thread::hardware_concurrency()));
+/// sgemm_library) on each of `callers` threads at once: a step keeps its devices' threads busy.
+/// One thread's best of five on an otherwise idle machine (as before 2026-12-04 #6) read 3-7%
+/// faster, and the placer's simulated steps came out 0.84-0.90x the measured ones
+/// (placement_bench, `_model` lines; docs/placement.md).
+double loaded_sgemm_seconds(int n, int callers) {
   std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f);
   std::mutex mu;
   std::vector<double> times;
@@ -418,15 +417,18 @@ double loaded_sgemm_seconds(int n) {
   return times[times.size() / 2];
 }
 
-/// Measures one thread's matrix-product rate (with every core busy) and the memory copy
-/// bandwidth.
-device_params measure_cpu_params(int threads) {
+/// Measures one thread's matrix-product rate (with `busy` threads running products: the
+/// runtime's compute threads) and the memory copy bandwidth.
+device_params measure_cpu_params(int threads, int busy) {
   using clock = calibration_clock;
   auto seconds = seconds_between;
   device_params p;
   constexpr int n = 256;
   // Products run one thread per call under a runtime: scale that rate by the device's threads.
-  double rate = 2.0 * n * n * n / std::max(loaded_sgemm_seconds(n), 1e-9);
+  // A library with threads of its own runs one product at a time.
+  double rate =
+      2.0 * n * n * n /
+      std::max(loaded_sgemm_seconds(n, blas_threads() == 1 ? std::max(1, busy) : 1), 1e-9);
   p.flops_per_s = blas_threads() == 1 ? rate * std::max(1, threads) : rate;
   std::vector<char> src(size_t(16) << 20, 1), dst(src.size());
   double best = 1e9;
@@ -459,10 +461,16 @@ const device_params& resolve_cpu_params(runtime::impl& d) {
       d.cpu_params = *d.options.cpu_params;
       return;
     }
+    int cores = int(std::max(1u, std::thread::hardware_concurrency()));
     auto& dev = d.devices.front();
-    int threads = dev.executor ? dev.executor->num_threads()
-                               : int(std::max(1u, std::thread::hardware_concurrency()));
-    d.cpu_params = measure_cpu_params(threads);
+    int threads = dev.executor ? dev.executor->num_threads() : cores;
+    // The threads that run kernels at once: the CPU devices' own, or the scheduler's (every
+    // core) where they have none.
+    int busy = 0;
+    for (auto& other : d.devices)
+      if (other.type == device_type::cpu)
+        busy += other.executor ? other.executor->num_threads() : cores;
+    d.cpu_params = measure_cpu_params(threads, std::min(busy, cores));
   });
   return d.cpu_params;
 }
