@@ -162,6 +162,7 @@ device_actor::behavior_type device_behavior(device_actor::pointer self, local_de
           setup->name = n.name;
           setup->op = n.op;
           setup->kern = std::move(k).value();
+          setup->reentrant = setup->kern->reentrant();
           setup->cpu = dev->cpu.get();
           setup->gpu = dev->gpu.get();
           setup->num_outputs = n.num_outputs();

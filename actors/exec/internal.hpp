@@ -249,9 +249,11 @@ struct node_setup : std::enable_shared_from_this<node_setup> {
   /// carries the frame and iteration it runs in, and dead values cross as a marker.
   bool crosses_processes = false;
   /// Some producer may run this node inline (consumer::inline_node): its computes then take
-  /// `compute_mu`, so that the kernel never runs on two threads at once; `bound_bytes` is the
-  /// size of its bound inputs (an inline run stays under offload_bytes in all).
+  /// `compute_mu`, so that the kernel never runs on two threads at once, unless it is
+  /// `reentrant` (kernel::reentrant); `bound_bytes` is the size of its bound inputs (an inline
+  /// run stays under offload_bytes in all).
   bool inlinable = false;
+  bool reentrant = false;
   size_t bound_bytes = 0;
   std::mutex compute_mu;
   /// In an instance with control flow, a node that producers may run inline keeps its inputs

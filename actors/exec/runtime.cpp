@@ -10,8 +10,10 @@
 
 #include <caf/policy/work_stealing.hpp>
 #include <caf/scheduler/coordinator.hpp>
+#include <caf/thread_hook.hpp>
 
 #include "runnel/actors/exec/internal.hpp"
+#include "runnel/ops/core/float_env.hpp"
 #include "runnel/ops/core/spin_wait.hpp"
 #include "runnel/ops/cpu/builtin_kernels.hpp"
 #include "runnel/ops/cpu/cpu_device.hpp"
@@ -128,9 +130,18 @@ struct polling_first_stealing : caf::policy::work_stealing {
   }
 };
 
+/// The scheduler's threads run kernels inline (actors/exec/node_actor.cpp): they flush
+/// denormals from the start, so that a kernel's scoped_flush_denormals has nothing to do there.
+struct flush_denormals_hook : caf::thread_hook {
+  void init(caf::actor_system&) override {}
+  void thread_started() override { flush_denormals_on_this_thread(); }
+  void thread_terminates() override {}
+};
+
 } // namespace
 
 void configure_scheduler(caf::actor_system_config& cfg, int threads) {
+  cfg.add_thread_hook<flush_denormals_hook>();
   cfg.set("scheduler.policy", caf::atom("stealing"));
   cfg.module_factories.push_back([](caf::actor_system& sys) -> caf::actor_system::module* {
     return new caf::scheduler::coordinator<polling_first_stealing>(sys);

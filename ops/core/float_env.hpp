@@ -32,13 +32,17 @@ inline bool flush_denormals_wanted() noexcept {
   return wanted;
 }
 
+/// Set on threads the runtime owns once flush_denormals_on_this_thread ran there: their kernels
+/// then skip reading and writing MXCSR (stmxcsr, and ldmxcsr twice, were 5% of a loop's firings).
+inline thread_local bool denormals_flushed_for_good = false;
+
 /// While it lives, this thread flushes denormal results to zero and reads denormal inputs as
 /// zero; then it restores what it found (a kernel may run on a caller's thread).
 class scoped_flush_denormals {
 public:
   scoped_flush_denormals() noexcept {
 #ifdef RUNNEL_HAS_MXCSR
-    if (!flush_denormals_wanted())
+    if (denormals_flushed_for_good || !flush_denormals_wanted())
       return;
     saved_ = _mm_getcsr();
     if ((saved_ & denormal_bits) != denormal_bits)
@@ -58,11 +62,14 @@ private:
   unsigned saved_ = denormal_bits;
 };
 
-/// Flushes denormals on this thread from now on (threads the runtime starts and owns).
+/// Flushes denormals on this thread from now on (threads the runtime starts and owns, whose
+/// code leaves MXCSR as it found it).
 inline void flush_denormals_on_this_thread() noexcept {
 #ifdef RUNNEL_HAS_MXCSR
-  if (flush_denormals_wanted())
+  if (flush_denormals_wanted()) {
     _mm_setcsr(_mm_getcsr() | denormal_bits);
+    denormals_flushed_for_good = true;
+  }
 #endif
 }
 

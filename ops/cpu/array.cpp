@@ -48,6 +48,7 @@ namespace {
 
 class const_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   explicit const_kernel(const kernel_construction& c) : value_(c.attr<tensor>("value")) {}
   status compute(kernel_context& ctx) override {
     ctx.set_output(0, value_);
@@ -71,11 +72,13 @@ private:
 
 class no_op_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   status compute(kernel_context&) override { return {}; }
 };
 
 class shape_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   explicit shape_kernel(const kernel_construction& c) : out_(c.attr<dtype>("out_type")) {}
   status compute(kernel_context& ctx) override {
     auto& s = ctx.input(0).shape();
@@ -95,6 +98,7 @@ private:
 
 class reshape_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     const tensor& x = ctx.input(0);
     RUNNEL_ASSIGN_OR_RETURN(auto dims, to_int64_vector(ctx.input(1)));

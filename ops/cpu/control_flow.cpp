@@ -10,6 +10,7 @@ namespace {
 /// Switch on live inputs: the value goes to the output the predicate selects.
 class switch_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     const tensor& pred = ctx.input(1);
     if (pred.type() != dtype::boolean || pred.num_elements() != 1)
@@ -23,6 +24,7 @@ public:
 /// Merge on live inputs: the first one.
 class merge_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     ctx.set_output(0, ctx.input(0));
     ctx.set_output(1, tensor::scalar<int32_t>(0));
@@ -32,6 +34,7 @@ public:
 
 class control_trigger_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   status compute(kernel_context&) override { return {}; }
 };
 

@@ -192,6 +192,7 @@ status plan_binary(const tensor& a, const tensor& b, binary_plan& bp) {
 /// An element-wise binary kernel. `Compare` ops produce bool; `Types` says which dtypes run.
 template <class Op, bool Compare> class binary_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
@@ -246,6 +247,7 @@ public:
 /// Float-only binary kernels (the gradient helpers) and logical ops compile for fewer types.
 template <class Op> class float_binary_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
@@ -272,6 +274,7 @@ public:
 
 template <class Op> class logical_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
@@ -288,6 +291,7 @@ public:
 
 class logical_not_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     const tensor& x = ctx.input(0);
     tensor& y = ctx.allocate_output(0, dtype::boolean, x.shape());
@@ -300,6 +304,7 @@ public:
 /// Select(condition, t, e): condition of t's shape, a scalar, or a vector over t's first dim.
 class select_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     const tensor& c = ctx.input(0);
     const tensor& t = ctx.input(1);

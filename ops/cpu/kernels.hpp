@@ -45,6 +45,7 @@ tensor narrow_from_f32(const tensor& t, dtype to, cpu_device* cpu);
 class identity_kernel : public kernel {
 public:
   status compute(kernel_context& ctx) override;
+  bool reentrant() const override { return true; }
 };
 
 /// Elements below which an element-wise loop stays on one thread.

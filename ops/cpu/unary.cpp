@@ -59,6 +59,7 @@ namespace {
 /// A row of RUNNEL_UNARY_OPS (ops/core/unary_ops.hpp) through its functor's Eigen form.
 class unary_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   explicit unary_kernel(unary_op op) : op_(op) {}
 
   status compute(kernel_context& ctx) override {
@@ -96,6 +97,7 @@ private:
 /// _UnaryGrad: dx = grad(x, y, dy) of a row whose functor gives one (float32, float64).
 class unary_grad_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   explicit unary_grad_kernel(const kernel_construction& c) {
     auto* row = find_unary_op(c.attr<std::string>("op"));
     if (!row || !row->has_grad)
@@ -151,6 +153,7 @@ template <class To, class From> To convert(const From& v) {
 
 class cast_kernel : public kernel {
 public:
+  bool reentrant() const override { return true; }
   explicit cast_kernel(const kernel_construction& c) : to_(c.attr<dtype>("DstT")) {}
   status compute(kernel_context& ctx) override {
     const tensor& x = ctx.input(0);

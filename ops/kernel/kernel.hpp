@@ -168,6 +168,11 @@ public:
   /// host: those that only look at shapes or pass buffers along (Reshape, Shape, Identity on a
   /// GPU). Other synchronous kernels are refused device inputs before they run.
   virtual bool accepts_device_inputs() const { return false; }
+  /// True for kernels whose compute keeps nothing between calls (no cached plan, primitive or
+  /// scratch buffer: only what the constructor set), so that two threads may run it at once.
+  /// A node that producers may run inline then fires without its lock (actors/exec/
+  /// node_actor.cpp); others take it, as two steps in flight may fire the node together.
+  virtual bool reentrant() const { return false; }
 };
 
 /// For each input slot of `n`: whether it is a ref input (no value flows along it).
