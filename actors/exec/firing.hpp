@@ -30,12 +30,12 @@ struct pending_iteration {
   bool fired = false; ///< Merge: a live input went out
   pending_iteration(int64_t s, frame_state* f, int64_t i, std::vector<tensor> in)
       : step(s), frame(f), iter(i), inputs(std::move(in)) {
-    flow_state_in_use().fetch_add(1, std::memory_order_relaxed);
+    count_flow_state(1);
   }
   pending_iteration(pending_iteration&& o) noexcept
       : step(o.step), frame(o.frame), iter(o.iter), inputs(std::move(o.inputs)), arrived(o.arrived),
         dead(o.dead), fired(o.fired) {
-    flow_state_in_use().fetch_add(1, std::memory_order_relaxed);
+    count_flow_state(1);
   }
   pending_iteration& operator=(pending_iteration&& o) noexcept {
     step = o.step;
@@ -47,7 +47,7 @@ struct pending_iteration {
     fired = o.fired;
     return *this;
   }
-  ~pending_iteration() { flow_state_in_use().fetch_sub(1, std::memory_order_relaxed); }
+  ~pending_iteration() { count_flow_state(-1); }
 };
 
 struct shared_flow_inputs {

@@ -3,16 +3,86 @@
 #include "runnel/actors/exec/flow.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <vector>
 
 namespace runnel {
 
-std::atomic<int64_t>& flow_state_in_use() {
-  static std::atomic<int64_t> count{0};
-  return count;
+namespace {
+
+/// One thread's count of flow state made less gone. Only that thread writes it, with a plain load
+/// and store: a pending iteration comes and goes with every firing in a loop, and one counter
+/// for the process, changed with atomic adds from every thread, bounced its cache line between
+/// the cores each time.
+struct alignas(64) flow_count_slot {
+  std::atomic<int64_t> n{0};
+};
+
+/// Every slot ever made (a thread's goes to the next thread when it exits, count and all: the
+/// sum stays right), and those free.
+struct flow_count_slots {
+  std::mutex mu;
+  std::vector<flow_count_slot*> all, free;
+  std::atomic<int64_t> after_exit{0}; ///< counts of threads past their slot's release
+};
+
+flow_count_slots& slots() {
+  static auto* s = new flow_count_slots; // never destroyed: threads may count after main's statics
+  return *s;
+}
+
+thread_local flow_count_slot* my_slot = nullptr;
+thread_local bool my_slot_gone = false;
+
+/// Gives the thread's slot back when it exits.
+struct slot_release {
+  ~slot_release() {
+    auto& s = slots();
+    std::lock_guard lock(s.mu);
+    s.free.push_back(my_slot);
+    my_slot = nullptr;
+    my_slot_gone = true;
+  }
+};
+
+flow_count_slot* claim_slot() {
+  auto& s = slots();
+  {
+    std::lock_guard lock(s.mu);
+    if (!s.free.empty()) {
+      my_slot = s.free.back();
+      s.free.pop_back();
+    } else {
+      my_slot = s.all.emplace_back(new flow_count_slot);
+    }
+  }
+  thread_local slot_release release;
+  (void)release;
+  return my_slot;
+}
+
+} // namespace
+
+void count_flow_state(int64_t delta) {
+  flow_count_slot* slot = my_slot;
+  if (!slot) {
+    if (my_slot_gone) { // counted while the thread's other thread-locals are destroyed
+      slots().after_exit.fetch_add(delta, std::memory_order_relaxed);
+      return;
+    }
+    slot = claim_slot();
+  }
+  slot->n.store(slot->n.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
 }
 
 int64_t control_flow_state_in_use() {
-  return flow_state_in_use().load();
+  auto& s = slots();
+  std::lock_guard lock(s.mu);
+  int64_t sum = s.after_exit.load(std::memory_order_relaxed);
+  for (auto* slot : s.all)
+    sum += slot->n.load(std::memory_order_relaxed);
+  return sum;
 }
 
 // ---- the plan ----
@@ -245,11 +315,11 @@ frame_state::frame_state(const flow_plan& plan, int index, frame_state* p, int64
   if (p)
     id = p->id.empty() ? info->name : p->id + ":" + std::to_string(pi) + "/" + info->name;
   outstanding.push_back(0);
-  flow_state_in_use().fetch_add(1, std::memory_order_relaxed);
+  count_flow_state(1);
 }
 
 frame_state::~frame_state() {
-  flow_state_in_use().fetch_sub(1, std::memory_order_relaxed);
+  count_flow_state(-1);
 }
 
 flow_state::flow_state(std::shared_ptr<const flow_plan> plan, step_state& step, int64_t initial)

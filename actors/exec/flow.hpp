@@ -154,8 +154,8 @@ private:
 void dispatch_flow(node_actor::pointer self, const step_ptr& step,
                    std::vector<flow_message>& out, bool step_done);
 
-/// Frames and per-iteration pending inputs alive in this process (for tests: 0 when no step
-/// with control flow is running).
-std::atomic<int64_t>& flow_state_in_use();
+/// Counts `delta` frames or per-iteration pending inputs made (+1) or gone (-1) in this process
+/// (control_flow_state_in_use sums them: 0 when no step with control flow is running).
+void count_flow_state(int64_t delta);
 
 } // namespace runnel

@@ -217,10 +217,11 @@ void on_flow_input(node_actor::pointer self, std::vector<pending_iteration>* own
 
 namespace {
 
-/// A flow message a producer fires inline, waiting for the thread's current firing to end.
+/// A flow message a producer fires inline, waiting for the thread's current firing to end. Its
+/// step is the draining dispatch's (a firing's messages stay in its step), which holds it: no
+/// reference of its own, which cost an atomic add and subtract a firing.
 struct inline_work {
   node_actor::pointer self;
-  step_ptr step;
   flow_message m;
 };
 
@@ -248,16 +249,16 @@ void dispatch_flow(node_actor::pointer self, const step_ptr& step, std::vector<f
   for (auto& m : out) {
     bool inline_ok = m.to->flow_inline && !step->aborted.load(std::memory_order_acquire);
     if (inline_ok && q.draining && q.work.size() < max_inline_per_turn) {
-      q.work.push_back({self, step, std::move(m)});
+      q.work.push_back({self, std::move(m)});
     } else if (inline_ok && !q.draining) {
       // In this turn, as the consumer's actor would have on the message; what that fires in
       // turn queues behind it.
       q.draining = true;
       fire_inline(self, step, m);
       for (; q.next < q.work.size(); ++q.next) {
-        inline_work w = std::move(q.work[q.next]);            // firing it may grow the queue
-        if (!w.step->aborted.load(std::memory_order_acquire)) // as its actor would drop it
-          fire_inline(w.self, w.step, w.m);
+        inline_work w = std::move(q.work[q.next]);          // firing it may grow the queue
+        if (!step->aborted.load(std::memory_order_acquire)) // as its actor would drop it
+          fire_inline(w.self, step, w.m);
       }
       q.work.clear();
       q.next = 0;
