@@ -55,12 +55,47 @@ struct shared_flow_inputs {
   std::vector<pending_iteration> iterations;
 };
 
-/// The flow messages of one firing, in a vector from a per-thread pool (given back empty): each
-/// firing's messages were a heap allocation and a free of their own.
+/// Emptied vectors that each thread keeps for its next firings: a firing's inputs, its kernel's
+/// outputs and its flow messages were a heap allocation and a free each (jemalloc and
+/// operator new: 9% of a loop's samples). At most 16 a thread and type, none over 64 elements.
+template <class T> class spare_vectors {
+public:
+  /// An empty vector, with the capacity of one given back on this thread when there is one.
+  static std::vector<T> take() {
+    auto& l = list();
+    if (l.empty())
+      return {};
+    std::vector<T> v = std::move(l.back());
+    l.pop_back();
+    return v;
+  }
+  /// Empties `v` and keeps it for this thread's next take().
+  static void keep(std::vector<T>& v) {
+    v.clear();
+    auto& l = list();
+    if (l.size() < 16 && v.capacity() > 0 && v.capacity() <= 64)
+      l.push_back(std::move(v));
+  }
+
+private:
+  static std::vector<std::vector<T>>& list() {
+    thread_local std::vector<std::vector<T>> l;
+    return l;
+  }
+};
+
+/// `s`'s bound inputs (the missing ones empty) in a vector from the thread's spares.
+inline std::vector<tensor> bound_inputs(const node_setup& s) {
+  std::vector<tensor> inputs = spare_vectors<tensor>::take();
+  inputs.assign(s.bound.begin(), s.bound.end());
+  return inputs;
+}
+
+/// The flow messages of one firing, in a vector from the thread's spares (given back empty).
 class flow_messages {
 public:
-  flow_messages();
-  ~flow_messages();
+  flow_messages() : v_(spare_vectors<flow_message>::take()) {}
+  ~flow_messages() { spare_vectors<flow_message>::keep(v_); }
   flow_messages(const flow_messages&) = delete;
   flow_messages& operator=(const flow_messages&) = delete;
   std::vector<flow_message>& operator*() { return v_; }

@@ -13,27 +13,6 @@ std::shared_ptr<shared_flow_inputs> make_shared_flow_inputs() {
 
 namespace {
 
-/// Emptied vectors of flow messages, kept by each thread for its next firings.
-thread_local std::vector<std::vector<flow_message>> spare_messages;
-constexpr size_t max_spare_messages = 16;
-
-} // namespace
-
-flow_messages::flow_messages() {
-  if (!spare_messages.empty()) {
-    v_ = std::move(spare_messages.back());
-    spare_messages.pop_back();
-  }
-}
-
-flow_messages::~flow_messages() {
-  v_.clear();
-  if (spare_messages.size() < max_spare_messages && v_.capacity() > 0)
-    spare_messages.push_back(std::move(v_));
-}
-
-namespace {
-
 /// A node's pending iterations: its actor's own, or (a node producers fire inline) those under
 /// its lock, held for as long as this lives.
 class iterations_of {
@@ -95,11 +74,13 @@ void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
       bool taken = *pred.data<bool>();
       // The dead output stays empty (no consumer reads a dead value); the inputs go before the
       // step can end (emit_flow).
-      std::vector<tensor> outs(2);
+      std::vector<tensor> outs = spare_vectors<tensor>::take();
+      outs.resize(2);
       outs[taken ? 1 : 0] = std::move(inputs[0]);
-      inputs.clear();
+      spare_vectors<tensor>::keep(inputs);
       static const std::vector<char> false_dead{1, 0}, true_dead{0, 1};
       emit_flow(self, s, step, tag, outs, taken ? &false_dead : &true_dead, false);
+      spare_vectors<tensor>::keep(outs);
       return;
     }
     case flow_kind::enter:
@@ -107,8 +88,11 @@ void fire_flow(node_actor::pointer self, node_setup& s, const step_ptr& step,
     case flow_kind::next_iteration: {
       if (!read_variables(s, step, inputs))
         return;
-      std::vector<tensor> outs{std::move(inputs[0])};
+      std::vector<tensor> outs = spare_vectors<tensor>::take();
+      outs.push_back(std::move(inputs[0]));
+      spare_vectors<tensor>::keep(inputs);
       emit_flow(self, s, step, tag, outs, nullptr, false);
+      spare_vectors<tensor>::keep(outs);
       return;
     }
     default:
@@ -127,8 +111,11 @@ void on_merge_input(node_actor::pointer self, std::vector<pending_iteration>* ow
   int expected =
       fl.back_inputs == 0 ? s.num_inputs : (tag.iter == 0 ? fl.forward_inputs : fl.back_inputs);
   auto live = [&] {
-    std::vector<tensor> outs{std::move(value), fl.merge_index[size_t(slot)]};
+    std::vector<tensor> outs = spare_vectors<tensor>::take();
+    outs.push_back(std::move(value));
+    outs.push_back(fl.merge_index[size_t(slot)]);
     emit_flow(self, s, step, {tag.frame, tag.iter, false}, outs, nullptr, false);
+    spare_vectors<tensor>::keep(outs);
   };
   auto all_dead = [&] {
     std::vector<tensor> none(2);
@@ -178,7 +165,7 @@ void on_flow_input(node_actor::pointer self, std::vector<pending_iteration>* own
     return;
   }
   if (s.expected == 1) {
-    std::vector<tensor> inputs = s.bound;
+    std::vector<tensor> inputs = bound_inputs(s);
     inputs[size_t(slot)] = std::move(value);
     fire_flow(self, s, step, std::move(inputs), tag);
     return;
@@ -194,7 +181,7 @@ void on_flow_input(node_actor::pointer self, std::vector<pending_iteration>* own
       return p.step == step->id && p.frame == tag.frame && p.iter == tag.iter;
     });
     if (it == its.end()) {
-      its.emplace_back(step->id, tag.frame, tag.iter, s.bound);
+      its.emplace_back(step->id, tag.frame, tag.iter, bound_inputs(s));
       it = its.end() - 1;
     }
     it->inputs[size_t(slot)] = std::move(value);
