@@ -55,8 +55,8 @@ struct shared_flow_inputs {
   std::vector<pending_iteration> iterations;
 };
 
-/// Emptied vectors that each thread keeps for its next firings: a firing's inputs, its kernel's
-/// outputs and its flow messages were a heap allocation and a free each (jemalloc and
+/// Emptied vectors that each thread keeps for its next firings in a loop: a firing's inputs, a
+/// frame op's outputs and the flow messages were a heap allocation and a free each (jemalloc and
 /// operator new: 9% of a loop's samples). At most 16 a thread and type, none over 64 elements.
 template <class T> class spare_vectors {
 public:

@@ -11,8 +11,8 @@ namespace runnel {
 
 namespace {
 
-/// One thread's count of flow state made less gone. Only that thread writes it, with a plain load
-/// and store: a pending iteration comes and goes with every firing in a loop, and one counter
+/// One thread's count of flow state made, less that gone. Only that thread writes it, with a plain
+/// load and store: a pending iteration comes and goes with every firing in a loop, and one counter
 /// for the process, changed with atomic adds from every thread, bounced its cache line between
 /// the cores each time.
 struct alignas(64) flow_count_slot {

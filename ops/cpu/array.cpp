@@ -48,8 +48,8 @@ namespace {
 
 class const_kernel : public kernel {
 public:
-  bool reentrant() const override { return true; }
   explicit const_kernel(const kernel_construction& c) : value_(c.attr<tensor>("value")) {}
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     ctx.set_output(0, value_);
     return {};
@@ -78,8 +78,8 @@ public:
 
 class shape_kernel : public kernel {
 public:
-  bool reentrant() const override { return true; }
   explicit shape_kernel(const kernel_construction& c) : out_(c.attr<dtype>("out_type")) {}
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     auto& s = ctx.input(0).shape();
     tensor& out = ctx.allocate_output(0, out_, shape{s.rank()});

@@ -59,9 +59,9 @@ namespace {
 /// A row of RUNNEL_UNARY_OPS (ops/core/unary_ops.hpp) through its functor's Eigen form.
 class unary_kernel : public kernel {
 public:
-  bool reentrant() const override { return true; }
   explicit unary_kernel(unary_op op) : op_(op) {}
 
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     const tensor& x = ctx.input(0);
     tensor& y = ctx.forward_or_allocate_output(0, 0, x.type(), x.shape());
@@ -97,7 +97,6 @@ private:
 /// _UnaryGrad: dx = grad(x, y, dy) of a row whose functor gives one (float32, float64).
 class unary_grad_kernel : public kernel {
 public:
-  bool reentrant() const override { return true; }
   explicit unary_grad_kernel(const kernel_construction& c) {
     auto* row = find_unary_op(c.attr<std::string>("op"));
     if (!row || !row->has_grad)
@@ -107,6 +106,7 @@ public:
       op_ = row->op;
   }
 
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     RUNNEL_RETURN_IF_ERROR(init_);
     const tensor &x = ctx.input(0), &y = ctx.input(1), &dy = ctx.input(2);
@@ -153,8 +153,8 @@ template <class To, class From> To convert(const From& v) {
 
 class cast_kernel : public kernel {
 public:
-  bool reentrant() const override { return true; }
   explicit cast_kernel(const kernel_construction& c) : to_(c.attr<dtype>("DstT")) {}
+  bool reentrant() const override { return true; }
   status compute(kernel_context& ctx) override {
     const tensor& x = ctx.input(0);
     if (x.type() == to_) {
