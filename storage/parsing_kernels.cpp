@@ -163,7 +163,7 @@ public:
       return invalid_argument("DecodeRaw: " + std::to_string(len) +
                               " bytes is not a multiple of the size of " +
                               std::string(name(type_)) + " (" + std::to_string(elem) + ")");
-    auto dims = in.shape().dims();
+    std::vector<int64_t> dims = in.shape().dims();
     dims.push_back(int64_t(len / elem));
     tensor& out = ctx.allocate_output(0, type_, shape(std::move(dims)));
     char* dst = static_cast<char*>(out.raw_data());

@@ -279,7 +279,7 @@ private:
     if (to_boundary_ && b < bounds_.size()) {
       // Pad the first dimension of each component to the bucket's boundary - 1.
       for (auto& t : buckets_[b][0]) {
-        auto dims = t.shape().dims();
+        std::vector<int64_t> dims = t.shape().dims();
         if (!dims.empty())
           dims[0] = bounds_[b] - 1;
         for (size_t d = 1; d < dims.size(); ++d)

@@ -270,7 +270,7 @@ result<tensor> join_rows(const std::vector<tensor>& parts, const std::string& fe
       return invalid_argument("fetch '" + fetch + "' changes dtype or rank between steps");
     rows += p.dim(0);
   }
-  auto dims = first.shape().dims();
+  std::vector<int64_t> dims = first.shape().dims();
   dims[0] = rows;
   tensor out(first.type(), shape(dims));
   char* dst = static_cast<char*>(out.raw_data());

@@ -80,7 +80,7 @@ result<image_set> load_image_set(const std::string& images_path, const std::stri
 }
 
 tensor gather_rows(const tensor& t, const std::vector<int64_t>& order, int64_t begin, int64_t end) {
-  auto dims = t.shape().dims();
+  std::vector<int64_t> dims = t.shape().dims();
   int64_t row = t.dim(0) == 0 ? 0 : t.num_elements() / t.dim(0);
   dims[0] = end - begin;
   tensor out(t.type(), shape(dims));

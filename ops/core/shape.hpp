@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runnel/ops/core/dim_vector.hpp"
 #include "runnel/ops/core/status.hpp"
 
 namespace runnel {
@@ -23,7 +24,8 @@ public:
   /// A scalar (rank 0).
   shape() = default;
   shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
-  explicit shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+  explicit shape(const std::vector<int64_t>& dims) : dims_(dims) {}
+  explicit shape(dim_vector dims) : dims_(std::move(dims)) {}
   /// A shape whose rank is unknown.
   static shape unknown() {
     shape s;
@@ -31,7 +33,7 @@ public:
     return s;
   }
   /// Rank `rank` with every dimension unknown.
-  static shape unknown_dims(int rank) { return shape(std::vector<int64_t>(rank, unknown_dim)); }
+  static shape unknown_dims(int rank) { return shape(dim_vector(size_t(rank), unknown_dim)); }
 
   bool has_known_rank() const { return known_rank_; }
   /// The rank; -1 when unknown.
@@ -39,7 +41,9 @@ public:
   int64_t dim(int i) const { return dims_[size_t(i)]; }
   int64_t operator[](int i) const { return dims_[size_t(i)]; }
   void set_dim(int i, int64_t d) { dims_[size_t(i)] = d; }
-  const std::vector<int64_t>& dims() const { return dims_; }
+  /// The dimensions, stored in place up to rank 6 (copying a shape allocates nothing);
+  /// `std::vector<int64_t> d = s.dims();` for an editable copy.
+  const dim_vector& dims() const { return dims_; }
   /// Known rank and no unknown dimension.
   bool is_fully_defined() const;
   /// Product of the dimensions; -1 when not fully defined; `max_elements + 1` when the product
@@ -63,7 +67,7 @@ public:
   }
 
 private:
-  std::vector<int64_t> dims_;
+  dim_vector dims_;
   bool known_rank_ = true;
 };
 

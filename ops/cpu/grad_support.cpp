@@ -167,7 +167,7 @@ public:
                               std::to_string(r));
     if (d < 0)
       d += r + 1;
-    auto dims = x.shape().dims();
+    std::vector<int64_t> dims = x.shape().dims();
     dims.insert(dims.begin() + d, 1);
     RUNNEL_ASSIGN_OR_RETURN(tensor out, x.reshaped(shape(dims)));
     ctx.set_output(0, std::move(out));

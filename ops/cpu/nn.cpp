@@ -269,7 +269,7 @@ private:
       return invalid_argument("TopKV2: k = " + std::to_string(k) + " for rows of " +
                               std::to_string(n) + " entries (input " + x.shape().to_string() +
                               ")");
-    auto dims = x.shape().dims();
+    std::vector<int64_t> dims = x.shape().dims();
     dims.back() = k;
     tensor& values = ctx.allocate_output(0, x.type(), shape(dims));
     tensor& indices = ctx.allocate_output(1, dtype::i32, shape(dims));

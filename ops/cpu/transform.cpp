@@ -20,7 +20,7 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
 
 /// out[i] = in[source(i)] for every output element; `source` maps output coordinates.
 template <class F> status gather_elements(const tensor& in, tensor& out, F source) {
-  auto od = out.shape().dims();
+  std::vector<int64_t> od = out.shape().dims();
   int64_t n = out.num_elements();
   std::vector<int64_t> coord(od.size(), 0);
   return dispatch(in.type(), [&]<class T>() -> status {
@@ -56,7 +56,7 @@ public:
         return invalid_argument("input " + std::to_string(i) + " has shape " +
                                 ctx.input(i).shape().to_string() + " but input 0 has " +
                                 first.shape().to_string());
-    auto dims = first.shape().dims();
+    std::vector<int64_t> dims = first.shape().dims();
     dims.insert(dims.begin() + axis, n);
     tensor& out = ctx.allocate_output(0, first.type(), shape(dims));
     int64_t outer = 1;
@@ -91,7 +91,7 @@ status split_into(kernel_context& ctx, const tensor& x, int64_t axis, int64_t n,
     outer *= x.dim(d);
   for (int d = int(axis) + 1; d < r; ++d)
     inner *= x.dim(d);
-  auto dims = x.shape().dims();
+  std::vector<int64_t> dims = x.shape().dims();
   if (keep_axis)
     dims[size_t(axis)] = part;
   else
@@ -179,7 +179,7 @@ public:
       dims.push_back(x.dim(d) * m[size_t(d)]);
     }
     tensor& out = ctx.allocate_output(0, x.type(), shape(dims));
-    auto in_dims = x.shape().dims();
+    std::vector<int64_t> in_dims = x.shape().dims();
     auto strides = row_major_strides(in_dims);
     return gather_elements(x, out, [&](const std::vector<int64_t>& c) {
       int64_t off = 0;
@@ -208,7 +208,7 @@ public:
       dims.push_back(x.dim(d) + b + a);
     }
     tensor& out = ctx.allocate_output(0, x.type(), shape(dims));
-    auto in_dims = x.shape().dims();
+    std::vector<int64_t> in_dims = x.shape().dims();
     auto strides = row_major_strides(in_dims);
     return gather_elements(x, out, [&](const std::vector<int64_t>& c) -> int64_t {
       int64_t off = 0;
@@ -237,7 +237,7 @@ public:
       flip[size_t(d)] = true;
     }
     tensor& out = ctx.allocate_output(0, x.type(), x.shape());
-    auto dims = x.shape().dims();
+    std::vector<int64_t> dims = x.shape().dims();
     auto strides = row_major_strides(dims);
     return gather_elements(x, out, [&](const std::vector<int64_t>& c) {
       int64_t off = 0;
@@ -270,7 +270,7 @@ public:
                                 "] = " + std::to_string(lengths[b]) + " is outside [0, " +
                                 std::to_string(x.dim(int(seq))) + "]");
     tensor& out = ctx.allocate_output(0, x.type(), x.shape());
-    auto dims = x.shape().dims();
+    std::vector<int64_t> dims = x.shape().dims();
     auto strides = row_major_strides(dims);
     return gather_elements(x, out, [&](const std::vector<int64_t>& c) {
       int64_t off = 0, len = lengths[size_t(c[size_t(batch)])];

@@ -113,7 +113,7 @@ void add_slice_segment_ops(op_registry& reg) {
                                            std::to_string(in.rank()));
                  if (d < 0)
                    d += in.rank() + 1;
-                 auto dims = in.dims();
+                 std::vector<int64_t> dims = in.dims();
                  dims.insert(dims.begin() + d, 1);
                  c.set_output(0, shape(dims));
                  return {};

@@ -103,7 +103,7 @@ RUNNEL_OP_FAMILY(nn) {
                  RUNNEL_RETURN_IF_ERROR(c.require_rank_at_least(0, 1));
                  shape s = c.input_shape(0);
                  if (s.has_known_rank()) {
-                   auto dims = s.dims();
+                   std::vector<int64_t> dims = s.dims();
                    dims.back() = -1;
                    s = shape(dims);
                  }

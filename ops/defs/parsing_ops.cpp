@@ -117,7 +117,7 @@ RUNNEL_OP_FAMILY(parsing) {
                    c.set_output(0, shape::unknown());
                    return {};
                  }
-                 auto dims = in.dims();
+                 std::vector<int64_t> dims = in.dims();
                  dims.push_back(-1);
                  c.set_output(0, shape(std::move(dims)));
                  return {};

@@ -42,7 +42,7 @@ void add_pack_squeeze_ops(op_registry& reg) {
                    return {};
                  int64_t axis = c.attr<int64_t>("axis");
                  RUNNEL_RETURN_IF_ERROR(normalize_axis(axis, s.rank() + 1, "axis"));
-                 auto dims = s.dims();
+                 std::vector<int64_t> dims = s.dims();
                  dims.insert(dims.begin() + axis, c.num_inputs());
                  c.set_output(0, shape(dims));
                  return {};
@@ -64,7 +64,7 @@ void add_pack_squeeze_ops(op_registry& reg) {
                                            " but dimension " + std::to_string(axis) + " of " +
                                            s.to_string() + " has size " +
                                            std::to_string(s[int(axis)]));
-                 auto dims = s.dims();
+                 std::vector<int64_t> dims = s.dims();
                  dims.erase(dims.begin() + axis);
                  for (int o = 0; o < c.num_outputs(); ++o)
                    c.set_output(o, shape(dims));
@@ -198,7 +198,7 @@ void add_range_split_slice_ops(op_registry& reg) {
                    return {};
                  int64_t a = (*axis)[0];
                  RUNNEL_RETURN_IF_ERROR(normalize_axis(a, s.rank(), "split dimension"));
-                 auto dims = s.dims();
+                 std::vector<int64_t> dims = s.dims();
                  if (dims[size_t(a)] >= 0) {
                    if (dims[size_t(a)] % n != 0)
                      return invalid_argument("dimension " + std::to_string(a) + " of " +

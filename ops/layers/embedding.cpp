@@ -112,7 +112,7 @@ std::vector<graph_variable> partitioned_variable(graph& g, std::string_view name
   auto scope = g.name_scope(name);
   std::vector<graph_variable> out;
   // The partitioner counts rows along axis 0: show it the shape with `axis` first.
-  auto rotated = s.dims();
+  std::vector<int64_t> rotated = s.dims();
   std::rotate(rotated.begin(), rotated.begin() + axis, rotated.begin() + axis + 1);
   auto counts = parts(shape(rotated), t);
   int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t(0));
@@ -121,7 +121,7 @@ std::vector<graph_variable> partitioned_variable(graph& g, std::string_view name
                                  "': the partitioner's parts hold " + std::to_string(total) +
                                  " rows, not " + std::to_string(s[axis])));
   for (size_t i = 0; i < counts.size(); ++i) {
-    auto dims = s.dims();
+    std::vector<int64_t> dims = s.dims();
     dims[size_t(axis)] = counts[i];
     auto value = init(shape(dims));
     if (!(value.shape() == shape(dims)) || value.type() != t)

@@ -56,6 +56,54 @@ TEST_CASE("shapes: unknown dims, merging, broadcasting", "[ops]") {
   CHECK(bad.error().message().find("[2,3]") != std::string::npos);
 }
 
+TEST_CASE("shapes keep up to six dimensions in place and more on the heap", "[ops]") {
+  dim_vector small{2, 3, 4};
+  dim_vector big{1, 2, 3, 4, 5, 6, 7, 8}; // rank 8: beyond the inline capacity
+  REQUIRE(big.size() > dim_vector::inline_capacity);
+  CHECK(big.to_vector() == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(std::vector<int64_t>(small) == std::vector<int64_t>{2, 3, 4});
+
+  dim_vector copy = big; // a copy owns its own heap block
+  copy[0] = 9;
+  CHECK(big[0] == 1);
+  CHECK(copy.back() == 8);
+  dim_vector moved = std::move(copy); // a move steals the block and leaves the source empty
+  CHECK(moved[0] == 9);
+  CHECK(copy.empty()); // NOLINT(bugprone-use-after-move): a moved-from vector is empty
+  CHECK(copy == dim_vector{});
+
+  dim_vector a = small;
+  a = big; // inline to heap
+  CHECK(a == big);
+  a = small; // heap to inline: the block is freed (the sanitizer lane checks)
+  CHECK(a == small);
+  CHECK(a != big);
+  a = std::move(moved); // inline to heap by move
+  CHECK(a.size() == 8);
+  CHECK(a.front() == 9);
+  const dim_vector& same = a;
+  a = same; // self-assignment keeps the dimensions
+  CHECK(a.size() == 8);
+  CHECK(dim_vector(3, -1) == dim_vector{-1, -1, -1});
+  std::vector<int64_t> v{4, 5, 6, 7, 8, 9, 10};
+  CHECK(dim_vector(v.begin(), v.end()) == dim_vector(v));
+
+  // Shapes and tensors of rank 8 copy, compare and count like any other.
+  shape s8(big.to_vector());
+  CHECK(s8.rank() == 8);
+  CHECK(s8.num_elements() == 40320);
+  CHECK(s8.to_string() == "[1,2,3,4,5,6,7,8]");
+  shape unknown8 = shape::unknown_dims(8);
+  CHECK(unknown8.merge(s8).value() == s8);
+  tensor t(dtype::f32, shape{1, 1, 1, 1, 1, 1, 2, 3});
+  tensor t2 = t;
+  tensor t3 = std::move(t2);
+  CHECK(t3.shape() == t.shape());
+  CHECK(t3.num_elements() == 6);
+  t3 = tensor(dtype::f32, shape{2, 3});
+  CHECK(t3.shape().rank() == 2);
+}
+
 TEST_CASE("broadcast strides step through the input, 0 where it repeats", "[ops]") {
   int64_t s[4];
   broadcast_strides({3, 1}, {2, 3, 4}, s); // [3,1] read as [1,3,1]
