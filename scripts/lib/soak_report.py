@@ -57,7 +57,7 @@ for p in procs:
     ok = min(growth, floor_growth) < rss_pct and fd_mid <= fd_warm and th_mid <= th_warm
     failed |= not ok
     print(f"soak: {p:3s} rss peaks {first:.1f} -> {last:.1f} MiB ({growth:+.2f}%), floor "
-          f"{floor0:.1f} -> {floor1:.1f} MiB ({floor_growth:+.2f}%; bound {rss_pct}% for both), "
+          f"{floor0:.1f} -> {floor1:.1f} MiB ({floor_growth:+.2f}%; growth when both pass {rss_pct}%), "
           f"fds {fd_warm} -> {fd_mid:g} (max {fd_max}), threads {th_warm} -> {th_mid:g} "
           f"(max {th_max}): "
           f"{'ok' if ok else 'GROWTH'}")
