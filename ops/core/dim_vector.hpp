@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 namespace runnel {
@@ -25,11 +26,10 @@ public:
   dim_vector() = default;
   dim_vector(std::initializer_list<int64_t> dims) { assign(dims.begin(), dims.size()); }
   dim_vector(const std::vector<int64_t>& dims) { assign(dims.data(), dims.size()); }
-  dim_vector(size_t count, int64_t value) {
-    std::vector<int64_t> v(count, value);
-    assign(v.data(), count);
-  }
-  template <class It> dim_vector(It first, It last) {
+  dim_vector(size_t count, int64_t value) { std::fill_n(reserve(count), count, value); }
+  /// From an iterator range; two integers are a (count, value) fill, as with std::vector.
+  template <class It, class = std::enable_if_t<!std::is_integral_v<It>>>
+  dim_vector(It first, It last) {
     std::vector<int64_t> v(first, last);
     assign(v.data(), v.size());
   }
@@ -72,7 +72,7 @@ public:
 
 private:
   bool on_heap() const { return size_ > inline_capacity; }
-  // Fills an empty vector. The heap path is out of line (shape.cpp): inlined, GCC 12's bounds
+  // Fills an empty vector. The heap path is out of line (dim_vector.cpp): inlined, GCC 12's bounds
   // analysis took its copy for one into the inline array and warned.
   void assign(const int64_t* dims, size_t count) {
     if (count > inline_capacity)
@@ -82,6 +82,14 @@ private:
       std::memcpy(inline_, dims, count * sizeof(int64_t));
   }
   [[gnu::noinline]] void assign_heap(const int64_t* dims, size_t count);
+  // Sizes an empty vector to `count` unset dimensions and returns where they live.
+  int64_t* reserve(size_t count) {
+    if (count > inline_capacity)
+      return reserve_heap(count);
+    size_ = count;
+    return inline_;
+  }
+  [[gnu::noinline]] int64_t* reserve_heap(size_t count);
   // Steals a heap block, or copies only the dimensions in use; leaves `other` empty.
   void take(dim_vector& other) noexcept {
     size_ = other.size_;

@@ -1,15 +1,8 @@
 #include "runnel/ops/core/shape.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 namespace runnel {
-
-void dim_vector::assign_heap(const int64_t* dims, size_t count) {
-  size_ = count;
-  heap_ = new int64_t[count];
-  std::memcpy(heap_, dims, count * sizeof(int64_t));
-}
 
 bool shape::is_fully_defined() const {
   return known_rank_ && std::all_of(dims_.begin(), dims_.end(), [](int64_t d) { return d >= 0; });

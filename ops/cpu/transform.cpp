@@ -10,8 +10,7 @@
 namespace runnel {
 namespace {
 
-
-std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
+std::vector<int64_t> row_major_strides(const dim_vector& dims) {
   std::vector<int64_t> s(dims.size(), 1);
   for (int d = int(dims.size()) - 2; d >= 0; --d)
     s[size_t(d)] = s[size_t(d + 1)] * dims[size_t(d + 1)];
@@ -20,7 +19,7 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
 
 /// out[i] = in[source(i)] for every output element; `source` maps output coordinates.
 template <class F> status gather_elements(const tensor& in, tensor& out, F source) {
-  std::vector<int64_t> od = out.shape().dims();
+  const dim_vector& od = out.shape().dims();
   int64_t n = out.num_elements();
   std::vector<int64_t> coord(od.size(), 0);
   return dispatch(in.type(), [&]<class T>() -> status {
@@ -179,7 +178,7 @@ public:
       dims.push_back(x.dim(d) * m[size_t(d)]);
     }
     tensor& out = ctx.allocate_output(0, x.type(), shape(dims));
-    std::vector<int64_t> in_dims = x.shape().dims();
+    const dim_vector& in_dims = x.shape().dims();
     auto strides = row_major_strides(in_dims);
     return gather_elements(x, out, [&](const std::vector<int64_t>& c) {
       int64_t off = 0;
@@ -208,7 +207,7 @@ public:
       dims.push_back(x.dim(d) + b + a);
     }
     tensor& out = ctx.allocate_output(0, x.type(), shape(dims));
-    std::vector<int64_t> in_dims = x.shape().dims();
+    const dim_vector& in_dims = x.shape().dims();
     auto strides = row_major_strides(in_dims);
     return gather_elements(x, out, [&](const std::vector<int64_t>& c) -> int64_t {
       int64_t off = 0;
@@ -237,7 +236,7 @@ public:
       flip[size_t(d)] = true;
     }
     tensor& out = ctx.allocate_output(0, x.type(), x.shape());
-    std::vector<int64_t> dims = x.shape().dims();
+    const dim_vector& dims = x.shape().dims();
     auto strides = row_major_strides(dims);
     return gather_elements(x, out, [&](const std::vector<int64_t>& c) {
       int64_t off = 0;
@@ -270,7 +269,7 @@ public:
                                 "] = " + std::to_string(lengths[b]) + " is outside [0, " +
                                 std::to_string(x.dim(int(seq))) + "]");
     tensor& out = ctx.allocate_output(0, x.type(), x.shape());
-    std::vector<int64_t> dims = x.shape().dims();
+    const dim_vector& dims = x.shape().dims();
     auto strides = row_major_strides(dims);
     return gather_elements(x, out, [&](const std::vector<int64_t>& c) {
       int64_t off = 0, len = lengths[size_t(c[size_t(batch)])];

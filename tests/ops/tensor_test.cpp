@@ -85,6 +85,8 @@ TEST_CASE("shapes keep up to six dimensions in place and more on the heap", "[op
   a = same; // self-assignment keeps the dimensions
   CHECK(a.size() == 8);
   CHECK(dim_vector(3, -1) == dim_vector{-1, -1, -1});
+  CHECK(dim_vector(8, 7) == dim_vector{7, 7, 7, 7, 7, 7, 7, 7}); // a fill past the inline store
+  CHECK(dim_vector(size_t(0), 1).empty());
   std::vector<int64_t> v{4, 5, 6, 7, 8, 9, 10};
   CHECK(dim_vector(v.begin(), v.end()) == dim_vector(v));
 
