@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <iterator>
 #include <type_traits>
 #include <vector>
 
@@ -28,10 +29,17 @@ public:
   dim_vector(const std::vector<int64_t>& dims) { assign(dims.data(), dims.size()); }
   dim_vector(size_t count, int64_t value) { std::fill_n(reserve(count), count, value); }
   /// From an iterator range; two integers are a (count, value) fill, as with std::vector.
+  /// A range that can be walked twice is counted first and copied in place; a single-pass one
+  /// goes through a vector.
   template <class It, class = std::enable_if_t<!std::is_integral_v<It>>>
   dim_vector(It first, It last) {
-    std::vector<int64_t> v(first, last);
-    assign(v.data(), v.size());
+    using category = typename std::iterator_traits<It>::iterator_category;
+    if constexpr (std::is_base_of_v<std::forward_iterator_tag, category>) {
+      std::copy(first, last, reserve(size_t(std::distance(first, last))));
+    } else {
+      std::vector<int64_t> v(first, last);
+      assign(v.data(), v.size());
+    }
   }
   dim_vector(const dim_vector& other) { assign(other.data(), other.size_); }
   dim_vector(dim_vector&& other) noexcept { take(other); }

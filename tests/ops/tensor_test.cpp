@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <iterator>
+#include <list>
 #include <sstream>
 
 #include "runnel/ops/core/tensor.hpp"
@@ -89,6 +91,11 @@ TEST_CASE("shapes keep up to six dimensions in place and more on the heap", "[op
   CHECK(dim_vector(size_t(0), 1).empty());
   std::vector<int64_t> v{4, 5, 6, 7, 8, 9, 10};
   CHECK(dim_vector(v.begin(), v.end()) == dim_vector(v));
+  std::list<int> linked{1, 2, 3, 4, 5, 6, 7}; // walked twice, not contiguous, another type
+  CHECK(dim_vector(linked.begin(), linked.end()) == dim_vector{1, 2, 3, 4, 5, 6, 7});
+  std::istringstream text("3 1 4 1 5 9 2 6"); // walked once
+  CHECK(dim_vector(std::istream_iterator<int64_t>(text), std::istream_iterator<int64_t>()) ==
+        dim_vector{3, 1, 4, 1, 5, 9, 2, 6});
 
   // Shapes and tensors of rank 8 copy, compare and count like any other.
   shape s8(big.to_vector());
